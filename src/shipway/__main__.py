@@ -1,0 +1,3 @@
+from shipway.cli import main
+
+main()

@@ -1,0 +1,193 @@
+"""The public Python API. The command line is a thin layer over these functions.
+
+Every mutating function asks the guard first (``confirm`` is the slot's name typed back,
+needed for guarded and production slots); nothing is opened or touched before that.
+``backend`` may be given explicitly (tests inject the in-memory backend); otherwise the
+slot's own backend is opened.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from shipway import spec as _spec
+from shipway.backends import open_backend
+from shipway.backends.protocol import Backend, ProcessStatus, Reporter
+from shipway.engine import DEFAULT_ROLLBACK_TIMEOUT, DEFAULT_TIMEOUT, Engine, Outcome
+from shipway.errors import InputError
+from shipway.guard import Clearance, Guard
+from shipway.plan.model import Plan
+from shipway.release import history as _history
+from shipway.release.model import Release
+from shipway.spec.model import App
+
+
+def load(path: str | Path | None = None) -> App:
+    """Find, read and validate a spec (raises SpecInvalid listing every problem)."""
+    return _spec.load(path)
+
+
+def clear(app: App, slot: str, confirm: str | None = None) -> Clearance:
+    """Ask the guard for a clearance for ``slot`` (raises GuardRefused)."""
+    return Guard(app.slots).clear(slot, confirm)
+
+
+def _engine(app: App, slot: str, backend: Backend | None, reporter: Reporter | None) -> Engine:
+    return Engine(backend or open_backend(app, app.slots.get(slot)), reporter)
+
+
+def plan(
+    app: App,
+    slot: str,
+    *,
+    image: str | None = None,
+    backend: Backend | None = None,
+    reporter: Reporter | None = None,
+) -> Plan:
+    """What a deploy would do now. Mutates nothing, starts nothing."""
+    return _engine(app, slot, backend, reporter).plan_deploy(app, slot, image=image)
+
+
+def diff(app: App, slot: str, the_plan: Plan, *, backend: Backend | None = None) -> list[str]:
+    """How live objects would change under ``the_plan`` (secret data masked). Read-only."""
+    b = backend or open_backend(app, app.slots.get(slot))
+    return b.diff(app.slots.target(slot), the_plan)
+
+
+def deploy(
+    app: App,
+    slot: str,
+    *,
+    confirm: str | None = None,
+    image: str | None = None,
+    saved_plan: Plan | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    rollback_timeout: float = DEFAULT_ROLLBACK_TIMEOUT,
+    backend: Backend | None = None,
+    reporter: Reporter | None = None,
+) -> Outcome:
+    clearance = clear(app, slot, confirm)
+    return _engine(app, slot, backend, reporter).deploy(
+        clearance,
+        app,
+        slot,
+        image=image,
+        saved=saved_plan,
+        timeout=timeout,
+        rollback_timeout=rollback_timeout,
+    )
+
+
+def rollback(
+    app: App,
+    slot: str,
+    revision: int | None = None,
+    *,
+    confirm: str | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    rollback_timeout: float = DEFAULT_ROLLBACK_TIMEOUT,
+    backend: Backend | None = None,
+    reporter: Reporter | None = None,
+) -> Outcome:
+    clearance = clear(app, slot, confirm)
+    return _engine(app, slot, backend, reporter).rollback(
+        clearance, app, slot, revision, timeout=timeout, rollback_timeout=rollback_timeout
+    )
+
+
+def restart(
+    app: App,
+    slot: str,
+    process: str | None = None,
+    *,
+    confirm: str | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    rollback_timeout: float = DEFAULT_ROLLBACK_TIMEOUT,
+    backend: Backend | None = None,
+    reporter: Reporter | None = None,
+) -> Outcome:
+    clearance = clear(app, slot, confirm)
+    return _engine(app, slot, backend, reporter).restart(
+        clearance, app, slot, process, timeout=timeout, rollback_timeout=rollback_timeout
+    )
+
+
+def promote(
+    app: App,
+    slot: str,
+    *,
+    confirm: str | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    rollback_timeout: float = DEFAULT_ROLLBACK_TIMEOUT,
+    source_backend: Backend | None = None,
+    backend: Backend | None = None,
+    reporter: Reporter | None = None,
+) -> Outcome:
+    """Roll the release deployed in ``slot`` to the slot it promotes to, by digest, under
+    the destination slot's guard. The live digest must match the recorded one."""
+    dest = app.slots.get(slot).promotes_to
+    if dest is None:
+        raise InputError(f"slot {slot!r} promotes nowhere (hint: set slots.{slot}.promotes_to)")
+    clearance = clear(app, dest, confirm)
+    source_target = app.slots.target(slot)
+    src = source_backend or open_backend(app, app.slots.get(slot))
+    deployed = _history.deployed(src.read_records(source_target))
+    if deployed is None:
+        raise InputError(f"nothing is deployed in slot {slot!r} to promote")
+    live = src.live_digest(source_target, deployed)
+    if deployed.digest and live != deployed.digest:
+        raise InputError(
+            f"slot {slot!r} r{deployed.revision} is recorded with {deployed.digest} but "
+            f"{live or 'nothing'} is running there; refusing to promote what was not tested "
+            f"(hint: redeploy {slot} first)"
+        )
+    ref = deployed.image_ref()
+    if ref is None:
+        raise InputError(f"slot {slot!r} r{deployed.revision} records no image to promote")
+    return _engine(app, dest, backend, reporter).deploy(
+        clearance,
+        app,
+        dest,
+        image=ref,
+        operation="promote",
+        description=f"promote {slot} r{deployed.revision} ({ref})",
+        timeout=timeout,
+        rollback_timeout=rollback_timeout,
+    )
+
+
+@dataclass(frozen=True)
+class SlotStatus:
+    app: str
+    slot: str
+    backend: str
+    deployed: Release | None
+    processes: list[ProcessStatus]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "app": self.app,
+            "slot": self.slot,
+            "backend": self.backend,
+            "deployed": self.deployed.summary() if self.deployed else None,
+            "processes": [p.to_json() for p in self.processes],
+        }
+
+
+def status(app: App, slot: str, *, backend: Backend | None = None) -> SlotStatus:
+    b = backend or open_backend(app, app.slots.get(slot))
+    target = app.slots.target(slot)
+    return SlotStatus(
+        app=app.name,
+        slot=slot,
+        backend=target.backend,
+        deployed=_history.deployed(b.read_records(target)),
+        processes=b.status(target),
+    )
+
+
+def history(app: App, slot: str, *, backend: Backend | None = None) -> list[Release]:
+    b = backend or open_backend(app, app.slots.get(slot))
+    return _history.ordered(b.read_records(app.slots.target(slot)))

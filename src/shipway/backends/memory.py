@@ -1,0 +1,318 @@
+"""An in-memory backend, used ONLY by the engine's sequencing tests.
+
+It records every call in order (``calls``) so tests can assert what happened when: that
+the anchor was read before any mutation, that nothing at all was called with a clearance
+for another slot, that a dry run called nothing that mutates. Failures are scripted:
+images that never become ready, a broken engine, a route that cannot be dropped.
+It is not selectable from a spec; every real backend is tested against its real engine.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from shipway.backends.protocol import (
+    Failure,
+    LockHolder,
+    ProcessStatus,
+    Reporter,
+    ResolvedImage,
+)
+from shipway.errors import BackendError, CleanupFailed, SlotLocked
+from shipway.guard import Clearance
+from shipway.plan.model import (
+    DropHost,
+    Observed,
+    ObservedUnit,
+    Plan,
+    PointHost,
+    Remove,
+    Scale,
+    UnitState,
+    WaitReplicas,
+    WaitRollout,
+)
+from shipway.release.artifact import PREREQUISITE, ROUTING, WORKLOAD, Artifact, Unit
+from shipway.release.model import ImageMeta, Release
+from shipway.spec.model import App, Slot, Target
+from shipway.spec.secrets import Secret, placeholder, reveal
+
+MUTATING = frozenset(
+    {
+        "lock",
+        "write_records",
+        "delete_records",
+        "apply",
+        "remove",
+        "run_release_command",
+        "scale",
+        "point_host",
+        "drop_host",
+        "stop",
+    }
+)
+
+
+@dataclass
+class _Live:
+    unit: Unit
+    state: UnitState = "running"
+    revealed: Mapping[str, object] = field(default_factory=dict)
+
+
+class MemoryBackend:
+    name = "memory"
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+        self.live: dict[str, _Live] = {}
+        self.records: dict[int, Release] = {}
+        self.lock_holder: LockHolder | None = None
+        self.lock_taken_at: float = 0.0
+        self.images: dict[str, ResolvedImage] = {}
+        self.doomed_images: set[str] = set()
+        self.broken = False
+        self.failing_release_command = False
+        self.undroppable_hosts: set[str] = set()
+        self.routes: dict[str, str | None] = {}
+        self.replicas: dict[tuple[str, str | None], int] = {}
+        self.on_call: dict[str, Callable[[], None]] = {}  # method -> hook run when called
+
+    def _note(self, method: str, detail: str = "") -> None:
+        self.calls.append((method, detail))
+        hook = self.on_call.get(method)
+        if hook is not None:
+            hook()
+
+    def mutations(self) -> list[tuple[str, str]]:
+        return [c for c in self.calls if c[0] in MUTATING]
+
+    # -- pure ----------------------------------------------------------------------
+    def render(self, app: App, slot: Slot, release: Release) -> Artifact:
+        units = [
+            Unit(
+                key=f"config/{app.name}",
+                kind="config",
+                phase=PREREQUISITE,
+                body={"env": dict(app.env), "secrets": {n: placeholder(n) for n in app.secrets}},
+            )
+        ]
+        for name, process in app.processes.items():
+            units.append(
+                Unit(
+                    key=f"workload/{name}",
+                    kind="workload",
+                    process=name,
+                    phase=WORKLOAD,
+                    waits=True,
+                    switches=True,
+                    body={
+                        "image": release.image,
+                        "command": list(process.command or ()),
+                        "replicas": process.replicas,
+                        "deployment_id": release.deployment_ids.get(name),
+                        "config_hash": release.config_hash,
+                    },
+                )
+            )
+        for route in app.routes:
+            units.append(
+                Unit(
+                    key=f"route/{route.host}",
+                    kind="route",
+                    process=route.process,
+                    phase=ROUTING,
+                    switches=True,
+                    body={"host": route.host, "process": route.process},
+                )
+            )
+        return Artifact(tuple(units))
+
+    # -- reading -------------------------------------------------------------------
+    def resolve_image(self, target: Target, app: App, ref: str | None) -> ResolvedImage:
+        self._note("resolve_image", str(ref))
+        chosen = ref or app.image or "memory/app:latest"
+        return self.images.get(chosen, ResolvedImage(chosen, None, ImageMeta("dockerfile")))
+
+    def observe(self, target: Target) -> Observed:
+        self._note("observe")
+        units = [
+            ObservedUnit(
+                key=k,
+                kind=v.unit.kind,
+                digest=v.unit.digest,
+                state=v.state,
+                process=v.unit.process,
+                phase=v.unit.phase,
+            )
+            for k, v in self.live.items()
+        ]
+        return Observed.of(units)
+
+    def read_records(self, target: Target) -> list[Release]:
+        self._note("read_records")
+        return [self.records[k] for k in sorted(self.records)]
+
+    def status(self, target: Target) -> list[ProcessStatus]:
+        self._note("status")
+        return [
+            ProcessStatus(process=v.unit.process or k, desired=1, ready=1)
+            for k, v in self.live.items()
+            if v.unit.kind == "workload"
+        ]
+
+    def diff(self, target: Target, plan: Plan) -> list[str]:
+        self._note("diff")
+        return []
+
+    def logs(self, target: Target, process: str | None, follow: bool, lines: int) -> Iterator[str]:
+        self._note("logs")
+        return iter(())
+
+    def live_digest(self, target: Target, release: Release) -> str | None:
+        self._note("live_digest")
+        return release.digest
+
+    # -- mutating ------------------------------------------------------------------
+    @contextmanager
+    def lock(
+        self, clearance: Clearance, target: Target, holder: LockHolder, reporter: Reporter
+    ) -> Iterator[None]:
+        clearance.require_covers(target)
+        self._note("lock")
+        current = self.lock_holder
+        if current is not None:
+            if time.monotonic() - self.lock_taken_at < current.ttl:
+                raise SlotLocked(target.slot, current.holder, current.since, current.expires())
+            reporter.line(f"broke an expired lock held by {current.holder} since {current.since}")
+        self.lock_holder, self.lock_taken_at = holder, time.monotonic()
+        try:
+            yield
+        finally:
+            self.lock_holder = None
+            self._note("unlock")
+
+    def write_records(
+        self, clearance: Clearance, target: Target, records: Sequence[Release]
+    ) -> None:
+        clearance.require_covers(target)
+        self._note("write_records", ",".join(f"r{r.revision}:{r.status}" for r in records))
+        for r in records:
+            self.records[r.revision] = r
+
+    def delete_records(
+        self, clearance: Clearance, target: Target, revisions: Sequence[int]
+    ) -> None:
+        clearance.require_covers(target)
+        self._note("delete_records", ",".join(map(str, revisions)))
+        for n in revisions:
+            self.records.pop(n, None)
+
+    def apply(
+        self,
+        clearance: Clearance,
+        target: Target,
+        unit: Unit,
+        action: str,
+        secrets: Mapping[str, Secret],
+        reporter: Reporter,
+    ) -> None:
+        clearance.require_covers(target)
+        self._note("apply", f"{action} {unit.key}")
+        if self.broken:
+            raise BackendError(f"engine unavailable while applying {unit.key}")
+        self.live[unit.key] = _Live(unit=unit, revealed=reveal(unit.body, secrets))
+
+    def remove(
+        self, clearance: Clearance, target: Target, step: Remove, reporter: Reporter
+    ) -> None:
+        clearance.require_covers(target)
+        self._note("remove", step.unit)
+        self.live.pop(step.unit, None)
+
+    def wait(
+        self,
+        target: Target,
+        step: WaitRollout,
+        artifact: Artifact,
+        deadline: float,
+        reporter: Reporter,
+    ) -> Failure | None:
+        self._note("wait", step.process)
+        if self.broken:
+            return Failure(reason="EngineUnavailable", message="no answer", process=step.process)
+        for key in step.units:
+            image = artifact.get(key).body.get("image")
+            if image in self.doomed_images:
+                return Failure(
+                    reason="CrashLoopBackOff",
+                    message=f"{image} keeps crashing",
+                    process=step.process,
+                    exit_code=1,
+                    details=("log: boom",),
+                )
+        return None
+
+    def run_release_command(
+        self,
+        clearance: Clearance,
+        target: Target,
+        release: Release,
+        command: Sequence[str],
+        secrets: Mapping[str, Secret],
+        deadline: float,
+        reporter: Reporter,
+    ) -> Failure | None:
+        clearance.require_covers(target)
+        self._note("run_release_command", " ".join(command))
+        if self.failing_release_command:
+            return Failure(reason="ReleaseCommandFailed", message="exit 3", exit_code=3)
+        return None
+
+    def scale(self, clearance: Clearance, target: Target, step: Scale, reporter: Reporter) -> None:
+        clearance.require_covers(target)
+        self._note("scale", f"{step.generation}/{step.process}={step.replicas}")
+        self.replicas[(step.process, step.generation)] = step.replicas
+
+    def wait_replicas(
+        self, target: Target, step: WaitReplicas, deadline: float, reporter: Reporter
+    ) -> Failure | None:
+        self._note("wait_replicas", f"{step.generation}/{step.process}")
+        if step.generation in self.doomed_images:
+            return Failure(
+                reason="NeverReady", message="readiness probe failing", process=step.process
+            )
+        return None
+
+    def point_host(
+        self, clearance: Clearance, target: Target, step: PointHost, reporter: Reporter
+    ) -> None:
+        clearance.require_covers(target)
+        self._note("point_host", f"{step.host}->{step.generation}")
+        self.routes[step.host] = step.generation
+
+    def drop_host(
+        self, clearance: Clearance, target: Target, step: DropHost, reporter: Reporter
+    ) -> None:
+        clearance.require_covers(target)
+        self._note("drop_host", f"{step.host}-x-{step.generation}")
+        if step.host in self.undroppable_hosts:
+            raise CleanupFailed(
+                f"route {step.host} of generation {step.generation} could not be removed",
+                f"delete the route for {step.host} in generation {step.generation} by hand",
+            )
+
+    def stop(self, clearance: Clearance, target: Target, reporter: Reporter) -> None:
+        clearance.require_covers(target)
+        self._note("stop")
+        self.live.clear()
+
+
+def expire_lock(backend: MemoryBackend) -> None:
+    """Make the held lock look expired (tests of takeover)."""
+    backend.lock_taken_at = time.monotonic() - 10 * (
+        backend.lock_holder.ttl if backend.lock_holder else 1
+    )

@@ -1,0 +1,273 @@
+"""The one interface every backend implements, and the small types it speaks.
+
+A backend does I/O only: it renders (purely) what a release means on its engine, observes
+what runs, keeps release records and the slot's lock in the target itself, and performs
+ONE step at a time when the engine asks. It never decides what to do next.
+
+Every mutating method takes a :class:`~shipway.guard.Clearance` and must call
+``clearance.require_covers(target)`` before touching anything.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import socket
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from shipway.guard import Clearance
+from shipway.plan.model import (
+    DropHost,
+    Observed,
+    Plan,
+    PointHost,
+    Remove,
+    Scale,
+    WaitReplicas,
+    WaitRollout,
+)
+from shipway.release.artifact import Artifact, Unit
+from shipway.release.model import ImageMeta, Release
+from shipway.spec.model import App, Slot, Target
+from shipway.spec.secrets import Secret
+
+
+class Reporter(Protocol):
+    """Where engine and backends send what a user should see while they work."""
+
+    def line(self, text: str) -> None: ...
+
+    def progress(self, process: str, counts: Mapping[str, int], note: str = "") -> None: ...
+
+
+class NullReporter:
+    def line(self, text: str) -> None:
+        pass
+
+    def progress(self, process: str, counts: Mapping[str, int], note: str = "") -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why a rollout step failed, with what a user needs to act: reason, message, last exit
+    code, and details (recent events, a log tail)."""
+
+    reason: str
+    message: str
+    process: str | None = None
+    exit_code: int | None = None
+    details: tuple[str, ...] = ()
+
+    def headline(self) -> str:
+        who = f"{self.process}: " if self.process else ""
+        code = f" (exit code {self.exit_code})" if self.exit_code is not None else ""
+        return f"{who}{self.reason}: {self.message}{code}"
+
+    def lines(self) -> list[str]:
+        return [self.headline(), *(f"  {d}" for d in self.details)]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "reason": self.reason,
+            "message": self.message,
+            "process": self.process,
+            "exit_code": self.exit_code,
+            "details": list(self.details),
+        }
+
+
+@dataclass(frozen=True)
+class LockHolder:
+    """Who holds (or wants) a slot's lock, and until when it is valid unless renewed."""
+
+    holder: str
+    host: str
+    pid: int
+    since: str
+    ttl: float = 60.0
+
+    @classmethod
+    def me(cls, ttl: float = 60.0) -> LockHolder:
+        host = socket.gethostname()
+        try:
+            user = getpass.getuser()
+        except (KeyError, OSError):
+            user = str(os.getuid())
+        return cls(
+            holder=f"{user}@{host} (pid {os.getpid()})",
+            host=host,
+            pid=os.getpid(),
+            since=datetime.now(UTC).isoformat(timespec="seconds"),
+            ttl=ttl,
+        )
+
+    def expires(self, renewed: datetime | None = None) -> str:
+        start = renewed or datetime.fromisoformat(self.since)
+        return (start + timedelta(seconds=self.ttl)).isoformat(timespec="seconds")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "holder": self.holder,
+            "host": self.host,
+            "pid": self.pid,
+            "since": self.since,
+            "ttl": self.ttl,
+        }
+
+
+@dataclass(frozen=True)
+class ResolvedImage:
+    """What will run: a reference, its digest when known, and its metadata when the image
+    could be inspected (None: the engine falls back to the recorded release)."""
+
+    ref: str
+    digest: str | None = None
+    meta: ImageMeta | None = None
+
+
+@dataclass(frozen=True)
+class ProcessStatus:
+    process: str
+    desired: int
+    ready: int
+    generation: str | None = None
+    detail: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "process": self.process,
+            "desired": self.desired,
+            "ready": self.ready,
+            "generation": self.generation,
+            **dict(self.detail),
+        }
+
+
+@dataclass(frozen=True)
+class GenerationInfo:
+    name: str
+    state: Literal["live", "asleep"]
+    release: int | None
+    created_at: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "state": self.state,
+            "release": self.release,
+            "created_at": self.created_at,
+        }
+
+
+@runtime_checkable
+class Backend(Protocol):
+    name: str
+
+    # -- pure ----------------------------------------------------------------------
+    def render(self, app: App, slot: Slot, release: Release) -> Artifact:
+        """What ``release`` of ``app`` means on this engine. Pure: no I/O, no subprocess.
+        Secret values appear only as placeholders."""
+        ...
+
+    # -- reading -------------------------------------------------------------------
+    def resolve_image(self, target: Target, app: App, ref: str | None) -> ResolvedImage: ...
+
+    def observe(self, target: Target) -> Observed:
+        """Units that live in the target now (the engine adds the records' head)."""
+        ...
+
+    def read_records(self, target: Target) -> list[Release]: ...
+
+    def status(self, target: Target) -> list[ProcessStatus]: ...
+
+    def diff(self, target: Target, plan: Plan) -> list[str]:
+        """Optional detail for ``shipway plan``: how live objects would change. Read-only;
+        secret data masked."""
+        ...
+
+    def logs(
+        self, target: Target, process: str | None, follow: bool, lines: int
+    ) -> Iterator[str]: ...
+
+    def live_digest(self, target: Target, release: Release) -> str | None:
+        """The digest actually running for ``release`` (promotion checks it)."""
+        ...
+
+    # -- mutating (each requires a clearance covering target) ----------------------
+    def lock(
+        self, clearance: Clearance, target: Target, holder: LockHolder, reporter: Reporter
+    ) -> AbstractContextManager[None]:
+        """Hold the slot's lock for the block; renew it while held; release it on every
+        exit path. Break an expired (or dead-holder) lock with a line naming its holder;
+        otherwise raise SlotLocked."""
+        ...
+
+    def write_records(
+        self, clearance: Clearance, target: Target, records: Sequence[Release]
+    ) -> None: ...
+
+    def delete_records(
+        self, clearance: Clearance, target: Target, revisions: Sequence[int]
+    ) -> None: ...
+
+    def apply(
+        self,
+        clearance: Clearance,
+        target: Target,
+        unit: Unit,
+        action: str,
+        secrets: Mapping[str, Secret],
+        reporter: Reporter,
+    ) -> None: ...
+
+    def remove(
+        self, clearance: Clearance, target: Target, step: Remove, reporter: Reporter
+    ) -> None: ...
+
+    def wait(
+        self,
+        target: Target,
+        step: WaitRollout,
+        artifact: Artifact,
+        deadline: float,
+        reporter: Reporter,
+    ) -> Failure | None:
+        """Block until the units are ready (→ None), fail fast with the reason, or time out
+        at ``deadline`` (time.monotonic())."""
+        ...
+
+    def run_release_command(
+        self,
+        clearance: Clearance,
+        target: Target,
+        release: Release,
+        command: Sequence[str],
+        secrets: Mapping[str, Secret],
+        deadline: float,
+        reporter: Reporter,
+    ) -> Failure | None: ...
+
+    def scale(
+        self, clearance: Clearance, target: Target, step: Scale, reporter: Reporter
+    ) -> None: ...
+
+    def wait_replicas(
+        self, target: Target, step: WaitReplicas, deadline: float, reporter: Reporter
+    ) -> Failure | None: ...
+
+    def point_host(
+        self, clearance: Clearance, target: Target, step: PointHost, reporter: Reporter
+    ) -> None: ...
+
+    def drop_host(
+        self, clearance: Clearance, target: Target, step: DropHost, reporter: Reporter
+    ) -> None:
+        """Best effort: raise CleanupFailed with the manual fix when it cannot be done."""
+        ...
+
+    def stop(self, clearance: Clearance, target: Target, reporter: Reporter) -> None: ...

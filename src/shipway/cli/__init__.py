@@ -1,0 +1,473 @@
+"""The ``shipway`` command: parse arguments, call the API, render text, JSON or progress.
+
+Heavy modules (engine clients, YAML) are imported by the commands that need them, so
+``shipway --help`` starts fast.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+
+import click
+
+if TYPE_CHECKING:
+    from shipway.engine.outcome import Outcome
+    from shipway.spec.model import App
+
+EXIT_CODES = """\b
+Exit codes:
+  0   success (deploy: rolled)
+  1   unexpected error, or an engine failure
+  2   invalid input: spec or arguments (nothing was touched)
+  3   refused by the guard: confirmation missing or wrong
+  4   the slot is locked by another operation (the message names the holder)
+  5   the saved plan is stale: the slot changed since it was made
+  10  rolled-back: the new release failed; the previous one serves again
+  11  rollback-failed: the new release failed and so did the rollback; the slot MAY BE DOWN
+  12  no-anchor: the new release failed and nothing ran before it; nothing was restored
+  130/143  interrupted (SIGINT/SIGTERM): the pending release is marked failed
+"""
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Context:
+    def __init__(self, spec_file: str | None = None) -> None:
+        self.spec_file = spec_file
+        self.json = False
+
+    def app(self) -> App:
+        from shipway.api import load
+
+        return load(self.spec_file)
+
+
+def output_option(f: F) -> F:
+    def set_output(ctx: click.Context, _: click.Parameter, value: str) -> str:
+        ctx.ensure_object(Context).json = value == "json"
+        return value
+
+    return click.option(
+        "-o",
+        "--output",
+        type=click.Choice(["text", "json"]),
+        default="text",
+        expose_value=False,
+        callback=set_output,
+        is_eager=True,
+        help="text (default) or json: one JSON document on stdout, progress on stderr.",
+    )(f)
+
+
+def confirm_option(f: F) -> F:
+    return click.option(
+        "--confirm",
+        metavar="SLOT",
+        help="Type the slot's name back to change a guarded or production slot.",
+    )(f)
+
+
+def timeout_options(f: F) -> F:
+    f = click.option(
+        "--rollback-timeout",
+        type=float,
+        default=300.0,
+        show_default=True,
+        help="Seconds the rollback may take (its own budget).",
+    )(f)
+    return click.option(
+        "--timeout",
+        type=float,
+        default=300.0,
+        show_default=True,
+        help="Seconds to wait for the rollout.",
+    )(f)
+
+
+def _reporter(obj: Context) -> Any:
+    from shipway.cli.report import TerminalReporter
+
+    return TerminalReporter(sys.stderr if obj.json else sys.stdout)
+
+
+def _confirmation(app: App, slot: str, given: str | None) -> str | None:
+    """--confirm, or the slot name typed at a prompt when on a terminal."""
+    if given is not None:
+        return given
+    from shipway.guard import Guard
+
+    if not Guard(app.slots).needs_confirmation(slot) or not sys.stdin.isatty():
+        return None
+    return str(
+        click.prompt(
+            f"slot {slot!r} is guarded; type its name to confirm",
+            default="",
+            show_default=False,
+            err=True,
+        )
+    )
+
+
+def _fail(
+    obj: Context | None, code: int, message: str, extra: dict[str, Any] | None = None
+) -> NoReturn:
+    if obj is not None and obj.json:
+        from shipway.cli.report import emit_json
+
+        emit_json({"error": {"message": message, "exit_code": code, **(extra or {})}})
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
+def _run(obj: Context, action: Callable[[], int | None]) -> None:
+    """Run a command body, turning shipway's errors into their exit codes."""
+    from shipway.engine.signals import Interrupted
+    from shipway.errors import ShipwayError, SpecInvalid
+
+    try:
+        code = action()
+    except SpecInvalid as exc:
+        _fail(obj, exc.exit_code, str(exc), {"problems": [p.to_json() for p in exc.problems]})
+    except ShipwayError as exc:
+        _fail(obj, exc.exit_code, str(exc))
+    except Interrupted as exc:
+        _fail(obj, exc.exit_code, f"interrupted by {exc}")
+    except Exception as exc:
+        if os.environ.get("SHIPWAY_DEBUG"):
+            raise
+        _fail(
+            obj,
+            1,
+            f"unexpected error: {type(exc).__name__}: {exc} (set SHIPWAY_DEBUG=1 for a traceback)",
+        )
+    sys.exit(code or 0)
+
+
+def _outcome(obj: Context, outcome: Outcome) -> int:
+    from shipway.cli.report import emit_json
+
+    if obj.json:
+        emit_json(outcome.to_json())
+    else:
+        click.echo(outcome.line())
+        for line in outcome.details():
+            click.echo(f"  {line}")
+    return outcome.exit_code
+
+
+@click.group(epilog=EXIT_CODES, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "-f",
+    "--file",
+    "spec_file",
+    metavar="FILE",
+    envvar="SHIPWAY_FILE",
+    help="The spec (default: ./shipway.toml, or .yaml).",
+)
+@click.version_option(package_name="shipway")
+@click.pass_context
+def cli(ctx: click.Context, spec_file: str | None) -> None:
+    """Release apps safely: plan, guard, roll out, fail fast, roll back, record.
+
+    \b
+    Typical use:
+      shipway validate                  check the spec, list every error
+      shipway plan staging              what a deploy would do (touches nothing)
+      shipway deploy staging            roll out; roll back automatically on failure
+      shipway deploy prod --confirm prod
+      shipway status prod | history prod | rollback prod [REV]
+      shipway restart prod web          restart one process type only
+      shipway promote staging           roll staging's release to the next slot
+    """
+    ctx.ensure_object(Context).spec_file = spec_file
+
+
+pass_obj = click.make_pass_decorator(Context, ensure=True)
+
+
+@cli.command()
+@output_option
+@pass_obj
+def validate(obj: Context) -> None:
+    """Check the spec; print every error with its key, line and a hint (exit 2)."""
+
+    def body() -> int:
+        app = obj.app()
+        slots = [
+            f"{s.name} ({s.backend}{', guarded' if s.needs_confirmation else ''})"
+            for s in app.slots
+        ]
+        if obj.json:
+            from shipway.cli.report import emit_json
+
+            emit_json(
+                {
+                    "valid": True,
+                    "app": app.name,
+                    "processes": list(app.processes),
+                    "slots": app.slots.names(),
+                }
+            )
+        else:
+            click.echo(
+                f"ok: {app.name} — processes: {', '.join(app.processes)}; slots: {', '.join(slots)}"
+            )
+        return 0
+
+    _run(obj, body)
+
+
+@cli.command()
+@click.argument("slot")
+@click.option("--image", metavar="REF", help="Plan for this image instead of the spec's.")
+@click.option(
+    "--out",
+    "out",
+    metavar="FILE",
+    type=click.Path(dir_okay=False),
+    help="Save the plan; apply it later with deploy --plan FILE.",
+)
+@output_option
+@pass_obj
+def plan(obj: Context, slot: str, image: str | None, out: str | None) -> None:
+    """Show what a deploy to SLOT would do. Touches nothing, starts nothing."""
+
+    def body() -> int:
+        from shipway import api
+
+        app = obj.app()
+        the_plan = api.plan(app, slot, image=image)
+        detail = api.diff(app, slot, the_plan)
+        if out:
+            Path(out).write_text(json.dumps(the_plan.to_json(), indent=2, sort_keys=True) + "\n")
+        if obj.json:
+            from shipway.cli.report import emit_json
+
+            emit_json({**the_plan.to_json(), "diff": detail, "saved_to": out})
+        else:
+            for line in the_plan.describe() + detail:
+                click.echo(line)
+            if out:
+                click.echo(f"saved to {out}; apply with: shipway deploy {slot} --plan {out}")
+        return 0
+
+    _run(obj, body)
+
+
+@cli.command()
+@click.argument("slot")
+@click.option("--image", metavar="REF", help="Deploy this image instead of the spec's.")
+@click.option(
+    "--plan",
+    "plan_file",
+    metavar="FILE",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Apply exactly this saved plan, or refuse if the slot changed since.",
+)
+@confirm_option
+@timeout_options
+@output_option
+@pass_obj
+def deploy(
+    obj: Context,
+    slot: str,
+    image: str | None,
+    plan_file: str | None,
+    confirm: str | None,
+    timeout: float,
+    rollback_timeout: float,
+) -> None:
+    """Roll out to SLOT: lock, read the anchor, apply, wait, record — or roll back."""
+
+    def body() -> int:
+        from shipway import api
+        from shipway.plan.model import Plan
+
+        app = obj.app()
+        saved = None
+        if plan_file:
+            try:
+                saved = Plan.from_json(json.loads(Path(plan_file).read_text()))
+            except (ValueError, KeyError, TypeError) as exc:
+                from shipway.errors import InputError
+
+                raise InputError(f"{plan_file}: not a shipway plan: {exc}") from exc
+        outcome = api.deploy(
+            app,
+            slot,
+            confirm=_confirmation(app, slot, confirm),
+            image=image,
+            saved_plan=saved,
+            timeout=timeout,
+            rollback_timeout=rollback_timeout,
+            reporter=_reporter(obj),
+        )
+        return _outcome(obj, outcome)
+
+    _run(obj, body)
+
+
+@cli.command()
+@click.argument("slot")
+@click.argument("revision", required=False, type=int)
+@confirm_option
+@timeout_options
+@output_option
+@pass_obj
+def rollback(
+    obj: Context,
+    slot: str,
+    revision: int | None,
+    confirm: str | None,
+    timeout: float,
+    rollback_timeout: float,
+) -> None:
+    """Re-deploy REVISION (default: the previous good one) of SLOT as a new revision."""
+
+    def body() -> int:
+        from shipway import api
+
+        app = obj.app()
+        outcome = api.rollback(
+            app,
+            slot,
+            revision,
+            confirm=_confirmation(app, slot, confirm),
+            timeout=timeout,
+            rollback_timeout=rollback_timeout,
+            reporter=_reporter(obj),
+        )
+        return _outcome(obj, outcome)
+
+    _run(obj, body)
+
+
+@cli.command()
+@click.argument("slot")
+@click.argument("process", required=False)
+@confirm_option
+@timeout_options
+@output_option
+@pass_obj
+def restart(
+    obj: Context,
+    slot: str,
+    process: str | None,
+    confirm: str | None,
+    timeout: float,
+    rollback_timeout: float,
+) -> None:
+    """Restart PROCESS (default: all) in SLOT; other processes are left untouched."""
+
+    def body() -> int:
+        from shipway import api
+
+        app = obj.app()
+        outcome = api.restart(
+            app,
+            slot,
+            process,
+            confirm=_confirmation(app, slot, confirm),
+            timeout=timeout,
+            rollback_timeout=rollback_timeout,
+            reporter=_reporter(obj),
+        )
+        return _outcome(obj, outcome)
+
+    _run(obj, body)
+
+
+@cli.command()
+@click.argument("slot")
+@confirm_option
+@timeout_options
+@output_option
+@pass_obj
+def promote(
+    obj: Context, slot: str, confirm: str | None, timeout: float, rollback_timeout: float
+) -> None:
+    """Roll SLOT's deployed release, by digest, to the slot it promotes to."""
+
+    def body() -> int:
+        from shipway import api
+
+        app = obj.app()
+        dest = app.slots.get(slot).promotes_to or slot
+        outcome = api.promote(
+            app,
+            slot,
+            confirm=_confirmation(app, dest, confirm),
+            timeout=timeout,
+            rollback_timeout=rollback_timeout,
+            reporter=_reporter(obj),
+        )
+        return _outcome(obj, outcome)
+
+    _run(obj, body)
+
+
+@cli.command()
+@click.argument("slot")
+@output_option
+@pass_obj
+def status(obj: Context, slot: str) -> None:
+    """What runs in SLOT: the deployed release and each process."""
+
+    def body() -> int:
+        from shipway import api
+        from shipway.cli.report import emit_json, table
+
+        result = api.status(obj.app(), slot)
+        if obj.json:
+            emit_json(result.to_json())
+            return 0
+        d = result.deployed
+        click.echo(
+            f"{result.app}/{result.slot} ({result.backend}): "
+            + (
+                f"r{d.revision} deployed {d.updated_at} — {d.description}"
+                if d
+                else "nothing deployed"
+            )
+        )
+        rows = [p.to_json() for p in result.processes]
+        columns = list(dict.fromkeys(k for r in rows for k in r if r.get(k) is not None))
+        for line in table(rows, columns):
+            click.echo(line)
+        return 0
+
+    _run(obj, body)
+
+
+@cli.command()
+@click.argument("slot")
+@output_option
+@pass_obj
+def history(obj: Context, slot: str) -> None:
+    """The release history of SLOT, oldest first."""
+
+    def body() -> int:
+        from shipway import api
+        from shipway.cli.report import emit_json, table
+
+        records = api.history(obj.app(), slot)
+        rows = [r.summary() for r in records]
+        if obj.json:
+            emit_json({"slot": slot, "releases": rows})
+            return 0
+        if not rows:
+            click.echo(f"no releases in slot {slot!r}")
+        for line in table(rows, ["revision", "status", "updated_at", "image", "description"]):
+            click.echo(line)
+        return 0
+
+    _run(obj, body)
+
+
+def main() -> None:
+    cli(prog_name="shipway")

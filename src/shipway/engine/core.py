@@ -1,0 +1,511 @@
+"""Sequencing: lock → recover → anchor → record pending → walk → record → restore.
+
+What must never happen, and where it is prevented:
+  * a change without a clearance for exactly this slot — ``require_covers`` is the first
+    call of every mutating entry point, before the lock or any read;
+  * a patch before the anchor (what runs now) is read — records are read right after the
+    lock, before the plan is built or walked;
+  * a failure that leaves no trace — the pending record is written before the first step,
+    and every exit path (failure, signal, bug) rewrites it as failed;
+  * a slot stuck behind a dead deploy — a pending release found under a fresh lock is marked
+    failed and the anchor re-asserted, with a line saying so;
+  * a rollback starved by the deploy's timeout — the rollback has its own.
+"""
+
+from __future__ import annotations
+
+import getpass
+import socket
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+
+from shipway.backends.protocol import Backend, LockHolder, NullReporter, Reporter
+from shipway.engine.ids import fresh_ids, restart_ids
+from shipway.engine.outcome import NoAnchor, Outcome, RollbackFailed, Rolled, RolledBack
+from shipway.engine.signals import Interrupted, signals_raise
+from shipway.engine.walk import Walker, WalkResult
+from shipway.errors import (
+    BackendError,
+    ImageMetadataMissing,
+    InputError,
+    StalePlan,
+)
+from shipway.guard import Clearance
+from shipway.plan.model import Observed, Plan, Scale, Step, changes_between
+from shipway.plan.rollout import discard_steps, restore_steps, rollout_plan
+from shipway.release import history
+from shipway.release.artifact import Artifact
+from shipway.release.model import ImageMeta, Release, ReleaseStatus, now_utc
+from shipway.spec.model import App, Target
+from shipway.spec.parse import from_snapshot
+from shipway.spec.secrets import Secret, resolve_all
+
+DEFAULT_TIMEOUT = 300.0
+DEFAULT_ROLLBACK_TIMEOUT = 300.0
+
+Build = Callable[[list[Release], Observed], Plan]
+Undo = Callable[[Target, WalkResult, Release | None], list[Step]]
+
+
+def default_actor() -> str:
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "unknown"
+    return f"{user}@{socket.gethostname()}"
+
+
+def head_of(records: Sequence[Release]) -> str:
+    if not records:
+        return "none"
+    top = max(records, key=lambda r: r.revision)
+    return f"r{top.revision}:{top.status}"
+
+
+class Engine:
+    """Drives one backend for one app's slots. Knows nothing of which backend it drives."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        reporter: Reporter | None = None,
+        *,
+        actor: str | None = None,
+        lock_ttl: float = 60.0,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self.backend = backend
+        self.reporter = reporter or NullReporter()
+        self.actor = actor or default_actor()
+        self.lock_ttl = lock_ttl
+        self.environ = environ
+
+    # -- reading ---------------------------------------------------------------------
+
+    def observe(self, target: Target, records: Sequence[Release]) -> Observed:
+        seen = self.backend.observe(target)
+        return Observed(seen.units, head=head_of(records))
+
+    def secrets(self, app: App) -> dict[str, Secret]:
+        return resolve_all(app.secrets, self.environ)
+
+    # -- planning (read-only: no lock, no mutation, no subprocess) ---------------------
+
+    def plan_deploy(
+        self,
+        app: App,
+        slot_name: str,
+        *,
+        image: str | None = None,
+        operation: str = "deploy",
+        description: str = "",
+    ) -> Plan:
+        target = app.slots.target(slot_name)
+        records = self.backend.read_records(target)
+        observed = self.observe(target, records)
+        return self._deploy_plan(
+            app, slot_name, records, observed, self.secrets(app), image, operation, description
+        )
+
+    def _deploy_plan(
+        self,
+        app: App,
+        slot_name: str,
+        records: Sequence[Release],
+        observed: Observed,
+        secrets: Mapping[str, Secret],
+        image: str | None,
+        operation: str,
+        description: str,
+    ) -> Plan:
+        slot = app.slots.get(slot_name)
+        view = app.in_slot(slot_name)
+        target = app.slots.target(slot_name)
+        resolved = self.backend.resolve_image(target, view, image)
+        meta = self._image_meta(resolved.ref, resolved.digest, resolved.meta, records, view)
+        release = Release(
+            app=app.name,
+            slot=slot_name,
+            revision=history.next_revision(records),
+            status=ReleaseStatus.PENDING,
+            image=resolved.ref,
+            digest=resolved.digest,
+            image_meta=meta,
+            deployment_ids=fresh_ids(view.processes),
+            spec=view.snapshot(slot),
+            config_hash=view.config_hash(secrets),
+            description=description or f"{operation} {resolved.ref}",
+            actor=self.actor,
+        )
+        release = replace(release, artifact=self.backend.render(view, slot, release))
+        return rollout_plan(
+            operation=operation,
+            backend=self.backend.name,
+            release=release,
+            observed=observed,
+            release_command=view.release_command,
+        )
+
+    def _image_meta(
+        self,
+        ref: str,
+        digest: str | None,
+        inspected: ImageMeta | None,
+        records: Sequence[Release],
+        app: App,
+    ) -> ImageMeta:
+        """Invariant 5: inspected image, else the recorded release of that image, else the
+        type the spec declares, else a clear error — never a silent default."""
+        if inspected is not None:
+            return inspected
+        for record in sorted(records, key=lambda r: -r.revision):
+            same = record.image == ref or (digest is not None and record.digest == digest)
+            if same and record.image_meta is not None:
+                return record.image_meta
+        if app.image_type is not None:
+            return ImageMeta(source_type=app.image_type)
+        raise ImageMetadataMissing(
+            f"cannot tell what kind of image {ref} is: it is not present in a reachable Docker "
+            "engine to inspect, and no recorded release of this slot ran it (hint: make the "
+            "image available to the local Docker engine, or declare app.image_type = "
+            '"dockerfile" | "herokuish" | "pack" in the spec)'
+        )
+
+    # -- mutating --------------------------------------------------------------------
+
+    def deploy(
+        self,
+        clearance: Clearance,
+        app: App,
+        slot_name: str,
+        *,
+        image: str | None = None,
+        saved: Plan | None = None,
+        operation: str = "deploy",
+        description: str = "",
+        timeout: float = DEFAULT_TIMEOUT,
+        rollback_timeout: float = DEFAULT_ROLLBACK_TIMEOUT,
+    ) -> Outcome:
+        target = app.slots.target(slot_name)
+        clearance.require_covers(target)
+        secrets = self.secrets(app)
+        if saved is not None and (saved.app, saved.slot, saved.backend) != (
+            target.app,
+            target.slot,
+            self.backend.name,
+        ):
+            raise InputError(
+                f"the saved plan is for {saved.app}/{saved.slot} ({saved.backend}), "
+                f"not {target} ({self.backend.name})"
+            )
+
+        def build(records: list[Release], observed: Observed) -> Plan:
+            if saved is None:
+                return self._deploy_plan(
+                    app, slot_name, records, observed, secrets, image, operation, description
+                )
+            changes = changes_between(saved.observed, observed.summary())
+            if changes:
+                raise StalePlan(changes)
+            return saved
+
+        return self._rollout(
+            clearance, target, app, secrets, build, self._restore_anchor, timeout, rollback_timeout
+        )
+
+    def rollback(
+        self,
+        clearance: Clearance,
+        app: App,
+        slot_name: str,
+        revision: int | None = None,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        rollback_timeout: float = DEFAULT_ROLLBACK_TIMEOUT,
+    ) -> Outcome:
+        """Re-apply the stored artifact of ``revision`` (default: the one before the
+        deployed one) as a NEW revision, through the same health-gated path."""
+        target = app.slots.target(slot_name)
+        clearance.require_covers(target)
+        secrets = self.secrets(app)
+
+        def build(records: list[Release], observed: Observed) -> Plan:
+            source = self._rollback_source(records, revision)
+            release = replace(
+                source,
+                revision=history.next_revision(records),
+                status=ReleaseStatus.PENDING,
+                description=f"rollback to r{source.revision}",
+                created_at=now_utc(),
+                updated_at=now_utc(),
+                actor=self.actor,
+            )
+            return rollout_plan(
+                operation="rollback", backend=self.backend.name, release=release, observed=observed
+            )
+
+        return self._rollout(
+            clearance, target, app, secrets, build, self._restore_anchor, timeout, rollback_timeout
+        )
+
+    @staticmethod
+    def _rollback_source(records: Sequence[Release], revision: int | None) -> Release:
+        if revision is not None:
+            found = history.find(records, revision)
+            if found is None:
+                have = ", ".join(f"r{r.revision}" for r in history.ordered(records)) or "none"
+                raise InputError(f"no revision {revision} in the history (have: {have})")
+            return found
+        anchor = history.deployed(records)
+        earlier = [
+            r
+            for r in history.ordered(records)
+            if r.status == ReleaseStatus.SUPERSEDED
+            and (anchor is None or r.revision < anchor.revision)
+        ]
+        if not earlier:
+            raise InputError(
+                "there is no earlier successful release to roll back to "
+                "(hint: shipway history SLOT lists the revisions)"
+            )
+        return earlier[-1]
+
+    def restart(
+        self,
+        clearance: Clearance,
+        app: App,
+        slot_name: str,
+        process: str | None = None,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        rollback_timeout: float = DEFAULT_ROLLBACK_TIMEOUT,
+    ) -> Outcome:
+        """Restart one process type (or all): only its workloads get a fresh deployment id;
+        every other unit is taken byte-for-byte from the deployed release."""
+        target = app.slots.target(slot_name)
+        clearance.require_covers(target)
+        secrets = self.secrets(app)
+
+        def build(records: list[Release], observed: Observed) -> Plan:
+            anchor = history.deployed(records)
+            if anchor is None:
+                raise InputError(
+                    f"nothing is deployed in slot {slot_name!r} to restart "
+                    "(hint: shipway deploy first)"
+                )
+            return self._restart_plan(app, slot_name, anchor, records, observed, process)
+
+        return self._rollout(
+            clearance, target, app, secrets, build, self._restore_anchor, timeout, rollback_timeout
+        )
+
+    def _restart_plan(
+        self,
+        app: App,
+        slot_name: str,
+        anchor: Release,
+        records: Sequence[Release],
+        observed: Observed,
+        process: str | None,
+    ) -> Plan:
+        recorded = from_snapshot(anchor.spec, app.source_dir)
+        names = list(recorded.processes)
+        if process is not None and process not in names:
+            raise InputError(
+                f"no process {process!r} in r{anchor.revision} (processes: {', '.join(names)})"
+            )
+        targets = {process} if process else set(names)
+        target = app.slots.target(slot_name)
+        resolved = self.backend.resolve_image(target, recorded, anchor.image)
+        meta = self._image_meta(
+            anchor.image or resolved.ref, anchor.digest, resolved.meta, records, recorded
+        )
+        release = replace(
+            anchor,
+            revision=history.next_revision(records),
+            status=ReleaseStatus.PENDING,
+            image_meta=meta,
+            deployment_ids=restart_ids(anchor.deployment_ids, names, targets),
+            description=f"restart {process or 'all processes'}",
+            created_at=now_utc(),
+            updated_at=now_utc(),
+            actor=self.actor,
+        )
+        fresh = self.backend.render(recorded, app.slots.get(slot_name), release)
+        kept = [u for u in anchor.artifact if u.process not in targets]
+        renewed = [u for u in fresh if u.process in targets]
+        release = replace(release, artifact=Artifact(tuple(kept + renewed)))
+        return rollout_plan(
+            operation="restart", backend=self.backend.name, release=release, observed=observed
+        )
+
+    def switch(
+        self,
+        clearance: Clearance,
+        app: App,
+        slot_name: str,
+        build: Build,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        rollback_timeout: float = DEFAULT_ROLLBACK_TIMEOUT,
+    ) -> Outcome:
+        """Walk a generation switch plan. A failure (before any host moved) puts the new
+        generation back to sleep and leaves the live one untouched."""
+        target = app.slots.target(slot_name)
+        clearance.require_covers(target)
+        secrets = self.secrets(app)
+        return self._rollout(
+            clearance, target, app, secrets, build, self._sleep_new, timeout, rollback_timeout
+        )
+
+    # -- the shared sequence ---------------------------------------------------------
+
+    def _rollout(
+        self,
+        clearance: Clearance,
+        target: Target,
+        app: App,
+        secrets: Mapping[str, Secret],
+        build: Build,
+        undo: Undo,
+        timeout: float,
+        rollback_timeout: float,
+    ) -> Outcome:
+        holder = LockHolder.me(self.lock_ttl)
+        with signals_raise(), self.backend.lock(clearance, target, holder, self.reporter):
+            records = self.backend.read_records(target)
+            records = self._recover(clearance, target, records, secrets, rollback_timeout)
+            anchor = history.deployed(records)  # the anchor: read before anything is patched
+            observed = self.observe(target, records)
+            plan = build(records, observed)
+            release = plan.release
+            if release is None:
+                raise InputError("the plan records no release")
+            for line in plan.describe():
+                self.reporter.line(line)
+            self.backend.write_records(clearance, target, [release])
+            walker = Walker(self.backend, clearance, target, release, secrets, self.reporter)
+            try:
+                result = walker.run(plan.steps, timeout)
+            except Interrupted as exc:
+                self._fail(clearance, target, release, f"interrupted by {exc}")
+                self.reporter.line(
+                    f"interrupted: r{release.revision} marked failed; the lock is released; "
+                    + (
+                        f"the next deploy re-asserts r{anchor.revision}"
+                        if anchor
+                        else "nothing was deployed before it"
+                    )
+                )
+                raise
+            except BaseException as exc:
+                self._fail(clearance, target, release, f"stopped by an error: {exc}")
+                raise
+            if result.ok:
+                return self._succeed(clearance, target, app, records, release, anchor, result)
+            assert result.failure is not None
+            failure = result.failure
+            self._fail(clearance, target, release, failure.headline())
+            for line in failure.lines():
+                self.reporter.line(line)
+            undo_steps = undo(target, result, anchor)
+            label = f"rollback to r{anchor.revision} " if anchor else "cleanup "
+            if undo_steps:
+                self.reporter.line(f"{label.strip()}: {len(undo_steps)} steps")
+            back = Walker(
+                self.backend, clearance, target, anchor or release, secrets, self.reporter
+            ).run(undo_steps, rollback_timeout, label)
+            warnings = tuple(result.warnings + back.warnings)
+            if anchor is None:
+                return NoAnchor(str(target), release.revision, failure, warnings)
+            if back.ok:
+                return RolledBack(str(target), release.revision, anchor.revision, failure, warnings)
+            assert back.failure is not None
+            return RollbackFailed(
+                str(target), release.revision, anchor.revision, failure, back.failure
+            )
+
+    def _succeed(
+        self,
+        clearance: Clearance,
+        target: Target,
+        app: App,
+        records: Sequence[Release],
+        release: Release,
+        anchor: Release | None,
+        result: WalkResult,
+    ) -> Rolled:
+        written = history.promote_to_deployed(records, release)
+        self.backend.write_records(clearance, target, written)
+        warnings = list(result.warnings)
+        merged = {r.revision: r for r in records} | {r.revision: r for r in written}
+        limit = app.slots.get(target.slot).history_limit
+        drop = history.over_limit(list(merged.values()), limit)
+        if drop:
+            try:
+                self.backend.delete_records(clearance, target, drop)
+            except BackendError as exc:
+                warnings.append(f"pruning old release records failed: {exc}")
+        return Rolled(
+            str(target), anchor.revision if anchor else None, release.revision, tuple(warnings)
+        )
+
+    def _fail(self, clearance: Clearance, target: Target, release: Release, why: str) -> None:
+        self.backend.write_records(
+            clearance, target, [release.with_status(ReleaseStatus.FAILED, why)]
+        )
+
+    def _restore_anchor(
+        self, target: Target, result: WalkResult, anchor: Release | None
+    ) -> list[Step]:
+        """Undo for a rollout: put the anchor back; with no anchor, stop what was created."""
+        observed = self.backend.observe(target)
+        if anchor is None:
+            return discard_steps(result.created(), observed)
+        return restore_steps(anchor.artifact, observed)
+
+    def _sleep_new(self, target: Target, result: WalkResult, anchor: Release | None) -> list[Step]:
+        """Undo for a generation switch: put back to sleep what this switch scaled up."""
+        return [
+            Scale(process=s.process, replicas=0, generation=s.generation)
+            for s in result.done
+            if isinstance(s, Scale) and s.replicas > 0
+        ]
+
+    def _recover(
+        self,
+        clearance: Clearance,
+        target: Target,
+        records: list[Release],
+        secrets: Mapping[str, Secret],
+        timeout: float,
+    ) -> list[Release]:
+        """Invariant 10: a pending release found under our (fresh) lock belongs to a deploy
+        that died. Mark it failed and put the anchor back, saying so."""
+        stuck = history.pending(records)
+        if not stuck:
+            return records
+        for release in stuck:
+            self.reporter.line(
+                f"recovering: r{release.revision} was left pending by an interrupted operation "
+                f"({release.actor}, {release.created_at}); marking it failed"
+            )
+            self._fail(
+                clearance, target, release, "interrupted: its operation stopped before finishing"
+            )
+        anchor = history.deployed(records)
+        if anchor is None:
+            self.reporter.line("nothing was deployed before it: nothing to re-assert")
+        else:
+            self.reporter.line(f"re-asserting r{anchor.revision}, the deployed release")
+            observed = self.observe(target, records)
+            steps = restore_steps(anchor.artifact, observed)
+            back = Walker(self.backend, clearance, target, anchor, secrets, self.reporter).run(
+                steps, timeout, "re-assert "
+            )
+            if not back.ok:
+                assert back.failure is not None
+                raise BackendError(
+                    f"could not re-assert r{anchor.revision}: {back.failure.headline()}"
+                )
+        return self.backend.read_records(target)

@@ -1,0 +1,194 @@
+"""The four honest outcomes of a rollout. Only ``rolled`` is success; each has its own
+exit code, one-line text and JSON form. A failed rollback is never collapsed into
+"failed": it says the slot MAY BE DOWN.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from shipway.backends.protocol import Failure
+
+EXIT_ROLLED = 0
+EXIT_ROLLED_BACK = 10
+EXIT_ROLLBACK_FAILED = 11
+EXIT_NO_ANCHOR = 12
+
+
+@dataclass(frozen=True)
+class Outcome:
+    kind: ClassVar[str] = ""
+    exit_code: ClassVar[int] = 1
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+    def line(self) -> str:
+        raise NotImplementedError
+
+    def details(self) -> list[str]:
+        """Further lines under the headline (failure details, warnings)."""
+        return []
+
+    def to_json(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+def _warnings(warnings: tuple[str, ...]) -> list[str]:
+    return [f"warning: {w}" for w in warnings]
+
+
+@dataclass(frozen=True)
+class Rolled(Outcome):
+    kind: ClassVar[str] = "rolled"
+    exit_code: ClassVar[int] = EXIT_ROLLED
+    target: str
+    from_revision: int | None
+    to_revision: int
+    warnings: tuple[str, ...] = ()
+
+    def line(self) -> str:
+        start = f"r{self.from_revision}" if self.from_revision else "nothing"
+        return f"rolled {self.target} from {start} to r{self.to_revision}"
+
+    def details(self) -> list[str]:
+        return _warnings(self.warnings)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "outcome": self.kind,
+            "target": self.target,
+            "from": self.from_revision,
+            "to": self.to_revision,
+            "warnings": list(self.warnings),
+        }
+
+
+@dataclass(frozen=True)
+class RolledBack(Outcome):
+    kind: ClassVar[str] = "rolled-back"
+    exit_code: ClassVar[int] = EXIT_ROLLED_BACK
+    target: str
+    failed_revision: int
+    to_revision: int
+    failure: Failure
+    warnings: tuple[str, ...] = ()
+
+    def line(self) -> str:
+        return (
+            f"rolled back {self.target}: r{self.failed_revision} failed "
+            f"({self.failure.headline()}); r{self.to_revision} is serving again — "
+            "the deploy is not done"
+        )
+
+    def details(self) -> list[str]:
+        return self.failure.lines() + _warnings(self.warnings)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "outcome": self.kind,
+            "target": self.target,
+            "failed": self.failed_revision,
+            "to": self.to_revision,
+            "failure": self.failure.to_json(),
+            "warnings": list(self.warnings),
+        }
+
+
+@dataclass(frozen=True)
+class RollbackFailed(Outcome):
+    kind: ClassVar[str] = "rollback-failed"
+    exit_code: ClassVar[int] = EXIT_ROLLBACK_FAILED
+    target: str
+    failed_revision: int
+    anchor_revision: int
+    failure: Failure
+    rollback_failure: Failure
+
+    def line(self) -> str:
+        return (
+            f"ROLLBACK FAILED for {self.target}: r{self.failed_revision} failed "
+            f"({self.failure.headline()}) and restoring r{self.anchor_revision} failed too "
+            f"({self.rollback_failure.headline()}) — the slot MAY BE DOWN"
+        )
+
+    def details(self) -> list[str]:
+        return [
+            "the deploy failed:",
+            *self.failure.lines(),
+            "the rollback failed:",
+            *self.rollback_failure.lines(),
+        ]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "outcome": self.kind,
+            "target": self.target,
+            "failed": self.failed_revision,
+            "anchor": self.anchor_revision,
+            "failure": self.failure.to_json(),
+            "rollback_failure": self.rollback_failure.to_json(),
+            "may_be_down": True,
+        }
+
+
+@dataclass(frozen=True)
+class NoAnchor(Outcome):
+    kind: ClassVar[str] = "no-anchor"
+    exit_code: ClassVar[int] = EXIT_NO_ANCHOR
+    target: str
+    failed_revision: int
+    failure: Failure
+    warnings: tuple[str, ...] = ()
+
+    def line(self) -> str:
+        return (
+            f"{self.target}: r{self.failed_revision} failed ({self.failure.headline()}); "
+            "nothing was running before it, so nothing was restored"
+        )
+
+    def details(self) -> list[str]:
+        return self.failure.lines() + _warnings(self.warnings)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "outcome": self.kind,
+            "target": self.target,
+            "failed": self.failed_revision,
+            "failure": self.failure.to_json(),
+            "warnings": list(self.warnings),
+        }
+
+
+def outcome_from_json(data: dict[str, Any]) -> Outcome:
+    kind = data["outcome"]
+    if kind == Rolled.kind:
+        return Rolled(data["target"], data["from"], data["to"], tuple(data.get("warnings", ())))
+    failure = _failure(data["failure"])
+    if kind == RolledBack.kind:
+        return RolledBack(
+            data["target"], data["failed"], data["to"], failure, tuple(data.get("warnings", ()))
+        )
+    if kind == RollbackFailed.kind:
+        return RollbackFailed(
+            data["target"],
+            data["failed"],
+            data["anchor"],
+            failure,
+            _failure(data["rollback_failure"]),
+        )
+    if kind == NoAnchor.kind:
+        return NoAnchor(data["target"], data["failed"], failure, tuple(data.get("warnings", ())))
+    raise ValueError(f"unknown outcome {kind!r}")
+
+
+def _failure(data: dict[str, Any]) -> Failure:
+    return Failure(
+        reason=data["reason"],
+        message=data["message"],
+        process=data.get("process"),
+        exit_code=data.get("exit_code"),
+        details=tuple(data.get("details", ())),
+    )

@@ -1,0 +1,125 @@
+"""Walking a plan: one step at a time, each given to the backend.
+
+A step that fails stops the walk with a Failure. A best-effort step (dropping an old
+route, pruning) that fails is reported as a warning with its manual fix, and the walk
+goes on: cleanup never turns a success into a failure. A no-op step says why.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from shipway.backends.protocol import Backend, Failure, Reporter
+from shipway.errors import BackendError, CleanupFailed
+from shipway.guard import Clearance
+from shipway.plan.model import (
+    ApplyObject,
+    DropHost,
+    NoOp,
+    PointHost,
+    Remove,
+    RunReleaseCommand,
+    Scale,
+    Step,
+    WaitReplicas,
+    WaitRollout,
+)
+from shipway.release.model import Release
+from shipway.spec.model import Target
+from shipway.spec.secrets import Secret, redact
+
+
+@dataclass
+class WalkResult:
+    failure: Failure | None = None
+    done: list[Step] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None
+
+    def created(self) -> list[ApplyObject]:
+        return [s for s in self.done if isinstance(s, ApplyObject) and s.action == "create"]
+
+
+class Walker:
+    def __init__(
+        self,
+        backend: Backend,
+        clearance: Clearance,
+        target: Target,
+        release: Release,
+        secrets: Mapping[str, Secret],
+        reporter: Reporter,
+    ) -> None:
+        self.backend = backend
+        self.clearance = clearance
+        self.target = target
+        self.release = release
+        self.secrets = secrets
+        self.reporter = reporter
+
+    def run(self, steps: Sequence[Step], timeout: float, label: str = "") -> WalkResult:
+        deadline = time.monotonic() + timeout
+        result = WalkResult()
+        total = len(steps)
+        for i, step in enumerate(steps, start=1):
+            self.reporter.line(f"{label}[{i}/{total}] {step.describe()}")
+            try:
+                failure = self._do(step, deadline)
+            except CleanupFailed as exc:
+                failure = None
+                result.warnings.append(self._warning(step, str(exc), exc.manual_fix))
+            except BackendError as exc:
+                if step.best_effort:
+                    result.warnings.append(self._warning(step, str(exc), ""))
+                    failure = None
+                else:
+                    failure = Failure(
+                        reason="StepFailed",
+                        message=f"{step.describe()}: {redact(str(exc), self.secrets)}",
+                        process=getattr(step, "process", None),
+                    )
+            if failure is not None:
+                result.failure = failure
+                return result
+            result.done.append(step)
+        return result
+
+    def _warning(self, step: Step, message: str, fix: str) -> str:
+        text = f"{step.describe()} failed: {redact(message, self.secrets)}"
+        if fix:
+            text += f"; to fix by hand: {fix}"
+        self.reporter.line(f"warning: {text}")
+        return text
+
+    def _do(self, step: Step, deadline: float) -> Failure | None:
+        b, c, t, r = self.backend, self.clearance, self.target, self.reporter
+        if isinstance(step, ApplyObject):
+            b.apply(c, t, self.release.artifact.get(step.unit), step.action, self.secrets, r)
+        elif isinstance(step, WaitRollout):
+            return b.wait(t, step, self.release.artifact, deadline, r)
+        elif isinstance(step, RunReleaseCommand):
+            return b.run_release_command(
+                c, t, self.release, step.command, self.secrets, deadline, r
+            )
+        elif isinstance(step, Remove):
+            b.remove(c, t, step, r)
+        elif isinstance(step, Scale):
+            if step.delay:
+                time.sleep(step.delay)
+            b.scale(c, t, step, r)
+        elif isinstance(step, WaitReplicas):
+            return b.wait_replicas(t, step, deadline, r)
+        elif isinstance(step, PointHost):
+            b.point_host(c, t, step, r)
+        elif isinstance(step, DropHost):
+            b.drop_host(c, t, step, r)
+        elif isinstance(step, NoOp):
+            pass
+        else:  # pragma: no cover - every step type is handled above
+            raise TypeError(f"unknown step {step!r}")
+        return None

@@ -1,0 +1,145 @@
+"""Every error shipway raises, and the exit code each one means.
+
+::
+
+    ShipwayError                      exit 1  unexpected, or an engine failure
+    ├── InputError                    exit 2  the user can fix the input; nothing was touched
+    │   ├── SpecInvalid                       a spec file failed validation (carries every error)
+    │   ├── UnknownSlot
+    │   ├── SecretUnavailable                 a secret reference cannot be resolved
+    │   └── ImageMetadataMissing              image gone and no recorded release knows it
+    ├── GuardRefused                  exit 3  the guard refused: confirmation missing or wrong,
+    │   ├── ConfirmationRequired              or a clearance spent on another slot
+    │   ├── ConfirmationMismatch
+    │   └── ClearanceError
+    ├── SlotLocked                    exit 4  another deploy holds the slot's lock
+    ├── StalePlan                     exit 5  the world changed since a saved plan was made
+    └── BackendError                  exit 1  an engine (Kubernetes, Docker, OS) said no;
+        ├── RecordError                       translated at the backend edge
+        └── CleanupFailed                     best-effort cleanup failed (carries the manual fix)
+
+Library exceptions (lightkube, docker, OSError …) never cross a backend's edge: they are
+translated into these, most specific first, with ``raise ... from exc``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+class ShipwayError(Exception):
+    """Base of every error shipway raises on purpose."""
+
+    exit_code = 1
+
+
+class InputError(ShipwayError):
+    """Bad input: the message names the file, the key and the fix. Nothing was touched."""
+
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class SpecProblem:
+    """One validation error: where it is, what is wrong, how to fix it."""
+
+    file: str
+    path: str
+    message: str
+    hint: str = ""
+    line: int | None = None
+
+    def __str__(self) -> str:
+        where = self.file + (f":{self.line}" if self.line else "")
+        text = f"{where}: {self.path or '(top level)'}: {self.message}"
+        return text + (f" (hint: {self.hint})" if self.hint else "")
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "file": self.file,
+            "path": self.path,
+            "line": self.line,
+            "message": self.message,
+            "hint": self.hint,
+        }
+
+
+class SpecInvalid(InputError):
+    """The spec failed validation; ``problems`` holds every error found, not just the first."""
+
+    def __init__(self, problems: Sequence[SpecProblem]) -> None:
+        self.problems = tuple(problems)
+        count = len(self.problems)
+        lines = [f"{count} error{'s' if count != 1 else ''} in the spec:"]
+        lines += [f"  {p}" for p in self.problems]
+        super().__init__("\n".join(lines))
+
+
+class UnknownSlot(InputError):
+    pass
+
+
+class SecretUnavailable(InputError):
+    """A secret reference could not be resolved. The message names the reference, never a value."""
+
+
+class ImageMetadataMissing(InputError):
+    """Neither the image nor any recorded release says what kind of image this is."""
+
+
+class GuardRefused(ShipwayError):
+    exit_code = 3
+
+
+class ConfirmationRequired(GuardRefused):
+    pass
+
+
+class ConfirmationMismatch(GuardRefused):
+    pass
+
+
+class ClearanceError(GuardRefused):
+    """A clearance was presented for a target it does not cover, or was not issued by Guard."""
+
+
+class SlotLocked(ShipwayError):
+    """Another operation holds the slot's lock. Names the holder and since when."""
+
+    exit_code = 4
+
+    def __init__(self, slot: str, holder: str, since: str, expires: str | None = None) -> None:
+        self.slot, self.holder, self.since, self.expires = slot, holder, since, expires
+        text = f"slot {slot!r} is locked by {holder} since {since}"
+        if expires:
+            text += f" (the lock expires at {expires} unless renewed)"
+        super().__init__(text)
+
+
+class StalePlan(ShipwayError):
+    """The saved plan was made from a state that is no longer the live one."""
+
+    exit_code = 5
+
+    def __init__(self, changes: Sequence[str]) -> None:
+        self.changes = tuple(changes)
+        lines = ["the saved plan is stale: the slot changed since it was made; make a new plan"]
+        lines += [f"  {c}" for c in self.changes]
+        super().__init__("\n".join(lines))
+
+
+class BackendError(ShipwayError):
+    """An engine refused or failed an operation (translated at the backend's edge)."""
+
+
+class RecordError(BackendError):
+    """A release record cannot be written or read (too large, unknown schema, corrupt)."""
+
+
+class CleanupFailed(BackendError):
+    """Best-effort cleanup failed. Reported with the manual fix; never fails an operation."""
+
+    def __init__(self, message: str, manual_fix: str) -> None:
+        self.manual_fix = manual_fix
+        super().__init__(message)

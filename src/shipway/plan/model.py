@@ -1,0 +1,314 @@
+"""Plans as plain data: ordered steps, the observed state they were made from, and the
+release they would record. A plan describes itself (the dry-run lines), round-trips
+through JSON, and carries a fingerprint of the observed state so a saved plan can be
+refused when the world changed since.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar, Literal
+
+from shipway.release import codec
+from shipway.release.model import Release, now_utc
+
+# -- observed state --------------------------------------------------------------------
+
+UnitState = Literal["running", "stopped", "created", "asleep", "present"]
+
+
+@dataclass(frozen=True)
+class ObservedUnit:
+    """One unit as the backend found it. ``digest`` None: present, but not made by shipway
+    from a known artifact (so it differs from anything desired)."""
+
+    key: str
+    kind: str
+    digest: str | None
+    state: UnitState = "present"
+    process: str | None = None
+    host: str | None = None
+    generation: str | None = None
+    phase: int = 1
+
+    def signature(self) -> str:
+        return f"{self.digest}:{self.state}"
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What lives in the target now, plus the head of its release history."""
+
+    units: Mapping[str, ObservedUnit] = field(default_factory=dict)
+    head: str = "none"
+
+    @classmethod
+    def of(cls, units: list[ObservedUnit], head: str = "none") -> Observed:
+        return cls({u.key: u for u in units}, head)
+
+    def summary(self) -> dict[str, str]:
+        out = {key: unit.signature() for key, unit in sorted(self.units.items())}
+        out["(records)"] = self.head
+        return out
+
+    def fingerprint(self) -> str:
+        raw = json.dumps(self.summary(), sort_keys=True).encode()
+        return hashlib.sha256(raw).hexdigest()[:16]
+
+
+def changes_between(before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:
+    """Human lines saying how one observed summary differs from another."""
+    out = []
+    for key in sorted(set(before) | set(after)):
+        a, b = before.get(key), after.get(key)
+        if a == b:
+            continue
+        if key == "(records)":
+            out.append(f"release history changed: {a} -> {b}")
+        elif a is None:
+            out.append(f"{key} appeared ({b})")
+        elif b is None:
+            out.append(f"{key} disappeared (was {a})")
+        else:
+            out.append(f"{key} changed: {a} -> {b}")
+    return out
+
+
+# -- steps -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Step:
+    """Base of every step. ``name`` is the step's JSON tag; ``mutates`` says whether
+    executing it changes the target; ``best_effort`` steps report failures, never fail."""
+
+    name: ClassVar[str] = ""
+    mutates: ClassVar[bool] = True
+    best_effort: ClassVar[bool] = False
+
+    def describe(self) -> str:
+        raise NotImplementedError
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"step": self.name}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            data[f.name] = list(value) if isinstance(value, tuple) else value
+        return data
+
+
+def _at(host: str | None, generation: str | None = None) -> str:
+    parts = []
+    if generation:
+        parts.append(f"generation {generation}")
+    if host:
+        parts.append(f"on {host}")
+    return (" " + " ".join(parts)) if parts else ""
+
+
+@dataclass(frozen=True)
+class ApplyObject(Step):
+    name: ClassVar[str] = "apply"
+    unit: str
+    kind: str
+    action: Literal["create", "update", "start"]
+    process: str | None = None
+    host: str | None = None
+    generation: str | None = None
+
+    def describe(self) -> str:
+        return f"{self.action} {self.unit}{_at(self.host)}"
+
+
+@dataclass(frozen=True)
+class RunReleaseCommand(Step):
+    name: ClassVar[str] = "release-command"
+    command: tuple[str, ...]
+
+    def describe(self) -> str:
+        return "run the release command: " + " ".join(self.command)
+
+
+@dataclass(frozen=True)
+class WaitRollout(Step):
+    name: ClassVar[str] = "wait-rollout"
+    mutates: ClassVar[bool] = False
+    process: str
+    units: tuple[str, ...]
+    host: str | None = None
+
+    def describe(self) -> str:
+        return f"wait until {self.process} is ready{_at(self.host)}"
+
+
+@dataclass(frozen=True)
+class Scale(Step):
+    """Scale a process (of a generation). ``delay``: seconds to let connections drain first."""
+
+    name: ClassVar[str] = "scale"
+    process: str
+    replicas: int
+    generation: str | None = None
+    delay: float = 0.0
+
+    def describe(self) -> str:
+        verb = "put to sleep" if self.replicas == 0 else f"scale to {self.replicas}"
+        after = f" after {self.delay:g}s" if self.delay else ""
+        return f"{verb}: {self.process}{_at(None, self.generation)}{after}"
+
+
+@dataclass(frozen=True)
+class WaitReplicas(Step):
+    name: ClassVar[str] = "wait-replicas"
+    mutates: ClassVar[bool] = False
+    process: str
+    replicas: int
+    generation: str | None = None
+
+    def describe(self) -> str:
+        return f"wait until {self.replicas} {self.process} ready{_at(None, self.generation)}"
+
+
+@dataclass(frozen=True)
+class PointHost(Step):
+    name: ClassVar[str] = "point-host"
+    host: str
+    process: str
+    generation: str | None = None
+
+    def describe(self) -> str:
+        return f"point {self.host} at {self.process}{_at(None, self.generation)}"
+
+
+@dataclass(frozen=True)
+class DropHost(Step):
+    name: ClassVar[str] = "drop-host"
+    best_effort: ClassVar[bool] = True
+    host: str
+    generation: str | None = None
+
+    def describe(self) -> str:
+        return f"drop {self.host} from{_at(None, self.generation) or ' the old release'}"
+
+
+@dataclass(frozen=True)
+class Remove(Step):
+    name: ClassVar[str] = "remove"
+    best_effort: ClassVar[bool] = True
+    unit: str
+    kind: str
+    reason: str
+    process: str | None = None
+    host: str | None = None
+
+    def describe(self) -> str:
+        return f"remove {self.unit}{_at(self.host)} ({self.reason})"
+
+
+@dataclass(frozen=True)
+class NoOp(Step):
+    name: ClassVar[str] = "no-op"
+    mutates: ClassVar[bool] = False
+    reason: str
+
+    def describe(self) -> str:
+        return f"nothing to do: {self.reason}"
+
+
+STEP_TYPES: dict[str, type[Step]] = {
+    cls.name: cls
+    for cls in (
+        ApplyObject,
+        RunReleaseCommand,
+        WaitRollout,
+        Scale,
+        WaitReplicas,
+        PointHost,
+        DropHost,
+        Remove,
+        NoOp,
+    )
+}
+
+
+def step_from_json(data: Mapping[str, Any]) -> Step:
+    data = dict(data)
+    tag = data.pop("step", None)
+    cls = STEP_TYPES.get(str(tag))
+    if cls is None:
+        raise ValueError(f"unknown plan step {tag!r}")
+    names = {f.name: f for f in fields(cls)}
+    kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k in names}
+    return cls(**kwargs)
+
+
+# -- the plan --------------------------------------------------------------------------
+
+PLAN_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Plan:
+    app: str
+    slot: str
+    backend: str
+    operation: str
+    steps: tuple[Step, ...]
+    observed: Mapping[str, str]
+    release: Release | None = None
+    created_at: str = field(default_factory=now_utc)
+
+    @property
+    def fingerprint(self) -> str:
+        raw = json.dumps(dict(self.observed), sort_keys=True).encode()
+        return hashlib.sha256(raw).hexdigest()[:16]
+
+    @property
+    def mutates(self) -> bool:
+        return any(s.mutates for s in self.steps)
+
+    def describe(self) -> list[str]:
+        head = f"{self.operation} {self.app} to slot {self.slot} ({self.backend})"
+        if self.release is not None:
+            head += f": release r{self.release.revision}"
+            if self.release.image:
+                head += f", image {self.release.image}"
+        lines = [head]
+        lines += [f"  {i}. {step.describe()}" for i, step in enumerate(self.steps, start=1)]
+        lines.append(f"  (made from observed state {self.fingerprint})")
+        return lines
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": PLAN_FORMAT,
+            "app": self.app,
+            "slot": self.slot,
+            "backend": self.backend,
+            "operation": self.operation,
+            "fingerprint": self.fingerprint,
+            "observed": dict(self.observed),
+            "steps": [s.to_json() for s in self.steps],
+            "release": codec.to_json(self.release) if self.release else None,
+            "created_at": self.created_at,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Plan:
+        if data.get("format") != PLAN_FORMAT:
+            raise ValueError(f"unknown plan format {data.get('format')!r}")
+        plan = cls(
+            app=data["app"],
+            slot=data["slot"],
+            backend=data["backend"],
+            operation=data["operation"],
+            steps=tuple(step_from_json(s) for s in data["steps"]),
+            observed=dict(data["observed"]),
+            release=codec.from_json(dict(data["release"])) if data.get("release") else None,
+            created_at=data.get("created_at", ""),
+        )
+        if data.get("fingerprint") not in (None, plan.fingerprint):
+            raise ValueError("the plan's fingerprint does not match its observed state")
+        return plan

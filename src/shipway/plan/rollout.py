@@ -1,0 +1,146 @@
+"""PURE: desired artifact vs observed state → the ordered steps of a rollout.
+
+Order, and why:
+  1. units that do not switch anything (prerequisites, side-by-side new processes);
+  2. wait for those that must become ready — the health gate, before any traffic moves;
+  3. the release command (migrations), once, before anything switches;
+  4. units that switch traffic or replace what runs in place; then wait for those;
+  5. removal of what is no longer desired (routes first, prerequisites last) — best effort.
+An empty desired set is refused: it would remove everything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from shipway.errors import InputError
+from shipway.plan.model import (
+    ApplyObject,
+    NoOp,
+    Observed,
+    Plan,
+    Remove,
+    RunReleaseCommand,
+    Step,
+    WaitRollout,
+)
+from shipway.release.artifact import Artifact, Unit
+from shipway.release.model import Release
+
+
+def change_of(unit: Unit, observed: Observed) -> str | None:
+    seen = observed.units.get(unit.key)
+    if seen is None:
+        return "create"
+    if seen.digest != unit.digest:
+        return "update"
+    if seen.state in ("stopped", "created"):
+        return "start"
+    return None
+
+
+def _waits(units: Sequence[Unit]) -> list[Step]:
+    groups: dict[tuple[str, str | None], list[str]] = {}
+    for unit in units:
+        if unit.waits:
+            groups.setdefault((unit.process or unit.key, unit.host), []).append(unit.key)
+    return [
+        WaitRollout(process=process, units=tuple(keys), host=host)
+        for (process, host), keys in groups.items()
+    ]
+
+
+def apply_step(unit: Unit, action: str) -> ApplyObject:
+    return ApplyObject(
+        unit=unit.key,
+        kind=unit.kind,
+        action=action,  # type: ignore[arg-type]
+        process=unit.process,
+        host=unit.host,
+        generation=unit.generation,
+    )
+
+
+def rollout_steps(
+    desired: Artifact,
+    observed: Observed,
+    release_command: tuple[str, ...] | None = None,
+    prune: bool = True,
+) -> list[Step]:
+    if not desired.units:
+        raise InputError(
+            "refusing to apply an empty set of objects: it would remove everything this app runs "
+            "(hint: declare at least one process)"
+        )
+    ordered = sorted(desired, key=lambda u: u.phase)
+    changed = [(u, a) for u in ordered if (a := change_of(u, observed)) is not None]
+    quiet = [(u, a) for u, a in changed if not u.switches]
+    switching = [(u, a) for u, a in changed if u.switches]
+
+    steps: list[Step] = [apply_step(u, a) for u, a in quiet]
+    steps += _waits([u for u, _ in quiet])
+    if release_command and changed:
+        steps.append(RunReleaseCommand(command=release_command))
+    steps += [apply_step(u, a) for u, a in switching]
+    steps += _waits([u for u, _ in switching])
+
+    if prune:
+        wanted = set(desired.keys())
+        gone = sorted(
+            (o for key, o in observed.units.items() if key not in wanted),
+            key=lambda o: (-o.phase, o.key),
+        )
+        steps += [
+            Remove(
+                unit=o.key, kind=o.kind, reason="no longer declared", process=o.process, host=o.host
+            )
+            for o in gone
+        ]
+    if not steps:
+        steps.append(NoOp(reason=f"all {len(desired)} objects are up to date"))
+    return steps
+
+
+def rollout_plan(
+    *,
+    operation: str,
+    backend: str,
+    release: Release,
+    observed: Observed,
+    release_command: tuple[str, ...] | None = None,
+) -> Plan:
+    """The plan that makes the target run ``release`` (its artifact must be rendered)."""
+    return Plan(
+        app=release.app,
+        slot=release.slot,
+        backend=backend,
+        operation=operation,
+        steps=tuple(rollout_steps(release.artifact, observed, release_command)),
+        observed=observed.summary(),
+        release=release,
+    )
+
+
+def restore_steps(anchor: Artifact, observed: Observed) -> list[Step]:
+    """Steps that put the anchor back (a rollback): no release command, prune what the
+    failed release added."""
+    return rollout_steps(anchor, observed, release_command=None, prune=True)
+
+
+def discard_steps(created: Sequence[ApplyObject], observed: Observed) -> list[Step]:
+    """Nothing ran before a failed first deploy: stop the workloads it created, so nothing
+    half-made keeps running. Prerequisites (namespaces, snapshots) stay for inspection."""
+    steps: list[Step] = []
+    for step in reversed(created):
+        seen = observed.units.get(step.unit)
+        if seen is not None and step.action == "create" and seen.phase >= 1:
+            steps.append(
+                Remove(
+                    unit=step.unit,
+                    kind=step.kind,
+                    reason="the first deploy failed",
+                    process=step.process,
+                    host=step.host,
+                )
+            )
+    return steps

@@ -1,0 +1,96 @@
+"""Release records: revision N of an app in a slot, as the target itself keeps it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from shipway.release.artifact import Artifact
+
+SourceType = Literal["dockerfile", "herokuish", "pack", "local"]
+SOURCE_TYPES: tuple[SourceType, ...] = ("dockerfile", "herokuish", "pack", "local")
+
+
+class ReleaseStatus(StrEnum):
+    PENDING = "pending"
+    DEPLOYED = "deployed"
+    FAILED = "failed"
+    SUPERSEDED = "superseded"
+
+
+def now_utc() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class ImageMeta:
+    """What kind of image a release runs; decides the start command (/start, launcher …)."""
+
+    source_type: SourceType
+    working_dir: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source_type": self.source_type, "working_dir": self.working_dir}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ImageMeta:
+        return cls(source_type=data["source_type"], working_dir=data.get("working_dir"))
+
+
+@dataclass(frozen=True)
+class Release:
+    app: str
+    slot: str
+    revision: int
+    status: ReleaseStatus
+    image: str | None = None
+    digest: str | None = None
+    image_meta: ImageMeta | None = None
+    deployment_ids: Mapping[str, str] = field(default_factory=dict)
+    spec: Mapping[str, Any] = field(default_factory=dict)
+    config_hash: str = ""
+    artifact: Artifact = field(default_factory=Artifact)
+    description: str = ""
+    created_at: str = field(default_factory=now_utc)
+    updated_at: str = field(default_factory=now_utc)
+    actor: str = ""
+    generation: str | None = None
+
+    @property
+    def name(self) -> str:
+        return f"r{self.revision}"
+
+    def image_ref(self) -> str | None:
+        """The most exact reference to the image: by digest when one is recorded."""
+        if self.digest and self.image and self.digest.startswith("sha256:"):
+            repo = self.image.split("@", 1)[0]
+            last = repo.rsplit("/", 1)[-1]
+            if ":" in last:
+                repo = repo[: len(repo) - len(last)] + last.split(":", 1)[0]
+            return f"{repo}@{self.digest}"
+        return self.image
+
+    def with_status(self, status: ReleaseStatus, description: str | None = None) -> Release:
+        return replace(
+            self,
+            status=status,
+            description=self.description if description is None else description,
+            updated_at=now_utc(),
+        )
+
+    def summary(self) -> dict[str, Any]:
+        """The history line: everything but the bulky spec snapshot and artifact."""
+        return {
+            "revision": self.revision,
+            "status": str(self.status),
+            "image": self.image,
+            "digest": self.digest,
+            "description": self.description,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "actor": self.actor,
+            "generation": self.generation,
+        }

@@ -1,0 +1,703 @@
+"""Raw data (from TOML or YAML) → a validated :class:`App`, collecting every error.
+
+Every problem carries its key path, its line where the format gives one, and a hint.
+Unknown keys are errors: a typo must never be silently ignored.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar, cast
+
+from shipway.errors import SpecInvalid, SpecProblem
+from shipway.spec.locate import KeyPath, Locator, no_lines
+from shipway.spec.model import (
+    BACKENDS,
+    IMAGE_TYPES,
+    ROLES,
+    STRATEGIES,
+    App,
+    ConfigFile,
+    DockerHost,
+    Healthcheck,
+    Process,
+    Resources,
+    Role,
+    Route,
+    Slot,
+    SlotRegistry,
+    Strategy,
+)
+from shipway.spec.secrets import SecretRef, names_in
+
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+DNS_NAME = re.compile(
+    r"^(\*\.)?[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$"
+)
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+QUANTITY = re.compile(r"^([0-9]+(\.[0-9]+)?)(m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
+DURATION = re.compile(r"^([0-9]+(\.[0-9]+)?)(ms|s|m|h)$")
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+TOP_KEYS = ("app", "processes", "env", "secrets", "files", "routes", "slots")
+APP_KEYS = ("name", "image", "image_type", "release_command")
+PROCESS_KEYS = ("command", "port", "replicas", "healthcheck", "resources")
+HEALTH_KEYS = ("path", "interval", "timeout", "attempts", "initial_delay")
+RESOURCE_KEYS = ("requests", "limits")
+ROUTE_KEYS = ("host", "process", "port", "tls_secret")
+SLOT_KEYS = (
+    "backend",
+    "role",
+    "guarded",
+    "promotes_to",
+    "strategy",
+    "history_limit",
+    "context",
+    "namespace",
+    "hosts",
+    "state_dir",
+    "router_port",
+    "replicas",
+    "env",
+    "routes",
+)
+BACKEND_ONLY = {
+    "context": "kubernetes",
+    "namespace": "kubernetes",
+    "hosts": "docker",
+    "state_dir": "local",
+    "router_port": "local",
+}
+
+T = TypeVar("T")
+
+
+def render_path(path: KeyPath) -> str:
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            text = part if re.fullmatch(r"[A-Za-z0-9_-]+", part) else f'"{part}"'
+            out += ("." if out else "") + text
+    return out
+
+
+class _Checker:
+    def __init__(self, file: str, locate: Locator) -> None:
+        self.file = file
+        self.locate = locate
+        self.problems: list[SpecProblem] = []
+
+    def error(self, path: KeyPath, message: str, hint: str = "") -> None:
+        self.problems.append(
+            SpecProblem(self.file, render_path(path), message, hint, self.locate(path))
+        )
+
+    def table(
+        self, value: Any, path: KeyPath, allowed: Iterable[str] | None = None
+    ) -> dict[str, Any] | None:
+        if not isinstance(value, Mapping):
+            self.error(path, f"must be a table, not {_kind(value)}")
+            return None
+        if allowed is not None:
+            allowed = tuple(allowed)
+            for key in value:
+                if key not in allowed:
+                    close = difflib.get_close_matches(str(key), allowed, n=1)
+                    hint = (
+                        f"did you mean {close[0]!r}?" if close else "allowed: " + ", ".join(allowed)
+                    )
+                    self.error((*path, str(key)), "unknown key", hint)
+        return dict(value)
+
+    def string(
+        self,
+        value: Any,
+        path: KeyPath,
+        *,
+        pattern: re.Pattern[str] | None = None,
+        what: str = "",
+        hint: str = "",
+    ) -> str | None:
+        if not isinstance(value, str):
+            self.error(path, f"must be a string, not {_kind(value)}", hint)
+            return None
+        if pattern is not None and not pattern.match(value):
+            self.error(path, f"{value!r} is not a valid {what}", hint)
+            return None
+        return value
+
+    def integer(self, value: Any, path: KeyPath, lo: int, hi: int) -> int | None:
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.error(path, f"must be an integer, not {_kind(value)}")
+            return None
+        if not lo <= value <= hi:
+            self.error(path, f"{value} is out of range", f"use a value from {lo} to {hi}")
+            return None
+        return value
+
+    def boolean(self, value: Any, path: KeyPath) -> bool | None:
+        if not isinstance(value, bool):
+            self.error(path, f"must be true or false, not {_kind(value)}")
+            return None
+        return value
+
+    def duration(self, value: Any, path: KeyPath) -> float | None:
+        if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+            return float(value)
+        if isinstance(value, str):
+            m = DURATION.match(value)
+            if m:
+                return float(m.group(1)) * _DURATION_UNITS[m.group(3)]
+        self.error(
+            path, f"{value!r} is not a duration", 'use seconds (2, 0.5) or "500ms", "2s", "1m"'
+        )
+        return None
+
+    def command(self, value: Any, path: KeyPath) -> tuple[str, ...] | None:
+        if isinstance(value, str):
+            import shlex
+
+            try:
+                parts = tuple(shlex.split(value))
+            except ValueError as exc:
+                self.error(path, f"cannot be split into words: {exc}", "check the quotes")
+                return None
+        elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+            parts = tuple(value)
+        else:
+            self.error(path, f"must be a string or a list of strings, not {_kind(value)}")
+            return None
+        if not parts:
+            self.error(path, "is empty", "give the command to run")
+            return None
+        return parts
+
+    def choice(self, value: Any, path: KeyPath, choices: tuple[T, ...]) -> T | None:
+        if value not in choices:
+            self.error(path, f"{value!r} is not one of: {', '.join(map(str, choices))}")
+            return None
+        return cast(T, value)
+
+
+def _kind(value: Any) -> str:
+    return {
+        dict: "a table",
+        list: "a list",
+        str: "a string",
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+    }.get(type(value), type(value).__name__)
+
+
+def parse(
+    raw: Any, *, file: str = "shipway.toml", locate: Locator = no_lines, base_dir: Path = Path(".")
+) -> App:
+    """Validate raw spec data and build the App, or raise SpecInvalid with every problem."""
+    c = _Checker(file, locate)
+    top = c.table(raw, (), TOP_KEYS) or {}
+
+    app_t = c.table(top.get("app", {}), ("app",), APP_KEYS) or {}
+    name = None
+    if "name" not in app_t:
+        c.error(("app", "name"), "is required", 'add name = "myapp" under [app]')
+    else:
+        name = c.string(
+            app_t["name"],
+            ("app", "name"),
+            pattern=DNS_LABEL,
+            what="app name",
+            hint="lowercase letters, digits and '-', at most 63 characters",
+        )
+    image = c.string(app_t["image"], ("app", "image")) if "image" in app_t else None
+    image_type = (
+        c.choice(app_t["image_type"], ("app", "image_type"), IMAGE_TYPES)
+        if "image_type" in app_t
+        else None
+    )
+    release_command = (
+        c.command(app_t["release_command"], ("app", "release_command"))
+        if "release_command" in app_t
+        else None
+    )
+
+    processes = _processes(c, top.get("processes"))
+    env = _env(c, top.get("env", {}), ("env",))
+    secrets = _secrets(c, top.get("secrets", {}), base_dir)
+    files = _files(c, top.get("files", {}), secrets)
+    routes = _routes(c, top.get("routes", []), ("routes",), processes)
+    for key in env:
+        if key in secrets:
+            c.error(("env", key), "is also declared as a secret", "keep one of the two")
+    slots = _slots(c, top.get("slots"), processes, routes, name or "app")
+
+    if c.problems:
+        raise SpecInvalid(c.problems)
+    assert name is not None
+    return App(
+        name=name,
+        image=image,
+        image_type=image_type,
+        release_command=release_command,
+        processes=processes,
+        env=env,
+        secrets=secrets,
+        files=files,
+        routes=routes,
+        slots=SlotRegistry(app=name, slots=slots),
+        source_dir=base_dir,
+        spec_file=base_dir / file,
+    )
+
+
+def _processes(c: _Checker, raw: Any) -> dict[str, Process]:
+    if raw is None:
+        c.error(
+            ("processes",),
+            "at least one process is required",
+            'add [processes.web] with command = "..."',
+        )
+        return {}
+    table = c.table(raw, ("processes",)) or {}
+    out: dict[str, Process] = {}
+    for pname, praw in table.items():
+        path: KeyPath = ("processes", pname)
+        c.string(
+            pname,
+            path,
+            pattern=DNS_LABEL,
+            what="process name",
+            hint="lowercase letters, digits and '-'",
+        )
+        p = c.table(praw, path, PROCESS_KEYS)
+        if p is None:
+            continue
+        command = c.command(p["command"], (*path, "command")) if "command" in p else None
+        port = c.integer(p["port"], (*path, "port"), 1, 65535) if "port" in p else None
+        replicas = c.integer(p.get("replicas", 1), (*path, "replicas"), 0, 1000)
+        health = (
+            _healthcheck(c, p["healthcheck"], (*path, "healthcheck"))
+            if "healthcheck" in p
+            else None
+        )
+        resources = _resources(c, p.get("resources", {}), (*path, "resources"))
+        out[pname] = Process(
+            name=pname,
+            command=command,
+            port=port,
+            replicas=1 if replicas is None else replicas,
+            healthcheck=health,
+            resources=resources,
+        )
+    return out
+
+
+def _healthcheck(c: _Checker, raw: Any, path: KeyPath) -> Healthcheck | None:
+    h = c.table(raw, path, HEALTH_KEYS)
+    if h is None:
+        return None
+    default = Healthcheck()
+    hpath: str | None = default.path
+    if "path" in h:
+        if h["path"] is False:
+            hpath = None
+        else:
+            hpath = c.string(
+                h["path"],
+                (*path, "path"),
+                pattern=re.compile(r"^/"),
+                what="HTTP path",
+                hint='start it with "/", e.g. "/up"',
+            )
+    values = {
+        key: c.duration(h[key], (*path, key))
+        for key in ("interval", "timeout", "initial_delay")
+        if key in h
+    }
+    attempts = c.integer(h.get("attempts", default.attempts), (*path, "attempts"), 1, 10000)
+    return Healthcheck(
+        path=hpath,
+        interval=values.get("interval") or default.interval,
+        timeout=values.get("timeout") or default.timeout,
+        attempts=attempts or default.attempts,
+        initial_delay=values.get("initial_delay") or default.initial_delay,
+    )
+
+
+def _resources(c: _Checker, raw: Any, path: KeyPath) -> Resources:
+    r = c.table(raw, path, RESOURCE_KEYS) or {}
+    found: dict[str, str | None] = {}
+    for section in RESOURCE_KEYS:
+        sec = c.table(r.get(section, {}), (*path, section), ("cpu", "memory")) or {}
+        for kind in ("cpu", "memory"):
+            if kind in sec:
+                value = sec[kind]
+                if isinstance(value, int | float) and not isinstance(value, bool):
+                    value = str(value)
+                found[f"{kind}_{section[:-1] if section == 'limits' else 'request'}"] = c.string(
+                    value,
+                    (*path, section, kind),
+                    pattern=QUANTITY,
+                    what="quantity",
+                    hint='e.g. cpu = "250m", memory = "128Mi"',
+                )
+    return Resources(
+        cpu_request=found.get("cpu_request"),
+        memory_request=found.get("memory_request"),
+        cpu_limit=found.get("cpu_limit"),
+        memory_limit=found.get("memory_limit"),
+    )
+
+
+def _env(c: _Checker, raw: Any, path: KeyPath) -> dict[str, str]:
+    table = c.table(raw, path) or {}
+    out: dict[str, str] = {}
+    for key, value in table.items():
+        if not ENV_NAME.match(key):
+            c.error(
+                (*path, key),
+                f"{key!r} is not a valid environment variable name",
+                "letters, digits and '_', not starting with a digit",
+            )
+            continue
+        if isinstance(value, bool):
+            out[key] = "true" if value else "false"
+        elif isinstance(value, str | int | float):
+            out[key] = str(value)
+        else:
+            c.error((*path, key), f"must be a string, number or boolean, not {_kind(value)}")
+    return out
+
+
+def _secrets(c: _Checker, raw: Any, base_dir: Path) -> dict[str, SecretRef]:
+    table = c.table(raw, ("secrets",)) or {}
+    out: dict[str, SecretRef] = {}
+    for name, value in table.items():
+        path: KeyPath = ("secrets", name)
+        if not ENV_NAME.match(name):
+            c.error(
+                path,
+                f"{name!r} is not a valid secret name",
+                "secrets become environment variables: letters, digits and '_'",
+            )
+            continue
+        if not isinstance(value, Mapping):
+            # Never echo the value: it may be the secret itself.
+            c.error(
+                path,
+                "a literal secret value is not allowed in the spec",
+                f'reference it instead: {name} = {{ from_env = "{name}" }} '
+                'or { from_file = "path/to/file" }',
+            )
+            continue
+        ref = c.table(value, path, ("from_env", "from_file")) or {}
+        if len(ref) != 1 or not ({"from_env", "from_file"} & set(ref)):
+            c.error(
+                path,
+                "needs exactly one of from_env or from_file",
+                f'e.g. {name} = {{ from_env = "{name}" }}',
+            )
+            continue
+        if "from_env" in ref:
+            env = c.string(
+                ref["from_env"],
+                (*path, "from_env"),
+                pattern=ENV_NAME,
+                what="environment variable name",
+            )
+            if env:
+                out[name] = SecretRef(name=name, from_env=env)
+        else:
+            file = c.string(ref["from_file"], (*path, "from_file"))
+            if file:
+                out[name] = SecretRef(name=name, from_file=str((base_dir / file).resolve()))
+    return out
+
+
+def _files(c: _Checker, raw: Any, secrets: Mapping[str, SecretRef]) -> tuple[ConfigFile, ...]:
+    table = c.table(raw, ("files",)) or {}
+    out: list[ConfigFile] = []
+    for fpath, value in table.items():
+        path: KeyPath = ("files", fpath)
+        if fpath.startswith("/") or ".." in Path(fpath).parts or not fpath:
+            c.error(
+                path, f"{fpath!r} must be a relative path inside the app", 'e.g. "config/app.ini"'
+            )
+            continue
+        if isinstance(value, Mapping):
+            body = c.table(value, path, ("content",)) or {}
+            value = body.get("content")
+        content = c.string(
+            value, path, hint='give the content: "path" = "text" or { content = "…" }'
+        )
+        if content is None:
+            continue
+        refs = tuple(dict.fromkeys(names_in(content)))
+        for ref in refs:
+            if ref not in secrets:
+                c.error(
+                    path,
+                    f"refers to secrets.{ref}, which is not declared",
+                    "declare it under [secrets] or fix the name",
+                )
+        out.append(ConfigFile(path=fpath, content=content, secrets=refs))
+    return tuple(out)
+
+
+def _routes(
+    c: _Checker, raw: Any, path: KeyPath, processes: Mapping[str, Process]
+) -> tuple[Route, ...]:
+    if not isinstance(raw, list):
+        c.error(path, f"must be a list of tables ([[{render_path(path)}]]), not {_kind(raw)}")
+        return ()
+    out: list[Route] = []
+    for i, item in enumerate(raw):
+        rpath = (*path, i)
+        r = c.table(item, rpath, ROUTE_KEYS)
+        if r is None:
+            continue
+        missing = [k for k in ("host", "process") if k not in r]
+        for k in missing:
+            c.error((*rpath, k), "is required", 'e.g. host = "app.example.com", process = "web"')
+        if missing:
+            continue
+        host = c.string(
+            r["host"],
+            (*rpath, "host"),
+            pattern=DNS_NAME,
+            what="host name",
+            hint="a lowercase DNS name such as app.example.com",
+        )
+        process = c.string(r["process"], (*rpath, "process"))
+        port = c.integer(r["port"], (*rpath, "port"), 1, 65535) if "port" in r else None
+        tls = (
+            c.string(r["tls_secret"], (*rpath, "tls_secret"), pattern=DNS_NAME, what="secret name")
+            if "tls_secret" in r
+            else None
+        )
+        if process is not None and processes and process not in processes:
+            c.error(
+                (*rpath, "process"),
+                f"no process named {process!r}",
+                "declared: " + ", ".join(processes),
+            )
+            continue
+        if process and process in processes and processes[process].port is None and port is None:
+            c.error(
+                (*rpath, "process"),
+                f"process {process!r} has no port to route to",
+                f"add port = … to [processes.{process}]",
+            )
+            continue
+        if host and process:
+            out.append(Route(host=host, process=process, port=port, tls_secret=tls))
+    return tuple(out)
+
+
+def _slots(
+    c: _Checker,
+    raw: Any,
+    processes: Mapping[str, Process],
+    routes: tuple[Route, ...],
+    app_name: str,
+) -> dict[str, Slot]:
+    if raw is None:
+        return {"local": Slot(name="local", backend="local", role="test")}
+    table = c.table(raw, ("slots",)) or {}
+    out: dict[str, Slot] = {}
+    for sname, sraw in table.items():
+        path: KeyPath = ("slots", sname)
+        if not DNS_LABEL.match(sname):
+            c.error(
+                path,
+                f"{sname!r} is not a valid slot name",
+                "lowercase letters, digits and '-', at most 63 characters",
+            )
+        s = c.table(sraw, path, SLOT_KEYS)
+        if s is None:
+            continue
+        slot = _slot(c, sname, s, path, processes, app_name)
+        if slot is not None:
+            out[sname] = slot
+    _check_chain(c, out)
+    _check_hosts(c, out, routes)
+    return out
+
+
+def _slot(
+    c: _Checker,
+    name: str,
+    s: dict[str, Any],
+    path: KeyPath,
+    processes: Mapping[str, Process],
+    app_name: str,
+) -> Slot | None:
+    backend = c.choice(s.get("backend", "local"), (*path, "backend"), BACKENDS)
+    if backend is None:
+        return None
+    role = c.choice(s.get("role", "test"), (*path, "role"), ROLES)
+    strategy = c.choice(s.get("strategy", "rolling"), (*path, "strategy"), STRATEGIES)
+    guarded = c.boolean(s.get("guarded", False), (*path, "guarded"))
+    history = c.integer(s.get("history_limit", 10), (*path, "history_limit"), 1, 1000)
+    for key, only in BACKEND_ONLY.items():
+        if key in s and backend != only:
+            c.error(
+                (*path, key),
+                f"applies to {only} slots only, this slot's backend is {backend}",
+                f'remove it, or set backend = "{only}"',
+            )
+    promotes_to = c.string(s["promotes_to"], (*path, "promotes_to")) if "promotes_to" in s else None
+    context = c.string(s["context"], (*path, "context")) if "context" in s else None
+    namespace = (
+        c.string(s["namespace"], (*path, "namespace"), pattern=DNS_LABEL, what="namespace")
+        if "namespace" in s
+        else None
+    )
+    hosts = (
+        _docker_hosts(c, s.get("hosts"), (*path, "hosts"), processes) if backend == "docker" else ()
+    )
+    if backend == "docker" and not hosts and "hosts" not in s:
+        c.error(
+            (*path, "hosts"),
+            "a docker slot needs at least one host",
+            'e.g. hosts = ["unix:///var/run/docker.sock", "ssh://deploy@web1"]',
+        )
+    state_dir = c.string(s["state_dir"], (*path, "state_dir")) if "state_dir" in s else None
+    router_port = (
+        c.integer(s["router_port"], (*path, "router_port"), 1, 65535)
+        if "router_port" in s
+        else None
+    )
+    replicas: dict[str, int] = {}
+    for pname, value in (c.table(s.get("replicas", {}), (*path, "replicas")) or {}).items():
+        if processes and pname not in processes:
+            c.error(
+                (*path, "replicas", pname),
+                f"no process named {pname!r}",
+                "declared: " + ", ".join(processes),
+            )
+            continue
+        count = c.integer(value, (*path, "replicas", pname), 0, 1000)
+        if count is not None:
+            replicas[pname] = count
+    env = _env(c, s.get("env", {}), (*path, "env"))
+    routes = _routes(c, s["routes"], (*path, "routes"), processes) if "routes" in s else None
+    if backend == "local":
+        for pname, p in processes.items():
+            if p.command is None:
+                c.error(
+                    ("processes", pname, "command"),
+                    f"is required: slot {name!r} runs processes locally",
+                    'e.g. command = "python app.py"',
+                )
+    if None in (role, strategy, guarded, history):
+        return None
+    return Slot(
+        name=name,
+        backend=backend,
+        role=cast(Role, role),
+        guarded=bool(guarded),
+        promotes_to=promotes_to,
+        strategy=cast(Strategy, strategy),
+        history_limit=cast(int, history),
+        context=context,
+        namespace=namespace or (f"{app_name}-{name}" if backend == "kubernetes" else None),
+        hosts=hosts,
+        state_dir=state_dir,
+        router_port=router_port,
+        replicas=replicas,
+        env=env,
+        routes=routes,
+    )
+
+
+def _docker_hosts(
+    c: _Checker, raw: Any, path: KeyPath, processes: Mapping[str, Process]
+) -> tuple[DockerHost, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        c.error(path, f"must be a list, not {_kind(raw)}")
+        return ()
+    out: list[DockerHost] = []
+    url_pattern = re.compile(r"^(unix://.+|ssh://[^@/\s]+@[^/\s]+|tcp://[^/\s]+)$")
+    hint = 'use "unix:///path/docker.sock" or "ssh://user@host[:port]"'
+    for i, item in enumerate(raw):
+        hpath = (*path, i)
+        roles: tuple[str, ...] | None = None
+        if isinstance(item, Mapping):
+            h = c.table(item, hpath, ("url", "processes")) or {}
+            url = c.string(
+                h.get("url"), (*hpath, "url"), pattern=url_pattern, what="host", hint=hint
+            )
+            if "processes" in h:
+                names = h["processes"]
+                if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+                    c.error((*hpath, "processes"), "must be a list of process names")
+                else:
+                    for n in names:
+                        if processes and n not in processes:
+                            c.error(
+                                (*hpath, "processes"),
+                                f"no process named {n!r}",
+                                "declared: " + ", ".join(processes),
+                            )
+                    roles = tuple(names)
+        else:
+            url = c.string(item, hpath, pattern=url_pattern, what="host", hint=hint)
+        if url:
+            out.append(DockerHost(url=url, processes=roles))
+    return tuple(out)
+
+
+def _check_chain(c: _Checker, slots: Mapping[str, Slot]) -> None:
+    for name, slot in slots.items():
+        target = slot.promotes_to
+        if target is None:
+            continue
+        if target not in slots:
+            c.error(
+                ("slots", name, "promotes_to"),
+                f"no slot named {target!r}",
+                "declared: " + ", ".join(slots),
+            )
+            continue
+        seen = [name]
+        while target is not None and target in slots:
+            if target in seen:
+                cycle = " -> ".join([*seen, target])
+                c.error(
+                    ("slots", name, "promotes_to"),
+                    f"the promotion chain has a cycle: {cycle}",
+                    "the last slot of a chain must not promote anywhere",
+                )
+                break
+            seen.append(target)
+            target = slots[target].promotes_to
+
+
+def _check_hosts(c: _Checker, slots: Mapping[str, Slot], routes: tuple[Route, ...]) -> None:
+    """A host name is served by one slot only; two slots claiming one host would fight."""
+    owner: dict[str, str] = {}
+    for name, slot in slots.items():
+        for i, route in enumerate(slot.routes if slot.routes is not None else routes):
+            first = owner.setdefault(route.host, name)
+            if first != name:
+                where: KeyPath = (
+                    ("slots", name, "routes", i) if slot.routes is not None else ("slots", name)
+                )
+                c.error(
+                    where,
+                    f"host {route.host!r} is already served by slot {first!r}",
+                    f"give slot {name!r} its own hosts with [[slots.{name}.routes]]",
+                )
+
+
+def from_snapshot(snapshot: Any, base_dir: Path) -> App:
+    """The App a release record ran, parsed back from its spec snapshot."""
+    return parse(snapshot, file="(recorded release)", base_dir=base_dir)
