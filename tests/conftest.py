@@ -1,0 +1,3 @@
+"""Test configuration: the test-environment plugins."""
+
+pytest_plugins = ["tests.testenv.docker"]
