@@ -210,9 +210,14 @@ def _parse_exports(text: str) -> dict[str, str]:
 
 
 def ensure_docker_env() -> DockerEnv:
-    """The environment from ``SHIPWAY_TEST_*``; runs ``docker-testenv up`` when needed."""
+    """The environment from ``SHIPWAY_TEST_*``; runs ``docker-testenv up`` when a variable
+    is missing or an engine does not answer on its local socket."""
     have = all(v in os.environ for v in _ENV_VARS)
-    if have and _ping(os.environ["SHIPWAY_TEST_DOCKER_A"]):
+    if (
+        have
+        and _ping(os.environ["SHIPWAY_TEST_DOCKER_A"])
+        and _ping(os.environ["SHIPWAY_TEST_DOCKER_B_SOCKET"])
+    ):
         return DockerEnv.from_environ(os.environ)
     if os.geteuid() != 0:
         pytest.fail(

@@ -4,6 +4,7 @@ images built without any pull. If these fail, the Docker-backend tests cannot me
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import urllib.request
 import uuid
@@ -140,7 +141,7 @@ def test_unknown_ssh_host_key_is_refused(docker_env: DockerEnv, tmp_path: Path) 
     # key must not be added anywhere (paramiko's RejectPolicy, docker-py's default).
     home = docker_env.make_ssh_home(tmp_path / "home", known_hosts="")
     with pytest.raises(paramiko.SSHException, match="not found in known_hosts") as exc:
-        DockerEnv(**{**docker_env.__dict__, "ssh_home": home}).client(docker_env.b)
+        dataclasses.replace(docker_env, ssh_home=home).client(docker_env.b)
     assert type(exc.value) is paramiko.SSHException  # not BadHostKeyException
     assert (home / ".ssh" / "known_hosts").read_text() == ""
 
@@ -150,7 +151,7 @@ def test_wrong_ssh_host_key_is_refused(docker_env: DockerEnv, tmp_path: Path) ->
     line = f"{docker_env.b.address} {other.get_name()} {other.get_base64()}\n"
     home = docker_env.make_ssh_home(tmp_path / "home", known_hosts=line)
     with pytest.raises(paramiko.BadHostKeyException):
-        DockerEnv(**{**docker_env.__dict__, "ssh_home": home}).client(docker_env.b)
+        dataclasses.replace(docker_env, ssh_home=home).client(docker_env.b)
 
 
 def test_known_hosts_file_names_host_b(docker_env: DockerEnv) -> None:
