@@ -4,11 +4,14 @@ pytest plugins under tests/testenv/, started once per session when a test needs 
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from shipway.spec import App, parse
+
+pytest_plugins = ["tests.testenv.docker"]
 
 
 def app_from_toml(text: str, base_dir: Path | None = None) -> App:
@@ -16,7 +19,7 @@ def app_from_toml(text: str, base_dir: Path | None = None) -> App:
 
 
 @pytest.fixture
-def make_app(tmp_path: Path):  # type: ignore[no-untyped-def]
+def make_app(tmp_path: Path) -> Callable[[str], App]:
     def make(text: str) -> App:
         return app_from_toml(text, tmp_path)
 
