@@ -10,6 +10,7 @@ Fixtures:
 * ``k8s_client`` (session) -> ``lightkube.Client`` for it.
 * ``k8s_namespace`` (function) -> name of a fresh namespace whose ``default``
   ServiceAccount exists; deleted afterwards (without waiting).
+* ``k8s_namespaces`` (function) -> ``make() -> name``: more fresh namespaces.
 * ``mint_kubeconfig`` (function) -> ``(namespace, rules=None) -> Path``: a kubeconfig
   for a new ServiceAccount bound to a namespace-scoped Role.
 * ``helm`` (function) -> :class:`HelmPeer`: install / upgrade / roll back releases of
@@ -91,7 +92,8 @@ def wait_for_all(
                 kwargs["namespace"] = namespace
             try:
                 async with asyncio.timeout(timeout):
-                    async for event, obj in aclient.watch(res, **kwargs):  # type: ignore[call-overload]
+                    watch: Any = aclient.watch
+                    async for event, obj in watch(res, **kwargs):
                         name = obj.metadata.name
                         if event == "DELETED":
                             seen.pop(name, None)
@@ -180,30 +182,52 @@ def _namespace_name(node_name: str) -> str:
     return f"t-{base}-{uuid.uuid4().hex[:6]}"
 
 
-@pytest.fixture
-def k8s_namespace(k8s_client: Client, request: pytest.FixtureRequest) -> Iterator[str]:
-    """A fresh namespace (its default ServiceAccount exists, so pods are admitted)."""
-    name = _namespace_name(request.node.name)
-    k8s_client.create(
+def create_namespace(client: Client, name: str) -> str:
+    """Create a namespace and wait until its default ServiceAccount exists (pods need it)."""
+    client.create(
         Namespace(metadata=ObjectMeta(name=name, labels={"shipway.test/ephemeral": "true"}))
     )
+    wait_for(
+        client,
+        ServiceAccount,
+        "default",
+        lambda _: True,
+        namespace=name,
+        timeout=60,
+        what=f"the default ServiceAccount in {name}",
+    )
+    return name
+
+
+def delete_namespace(client: Client, name: str) -> None:
+    """Delete a namespace without waiting for it to be finalized."""
     try:
-        wait_for(
-            k8s_client,
-            ServiceAccount,
-            "default",
-            lambda _: True,
-            namespace=name,
-            timeout=60,
-            what=f"the default ServiceAccount in {name}",
-        )
-        yield name
-    finally:
-        try:
-            k8s_client.delete(Namespace, name)
-        except ApiError as error:
-            if error.status.code != 404:
-                raise
+        client.delete(Namespace, name)
+    except ApiError as error:
+        if error.status.code != 404:
+            raise
+
+
+@pytest.fixture
+def k8s_namespaces(
+    k8s_client: Client, request: pytest.FixtureRequest
+) -> Iterator[Callable[[], str]]:
+    """A factory of fresh namespaces (``make() -> name``), all deleted after the test."""
+    made: list[str] = []
+
+    def make() -> str:
+        made.append(create_namespace(k8s_client, _namespace_name(request.node.name)))
+        return made[-1]
+
+    yield make
+    for name in made:
+        delete_namespace(k8s_client, name)
+
+
+@pytest.fixture
+def k8s_namespace(k8s_namespaces: Callable[[], str]) -> str:
+    """A fresh namespace (its default ServiceAccount exists, so pods are admitted)."""
+    return k8s_namespaces()
 
 
 MintKubeconfig = Callable[..., Path]
@@ -231,8 +255,8 @@ def mint_kubeconfig(k8s_client: Client, tmp_path_factory: pytest.TempPathFactory
         expiration_seconds: int = 3600,
     ) -> Path:
         sa_name = name or f"shipway-test-{uuid.uuid4().hex[:6]}"
-        policy = [
-            rule if isinstance(rule, PolicyRule) else PolicyRule.from_dict(rule)
+        policy: list[PolicyRule] = [
+            rule if isinstance(rule, PolicyRule) else PolicyRule.from_dict(rule)  # type: ignore[misc]
             for rule in (rules if rules is not None else BROAD_RULES)
         ]
         meta = ObjectMeta(name=sa_name, namespace=namespace)
@@ -247,7 +271,8 @@ def mint_kubeconfig(k8s_client: Client, tmp_path_factory: pytest.TempPathFactory
         )
         token_request = k8s_client.create(
             ServiceAccount.Token(
-                spec=TokenRequestSpec(audiences=[], expirationSeconds=expiration_seconds)
+                metadata=ObjectMeta(),
+                spec=TokenRequestSpec(audiences=[], expirationSeconds=expiration_seconds),
             ),
             name=sa_name,
             namespace=namespace,

@@ -6,6 +6,7 @@ import json
 import os
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -29,10 +30,12 @@ from tests.testenv.k8s import wait_for, wait_for_all
 pytestmark = pytest.mark.k8s
 
 
-def deployment(name: str, image: str, replicas: int, **pod_annotations: str) -> Deployment:
+def deployment(
+    name: str, namespace: str, image: str, replicas: int, **pod_annotations: str
+) -> Deployment:
     labels = {"app": name}
     return Deployment(
-        metadata=ObjectMeta(name=name, labels=labels),
+        metadata=ObjectMeta(name=name, namespace=namespace, labels=labels),
         spec=DeploymentSpec(
             replicas=replicas,
             selector=LabelSelector(matchLabels=labels),
@@ -58,7 +61,7 @@ def deployment(name: str, image: str, replicas: int, **pod_annotations: str) -> 
     )
 
 
-def available(replicas: int, generation: int | None = None) -> object:
+def available(replicas: int, generation: int | None = None) -> Callable[[Deployment], bool]:
     def check(d: Deployment) -> bool:
         s = d.status
         if s is None or d.metadata is None:
@@ -97,7 +100,7 @@ def test_nodes_are_ready_with_realistic_capacity(k8s_client: Client) -> None:
 def test_deployment_becomes_available_with_expected_replicas(
     k8s_client: Client, k8s_namespace: str
 ) -> None:
-    k8s_client.apply(deployment("web", "web:1.0", 3), namespace=k8s_namespace)
+    k8s_client.apply(deployment("web", k8s_namespace, "web:1.0", 3))
     d = wait_for(k8s_client, Deployment, "web", available(3), namespace=k8s_namespace, timeout=60)
     assert d.status is not None and d.status.availableReplicas == 3
 
@@ -116,9 +119,9 @@ def test_deployment_becomes_available_with_expected_replicas(
 
 
 def test_rolling_update_replaces_every_pod(k8s_client: Client, k8s_namespace: str) -> None:
-    k8s_client.apply(deployment("web", "web:1.0", 2), namespace=k8s_namespace)
+    k8s_client.apply(deployment("web", k8s_namespace, "web:1.0", 2))
     wait_for(k8s_client, Deployment, "web", available(2), namespace=k8s_namespace)
-    updated = k8s_client.apply(deployment("web", "web:2.0", 2), namespace=k8s_namespace)
+    updated = k8s_client.apply(deployment("web", k8s_namespace, "web:2.0", 2))
     assert updated.metadata is not None
     wait_for(
         k8s_client,
@@ -143,7 +146,7 @@ def test_rolling_update_replaces_every_pod(k8s_client: Client, k8s_namespace: st
     by_image = {
         rs.spec.template.spec.containers[0].image: rs.status.replicas
         for rs in k8s_client.list(ReplicaSet, namespace=k8s_namespace)
-        if rs.spec and rs.spec.template.spec and rs.status
+        if rs.spec and rs.spec.template and rs.spec.template.spec and rs.status
     }
     assert by_image == {"web:1.0": 0, "web:2.0": 2}
 
@@ -151,10 +154,10 @@ def test_rolling_update_replaces_every_pod(k8s_client: Client, k8s_namespace: st
 def test_failing_rollout_reports_progress_deadline_exceeded(
     k8s_client: Client, k8s_namespace: str
 ) -> None:
-    d = deployment("web", "web:crashloop", 1)
+    d = deployment("web", k8s_namespace, "web:crashloop", 1)
     assert d.spec is not None
     d.spec.progressDeadlineSeconds = 3
-    k8s_client.apply(d, namespace=k8s_namespace)
+    k8s_client.apply(d)
 
     def deadline_exceeded(dep: Deployment) -> bool:
         conditions = dep.status.conditions or [] if dep.status else []
@@ -172,17 +175,21 @@ def test_failing_rollout_reports_progress_deadline_exceeded(
 def test_server_side_apply_conflicts_and_validation_are_real(
     k8s_client: Client, k8s_namespace: str
 ) -> None:
-    cm = ConfigMap(metadata=ObjectMeta(name="settings"), data={"colour": "blue"})
-    k8s_client.apply(cm, namespace=k8s_namespace, field_manager="first")
-    other = ConfigMap(metadata=ObjectMeta(name="settings"), data={"colour": "red"})
+    cm = ConfigMap(
+        metadata=ObjectMeta(name="settings", namespace=k8s_namespace), data={"colour": "blue"}
+    )
+    k8s_client.apply(cm, field_manager="first")
+    other = ConfigMap(
+        metadata=ObjectMeta(name="settings", namespace=k8s_namespace), data={"colour": "red"}
+    )
     with pytest.raises(ApiError) as conflict:
-        k8s_client.apply(other, namespace=k8s_namespace, field_manager="second")
+        k8s_client.apply(other, field_manager="second")
     assert conflict.value.status.code == 409
-    k8s_client.apply(other, namespace=k8s_namespace, field_manager="second", force=True)
+    k8s_client.apply(other, field_manager="second", force=True)
     got = k8s_client.get(ConfigMap, "settings", namespace=k8s_namespace)
     assert got.data == {"colour": "red"}
 
-    invalid = deployment("Not_A_Valid_Name", "web:1.0", 1)
+    invalid = deployment("Not_A_Valid_Name", k8s_namespace, "web:1.0", 1)
     with pytest.raises(ApiError) as rejected:
         k8s_client.create(invalid, namespace=k8s_namespace)
     assert rejected.value.status.code == 422
@@ -197,12 +204,13 @@ def test_leases_are_served(k8s_client: Client, k8s_namespace: str) -> None:
         namespace=k8s_namespace,
     )
     assert lease.metadata is not None and lease.spec is not None
+    lease.metadata.namespace = k8s_namespace
     lease.spec.holderIdentity = "other"
-    k8s_client.replace(lease, namespace=k8s_namespace)
-    stale = lease  # carries the old resourceVersion: optimistic concurrency must refuse it
-    stale.spec.holderIdentity = "third"
+    k8s_client.replace(lease)
+    # `lease` still carries the old resourceVersion: optimistic concurrency refuses it.
+    lease.spec.holderIdentity = "third"
     with pytest.raises(ApiError) as conflict:
-        k8s_client.replace(stale, namespace=k8s_namespace)
+        k8s_client.replace(lease)
     assert conflict.value.status.code == 409
     # kwok renews the simulated nodes' Leases like kubelets do.
     node_leases = {
@@ -214,7 +222,7 @@ def test_leases_are_served(k8s_client: Client, k8s_namespace: str) -> None:
 
 
 def test_namespace_with_pods_is_deleted(k8s_client: Client, k8s_namespace: str) -> None:
-    k8s_client.apply(deployment("web", "web:1.0", 2), namespace=k8s_namespace)
+    k8s_client.apply(deployment("web", k8s_namespace, "web:1.0", 2))
     wait_for(k8s_client, Deployment, "web", available(2), namespace=k8s_namespace)
     k8s_client.delete(Namespace, k8s_namespace)
     # namespace controller deletes the pods; kwok completes their deletion.
