@@ -90,10 +90,22 @@ def wait_for_all(
             kwargs: dict[str, Any] = {"labels": labels, "fields": fields}
             if namespace is not None:
                 kwargs["namespace"] = namespace
+            # lightkube's overloads cannot take a TypeVar resource: call through Any.
+            list_: Any = aclient.list
+            watch: Any = aclient.watch
             try:
                 async with asyncio.timeout(timeout):
-                    watch: Any = aclient.watch
-                    async for event, obj in watch(res, **kwargs):
+                    # List first (so a condition that already holds, or an object that is
+                    # already gone, is seen), then watch from the list's resourceVersion.
+                    listing = list_(res, **kwargs)
+                    async for obj in listing:
+                        seen[obj.metadata.name] = obj
+                    result = check(seen)
+                    if result is not None and result is not False:
+                        return result
+                    async for event, obj in watch(
+                        res, resource_version=listing.resourceVersion, **kwargs
+                    ):
                         name = obj.metadata.name
                         if event == "DELETED":
                             seen.pop(name, None)
