@@ -10,13 +10,14 @@ import pytest
 from lightkube import Client
 from lightkube.models.core_v1 import Container, ContainerStatus, PodSpec, ResourceRequirements
 from lightkube.models.meta_v1 import ObjectMeta
-from lightkube.resources.core_v1 import Pod
+from lightkube.resources.core_v1 import Event, Pod
 
 from tests.testenv.k8s import (
     BEHAVIOUR_ANNOTATION,
     READY_AFTER_ANNOTATION,
     WaitTimeout,
     wait_for,
+    wait_for_all,
 )
 
 pytestmark = pytest.mark.k8s
@@ -105,6 +106,23 @@ def watching(history: History, done: Callable[[Pod], bool]) -> Callable[[Pod], b
     return check
 
 
+def wait_for_event(client: Client, namespace: str, pod: str, reason: str) -> Event:
+    """The kubelet's part: events about the pod (kwok posts them like a kubelet)."""
+
+    def found(events: dict[str, Event]) -> Event | None:
+        return next((e for e in events.values() if e.reason == reason), None)
+
+    return wait_for_all(
+        client,
+        Event,
+        found,
+        namespace=namespace,
+        fields={"involvedObject.name": pod},
+        timeout=20,
+        what=f"a {reason} event for pod {pod}",
+    )
+
+
 SELECTORS = ["tag", "annotation"]
 
 
@@ -171,6 +189,8 @@ def test_crashloop(k8s_client: Client, k8s_namespace: str, selector: str) -> Non
     assert not any(history.ready)
     assert history.restart_counts == sorted(history.restart_counts)
     assert history.restart_counts[-1] >= 2
+    event = wait_for_event(k8s_client, k8s_namespace, name, "BackOff")
+    assert event.type == "Warning"
 
 
 @pytest.mark.parametrize("selector", SELECTORS)
@@ -221,6 +241,8 @@ def test_image_pull_failure(k8s_client: Client, k8s_namespace: str, selector: st
     assert condition(pod, "Ready") == "False"
     cs = container(pod)
     assert cs is not None and not cs.ready and cs.restartCount == 0
+    event = wait_for_event(k8s_client, k8s_namespace, name, "Failed")
+    assert event.type == "Warning" and event.message and "not found" in event.message
 
 
 @pytest.mark.parametrize("selector", SELECTORS)
