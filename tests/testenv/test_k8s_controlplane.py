@@ -23,7 +23,7 @@ from lightkube.models.core_v1 import (
 from lightkube.models.meta_v1 import LabelSelector, ObjectMeta
 from lightkube.resources.apps_v1 import Deployment, ReplicaSet
 from lightkube.resources.coordination_v1 import Lease
-from lightkube.resources.core_v1 import ConfigMap, Namespace, Node, Pod
+from lightkube.resources.core_v1 import ConfigMap, Namespace, Node, Pod, Secret
 
 from tests.testenv.k8s import wait_for, wait_for_all
 
@@ -261,3 +261,46 @@ def test_audit_log_records_requests(k8s_client: Client, k8s_namespace: str) -> N
         ("create", "ResponseComplete", "Metadata"),
         ("get", "ResponseComplete", "Metadata"),
     }
+
+
+def test_garbage_collector_deletes_dependents(k8s_client: Client, k8s_namespace: str) -> None:
+    k8s_client.apply(deployment("web", k8s_namespace, "web:1.0", 2))
+    wait_for(k8s_client, Deployment, "web", available(2), namespace=k8s_namespace)
+    k8s_client.delete(Deployment, "web", namespace=k8s_namespace)
+    wait_for_all(
+        k8s_client,
+        ReplicaSet,
+        lambda seen: not seen,
+        namespace=k8s_namespace,
+        what="the garbage collector to delete the ReplicaSet",
+    )
+    wait_for_all(
+        k8s_client,
+        Pod,
+        lambda seen: not seen,
+        namespace=k8s_namespace,
+        what="the pods to be deleted",
+    )
+
+
+def test_service_account_token_controller_fills_token_secrets(
+    k8s_client: Client, k8s_namespace: str
+) -> None:
+    k8s_client.create(
+        Secret(
+            metadata=ObjectMeta(
+                name="legacy-token",
+                namespace=k8s_namespace,
+                annotations={"kubernetes.io/service-account.name": "default"},
+            ),
+            type="kubernetes.io/service-account-token",
+        )
+    )
+    secret = wait_for(
+        k8s_client,
+        Secret,
+        "legacy-token",
+        lambda s: bool(s.data and "token" in s.data),
+        namespace=k8s_namespace,
+    )
+    assert secret.data is not None and {"ca.crt", "namespace", "token"} <= set(secret.data)
