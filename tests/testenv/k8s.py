@@ -8,6 +8,8 @@ Fixtures:
   ``$SHIPWAY_TEST_KUBECONFIG`` when set (any cluster), else runs
   ``scripts/k8s-testenv up`` once.
 * ``k8s_client`` (session) -> ``lightkube.Client`` for it.
+* ``k8s_audit_log`` (session) -> ``Path`` of the API server's audit log
+  (``$SHIPWAY_TEST_AUDIT_LOG``); skips when there is none.
 * ``k8s_namespace`` (function) -> name of a fresh namespace whose ``default``
   ServiceAccount exists; deleted afterwards (without waiting).
 * ``k8s_namespaces`` (function) -> ``make() -> name``: more fresh namespaces.
@@ -47,6 +49,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 TESTENV_SCRIPT = REPO_ROOT / "scripts" / "k8s-testenv"
 CHARTS_DIR = REPO_ROOT / "tests" / "charts"
 KUBECONFIG_ENV = "SHIPWAY_TEST_KUBECONFIG"
+AUDIT_LOG_ENV = "SHIPWAY_TEST_AUDIT_LOG"
 FIELD_MANAGER = "shipway-tests"
 
 BEHAVIOUR_ANNOTATION = "shipway.test/behaviour"
@@ -179,7 +182,24 @@ def k8s_kubeconfig() -> Path:
             f"{TESTENV_SCRIPT} up failed (exit {result.returncode}):\n"
             f"{result.stdout}\n{result.stderr}"
         )
+    # Export what `env` prints (audit log path, ...) as scripts/test would have.
+    exports = subprocess.run(
+        [str(TESTENV_SCRIPT), "env"], capture_output=True, text=True, check=True
+    ).stdout
+    for line in exports.splitlines():
+        key, _, value = line.removeprefix("export ").partition("=")
+        if key.startswith("SHIPWAY_TEST_") and key != KUBECONFIG_ENV:
+            os.environ.setdefault(key, value)
     return Path(result.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="session")
+def k8s_audit_log(k8s_kubeconfig: Path) -> Path:
+    """The API server's audit log (JSON lines, Metadata level); skips if there is none."""
+    configured = os.environ.get(AUDIT_LOG_ENV)
+    if not configured or not Path(configured).is_file():
+        pytest.skip(f"no audit log: ${AUDIT_LOG_ENV} is not set to a file")
+    return Path(configured)
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import time
 import uuid
 from collections.abc import Callable
@@ -236,12 +235,13 @@ def test_namespace_with_pods_is_deleted(k8s_client: Client, k8s_namespace: str) 
     )
 
 
-@pytest.mark.skipif(not os.environ.get("SHIPWAY_TEST_AUDIT_LOG"), reason="no audit log")
-def test_audit_log_records_requests(k8s_client: Client, k8s_namespace: str) -> None:
+def test_audit_log_records_requests(
+    k8s_client: Client, k8s_namespace: str, k8s_audit_log: Path
+) -> None:
     name = f"audit-{uuid.uuid4().hex[:8]}"
     k8s_client.create(ConfigMap(metadata=ObjectMeta(name=name)), namespace=k8s_namespace)
     k8s_client.get(ConfigMap, name, namespace=k8s_namespace)
-    log = Path(os.environ["SHIPWAY_TEST_AUDIT_LOG"])
+    log = k8s_audit_log
 
     def recorded() -> set[tuple[str, str, str]]:
         seen = set()
