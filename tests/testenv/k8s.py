@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import concurrent.futures
 import os
 import re
 import subprocess
@@ -122,7 +123,13 @@ def wait_for_all(
         last = {name: _brief(obj) for name, obj in seen.items()}
         raise WaitTimeout(f"timed out after {timeout:g}s waiting for {what}; last seen: {last}")
 
-    return asyncio.run(run())
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(run())
+    # Called from async code (an async test): wait in a thread with its own loop.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, run()).result()
 
 
 def wait_for(
