@@ -30,6 +30,7 @@ import base64
 import concurrent.futures
 import os
 import re
+import shlex
 import subprocess
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -194,7 +195,8 @@ def k8s_kubeconfig() -> Path:
         [str(TESTENV_SCRIPT), "env"], capture_output=True, text=True, check=True
     ).stdout
     for line in exports.splitlines():
-        key, _, value = line.removeprefix("export ").partition("=")
+        key, _, quoted = line.removeprefix("export ").partition("=")
+        value = " ".join(shlex.split(quoted))
         if key.startswith("SHIPWAY_TEST_") and key != KUBECONFIG_ENV:
             os.environ.setdefault(key, value)
     return Path(result.stdout.strip().splitlines()[-1])
