@@ -526,6 +526,7 @@ def _slots(
             out[sname] = slot
     _check_chain(c, out, list(table))
     _check_hosts(c, out, routes)
+    _check_namespaces(c, out)
     return out
 
 
@@ -696,6 +697,23 @@ def _check_hosts(c: _Checker, slots: Mapping[str, Slot], routes: tuple[Route, ..
                     f"host {route.host!r} is already served by slot {first!r}",
                     f"give slot {name!r} its own hosts with [[slots.{name}.routes]]",
                 )
+
+
+def _check_namespaces(c: _Checker, slots: Mapping[str, Slot]) -> None:
+    """Two kubernetes slots of one app in one namespace of one cluster would share their
+    release records, lock and objects: each would overwrite and prune the other's."""
+    owner: dict[tuple[str | None, str | None], str] = {}
+    for name, slot in slots.items():
+        if slot.backend != "kubernetes":
+            continue
+        first = owner.setdefault((slot.context, slot.namespace), name)
+        if first != name:
+            where = f" of context {slot.context!r}" if slot.context else ""
+            c.error(
+                ("slots", name, "namespace"),
+                f"namespace {slot.namespace!r}{where} is already used by slot {first!r}",
+                f"give slot {name!r} its own namespace (their release records would collide)",
+            )
 
 
 def from_snapshot(snapshot: Any, base_dir: Path) -> App:
