@@ -12,7 +12,7 @@ import pytest
 
 from shipway import api
 from shipway.backends.memory import MemoryBackend, expire_lock
-from shipway.backends.protocol import LockHolder, ResolvedImage
+from shipway.backends.protocol import Failure, LockHolder, ResolvedImage
 from shipway.engine import (
     Engine,
     Interrupted,
@@ -430,6 +430,27 @@ def test_secret_values_never_reach_output_plans_or_records(
     assert not any(ENV["SHOP_TOKEN"] in b for b in blobs)
     # ...while the backend did receive the value at apply time
     assert backend.live["config/shop"].revealed["secrets"] == {"TOKEN": ENV["SHOP_TOKEN"]}
+
+
+def test_a_failure_quoting_a_secret_value_is_masked(
+    app: App, backend: MemoryBackend, out: Lines, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Backends quote engines (events, log tails); the walk masks values before output."""
+    deploy(app, backend, out)
+
+    def leaky_wait(target: Any, step: Any, artifact: Any, *rest: Any) -> Failure | None:
+        if artifact.get(step.units[0]).body["image"] != "reg/shop:2":
+            return None
+        token = ENV["SHOP_TOKEN"]
+        return Failure("CrashLoopBackOff", f"bad token {token}", "web", 1, (f"log: {token}",))
+
+    monkeypatch.setattr(backend, "wait", leaky_wait)
+    outcome = deploy(app, backend, out, image="reg/shop:2")
+    assert isinstance(outcome, RolledBack)
+    text = json.dumps(outcome.to_json()) + "\n".join(out.lines + outcome.details())
+    text += json.dumps([codec.to_json(r) for r in backend.records.values()])
+    assert ENV["SHOP_TOKEN"] not in text
+    assert "bad token ***" in outcome.failure.message and "log: ***" in outcome.failure.details
 
 
 def test_outcomes_round_trip_through_json(app: App, backend: MemoryBackend, out: Lines) -> None:

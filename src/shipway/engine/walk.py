@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from shipway.backends.protocol import Backend, Failure, Reporter
 from shipway.errors import BackendError, CleanupFailed
@@ -84,7 +84,7 @@ class Walker:
                         process=getattr(step, "process", None),
                     )
             if failure is not None:
-                result.failure = failure
+                result.failure = _masked(failure, self.secrets)
                 return result
             result.done.append(step)
         return result
@@ -123,3 +123,13 @@ class Walker:
         else:  # pragma: no cover - every step type is handled above
             raise TypeError(f"unknown step {step!r}")
         return None
+
+
+def _masked(failure: Failure, secrets: Mapping[str, Secret]) -> Failure:
+    """Invariant 9: a backend's failure may quote an engine's words (events, a log tail);
+    whatever it quotes, no secret value reaches the output."""
+    return replace(
+        failure,
+        message=redact(failure.message, secrets),
+        details=tuple(redact(d, secrets) for d in failure.details),
+    )
