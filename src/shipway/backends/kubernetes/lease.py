@@ -1,0 +1,268 @@
+"""The slot's lock: a ``coordination.k8s.io/v1`` Lease per app and slot.
+
+What must never happen, and how it is prevented:
+
+* two deploys of one slot at once — the Lease is taken with optimistic concurrency (create,
+  or replace at the resourceVersion that was read): of two racers, one gets a conflict;
+* a slot stuck behind a dead deploy (Helm's "another operation is in progress") — the Lease
+  has a duration and is renewed from a background thread while held; one not renewed for
+  its duration is taken over, with a line naming whose it was;
+* a lock left behind — it is released on every exit path (the engine's ``with`` block;
+  signals become exceptions there);
+* releasing a lock someone else now holds — release is a replace at the resourceVersion
+  of our last write, so it fails instead if the Lease changed hands.
+
+Releasing clears ``holderIdentity`` and keeps the object (like client-go's leader election),
+so the next deploy reads it (one request) and writes itself in (one more).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from shipway.backends.protocol import LockHolder, Reporter
+from shipway.errors import SlotLocked
+
+if TYPE_CHECKING:
+    from lightkube import Client
+
+HOST = "shipway.io/holder-host"
+PID = "shipway.io/holder-pid"
+SINCE = "shipway.io/holder-since"
+
+
+def lease_name(app: str, slot: str) -> str:
+    return f"shipway-lock.{app}.{slot}"
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _parse(value: Any) -> datetime | None:
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    text = str(value).replace("Z", "+00:00")
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class LeaseState:
+    """What a Lease says, independent of lightkube's types (pure, testable)."""
+
+    holder: str | None
+    renewed: datetime | None
+    duration: float
+    since: str
+
+    def expires(self) -> datetime | None:
+        if self.renewed is None:
+            return None
+        return self.renewed + timedelta(seconds=self.duration)
+
+    def held(self, now: datetime) -> bool:
+        """True while someone holds it and has renewed it within its duration."""
+        end = self.expires()
+        return bool(self.holder) and end is not None and now < end
+
+    @classmethod
+    def of(cls, lease: Any) -> LeaseState:
+        spec = lease.spec
+        notes = (lease.metadata.annotations or {}) if lease.metadata else {}
+        renewed = _parse(spec.renewTime) or _parse(spec.acquireTime) if spec else None
+        return cls(
+            holder=(spec.holderIdentity if spec else None) or None,
+            renewed=renewed,
+            duration=float((spec.leaseDurationSeconds if spec else None) or 0),
+            since=notes.get(SINCE) or (str(spec.acquireTime) if spec and spec.acquireTime else ""),
+        )
+
+
+class SlotLease:
+    """Holds one slot's Lease for a ``with`` block."""
+
+    def __init__(
+        self,
+        client: Client,
+        namespace: str,
+        app: str,
+        slot: str,
+        holder: LockHolder,
+        reporter: Reporter,
+        *,
+        ensure_namespace: Callable[[], None],
+        renew_client: Callable[[], Client] | None = None,
+    ) -> None:
+        self.client = client
+        self.namespace = namespace
+        self.name = lease_name(app, slot)
+        self.slot = slot
+        self.holder = holder
+        self.reporter = reporter
+        self.ensure_namespace = ensure_namespace
+        self.renew_client = renew_client
+        self._lease: Any = None
+        self._guard = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.lost: str | None = None
+
+    # -- the object ---------------------------------------------------------------
+
+    def _body(self, previous: Any = None) -> Any:
+        from lightkube.models.coordination_v1 import LeaseSpec
+        from lightkube.models.meta_v1 import ObjectMeta
+        from lightkube.resources.coordination_v1 import Lease
+
+        now = _now()
+        transitions = 0
+        meta = ObjectMeta(name=self.name, namespace=self.namespace)
+        if previous is not None:
+            meta.resourceVersion = previous.metadata.resourceVersion
+            transitions = (previous.spec.leaseTransitions or 0) + 1 if previous.spec else 1
+        meta.annotations = {
+            HOST: self.holder.host,
+            PID: str(self.holder.pid),
+            SINCE: self.holder.since,
+        }
+        return Lease(
+            metadata=meta,
+            spec=LeaseSpec(
+                holderIdentity=self.holder.holder,
+                leaseDurationSeconds=max(1, round(self.holder.ttl)),
+                acquireTime=now,
+                renewTime=now,
+                leaseTransitions=transitions,
+            ),
+        )
+
+    def acquire(self) -> None:
+        from lightkube.core.exceptions import ApiError
+        from lightkube.resources.coordination_v1 import Lease
+
+        try:
+            current = self.client.get(Lease, self.name, namespace=self.namespace)
+        except ApiError as exc:
+            if exc.status.code != 404:
+                raise
+            current = None
+        if current is None:
+            try:
+                self._lease = self.client.create(self._body())
+            except ApiError as exc:
+                if exc.status.code == 404:  # the namespace itself does not exist yet
+                    self.ensure_namespace()
+                    self._lease = self.client.create(self._body())
+                elif exc.status.code == 409:
+                    self._refuse(self.client.get(Lease, self.name, namespace=self.namespace))
+                else:
+                    raise
+            return
+        state = LeaseState.of(current)
+        if state.held(_now()):
+            self._refuse(current)
+        try:
+            self._lease = self.client.replace(self._body(current))
+        except ApiError as exc:
+            if exc.status.code == 409:  # someone else took it between our read and write
+                self._refuse(self.client.get(Lease, self.name, namespace=self.namespace))
+            raise
+        if state.holder:
+            end = state.expires()
+            self.reporter.line(
+                f"broke the expired lock of slot {self.slot!r} held by {state.holder} "
+                f"since {state.since or 'an unknown time'}"
+                + (f" (expired {end.isoformat(timespec='seconds')})" if end else "")
+            )
+
+    def _refuse(self, lease: Any) -> None:
+        state = LeaseState.of(lease)
+        end = state.expires()
+        raise SlotLocked(
+            self.slot,
+            state.holder or "another operation",
+            state.since or "an unknown time",
+            end.isoformat(timespec="seconds") if end else None,
+        )
+
+    # -- renewal ------------------------------------------------------------------
+
+    def _renew_once(self, client: Client) -> None:
+        from lightkube.core.exceptions import ApiError
+
+        with self._guard:
+            lease = self._lease
+            if lease is None or self.lost:
+                return
+            lease.spec.renewTime = _now()
+            try:
+                self._lease = client.replace(lease)
+            except ApiError as exc:
+                if exc.status.code in (404, 409):
+                    self.lost = f"the Lease changed hands or vanished ({exc.status.message})"
+                # any other error: try again at the next tick; the Lease has slack
+
+    def _renew_loop(self) -> None:
+        interval = max(0.5, self.holder.ttl / 3)
+        client: Client | None = None
+        while not self._stop.wait(interval):
+            try:
+                client = client or (self.renew_client() if self.renew_client else self.client)
+                self._renew_once(client)
+            except Exception:  # pragma: no cover - network trouble; retried next tick
+                continue
+        if client is not None and client is not self.client:
+            client.close()
+
+    # -- release ------------------------------------------------------------------
+
+    def release(self) -> None:
+        from lightkube.core.exceptions import ApiError
+
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        with self._guard:
+            lease = self._lease
+            self._lease = None
+        if lease is None:
+            return
+        if self.lost:
+            self.reporter.line(f"warning: the lock of slot {self.slot!r} was lost: {self.lost}")
+            return
+        lease.spec.holderIdentity = None
+        lease.spec.renewTime = _now()
+        try:
+            self.client.replace(lease)
+        except ApiError as exc:
+            if exc.status.code not in (404, 409):
+                raise
+            self.reporter.line(
+                f"warning: the lock of slot {self.slot!r} changed hands before it was released"
+            )
+
+    def start_renewing(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._renew_loop, name=f"shipway-lease-{self.name}", daemon=True
+            )
+            self._thread.start()
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        self.acquire()
+        try:
+            self.start_renewing()
+            yield
+        finally:
+            self.release()

@@ -1,0 +1,443 @@
+"""PURE: an app in a slot + a release → the Kubernetes objects that run it, as units.
+
+No I/O, no clock, no randomness: the same inputs always give the same bytes, so golden
+files can hold the expected output and a targeted restart can keep every other unit
+byte-identical.
+
+Objects (all in the slot's namespace, all labelled for ``observe`` and pruning):
+
+* ``Namespace``                       phase 0
+* ``Secret <app>-env``                phase 0: env and secrets, consumed with ``envFrom``
+* ``ConfigMap <app>-files``           phase 0: plain config files (if any)
+* ``Secret <app>-files-secret``       phase 0: config files that hold secrets (if any)
+* ``Deployment <app>-<process>``      phase 1: waits, switches
+* ``Service <app>-<process>``         phase 1: switches (processes with a port)
+* ``Ingress <app>-<host>``            phase 2: switches (one per route)
+
+Secret values never appear here: secret env vars and secret-bearing files hold the
+``${secrets.NAME}`` placeholder; the backend substitutes values at the moment it applies.
+The unit digest is added as the ``shipway.io/digest`` annotation at apply time (it is the
+digest of this body, so it cannot be inside it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from shipway.release.artifact import PREREQUISITE, ROUTING, WORKLOAD, Artifact, Unit
+from shipway.release.model import Release
+from shipway.spec.model import App, ConfigFile, Healthcheck, Process, Route, Slot
+from shipway.spec.secrets import placeholder
+
+NAME = "app.kubernetes.io/name"
+INSTANCE = "app.kubernetes.io/instance"
+COMPONENT = "app.kubernetes.io/component"
+MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGER = "shipway"
+
+DIGEST = "shipway.io/digest"
+DEPLOYMENT_ID = "shipway.io/deployment-id"
+CONFIG_HASH = "shipway.io/config-hash"
+TEMPLATE = "shipway.io/template"
+
+FILES_VOLUME = "shipway-files"
+DEFAULT_WORKING_DIR = "/"
+
+PHASES = {
+    "Namespace": PREREQUISITE,
+    "Secret": PREREQUISITE,
+    "ConfigMap": PREREQUISITE,
+    "Deployment": WORKLOAD,
+    "Service": WORKLOAD,
+    "Ingress": ROUTING,
+}
+API_VERSIONS = {
+    "Namespace": "v1",
+    "Secret": "v1",
+    "ConfigMap": "v1",
+    "Deployment": "apps/v1",
+    "Service": "v1",
+    "Ingress": "networking.k8s.io/v1",
+}
+
+
+def instance_of(app: str, slot: str) -> str:
+    return f"{app}-{slot}"
+
+
+def selector_labels(app: str, slot: str) -> dict[str, str]:
+    """What every object of this app in this slot carries; ``observe`` lists by it."""
+    return {NAME: app, INSTANCE: instance_of(app, slot), MANAGED_BY: MANAGER}
+
+
+def unit_key(kind: str, name: str) -> str:
+    return f"{kind}/{name}"
+
+
+def split_key(key: str) -> tuple[str, str]:
+    kind, _, name = key.partition("/")
+    return kind, name
+
+
+def dns_name(*parts: str, limit: int = 63) -> str:
+    """A DNS label from parts; shortened with a stable hash suffix when too long."""
+    name = re.sub(r"[^a-z0-9-]+", "-", "-".join(parts).lower()).strip("-")
+    if len(name) <= limit:
+        return name
+    suffix = hashlib.sha256(name.encode()).hexdigest()[:8]
+    return name[: limit - 9].rstrip("-") + "-" + suffix
+
+
+def env_secret_name(app: str) -> str:
+    return dns_name(app, "env", limit=253)
+
+
+def files_configmap_name(app: str) -> str:
+    return dns_name(app, "files", limit=253)
+
+
+def files_secret_name(app: str) -> str:
+    return dns_name(app, "files-secret", limit=253)
+
+
+def workload_name(app: str, process: str) -> str:
+    return dns_name(app, process)
+
+
+def ingress_name(app: str, host: str) -> str:
+    return dns_name(app, host.replace("*", "wildcard"), limit=253)
+
+
+def file_key(path: str) -> str:
+    """A ConfigMap/Secret key for a relative path (keys allow only ``[-._a-zA-Z0-9]``)."""
+    return re.sub(r"[^-._a-zA-Z0-9]", "_", path)
+
+
+def template_digest(template: Mapping[str, Any]) -> str:
+    raw = json.dumps(template, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(raw).hexdigest()[:20]
+
+
+# -- units --------------------------------------------------------------------------
+
+
+def _unit(body: dict[str, Any], process: str | None = None) -> Unit:
+    kind = body["kind"]
+    return Unit(
+        key=unit_key(kind, body["metadata"]["name"]),
+        kind=kind,
+        body=body,
+        phase=PHASES[kind],
+        process=process,
+        waits=kind == "Deployment",
+        switches=PHASES[kind] > PREREQUISITE,
+    )
+
+
+def _meta(name: str, namespace: str | None, labels: Mapping[str, str]) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    meta["labels"] = dict(labels)
+    return meta
+
+
+def namespace_body(namespace: str) -> dict[str, Any]:
+    """The same for every app sharing a namespace: app labels would flap between them."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": namespace, "labels": {MANAGED_BY: MANAGER}},
+    }
+
+
+def namespace_unit(namespace: str) -> Unit:
+    return _unit(namespace_body(namespace))
+
+
+def render(app: App, slot: Slot, release: Release) -> Artifact:
+    """The units of ``release`` of ``app`` (already seen through ``app.in_slot``) in ``slot``."""
+    namespace = slot.namespace or instance_of(app.name, slot.name)
+    labels = selector_labels(app.name, slot.name)
+    units = [namespace_unit(namespace), _unit(_env_secret(app, namespace, labels, release))]
+    plain = [f for f in app.files if not f.secret_bearing]
+    secret = [f for f in app.files if f.secret_bearing]
+    if plain:
+        units.append(_unit(_files_object("ConfigMap", app, namespace, labels, plain, release)))
+    if secret:
+        units.append(_unit(_files_object("Secret", app, namespace, labels, secret, release)))
+    for name, process in app.processes.items():
+        units.append(_unit(_deployment(app, namespace, labels, process, release), name))
+        ports = _service_ports(process, app.routes)
+        if ports:
+            units.append(_unit(_service(app, namespace, labels, process, ports), name))
+    for route in app.routes:
+        units.append(_unit(_ingress(app, namespace, labels, route), route.process))
+    return Artifact(tuple(units))
+
+
+def _env_secret(
+    app: App, namespace: str, labels: Mapping[str, str], release: Release
+) -> dict[str, Any]:
+    data = dict(sorted(app.env.items()))
+    data.update({name: placeholder(name) for name in sorted(app.secrets)})
+    meta = _meta(env_secret_name(app.name), namespace, labels)
+    # The config hash changes with any secret's value, so this body (and its digest)
+    # changes too, and the Secret is re-applied when only a value changed.
+    meta["annotations"] = {CONFIG_HASH: release.config_hash}
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": meta,
+        "type": "Opaque",
+        "stringData": data,
+    }
+
+
+def _files_object(
+    kind: str,
+    app: App,
+    namespace: str,
+    labels: Mapping[str, str],
+    files: list[ConfigFile],
+    release: Release,
+) -> dict[str, Any]:
+    name = files_configmap_name(app.name) if kind == "ConfigMap" else files_secret_name(app.name)
+    meta = _meta(name, namespace, labels)
+    body: dict[str, Any] = {"apiVersion": "v1", "kind": kind, "metadata": meta}
+    data = {file_key(f.path): f.content for f in sorted(files, key=lambda f: f.path)}
+    if kind == "Secret":
+        meta["annotations"] = {CONFIG_HASH: release.config_hash}
+        body["type"] = "Opaque"
+        body["stringData"] = data
+    else:
+        body["data"] = data
+    return body
+
+
+def _files_volume(app: App) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """One projected volume holding every config file, and one subPath mount per file
+    (mounting the volume over the working dir would hide the image's own files)."""
+    if not app.files:
+        return None, []
+    sources: list[dict[str, Any]] = []
+    for kind, name, bearing in (
+        ("configMap", files_configmap_name(app.name), False),
+        ("secret", files_secret_name(app.name), True),
+    ):
+        chosen = sorted((f for f in app.files if f.secret_bearing == bearing), key=lambda f: f.path)
+        if chosen:
+            items = [{"key": file_key(f.path), "path": f.path} for f in chosen]
+            sources.append({kind: {"name": name, "items": items}})
+    volume = {"name": FILES_VOLUME, "projected": {"sources": sources}}
+    return volume, [
+        {"name": FILES_VOLUME, "mountPath": f.path, "subPath": f.path, "readOnly": True}
+        for f in sorted(app.files, key=lambda f: f.path)
+    ]
+
+
+def _container(
+    app: App, process: Process, release: Release, mounts: list[dict[str, Any]]
+) -> dict[str, Any]:
+    container: dict[str, Any] = {"name": process.name, "image": image_of(release)}
+    if process.command:
+        container["args"] = list(process.command)
+    container["envFrom"] = [{"secretRef": {"name": env_secret_name(app.name)}}]
+    if process.port is not None:
+        container["ports"] = [{"name": "http", "containerPort": process.port, "protocol": "TCP"}]
+    probe = _readiness_probe(process.healthcheck, process.port)
+    if probe is not None:
+        container["readinessProbe"] = probe
+    resources = _resources(process)
+    if resources:
+        container["resources"] = resources
+    if mounts:
+        base = (release.image_meta.working_dir if release.image_meta else None) or "/"
+        container["volumeMounts"] = [
+            {**m, "mountPath": base.rstrip("/") + "/" + m["mountPath"]} for m in mounts
+        ]
+    return container
+
+
+def image_of(release: Release) -> str:
+    """The image reference, pinned to the digest when one is known (``repo:tag@sha256:…``:
+    the tag stays readable, the digest decides what runs)."""
+    image = release.image or ""
+    if release.digest and release.digest.startswith("sha256:") and "@" not in image:
+        return f"{image}@{release.digest}"
+    return image
+
+
+def _seconds(value: float, minimum: int = 1) -> int:
+    return max(minimum, math.ceil(value))
+
+
+def _readiness_probe(health: Healthcheck | None, port: int | None) -> dict[str, Any] | None:
+    if health is None or health.path is None or port is None:
+        return None
+    return {
+        "httpGet": {"path": health.path, "port": port},
+        "initialDelaySeconds": _seconds(health.initial_delay, 0),
+        "periodSeconds": _seconds(health.interval),
+        "timeoutSeconds": _seconds(health.timeout),
+        "failureThreshold": health.attempts,
+        "successThreshold": 1,
+    }
+
+
+def _resources(process: Process) -> dict[str, Any]:
+    r = process.resources
+    requests = {k: v for k, v in (("cpu", r.cpu_request), ("memory", r.memory_request)) if v}
+    limits = {k: v for k, v in (("cpu", r.cpu_limit), ("memory", r.memory_limit)) if v}
+    out: dict[str, Any] = {}
+    if limits:
+        out["limits"] = limits
+    if requests:
+        out["requests"] = requests
+    return out
+
+
+def _deployment(
+    app: App, namespace: str, labels: Mapping[str, str], process: Process, release: Release
+) -> dict[str, Any]:
+    name = workload_name(app.name, process.name)
+    own = {**labels, COMPONENT: process.name}
+    selector = {k: v for k, v in own.items() if k != MANAGED_BY}
+    volume, mounts = _files_volume(app)
+    pod_spec: dict[str, Any] = {
+        "containers": [_container(app, process, release, mounts)],
+        "enableServiceLinks": False,
+    }
+    if volume is not None:
+        pod_spec["volumes"] = [volume]
+    template: dict[str, Any] = {
+        "metadata": {
+            "labels": own,
+            "annotations": {
+                DEPLOYMENT_ID: release.deployment_ids.get(process.name, ""),
+                CONFIG_HASH: release.config_hash,
+            },
+        },
+        "spec": pod_spec,
+    }
+    # Pods of the ReplicaSet this template makes carry this annotation: the rollout wait
+    # tells the new pods from the old ones by it, without watching ReplicaSets.
+    template["metadata"]["annotations"][TEMPLATE] = template_digest(template)
+    spec: dict[str, Any] = {
+        "replicas": process.replicas,
+        "selector": {"matchLabels": selector},
+        "template": template,
+    }
+    health = process.healthcheck
+    if health is not None and health.path is None and health.initial_delay:
+        # No HTTP check: a pod proves itself by staying up for initial_delay.
+        spec["minReadySeconds"] = _seconds(health.initial_delay)
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _meta(name, namespace, own),
+        "spec": spec,
+    }
+
+
+def _service_ports(process: Process, routes: tuple[Route, ...]) -> list[int]:
+    ports = {process.port} if process.port is not None else set()
+    ports |= {r.port for r in routes if r.process == process.name and r.port is not None}
+    return sorted(ports)
+
+
+def _service(
+    app: App, namespace: str, labels: Mapping[str, str], process: Process, ports: list[int]
+) -> dict[str, Any]:
+    own = {**labels, COMPONENT: process.name}
+    selector = {k: v for k, v in own.items() if k != MANAGED_BY}
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(workload_name(app.name, process.name), namespace, own),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": selector,
+            "ports": [
+                {"name": f"port-{p}", "port": p, "targetPort": p, "protocol": "TCP"} for p in ports
+            ],
+        },
+    }
+
+
+def _ingress(app: App, namespace: str, labels: Mapping[str, str], route: Route) -> dict[str, Any]:
+    process = app.processes[route.process]
+    port = route.port or process.port
+    own = {**labels, COMPONENT: route.process}
+    spec: dict[str, Any] = {
+        "rules": [
+            {
+                "host": route.host,
+                "http": {
+                    "paths": [
+                        {
+                            "path": "/",
+                            "pathType": "Prefix",
+                            "backend": {
+                                "service": {
+                                    "name": workload_name(app.name, route.process),
+                                    "port": {"number": port},
+                                }
+                            },
+                        }
+                    ]
+                },
+            }
+        ]
+    }
+    if route.tls_secret:
+        spec["tls"] = [{"hosts": [route.host], "secretName": route.tls_secret}]
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "Ingress",
+        "metadata": _meta(ingress_name(app.name, route.host), namespace, own),
+        "spec": spec,
+    }
+
+
+RELEASE_COMMAND = "shipway.io/release-command"
+
+
+def release_job(release: Release, namespace: str, command: list[str]) -> dict[str, Any]:
+    """The Job that runs the release command (migrations) once, before anything switches:
+    the first process's pod (image, env, files) with the command instead of its own, no
+    probes or ports, never restarted."""
+    deployments = [u for u in release.artifact if u.kind == "Deployment"]
+    if not deployments:
+        raise ValueError("the release has no Deployment to take the pod from")
+    template = json.loads(json.dumps(deployments[0].body["spec"]["template"]))
+    container = template["spec"]["containers"][0]
+    container["name"] = "release"
+    container.pop("command", None)
+    container["args"] = list(command)
+    for key in ("readinessProbe", "livenessProbe", "startupProbe", "ports"):
+        container.pop(key, None)
+    template["spec"]["containers"] = [container]
+    template["spec"]["restartPolicy"] = "Never"
+    labels = {k: v for k, v in template["metadata"]["labels"].items() if k not in (COMPONENT,)}
+    labels[RELEASE_COMMAND] = f"r{release.revision}"
+    template["metadata"] = {"labels": labels}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": dns_name(release.app, "release", f"r{release.revision}"),
+            "namespace": namespace,
+            "labels": labels,
+        },
+        "spec": {
+            "backoffLimit": 0,
+            "ttlSecondsAfterFinished": 86400,
+            "template": template,
+        },
+    }

@@ -1,0 +1,383 @@
+"""PURE: is a Deployment's rollout done, still going, or doomed? Functions over object dicts.
+
+"Done" is kubectl's rule (``rollout status``), pinned to the generation shipway applied:
+the controller has observed at least that generation, and updated == spec.replicas,
+replicas == updated (no old pods left), available == updated.
+
+"Doomed" is read from the pods of the NEW ReplicaSet only — the pods whose
+``shipway.io/template`` annotation is the template shipway applied — with the signals
+kubelets report (see REFERENCE.md and docs/kubernetes.md):
+
+* at once: InvalidImageName, ErrImageNeverPull, an image that is "not found",
+  CreateContainerConfigError (unless the kubelet only failed to sync its cache),
+  ProgressDeadlineExceeded;
+* counted against an allowance (``crashes_per_replica`` per new pod, up to the desired
+  replicas): container
+  exits (CrashLoopBackOff, Error, OOMKilled), other image pull errors, CreateContainerError,
+  RunContainerError. Exits a pod had before tracking began are not counted;
+* after a window: Unschedulable, ReplicaFailure (FailedCreate), a running pod that never
+  becomes ready (window from its readiness probe's own budget).
+
+Once a rollout is done, earlier errors are forgiven. A :class:`Judge` keeps what it saw
+between snapshots (strikes never go down; windows start at first sight) and is told the
+time, so it is deterministic under test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from shipway.backends.kubernetes.render import COMPONENT, TEMPLATE
+
+DOOMED_AT_ONCE = frozenset({"InvalidImageName", "ErrImageNeverPull"})
+PULL_ERRORS = frozenset({"ErrImagePull", "ImagePullBackOff"})
+COUNTED_WAITING = frozenset({"CreateContainerError", "RunContainerError"})
+NOT_FOUND = (
+    "not found",
+    "manifest unknown",
+    "repository does not exist",
+    "does not exist or no pull access",
+    "pull access denied",
+)
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """How patient a wait is. Defaults follow kubedog (one failure per replica) and
+    kstatus (15 s for Unschedulable)."""
+
+    crashes_per_replica: int = 1
+    unschedulable_window: float = 15.0
+    replica_failure_window: float = 10.0
+    readiness_slack: float = 10.0
+    readiness_default: float = 60.0
+
+
+@dataclass(frozen=True)
+class Watched:
+    """One Deployment a wait is about."""
+
+    process: str
+    deployment: str
+    template: str
+    replicas: int
+    generation: int | None = None
+    readiness_window: float = 60.0
+
+
+@dataclass(frozen=True)
+class Signal:
+    """Why a rollout is failing, in the words a user needs."""
+
+    reason: str
+    message: str
+    pod: str | None = None
+    container: str | None = None
+    exit_code: int | None = None
+
+
+@dataclass(frozen=True)
+class Counts:
+    desired: int = 0
+    updated: int = 0
+    ready: int = 0
+    available: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "desired": self.desired,
+            "updated": self.updated,
+            "ready": self.ready,
+            "available": self.available,
+        }
+
+
+@dataclass(frozen=True)
+class Verdict:
+    done: bool = False
+    failure: Signal | None = None
+    counts: Counts = field(default_factory=Counts)
+    note: str = ""
+    recheck_at: float | None = None  # when a window ends (same clock as ``now``)
+
+
+def readiness_window(deployment: Mapping[str, Any], tuning: Tuning) -> float:
+    """How long a running pod may stay unready: its probe's own budget plus slack."""
+    spec = deployment.get("spec", {}).get("template", {}).get("spec", {})
+    budgets = []
+    for c in spec.get("containers", []):
+        probe = c.get("readinessProbe")
+        if probe:
+            budgets.append(
+                probe.get("initialDelaySeconds", 0)
+                + probe.get("periodSeconds", 10) * probe.get("failureThreshold", 3)
+                + probe.get("timeoutSeconds", 1)
+            )
+    min_ready = float(deployment.get("spec", {}).get("minReadySeconds", 0))
+    if not budgets:
+        return max(tuning.readiness_default, min_ready + tuning.readiness_slack)
+    return float(max(budgets)) + min_ready + tuning.readiness_slack
+
+
+def _conditions(obj: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    return {c.get("type", ""): c for c in obj.get("status", {}).get("conditions") or []}
+
+
+def deployment_state(dep: Mapping[str, Any], generation: int | None) -> tuple[str, Counts, str]:
+    """kubectl's rule: ("done" | "waiting" | "failed", counts, why)."""
+    spec, status = dep.get("spec", {}), dep.get("status") or {}
+    desired = spec.get("replicas", 1)
+    counts = Counts(
+        desired=desired,
+        updated=status.get("updatedReplicas", 0),
+        ready=status.get("readyReplicas", 0),
+        available=status.get("availableReplicas", 0),
+    )
+    wanted = max(generation or 0, 0) or dep.get("metadata", {}).get("generation", 0)
+    if status.get("observedGeneration", 0) < wanted:
+        return "waiting", counts, "waiting for the controller to see the new spec"
+    progressing = _conditions(dep).get("Progressing")
+    if progressing and progressing.get("reason") == "ProgressDeadlineExceeded":
+        return "failed", counts, progressing.get("message", "progress deadline exceeded")
+    if counts.updated < desired:
+        return "waiting", counts, f"{counts.updated} of {desired} updated"
+    if status.get("replicas", 0) > counts.updated:
+        old = status.get("replicas", 0) - counts.updated
+        return "waiting", counts, f"{old} old replicas pending termination"
+    if counts.available < counts.updated:
+        return "waiting", counts, f"{counts.available} of {counts.updated} updated available"
+    return "done", counts, ""
+
+
+def _statuses(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    status = pod.get("status") or {}
+    return list(status.get("initContainerStatuses") or []) + list(
+        status.get("containerStatuses") or []
+    )
+
+
+def _exits(cs: Mapping[str, Any]) -> int:
+    """Times a container has exited: its restarts, plus one if it lies exited now."""
+    state = cs.get("state") or {}
+    return int(cs.get("restartCount", 0)) + (1 if state.get("terminated") else 0)
+
+
+def _last_exit(cs: Mapping[str, Any]) -> Mapping[str, Any]:
+    state = cs.get("state") or {}
+    return state.get("terminated") or (cs.get("lastState") or {}).get("terminated") or {}
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    return str(obj.get("metadata", {}).get("name", ""))
+
+
+def new_pods(pods: Iterable[Mapping[str, Any]], watched: Watched) -> list[Mapping[str, Any]]:
+    """Pods of the ReplicaSet made from the template shipway applied, not being deleted."""
+    out = []
+    for pod in pods:
+        meta = pod.get("metadata", {})
+        if meta.get("deletionTimestamp"):
+            continue
+        if (meta.get("labels") or {}).get(COMPONENT) != watched.process:
+            continue
+        if (meta.get("annotations") or {}).get(TEMPLATE) != watched.template:
+            continue
+        out.append(pod)
+    return sorted(out, key=_name)
+
+
+class Judge:
+    """Assesses one Deployment's rollout, snapshot after snapshot."""
+
+    def __init__(
+        self,
+        watched: Watched,
+        tuning: Tuning,
+        baseline: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> None:
+        self.watched = watched
+        self.tuning = tuning
+        # Pods that existed before tracking: exits they had then are not counted.
+        self.baseline: dict[tuple[str, str], int] = {}
+        for pod in (baseline or {}).values():
+            for cs in _statuses(pod):
+                self.baseline[(_name(pod), cs.get("name", ""))] = _exits(cs)
+        self.strikes: dict[tuple[str, str], int] = {}
+        self.last_waiting: dict[tuple[str, str], str] = {}
+        self.first_seen: dict[tuple[str, str], float] = {}
+        self.latest: Signal | None = None
+        self.seen: set[str] = set()
+
+    # -- windows ----------------------------------------------------------------------
+
+    def _window(self, key: tuple[str, str], now: float, length: float) -> tuple[bool, float]:
+        start = self.first_seen.setdefault(key, now)
+        return now - start >= length, start + length
+
+    def _forget(self, key: tuple[str, str]) -> None:
+        self.first_seen.pop(key, None)
+
+    # -- the assessment -----------------------------------------------------------------
+
+    def assess(
+        self, deployment: Mapping[str, Any] | None, pods: Iterable[Mapping[str, Any]], now: float
+    ) -> Verdict:
+        w = self.watched
+        if deployment is None:
+            return Verdict(counts=Counts(desired=w.replicas), note="waiting for the Deployment")
+        state, counts, why = deployment_state(deployment, w.generation)
+        if state == "done":
+            return Verdict(done=True, counts=counts)
+        if state == "failed":
+            return Verdict(failure=Signal("ProgressDeadlineExceeded", why), counts=counts, note=why)
+        rechecks: list[float] = []
+        failure = self._deployment_conditions(deployment, now, rechecks)
+        for pod in new_pods(pods, w):
+            self.seen.add(_name(pod))
+            doomed = self._pod(pod, now, rechecks)
+            failure = failure or doomed
+        if failure is None:
+            failure = self._over_allowance(counts)
+        note = why
+        total = sum(self.strikes.values())
+        if total:
+            note += f"; {total} failure{'s' if total != 1 else ''} seen"
+        return Verdict(
+            failure=failure,
+            counts=counts,
+            note=note,
+            recheck_at=min(rechecks) if rechecks else None,
+        )
+
+    def _deployment_conditions(
+        self, deployment: Mapping[str, Any], now: float, rechecks: list[float]
+    ) -> Signal | None:
+        failure = _conditions(deployment).get("ReplicaFailure")
+        key = ("(deployment)", "ReplicaFailure")
+        if failure is None or failure.get("status") != "True":
+            self._forget(key)
+            return None
+        over, at = self._window(key, now, self.tuning.replica_failure_window)
+        if not over:
+            rechecks.append(at)
+            return None
+        return Signal(
+            failure.get("reason") or "ReplicaFailure",
+            failure.get("message") or "the ReplicaSet cannot create pods",
+        )
+
+    def _pod(self, pod: Mapping[str, Any], now: float, rechecks: list[float]) -> Signal | None:
+        name = _name(pod)
+        doomed = self._scheduling(pod, name, now, rechecks)
+        for cs in _statuses(pod):
+            found = self._container(name, cs)
+            doomed = doomed or found
+        return doomed or self._readiness(pod, name, now, rechecks)
+
+    def _scheduling(
+        self, pod: Mapping[str, Any], name: str, now: float, rechecks: list[float]
+    ) -> Signal | None:
+        scheduled = _conditions(pod).get("PodScheduled")
+        key = (name, "(scheduling)")
+        if not scheduled or scheduled.get("status") != "False":
+            self._forget(key)
+            return None
+        if scheduled.get("reason") != "Unschedulable":
+            return None
+        over, at = self._window(key, now, self.tuning.unschedulable_window)
+        if not over:
+            rechecks.append(at)
+            return None
+        return Signal(
+            "Unschedulable",
+            scheduled.get("message") or "no node can run this pod",
+            pod=name,
+        )
+
+    def _container(self, pod: str, cs: Mapping[str, Any]) -> Signal | None:
+        """Count this container's failures; return a signal if it is doomed at once."""
+        container = cs.get("name", "")
+        key = (pod, container)
+        waiting = (cs.get("state") or {}).get("waiting") or {}
+        reason = waiting.get("reason", "")
+        message = waiting.get("message", "")
+        previous = self.last_waiting.get(key, "")
+        self.last_waiting[key] = reason
+
+        if reason in DOOMED_AT_ONCE:
+            return Signal(reason, message or reason, pod, container)
+        if reason == "CreateContainerConfigError":
+            if "failed to sync" in message and "cache" in message:
+                return None
+            return Signal(reason, message or reason, pod, container)
+        if reason in PULL_ERRORS:
+            if any(marker in message.lower() for marker in NOT_FOUND):
+                return Signal(reason, message, pod, container)
+            if reason == "ErrImagePull" and previous != "ErrImagePull":
+                self._strike(key, Signal(reason, message or reason, pod, container))
+            return None
+        if reason in COUNTED_WAITING:
+            if previous != reason:
+                self._strike(key, Signal(reason, message or reason, pod, container))
+            return None
+
+        exits = _exits(cs) - self.baseline.get(key, 0)
+        if exits > self.strikes.get(key, 0):
+            last = _last_exit(cs)
+            why = "OOMKilled" if last.get("reason") == "OOMKilled" else "CrashLoopBackOff"
+            text = f"container {container} exited"
+            if last.get("reason"):
+                text += f" ({last['reason']})"
+            self.strikes[key] = exits
+            self.latest = Signal(why, text, pod, container, last.get("exitCode"))
+        return None
+
+    def _strike(self, key: tuple[str, str], signal: Signal) -> None:
+        self.strikes[key] = self.strikes.get(key, 0) + 1
+        self.latest = signal
+
+    def _readiness(
+        self, pod: Mapping[str, Any], name: str, now: float, rechecks: list[float]
+    ) -> Signal | None:
+        status = pod.get("status") or {}
+        statuses = list(status.get("containerStatuses") or [])
+        key = (name, "(readiness)")
+        running = statuses and all((cs.get("state") or {}).get("running") for cs in statuses)
+        unready = [cs.get("name", "") for cs in statuses if not cs.get("ready")]
+        if status.get("phase") != "Running" or not running or not unready:
+            self._forget(key)
+            return None
+        over, at = self._window(key, now, self.watched.readiness_window)
+        if not over:
+            rechecks.append(at)
+            return None
+        return Signal(
+            "NotReady",
+            f"container {', '.join(unready)} running but not ready for "
+            f"{self.watched.readiness_window:g}s (readiness probe failing)",
+            pod=name,
+            container=unready[0],
+        )
+
+    def _over_allowance(self, counts: Counts) -> Signal | None:
+        """Failures beyond the allowance: ``crashes_per_replica`` for each new pod seen so
+        far (at most the desired replicas). A rolling update with maxSurge 1 starts one new
+        pod at a time; an allowance for pods that do not exist yet would only delay the
+        verdict on the ones that do."""
+        total = sum(self.strikes.values())
+        pods = min(max(1, counts.desired), max(1, len(self.seen)))
+        allowance = self.tuning.crashes_per_replica * pods
+        if total <= allowance or self.latest is None:
+            return None
+        failing = len({pod for (pod, _), n in self.strikes.items() if n})
+        latest = self.latest
+        return Signal(
+            latest.reason,
+            f"{latest.message}; {total} failures in {failing} new "
+            f"pod{'s' if failing != 1 else ''} (allowance {allowance})",
+            latest.pod,
+            latest.container,
+            latest.exit_code,
+        )

@@ -1,0 +1,100 @@
+"""Golden render cases as files: ``render/<case>.toml`` is a spec plus a ``[release]``
+table (slot, image, digest, image_meta, deployment ids, config hash); ``<case>.yaml`` is the
+expected list of units. Adding a case needs no code; ``SHIPWAY_UPDATE_GOLDEN=1`` rewrites
+the expected files (review the diff before committing it)."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from shipway.backends.kubernetes import render
+from shipway.release.model import ImageMeta, Release, ReleaseStatus
+from shipway.spec import parse
+
+CASES = Path(__file__).parent / "render"
+SPECS = sorted(CASES.glob("*.toml"))
+
+
+def load_case(path: Path) -> tuple[Any, Any, Release]:
+    raw = tomllib.loads(path.read_text())
+    given = raw.pop("release")
+    app = parse(raw, file=path.name)
+    slot = app.slots.get(given["slot"])
+    view = app.in_slot(slot.name)
+    ids = given.get("deployment_ids") or {p: given["deployment_id"] for p in view.processes}
+    meta = given.get("image_meta")
+    release = Release(
+        app=app.name,
+        slot=slot.name,
+        revision=given.get("revision", 1),
+        status=ReleaseStatus.PENDING,
+        image=given["image"],
+        digest=given.get("digest"),
+        image_meta=ImageMeta.from_json(meta) if meta else None,
+        deployment_ids=ids,
+        config_hash=given["config_hash"],
+    )
+    return view, slot, release
+
+
+def rendered(path: Path) -> list[dict[str, Any]]:
+    app, slot, release = load_case(path)
+    return [
+        {
+            "key": u.key,
+            "phase": u.phase,
+            "process": u.process,
+            "waits": u.waits,
+            "switches": u.switches,
+            "body": u.body,
+        }
+        for u in render.render(app, slot, release)
+    ]
+
+
+@pytest.mark.parametrize("case", SPECS, ids=[p.stem for p in SPECS])
+def test_golden(case: Path) -> None:
+    got = rendered(case)
+    expected_file = case.with_suffix(".yaml")
+    if os.environ.get("SHIPWAY_UPDATE_GOLDEN"):
+        expected_file.write_text(yaml.safe_dump_all(got, sort_keys=False))
+    assert got == list(yaml.safe_load_all(expected_file.read_text()))
+
+
+def test_render_is_deterministic_and_holds_no_secret_values() -> None:
+    app, slot, release = load_case(CASES / "full.toml")
+    first = render.render(app, slot, release)
+    assert first == render.render(app, slot, release)
+    text = yaml.safe_dump([u.body for u in first])
+    assert "${secrets.DATABASE_URL}" in text and "${secrets.API_TOKEN}" in text
+
+
+def test_every_object_carries_the_app_labels() -> None:
+    app, slot, release = load_case(CASES / "full.toml")
+    labels = render.selector_labels("shop", "prod")
+    for unit in render.render(app, slot, release):
+        if unit.kind == "Namespace":
+            continue
+        assert labels.items() <= unit.body["metadata"]["labels"].items(), unit.key
+
+
+def test_template_annotation_changes_with_the_deployment_id_only_for_that_process() -> None:
+    app, slot, release = load_case(CASES / "full.toml")
+    before = {u.key: u for u in render.render(app, slot, release)}
+    ids = dict(release.deployment_ids, worker="20990101000000-ffffff")
+    after = {
+        u.key: u
+        for u in render.render(
+            app,
+            slot,
+            Release(**{**release.__dict__, "deployment_ids": ids}),
+        )
+    }
+    changed = sorted(k for k in before if before[k].digest != after[k].digest)
+    assert changed == ["Deployment/shop-worker"]
