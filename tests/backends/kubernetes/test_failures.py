@@ -1,0 +1,100 @@
+"""Doomed rollouts on the real control plane: fail fast, roll back, say what happened."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from lightkube.models.core_v1 import ResourceQuotaSpec
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.core_v1 import ResourceQuota
+
+from shipway.engine.outcome import RollbackFailed, Rolled, RolledBack
+from tests.backends.kubernetes.conftest import TOKEN, Slot
+
+pytestmark = pytest.mark.k8s
+
+
+def test_a_crash_looping_image_is_rolled_back_and_the_anchor_serves_again(slot: Slot) -> None:
+    app = slot.write()
+    assert slot.cli("deploy", "test1").returncode == 0
+    anchor_rs = {name for name, rs in slot.replicasets("shop-web").items() if rs.spec.replicas}
+
+    started = time.monotonic()
+    result = slot.cli("deploy", "test1", "--image", "registry.example/shop:crashloop")
+    took = time.monotonic() - started
+    out = result.stdout + result.stderr
+    assert result.returncode == 10, out
+    assert "rolled back shop/test1: r2 failed" in out and "r1 is serving again" in out
+    assert "CrashLoopBackOff" in out and "(exit code 1)" in out
+    assert "event Warning BackOff" in out  # the kubelet's events about the failing pod
+    assert "log: none available" in out  # the simulated kubelet keeps no logs: said plainly
+    assert TOKEN not in out
+    assert took < 60, f"the failure took {took:.0f}s to report"
+
+    # The anchor serves again: r1's template, its ReplicaSet, all replicas available
+    assert slot.images() == {
+        "shop-web": "registry.example/shop:1",
+        "shop-worker": "registry.example/shop:1",
+    }
+    web = slot.deployment("shop-web")
+    assert web.status.availableReplicas == web.status.updatedReplicas == 2
+    serving = {name for name, rs in slot.replicasets("shop-web").items() if rs.spec.replicas}
+    assert serving == anchor_rs
+    assert slot.statuses(app) == {1: "deployed", 2: "failed"}
+
+
+def test_an_image_that_cannot_be_pulled_is_rolled_back_at_once(slot: Slot) -> None:
+    app = slot.write()
+    slot.deploy(app)
+    started = time.monotonic()
+    outcome, lines = slot.deploy(app, image="registry.example/shop:pullfail")
+    assert isinstance(outcome, RolledBack), lines.text
+    assert outcome.failure.reason in ("ErrImagePull", "ImagePullBackOff")
+    assert "not found" in outcome.failure.message
+    assert time.monotonic() - started < 30
+    assert slot.images()["shop-web"] == "registry.example/shop:1"
+
+
+def test_an_unschedulable_pod_fails_after_its_window(slot: Slot) -> None:
+    app = slot.write()
+    slot.deploy(app)
+    greedy = slot.append('[processes.web.resources]\nrequests = { cpu = "64" }\n')
+    started = time.monotonic()
+    outcome, lines = slot.deploy(greedy, tuning={"unschedulable_window": 3.0})
+    took = time.monotonic() - started
+    assert isinstance(outcome, RolledBack), lines.text
+    assert outcome.failure.reason == "Unschedulable"
+    assert "Insufficient cpu" in outcome.failure.message
+    assert any("FailedScheduling" in d for d in outcome.failure.details)
+    assert 3.0 <= took < 40
+
+
+def test_a_failed_rollback_says_the_slot_may_be_down(slot: Slot) -> None:
+    """The anchor cannot come back: a quota added since it was deployed refuses pods
+    without a memory limit, and rolling back needs a new pod of the anchor's template."""
+    app = slot.write()
+    app = slot.edit("replicas = 2", "replicas = 4")
+    outcome, lines = slot.deploy(app)
+    assert isinstance(outcome, Rolled), lines.text
+    slot.client.create(
+        ResourceQuota(
+            metadata=ObjectMeta(name="memory-limits"),
+            spec=ResourceQuotaSpec(hard={"limits.memory": "64Gi"}),
+        ),
+        namespace=slot.namespace,
+    )
+    limited = slot.append('[processes.web.resources]\nlimits = { memory = "256Mi" }\n')
+    outcome, lines = slot.deploy(
+        limited,
+        image="registry.example/shop:crashloop",
+        tuning={"replica_failure_window": 2.0},
+        rollback_timeout=60,
+    )
+    assert isinstance(outcome, RollbackFailed), lines.text
+    assert outcome.exit_code == 11
+    assert outcome.failure.reason == "CrashLoopBackOff"
+    assert outcome.rollback_failure.reason == "FailedCreate"
+    assert "quota" in outcome.rollback_failure.message
+    assert "MAY BE DOWN" in outcome.line()
+    assert slot.statuses(limited) == {1: "deployed", 2: "failed"}
