@@ -183,6 +183,7 @@ def cli(ctx: click.Context, spec_file: str | None) -> None:
       shipway status prod | history prod | rollback prod [REV]
       shipway restart prod web          restart one process type only
       shipway promote staging           roll staging's release to the next slot
+      shipway helm values RELEASE -n NS values of a Helm release (no helm binary)
     """
     ctx.ensure_object(Context).spec_file = spec_file
 
@@ -467,6 +468,12 @@ def history(obj: Context, slot: str) -> None:
         return 0
 
     _run(obj, body)
+
+
+# Command groups kept in their own modules; imported last, as they use what is above.
+from shipway.cli.helm import helm  # noqa: E402
+
+cli.add_command(helm)
 
 
 def main() -> None:
