@@ -227,45 +227,54 @@ def decode_secret_data(data: str, *, source: str = "") -> HelmRelease:
 def coalesce_values(
     chart_values: Mapping[str, Any] | None, user_values: Mapping[str, Any] | None
 ) -> dict[str, Any]:
-    """The computed values of a stored release, as ``helm get values --all`` gives them
-    (Helm 4.2 ``CoalesceValues`` on a stored chart, which has no subcharts).
+    """The computed values of a stored release, as ``helm get values --all`` gives them:
+    Helm 4.2's ``CoalesceValues`` on a stored chart (which has no subcharts). Checked
+    against Helm 4.2.3 itself in the tests.
 
-    The user's values win. Tables (maps) are merged key by key, at any depth; a scalar or a
-    list replaces the chart's value whole, and a table never merges with a non-table (the
-    user's side stays). ``null`` removes a key, by Helm's two rules:
+    The user's values win. Tables (maps) merge key by key at any depth; a scalar or a list
+    replaces the chart's value whole; a table never merges with a non-table (the user's side
+    stays). ``null``:
 
-    * at the top level, a user ``null`` for a key the chart has removes that key, whatever
-      the chart's value (``null`` included); a user ``null`` for a key the chart lacks stays;
-    * inside tables, a user ``null`` removes the key only when the chart's value there is
-      not ``null``; otherwise the ``null`` stays (Helm >= 3.18 / 4; older Helm removed
-      every nested ``null``).
+    * the chart's own ``null`` defaults are dropped, at every depth (Helm 4.2.0-4.2.3; Helm
+      4.1 and earlier kept them, and helm#32530 asks for that back);
+    * at the top level, a user ``null`` removes the key when the chart has it at all;
+    * inside a table, a user ``null`` removes the key when the chart has a value there;
+    * a user ``null`` where the chart has nothing stays ``null`` (older Helm removed nested
+      ones too).
 
-    Chart defaults that are ``null`` are carried over as ``null``. Neither input is changed.
+    Neither input is changed.
     """
     result = copy.deepcopy(dict(user_values or {}))
-    defaults = copy.deepcopy(dict(chart_values or {}))
-    for key, default in defaults.items():
+    for key, default in (chart_values or {}).items():
         if key not in result:
-            result[key] = default
+            if default is not None:
+                result[key] = _without_nulls(default)
             continue
         given = result[key]
         if given is None:
             del result[key]
-        elif isinstance(given, dict) and isinstance(default, dict):
-            _coalesce_tables(given, default)
+        elif isinstance(given, dict) and isinstance(default, Mapping):
+            _coalesce_tables(given, _without_nulls(default))
     return result
 
 
 def _coalesce_tables(given: dict[str, Any], defaults: Mapping[str, Any]) -> None:
-    """Merge ``defaults`` into ``given`` in place; ``given`` (the user's) wins."""
+    """Merge ``defaults`` (no nulls left in them) into ``given`` in place; ``given`` wins."""
     for key, default in defaults.items():
         if key not in given:
             given[key] = default
         elif given[key] is None:
-            if default is not None:
-                del given[key]
-        elif isinstance(given[key], dict) and isinstance(default, dict):
+            del given[key]
+        elif isinstance(given[key], dict) and isinstance(default, Mapping):
             _coalesce_tables(given[key], default)
+
+
+def _without_nulls(value: Any) -> Any:
+    """A deep copy of ``value`` with ``null`` entries of tables removed, at every depth
+    (lists are left as they are, as Helm does)."""
+    if isinstance(value, Mapping):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    return copy.deepcopy(value)
 
 
 # --------------------------------------------------------------------------- choosing
