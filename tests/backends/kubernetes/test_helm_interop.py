@@ -462,6 +462,7 @@ def test_cli_history_text_and_json(scenario: Scenario) -> None:
         (["history", "nope"], "no Helm release 'nope' in namespace '{ns}'"),
         (["values", "broken"], "has no deployed revision (revisions: 1 failed;"),
         (["values", "shop", "--chart", "worker"], "charts in its history: demo)"),
+        (["history", "Shop Front"], "'Shop Front' is not a Helm release name"),
     ],
 )
 def test_cli_errors_exit_2_with_the_reason(

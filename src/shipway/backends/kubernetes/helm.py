@@ -28,11 +28,12 @@ import binascii
 import copy
 import gzip
 import json
+import re
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from shipway.errors import BackendError, InputError, RecordError
 
@@ -44,20 +45,11 @@ SECRET_DATA_KEY = "release"
 GZIP_MAGIC = b"\x1f\x8b\x08"
 OWNER_LABEL = ("owner", "helm")
 
-#: Every status Helm 3 and 4 write (pkg/release common status). Kept as strings: a status a
-#: newer Helm adds must still be shown, not fail the read.
-STATUSES = (
-    "unknown",
-    "deployed",
-    "uninstalled",
-    "superseded",
-    "failed",
-    "uninstalling",
-    "pending-install",
-    "pending-upgrade",
-    "pending-rollback",
-)
 DEPLOYED = "deployed"
+#: A release name goes into a label selector, so it must be a label value (every record
+#: carries its release's name as one, so no readable release is refused).
+LABEL_VALUE = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+LABEL_VALUE_MAX = 63
 
 
 # --------------------------------------------------------------------------- model
@@ -327,6 +319,7 @@ def read_revisions(client: Client, release: str, *, status: str | None = None) -
     """Every revision of ``release`` in the client's namespace (label query
     ``owner=helm,name=<release>`` [``,status=<status>``]), oldest first. Secrets of another
     type that carry the labels are not Helm's records and are skipped."""
+    check_release_name(release)
     labels = {OWNER_LABEL[0]: OWNER_LABEL[1], "name": release}
     if status is not None:
         labels["status"] = status
@@ -375,7 +368,17 @@ def release_names(client: Client) -> list[str]:
     return sorted(n for n in names if n)
 
 
-def _raise_not_found(client: Client, release: str) -> None:
+def check_release_name(release: str) -> None:
+    """InputError unless ``release`` can be looked up: a bad one would otherwise reach the
+    API server inside a label selector and come back as its error."""
+    if len(release) > LABEL_VALUE_MAX or not LABEL_VALUE.fullmatch(release):
+        raise InputError(
+            f"{release!r} is not a Helm release name (letters, digits, '-', '_' and '.', "
+            f"starting and ending with a letter or digit, at most {LABEL_VALUE_MAX})"
+        )
+
+
+def _raise_not_found(client: Client, release: str) -> NoReturn:
     others = release_names(client)
     there = f"releases there: {', '.join(others)}" if others else "it has no Helm releases"
     raise InputError(
