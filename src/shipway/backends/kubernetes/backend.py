@@ -481,22 +481,18 @@ class KubernetesBackend:
         self._check(target)
         self._secrets.update(secrets)
         body = _manifest(unit, secrets)
-        try:
-            with self._edge(f"applying {unit.key}"):
+        with self._edge(f"applying {unit.key}"):
+            try:
                 applied = self.client.apply(from_dict(body), force=True)
-        except BackendError as exc:
-            cause = exc.__cause__
-            if (
-                unit.kind == "Namespace"
-                and isinstance(cause, ApiError)
-                and cause.status.code == 403
-            ):
+            except ApiError as exc:
+                if unit.kind != "Namespace" or exc.status.code != 403:
+                    raise
+                # We hold a Lease in it, so it exists; labelling it needs cluster rights.
                 reporter.line(
                     f"namespace {self.namespace}: no rights to manage the Namespace object "
                     "itself (a namespace-scoped identity); using it as it is"
                 )
                 return
-            raise
         if unit.kind == "Deployment" and applied.metadata is not None:
             self._generations[unit.key] = int(applied.metadata.generation or 0)
 
