@@ -98,3 +98,14 @@ def test_a_failed_rollback_says_the_slot_may_be_down(slot: Slot) -> None:
     assert "quota" in outcome.rollback_failure.message
     assert "MAY BE DOWN" in outcome.line()
     assert slot.statuses(limited) == {1: "deployed", 2: "failed"}
+
+
+def test_a_rollout_that_is_not_done_in_time_times_out_with_its_state(slot: Slot) -> None:
+    app = slot.write()
+    slot.deploy(app)
+    outcome, lines = slot.deploy(app, image="registry.example/shop:neverready", timeout=4)
+    assert isinstance(outcome, RolledBack), lines.text
+    assert outcome.failure.reason == "Timeout"
+    assert outcome.failure.message.startswith("not ready after 4s: shop-web: desired 2")
+    assert any("(Pod shop-web-" in d for d in outcome.failure.details)
+    assert slot.images()["shop-web"] == "registry.example/shop:1"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.backends.kubernetes.conftest import Slot
@@ -41,6 +43,12 @@ def test_restarting_one_process_leaves_the_others_untouched(slot: Slot) -> None:
     assert records[2].deployment_ids["web"] == records[1].deployment_ids["web"]
     assert records[2].deployment_ids["worker"] == new_id
     assert slot.statuses(app) == {1: "superseded", 2: "deployed"}
+
+    status = json.loads(slot.cli("status", "test1", "-o", "json").stdout)
+    assert status["deployed"]["revision"] == 2
+    ids = {p["process"]: p["deployment_id"] for p in status["processes"]}
+    assert ids == {"web": old_id, "worker": new_id}
+    assert all(p["ready"] == p["desired"] for p in status["processes"])
 
 
 def test_rollback_re_applies_a_recorded_revision_as_a_new_one(slot: Slot) -> None:

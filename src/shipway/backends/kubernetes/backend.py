@@ -43,6 +43,7 @@ from shipway.backends.kubernetes.rollout import (
     Tuning,
     Verdict,
     Watched,
+    new_pods,
     readiness_window,
 )
 from shipway.backends.kubernetes.watch import Changes, LiveSet, WatchLoop
@@ -590,21 +591,31 @@ class KubernetesBackend:
             if all(v.done for v in verdicts):
                 return None
             if now >= deadline:
-                return self._timeout(process, verdicts, watched, now - started)
+                return self._timeout(process, verdicts, watched, now - started, pods)
             wake = min([deadline, *(v.recheck_at for v in verdicts if v.recheck_at)])
             session.changes.wait_past(version, wake - now)
 
     def _timeout(
-        self, process: str, verdicts: list[Verdict], watched: list[Watched], waited: float
+        self,
+        process: str,
+        verdicts: list[Verdict],
+        watched: list[Watched],
+        waited: float,
+        pods: list[dict[str, Any]],
     ) -> Failure:
+        pending = [(w, v) for w, v in zip(watched, verdicts, strict=True) if not v.done]
         notes = "; ".join(
             f"{w.deployment}: "
             + " ".join(f"{k} {n}" for k, n in v.counts.to_dict().items())
             + (f" ({v.note})" if v.note else "")
-            for w, v in zip(watched, verdicts, strict=True)
-            if not v.done
+            for w, v in pending
         )
-        details = self._events_of_deployment(watched[0].deployment)
+        first = pending[0][0] if pending else watched[0]
+        details = self._events_of_deployment(first.deployment)
+        unready = [p for p in new_pods(pods, first) if not _ready(p)]
+        if unready:
+            name = unready[0]["metadata"]["name"]
+            details += self._events({"involvedObject.name": name})
         return Failure(
             reason="Timeout",
             message=f"not ready after {waited:.0f}s: {notes}",
@@ -789,6 +800,11 @@ class KubernetesBackend:
 
 
 # -- manifests and diffs (pure helpers) ------------------------------------------------
+
+
+def _ready(pod: Mapping[str, Any]) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
 def _short(text: str, limit: int = 160) -> str:
