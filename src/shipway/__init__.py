@@ -11,11 +11,13 @@ from shipway.api import (
     diff,
     history,
     load,
+    logs,
     plan,
     promote,
     restart,
     rollback,
     status,
+    stop,
 )
 from shipway.engine import (
     Engine,
@@ -78,9 +80,11 @@ __all__ = [
     "diff",
     "history",
     "load",
+    "logs",
     "plan",
     "promote",
     "restart",
     "rollback",
     "status",
+    "stop",
 ]
