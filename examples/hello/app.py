@@ -34,8 +34,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
 class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 128
 
 
 if __name__ == "__main__":
     print(f"hello {RELEASE} listening on 127.0.0.1:{PORT}", flush=True)
+    if FAIL:
+        print("HELLO_FAIL=1: /up answers 500, so the health gate refuses this release", flush=True)
     Server(("127.0.0.1", PORT), Handler).serve_forever()
