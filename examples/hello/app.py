@@ -28,7 +28,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def log_message(self, format: str, *args: object) -> None:
-        print(f"{self.address_string()} {format % args}", flush=True)
+        note = " (HELLO_FAIL=1: failing on purpose)" if FAIL and self.path == "/up" else ""
+        print(f"{self.address_string()} {format % args}{note}", flush=True)
 
 
 class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):

@@ -962,7 +962,7 @@ class LocalBackend:
                 state = state_of(info)
                 starts = self._starts(inst)
                 if starts > 1 or state in ("BACKOFF", "EXITED", "FATAL"):
-                    code = int(info["exitstatus"]) if info else None
+                    code = self.supervisor.last_exit(name)
                     return self._failure(
                         d,
                         process,

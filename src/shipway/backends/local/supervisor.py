@@ -13,7 +13,9 @@ from __future__ import annotations
 import contextlib
 import http.client
 import os
+import re
 import shlex
+import signal
 import socket
 import subprocess
 import sys
@@ -302,6 +304,25 @@ class Supervisor:
 
     def names(self) -> list[str]:
         return sorted(self.info())
+
+    def last_exit(self, name: str) -> int | None:
+        """The exit code of the program's last exit, from supervisord's log (its RPC reports
+        none for a process that died while starting)."""
+        try:
+            with open(self.logfile, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - 256 * 1024))
+                text = f.read().decode(errors="replace")
+        except OSError:
+            return None
+        found = re.findall(rf"exited: {re.escape(name)} \(exit status (\d+)", text)
+        if found:
+            return int(found[-1])
+        killed = re.findall(rf"exited: {re.escape(name)} \(terminated by SIG(\w+)", text)
+        if killed:
+            with contextlib.suppress(AttributeError):
+                return 128 + int(getattr(signal, f"SIG{killed[-1]}"))
+        return None
 
 
 def _tail_text(path: Path, limit: int = 600) -> str:
