@@ -1,0 +1,73 @@
+"""Zero downtime: a client on loopback sends requests in a loop while the app is
+redeployed several times (and its web process restarted); not one request may fail."""
+
+from __future__ import annotations
+
+import http.client
+import threading
+import time
+from collections import Counter
+
+from tests.backends.local.conftest import Slot
+
+
+class Client(threading.Thread):
+    """Sends GET / through the router until stopped (bounded: at most 20 000 requests)."""
+
+    def __init__(self, port: int) -> None:
+        super().__init__(daemon=True)
+        self.port = port
+        self.stop = threading.Event()
+        self.ok = 0
+        self.failures: list[str] = []
+        self.bodies: Counter[str] = Counter()
+
+    def run(self) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        for _ in range(20_000):
+            if self.stop.is_set():
+                break
+            try:
+                conn.request("GET", "/", headers={"Host": "hello.localhost"})
+                response = conn.getresponse()
+                body = response.read().decode()
+                if response.status == 200:
+                    self.ok += 1
+                    self.bodies[body.strip()] += 1
+                else:
+                    self.failures.append(f"{response.status} {body.strip()}")
+            except (OSError, http.client.HTTPException) as exc:
+                self.failures.append(f"{type(exc).__name__}: {exc}")
+                conn.close()
+                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        conn.close()
+
+
+def test_no_request_fails_across_redeploys_and_a_web_restart(slot: Slot) -> None:
+    slot.deploy()
+    clients = [Client(slot.port) for _ in range(3)]
+    for c in clients:
+        c.start()
+    try:
+        for greeting in ("one", "two", "three"):
+            slot.edit_spec('GREETING = "hello"', f'GREETING = "{greeting}"')
+            slot.deploy()
+            slot.edit_spec(f'GREETING = "{greeting}"', 'GREETING = "hello"')
+        r = slot.run("restart", "local", "web")
+        assert r.code == 0, r.text
+        time.sleep(0.3)  # let the clients hit the last release too
+    finally:
+        for c in clients:
+            c.stop.set()
+        for c in clients:
+            c.join(timeout=30)
+    failures = [f for c in clients for f in c.failures]
+    served = sum(c.ok for c in clients)
+    bodies: Counter[str] = Counter()
+    for c in clients:
+        bodies.update(c.bodies)
+    assert failures == [], f"{len(failures)} failed requests of {served + len(failures)}"
+    assert served > 200, "the load was too light to mean anything"
+    # every release in turn served traffic: the switches really happened under load
+    for expected in ("one from r2", "two from r3", "three from r4", "three from r5"):
+        assert bodies[expected] > 0, f"{expected!r} never served: {dict(bodies)}"
