@@ -977,11 +977,13 @@ class LocalBackend:
                         d, process, inst, "NotStarted", "supervisord does not know it", None
                     )
                 if mode == "uptime":
+                    # up since its (only) start: the launcher wrote the counter then
                     needed = float(check.get("initial_delay", 1.0))
-                    up = 0.0
-                    if info and state == "RUNNING":
-                        up = float(info["now"]) - float(info["start"])
-                    if state == "RUNNING" and time.monotonic() - started >= needed and up >= 0:
+                    try:
+                        up = time.time() - Path(inst["counter"]).stat().st_mtime
+                    except OSError:
+                        up = 0.0
+                    if state == "RUNNING" and up >= needed:
                         ready.add(name)
                     else:
                         last[name] = f"{state.lower()}, must stay up {needed:g}s"
