@@ -2,50 +2,84 @@
 back, and says honestly how each rollout ended.
 
 The public API is this module's ``__all__`` (a test pins it: growing it is a decision).
+Names are imported on first use, so ``shipway --help`` does not pay for the engine.
 """
 
-from shipway.api import (
-    SlotStatus,
-    clear,
-    deploy,
-    diff,
-    history,
-    load,
-    logs,
-    plan,
-    promote,
-    restart,
-    rollback,
-    status,
-    stop,
-)
-from shipway.engine import (
-    Engine,
-    Interrupted,
-    NoAnchor,
-    Outcome,
-    RollbackFailed,
-    Rolled,
-    RolledBack,
-)
-from shipway.errors import (
-    BackendError,
-    ClearanceError,
-    ConfirmationMismatch,
-    ConfirmationRequired,
-    GuardRefused,
-    InputError,
-    ShipwayError,
-    SlotLocked,
-    SpecInvalid,
-    StalePlan,
-)
-from shipway.guard import Clearance, Guard
-from shipway.plan import Plan
-from shipway.release import Release, ReleaseStatus
-from shipway.spec import App, Slot, Target
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from shipway.api import (
+        SlotStatus,
+        clear,
+        deploy,
+        diff,
+        history,
+        load,
+        logs,
+        plan,
+        promote,
+        restart,
+        rollback,
+        status,
+        stop,
+    )
+    from shipway.engine import (
+        Engine,
+        Interrupted,
+        NoAnchor,
+        Outcome,
+        RollbackFailed,
+        Rolled,
+        RolledBack,
+    )
+    from shipway.errors import (
+        BackendError,
+        ClearanceError,
+        ConfirmationMismatch,
+        ConfirmationRequired,
+        GuardRefused,
+        InputError,
+        ShipwayError,
+        SlotLocked,
+        SpecInvalid,
+        StalePlan,
+    )
+    from shipway.guard import Clearance, Guard
+    from shipway.plan import Plan
+    from shipway.release import Release, ReleaseStatus
+    from shipway.spec import App, Slot, Target
 
 __version__ = "0.1.0"
+
+_WHERE = {
+    "shipway.api": (
+        "SlotStatus clear deploy diff history load logs plan promote restart rollback status "
+        "stop"
+    ),
+    "shipway.engine": "Engine Interrupted NoAnchor Outcome RollbackFailed Rolled RolledBack",
+    "shipway.errors": (
+        "BackendError ClearanceError ConfirmationMismatch ConfirmationRequired "
+        "GuardRefused InputError ShipwayError SlotLocked SpecInvalid StalePlan"
+    ),
+    "shipway.guard": "Clearance Guard",
+    "shipway.plan": "Plan",
+    "shipway.release": "Release ReleaseStatus",
+    "shipway.spec": "App Slot Target",
+}
+_MODULE_OF = {name: module for module, names in _WHERE.items() for name in names.split()}
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'shipway' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "App",

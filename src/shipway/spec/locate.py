@@ -51,7 +51,8 @@ def toml_locator(text: str) -> Locator:
                 current = (*names, index)
             else:
                 current = _resolve_arrays(names, array_counts)
-            lines.setdefault(current, number)
+            for end in range(1, len(current) + 1):
+                lines.setdefault(current[:end], number)
             continue
         key = _KEY.match(raw)
         if key:

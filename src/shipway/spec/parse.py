@@ -237,7 +237,7 @@ def parse(
     slots = _slots(c, top.get("slots"), processes, routes, name or "app")
 
     if c.problems:
-        raise SpecInvalid(c.problems)
+        raise SpecInvalid(sorted(c.problems, key=lambda p: (p.line is None, p.line or 0)))
     assert name is not None
     return App(
         name=name,
@@ -524,7 +524,7 @@ def _slots(
         slot = _slot(c, sname, s, path, processes, app_name)
         if slot is not None:
             out[sname] = slot
-    _check_chain(c, out)
+    _check_chain(c, out, list(table))
     _check_hosts(c, out, routes)
     return out
 
@@ -655,7 +655,7 @@ def _docker_hosts(
     return tuple(out)
 
 
-def _check_chain(c: _Checker, slots: Mapping[str, Slot]) -> None:
+def _check_chain(c: _Checker, slots: Mapping[str, Slot], declared: list[str]) -> None:
     for name, slot in slots.items():
         target = slot.promotes_to
         if target is None:
@@ -664,7 +664,7 @@ def _check_chain(c: _Checker, slots: Mapping[str, Slot]) -> None:
             c.error(
                 ("slots", name, "promotes_to"),
                 f"no slot named {target!r}",
-                "declared: " + ", ".join(slots),
+                "declared: " + ", ".join(declared),
             )
             continue
         seen = [name]

@@ -1,0 +1,43 @@
+"""Cold start of the command line: `shipway --help`, median of several runs.
+
+Goal: <= 150 ms on the project's machines (2 cores). Also prints `python -c pass` as the
+floor, measured in the same run, so the ratio says what shipway itself adds.
+
+    python bench/cli_startup.py [--runs 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+
+def measure(cmd: list[str], runs: int) -> list[float]:
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+        times.append((time.perf_counter() - start) * 1000)
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=15)
+    args = parser.parse_args()
+    exe = shutil.which("shipway") or sys.argv[0]
+    floor = statistics.median(measure([sys.executable, "-c", "pass"], args.runs))
+    help_ms = statistics.median(measure([exe, "--help"], args.runs))
+    version_ms = statistics.median(measure([exe, "validate", "--help"], args.runs))
+    print(f"python -c pass          median {floor:6.1f} ms")
+    print(f"shipway --help          median {help_ms:6.1f} ms  ({help_ms / floor:.1f}x the floor)")
+    print(f"shipway validate --help median {version_ms:6.1f} ms")
+    print(f"goal <= 150 ms: {'met' if help_ms <= 150 else 'NOT met'}")
+
+
+if __name__ == "__main__":
+    main()

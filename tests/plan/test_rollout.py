@@ -1,0 +1,146 @@
+from __future__ import annotations
+
+import pytest
+
+from shipway.errors import InputError
+from shipway.plan import (
+    ApplyObject,
+    NoOp,
+    Observed,
+    ObservedUnit,
+    Remove,
+    RunReleaseCommand,
+    WaitRollout,
+    rollout_steps,
+)
+from shipway.release.artifact import PREREQUISITE, ROUTING, WORKLOAD, Artifact, Unit
+
+
+def unit(
+    key: str,
+    phase: int = WORKLOAD,
+    *,
+    waits: bool = False,
+    switches: bool = False,
+    process: str | None = None,
+    v: int = 1,
+) -> Unit:
+    return Unit(
+        key=key,
+        kind=key.split("/")[0],
+        body={"v": v},
+        phase=phase,
+        waits=waits,
+        switches=switches,
+        process=process,
+    )
+
+
+def seen(u: Unit, state: str = "running", digest: str | None = None) -> ObservedUnit:
+    return ObservedUnit(
+        key=u.key,
+        kind=u.kind,
+        digest=digest or u.digest,
+        state=state,  # type: ignore[arg-type]
+        process=u.process,
+        phase=u.phase,
+    )
+
+
+def names(steps: list[object]) -> list[str]:
+    return [s.describe() for s in steps]  # type: ignore[attr-defined]
+
+
+SIDE_BY_SIDE = Artifact(
+    (
+        unit("route/app.localhost", ROUTING, switches=True, process="web"),
+        unit("program/web@2", waits=True, process="web"),
+        unit("snapshot/r2", PREREQUISITE),
+    )
+)
+
+
+def test_side_by_side_order_gates_health_before_release_command_before_switch() -> None:
+    old = unit("program/web@1", process="web")
+    observed = Observed.of([seen(old), seen(unit("route/app.localhost", ROUTING, v=0))])
+    steps = rollout_steps(SIDE_BY_SIDE, observed, release_command=("migrate",))
+    assert [type(s).__name__ for s in steps] == [
+        "ApplyObject",
+        "ApplyObject",
+        "WaitRollout",
+        "RunReleaseCommand",
+        "ApplyObject",
+        "Remove",
+    ]
+    assert names(steps) == [
+        "create snapshot/r2",
+        "create program/web@2",
+        "wait until web is ready",
+        "run the release command: migrate",
+        "update route/app.localhost",
+        "remove program/web@1 (no longer declared)",
+    ]
+    assert all(s.best_effort for s in steps if isinstance(s, Remove))
+
+
+def test_in_place_order_runs_release_command_before_workloads_switch() -> None:
+    desired = Artifact(
+        (
+            unit("Namespace/ns", PREREQUISITE),
+            unit("Deployment/web", waits=True, switches=True, process="web"),
+            unit("Deployment/worker", waits=True, switches=True, process="worker"),
+        )
+    )
+    steps = rollout_steps(desired, Observed(), release_command=("migrate",))
+    assert names(steps) == [
+        "create Namespace/ns",
+        "run the release command: migrate",
+        "create Deployment/web",
+        "create Deployment/worker",
+        "wait until web is ready",
+        "wait until worker is ready",
+    ]
+
+
+def test_unchanged_units_are_left_alone_and_nothing_to_do_says_why() -> None:
+    observed = Observed.of([seen(u) for u in SIDE_BY_SIDE])
+    steps = rollout_steps(SIDE_BY_SIDE, observed, release_command=("migrate",))
+    assert len(steps) == 1 and isinstance(steps[0], NoOp)
+    assert "3 objects are up to date" in steps[0].describe()
+
+
+def test_stopped_up_to_date_unit_is_started_not_recreated() -> None:
+    u = unit("container/web", waits=True, process="web")
+    steps = rollout_steps(Artifact((u,)), Observed.of([seen(u, state="created")]))
+    assert isinstance(steps[0], ApplyObject) and steps[0].action == "start"
+    assert isinstance(steps[1], WaitRollout)
+
+
+def test_drifted_unit_is_updated() -> None:
+    u = unit("container/web", process="web")
+    steps = rollout_steps(Artifact((u,)), Observed.of([seen(u, digest="drifted")]))
+    assert isinstance(steps[0], ApplyObject) and steps[0].action == "update"
+
+
+def test_removals_go_routes_first_prerequisites_last() -> None:
+    desired = Artifact((unit("program/new", process="web"),))
+    observed = Observed.of(
+        [
+            seen(unit("snapshot/r1", PREREQUISITE)),
+            seen(unit("route/h", ROUTING)),
+            seen(unit("program/old")),
+        ]
+    )
+    removed = [s.unit for s in rollout_steps(desired, observed) if isinstance(s, Remove)]
+    assert removed == ["route/h", "program/old", "snapshot/r1"]
+
+
+def test_an_empty_desired_set_is_refused() -> None:
+    with pytest.raises(InputError, match="empty set"):
+        rollout_steps(Artifact(()), Observed.of([seen(unit("x/y"))]))
+
+
+def test_release_command_only_when_something_changes() -> None:
+    observed = Observed.of([seen(u) for u in SIDE_BY_SIDE])
+    steps = rollout_steps(SIDE_BY_SIDE, observed, release_command=("migrate",))
+    assert not any(isinstance(s, RunReleaseCommand) for s in steps)

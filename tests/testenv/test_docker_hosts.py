@@ -1,0 +1,205 @@
+"""The Docker test environment itself: two real engines, one over SSH, a local registry and
+images built without any pull. If these fail, the Docker-backend tests cannot mean anything."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+import docker
+import docker.errors
+import paramiko
+import pytest
+from docker.models.containers import Container
+from docker.transport.sshconn import SSHHTTPAdapter
+
+from tests.testenv.docker import (
+    TEST_LABEL,
+    DockerEnv,
+    DockerHost,
+    http_get,
+    published_port,
+    wait_http,
+)
+
+
+def _name(prefix: str) -> str:
+    return f"shipway-testenv-{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def _registry_digest(env: DockerEnv, ref: str) -> str:
+    """Manifest digest the registry serves for ``ref`` (registry/repo:tag)."""
+    repo, _, tag = ref.removeprefix(env.registry + "/").rpartition(":")
+    req = urllib.request.Request(
+        f"http://{env.registry}/v2/{repo}/manifests/{tag}",
+        method="HEAD",
+        headers={"Accept": "application/vnd.docker.distribution.manifest.v2+json"},
+    )
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        digest = resp.headers["Docker-Content-Digest"]
+    assert isinstance(digest, str) and digest.startswith("sha256:")
+    return digest
+
+
+def _run_web(
+    client: docker.DockerClient,
+    host: DockerHost,
+    image: str,
+    reap: list[Container],
+    *,
+    port: int = 8080,
+    environment: dict[str, str] | None = None,
+) -> tuple[Container, str]:
+    """Run ``image`` publishing ``port`` on a free port of the host's address; return the
+    container and its base URL as seen from this network namespace."""
+    # (address, None): Docker picks a free port on that address
+    ports: dict[str, Any] = {f"{port}/tcp": (host.address, None)}
+    container = client.containers.run(
+        image,
+        detach=True,
+        name=_name(host.name),
+        environment={"PORT": str(port), **(environment or {})},
+        ports=ports,
+        labels={TEST_LABEL: "testenv"},
+    )
+    reap.append(container)
+    return container, f"http://{host.address}:{published_port(container, f'{port}/tcp')}"
+
+
+def test_both_engines_answer(
+    docker_env: DockerEnv, docker_a: docker.DockerClient, docker_b: docker.DockerClient
+) -> None:
+    assert docker_a.ping() is True
+    assert docker_b.ping() is True
+    info_a, info_b = docker_a.info(), docker_b.info()
+    assert info_a["ID"] != info_b["ID"], "A and B must be distinct engines"
+    assert info_a["DockerRootDir"].endswith("/a/docker")
+    assert info_b["DockerRootDir"].endswith("/b/docker")
+    assert docker_env.registry in info_b["RegistryConfig"]["IndexConfigs"]
+    # B is reached over SSH through paramiko (not the ssh binary), as the backend will.
+    adapter = docker_b.api.get_adapter("http+docker://ssh")
+    assert isinstance(adapter, SSHHTTPAdapter)
+    assert isinstance(adapter.ssh_client, paramiko.SSHClient)
+    transport = adapter.ssh_client.get_transport()
+    assert transport is not None and transport.is_active()
+    assert transport.getpeername()[0] == docker_env.b.address
+    # and B's local socket reaches the same engine
+    local_b = docker_env.local_client(docker_env.b)
+    try:
+        assert local_b.info()["ID"] == info_b["ID"]
+    finally:
+        local_b.close()
+
+
+@pytest.mark.parametrize("host_name", ["a", "b"])
+def test_image_serves_http_on_each_host(
+    docker_env: DockerEnv,
+    docker_a: docker.DockerClient,
+    docker_b: docker.DockerClient,
+    docker_reap: list[Container],
+    host_name: str,
+) -> None:
+    host = docker_env.a if host_name == "a" else docker_env.b
+    client = docker_a if host_name == "a" else docker_b
+    client.images.pull(docker_env.images.v1)
+    _, url = _run_web(client, host, docker_env.images.v1, docker_reap)
+    assert wait_http(f"{url}/up", timeout=30) == "ok\n"
+    assert http_get(f"{url}/version") == (200, "v1\n")
+
+
+def test_host_b_pulls_from_the_local_registry(
+    docker_env: DockerEnv,
+    docker_b: docker.DockerClient,
+    docker_reap: list[Container],
+) -> None:
+    ref = docker_env.images.v2
+    for c in docker_b.containers.list(all=True, filters={"ancestor": ref}):
+        c.remove(force=True)
+    with contextlib.suppress(docker.errors.ImageNotFound):
+        docker_b.images.remove(ref, force=True)
+    with pytest.raises(docker.errors.ImageNotFound):
+        docker_b.images.get(ref)
+
+    image = docker_b.images.pull(ref)
+
+    digest = _registry_digest(docker_env, ref)
+    repo = ref.rpartition(":")[0]
+    assert f"{repo}@{digest}" in image.attrs["RepoDigests"]
+    assert image.labels["org.shipway.testenv.kind"] == "dockerfile"
+    _, url = _run_web(docker_b, docker_env.b, ref, docker_reap)
+    assert wait_http(f"{url}/up") == "ok\n"
+    assert http_get(f"{url}/version") == (200, "v2\n")
+
+
+def test_unknown_ssh_host_key_is_refused(docker_env: DockerEnv, tmp_path: Path) -> None:
+    # A known_hosts that lacks B's key (here: empty) must make the connection fail, and the
+    # key must not be added anywhere (paramiko's RejectPolicy, docker-py's default).
+    home = docker_env.make_ssh_home(tmp_path / "home", known_hosts="")
+    with pytest.raises(paramiko.SSHException, match="not found in known_hosts") as exc:
+        dataclasses.replace(docker_env, ssh_home=home).client(docker_env.b)
+    assert type(exc.value) is paramiko.SSHException  # not BadHostKeyException
+    assert (home / ".ssh" / "known_hosts").read_text() == ""
+
+
+def test_wrong_ssh_host_key_is_refused(docker_env: DockerEnv, tmp_path: Path) -> None:
+    other = paramiko.Ed25519Key.from_private_key_file(str(docker_env.ssh_key))  # not B's key
+    line = f"{docker_env.b.address} {other.get_name()} {other.get_base64()}\n"
+    home = docker_env.make_ssh_home(tmp_path / "home", known_hosts=line)
+    with pytest.raises(paramiko.BadHostKeyException):
+        dataclasses.replace(docker_env, ssh_home=home).client(docker_env.b)
+
+
+def test_known_hosts_file_names_host_b(docker_env: DockerEnv) -> None:
+    known = paramiko.HostKeys(str(docker_env.known_hosts))
+    assert docker_env.b.address in known
+    client = docker_env.client(docker_env.b)
+    try:
+        adapter = client.api.get_adapter("http+docker://ssh")
+        assert isinstance(adapter, SSHHTTPAdapter)
+        assert adapter.ssh_client is not None
+        transport = adapter.ssh_client.get_transport()
+        assert transport is not None
+        served = transport.get_remote_server_key()
+    finally:
+        client.close()
+    assert known.check(docker_env.b.address, served)
+
+
+def test_unhealthy_and_crash_images(
+    docker_env: DockerEnv, docker_a: docker.DockerClient, docker_reap: list[Container]
+) -> None:
+    _, url = _run_web(docker_a, docker_env.a, docker_env.images.unhealthy, docker_reap)
+    wait_http(f"{url}/", timeout=30)
+    assert http_get(f"{url}/up")[0] == 500
+
+    crashed = docker_a.containers.run(
+        docker_env.images.crash, detach=True, name=_name("a"), labels={TEST_LABEL: "testenv"}
+    )
+    docker_reap.append(crashed)
+    assert crashed.wait(timeout=30)["StatusCode"] == 3
+    assert b"CRASH_ON_START is set" in crashed.logs()
+
+
+def test_herokuish_and_cnb_images(
+    docker_env: DockerEnv, docker_a: docker.DockerClient, docker_reap: list[Container]
+) -> None:
+    heroku = docker_a.images.get(docker_env.images.herokuish)
+    assert "USER=herokuishuser" in heroku.attrs["Config"]["Env"]
+    assert heroku.attrs["Config"]["Cmd"] == ["/start", "web"]
+    assert heroku.labels["org.shipway.testenv.kind"] == "herokuish"
+    _, url = _run_web(docker_a, docker_env.a, docker_env.images.herokuish, docker_reap, port=5000)
+    assert wait_http(f"{url}/version") == "herokuish-v1\n"
+
+    cnb = docker_a.images.get(docker_env.images.cnb)
+    assert cnb.attrs["Config"]["Entrypoint"] == ["/cnb/process/web"]
+    build = json.loads(cnb.labels["io.buildpacks.build.metadata"])
+    assert {p["type"] for p in build["processes"]} == {"web", "worker"}
+    assert "buildpacks" in json.loads(cnb.labels["io.buildpacks.lifecycle.metadata"])
+    assert cnb.labels["org.shipway.testenv.kind"] == "pack"
+    _, url = _run_web(docker_a, docker_env.a, docker_env.images.cnb, docker_reap)
+    assert wait_http(f"{url}/version") == "cnb-v1\n"
