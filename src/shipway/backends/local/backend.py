@@ -821,6 +821,9 @@ class LocalBackend:
             raise BackendError(f"route {host} points at {program}, which is not running")
         routes = self._routes(d)
         before = routes.get(host)
+        ports = {port} | ({int(before["router_port"])} if before else set())
+        for p in sorted(ports):  # the router must run before the record says it routes
+            self.router(p).ensure(wait=True)
         routes[host] = {
             "unit": unit.digest,
             "program": program,
@@ -828,15 +831,23 @@ class LocalBackend:
             "router_port": port,
         }
         self._save_routes(d, routes)
-        ports = {port}
-        if before and int(before["router_port"]) != port:
-            ports.add(int(before["router_port"]))
-        for p in sorted(ports):
-            self._write_table(d, p)
-        for p in sorted(ports):
-            router = self.router(p)
-            router.ensure(wait=True)
-            router.reload()
+        try:
+            for p in sorted(ports):
+                self._write_table(d, p)
+                self.router(p).reload()
+        except BaseException:
+            # put the record back as it was, so no one believes a route that may not be
+            routes = self._routes(d)
+            if before is None:
+                routes.pop(host, None)
+            else:
+                routes[host] = before
+            self._save_routes(d, routes)
+            with contextlib.suppress(BackendError, OSError):
+                for p in sorted(ports):
+                    self._write_table(d, p)
+                    self.router(p).reload()
+            raise
         upstreams = ", ".join(_upstream(i["port"]) for i in rec["instances"])
         reporter.line(
             f"  serving http://{host}:{port}/ -> {body['process']} {rec.get('release')} "

@@ -205,15 +205,15 @@ class Router:
 async def serve(port: int, tables: Path, control: Path) -> None:
     router = Router(port, tables)
     router.reload()
+    public = web.Server(router.handle, access_log=None)
+    public_runner = web.ServerRunner(public, handle_signals=False)
+    await public_runner.setup()
+    await web.TCPSite(public_runner, "127.0.0.1", port).start()
     router.session = ClientSession(
         connector=TCPConnector(limit=0, force_close=False),
         timeout=ClientTimeout(total=None, sock_connect=5),
         auto_decompress=False,
     )
-    public = web.Server(router.handle, access_log=None)
-    public_runner = web.ServerRunner(public, handle_signals=False)
-    await public_runner.setup()
-    await web.TCPSite(public_runner, "127.0.0.1", port).start()
     with contextlib.suppress(OSError):  # IPv6 loopback when the machine has it
         await web.TCPSite(public_runner, "::1", port).start()
 

@@ -127,7 +127,7 @@ class RouterControl:
 
     def _why_down(self, state: str) -> str:
         try:
-            lines = self.log.read_text(errors="replace").strip().splitlines()[-3:]
+            lines = self.log.read_text(errors="replace").strip().splitlines()[-1:]
         except OSError:
             lines = []
         last = " | ".join(lines) or "no output"
