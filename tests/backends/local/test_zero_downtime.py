@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import http.client
 import threading
-import time
 from collections import Counter
 
-from tests.backends.local.conftest import Slot
+from tests.backends.local.conftest import Slot, eventually
 
 
 class Client(threading.Thread):
@@ -55,7 +54,10 @@ def test_no_request_fails_across_redeploys_and_a_web_restart(slot: Slot) -> None
             slot.edit_spec(f'GREETING = "{greeting}"', 'GREETING = "hello"')
         r = slot.run("restart", "local", "web")
         assert r.code == 0, r.text
-        time.sleep(0.3)  # let the clients hit the last release too
+        eventually(
+            lambda: all(c.bodies["three from r5"] > 0 for c in clients),
+            what="every client to reach the restarted web",
+        )
     finally:
         for c in clients:
             c.stop.set()
