@@ -114,3 +114,17 @@ def test_stop_stops_everything_and_deploy_brings_it_back(slot: Slot) -> None:
     assert slot.history()[0]["status"] == "deployed"  # the record stays
     slot.deploy()
     assert slot.get("/") == (200, "hello from r2\n")
+
+
+def test_replicas_run_as_instances_on_their_own_ports_behind_the_router(slot: Slot) -> None:
+    slot.edit_spec("port = 8000", "port = 8000\nreplicas = 2")
+    slot.deploy()
+    procs = slot.processes()
+    assert {"web.1", "web.2", "worker"} == set(procs)
+    assert procs["web.1"]["port"] != procs["web.2"]["port"]
+    assert procs["web.1"]["pid"] != procs["web.2"]["pid"]
+    for _ in range(6):
+        assert slot.get("/") == (200, "hello from r1\n")
+    logs = slot.run("logs", "local", "web").out
+    assert 'web.1@r1 | 127.0.0.1 "GET / HTTP/1.1" 200' in logs
+    assert 'web.2@r1 | 127.0.0.1 "GET / HTTP/1.1" 200' in logs

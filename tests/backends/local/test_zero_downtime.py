@@ -73,3 +73,21 @@ def test_no_request_fails_across_redeploys_and_a_web_restart(slot: Slot) -> None
     # every release in turn served traffic: the switches really happened under load
     for expected in ("one from r2", "two from r3", "three from r4", "three from r5"):
         assert bodies[expected] > 0, f"{expected!r} never served: {dict(bodies)}"
+
+
+def test_a_slow_request_in_flight_is_drained_before_its_process_stops(slot: Slot) -> None:
+    from shipway.backends.local.routing import RouterControl
+
+    slot.deploy()
+    router = RouterControl(slot.state, slot.port, slot.supervisor())
+    answer: dict[str, tuple[int, str]] = {}
+    request = threading.Thread(target=lambda: answer.update(r=slot.get("/slow?seconds=3")))
+    request.start()
+    eventually(lambda: router.status()["inflight"], what="the slow request to be in flight")
+    slot.edit_spec('GREETING = "hello"', 'GREETING = "next"')
+    r = slot.deploy()
+    request.join(timeout=30)
+    # the old process was stopped only after its in-flight request was answered
+    assert answer["r"] == (200, "hello from r1, slowly\n")
+    assert r.out.index("serving http://") < r.out.index("] remove program/web@")
+    assert slot.get("/") == (200, "next from r2\n")
