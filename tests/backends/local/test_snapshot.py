@@ -57,3 +57,28 @@ def test_copy_has_the_same_digest_and_skips_the_state_dir(tmp_path: Path) -> Non
     assert not (dest / "config.ini").exists()
     assert os.readlink(dest / "link.py") == "app.py"
     assert (dest / "pkg" / "mod.py").read_text() == "X = 1\n"
+
+
+def test_kept_snapshots_are_found_by_digest_and_pruned_oldest_first(tmp_path: Path) -> None:
+    releases = tmp_path / "releases"
+    releases.mkdir()
+    for rev in range(1, 9):
+        (releases / f"r{rev}").mkdir()
+        (releases / f"r{rev}.json").write_text(f'{{"digest": "sha256:{rev % 3}"}}')
+    assert snapshot.find([releases], "sha256:1") == releases / "r7"  # the newest one
+    assert snapshot.find([tmp_path / "none", releases], "sha256:9") is None
+    dropped = snapshot.prune(releases, keep=5, in_use={"r2"})
+    assert dropped == ["r1", "r3"]
+    assert [p.name for _, p in snapshot.kept(releases)] == ["r8", "r7", "r6", "r5", "r4", "r2"]
+    assert not (releases / "r1.json").exists()
+
+
+def test_make_verifies_the_copy_against_the_digest(tmp_path: Path) -> None:
+    src = make_tree(tmp_path / "src")
+    want = snapshot.digest(src, ["config.ini"])
+    (tmp_path / "rel").mkdir()
+    assert not snapshot.make(tmp_path / "rel" / "r1", "sha256:other", [src], ["config.ini"])
+    assert not (tmp_path / "rel" / "r1").exists()
+    assert list((tmp_path / "rel").iterdir()) == []  # no temporary left behind
+    assert snapshot.make(tmp_path / "rel" / "r1", want, [tmp_path / "gone", src], ["config.ini"])
+    assert snapshot.digest(tmp_path / "rel" / "r1", ["config.ini"]) == want

@@ -25,19 +25,19 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from shipway.backends.local import health, render, snapshot
+from shipway.backends.local import health, logfiles, render, snapshot
+from shipway.backends.local.gate import FailureOf, health_gate
+from shipway.backends.local.gate import starts as gate_starts
 from shipway.backends.local.launch import expand
 from shipway.backends.local.lock import slot_lock
 from shipway.backends.local.routing import RouterControl
@@ -91,7 +91,6 @@ KEEP_SNAPSHOTS = 5
 DRAIN_TIMEOUT = 30.0
 LOG_TAIL = 12
 LAUNCHER = Path(__file__).with_name("launch.py")
-_REVISION_DIR = re.compile(r"^r(\d+)$")
 
 
 def _now() -> str:
@@ -100,18 +99,6 @@ def _now() -> str:
 
 def _upstream(port: int) -> str:
     return f"127.0.0.1:{port}"
-
-
-def _tail(path: Path, lines: int) -> list[str]:
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - 64 * 1024))
-            data = f.read().decode(errors="replace")
-    except OSError:
-        return []
-    return data.splitlines()[-lines:]
 
 
 def _human(seconds: float) -> str:
@@ -211,29 +198,9 @@ class LocalBackend:
 
     def _find_snapshot(self, app: App, digest: str) -> Path | None:
         """A kept snapshot with ``digest``, in this slot first, then in the app's others."""
-        roots = [(self.root, self.slot.name)] + [
-            r for r in self._local_roots(app) if r != (self.root, self.slot.name)
-        ]
-        for root, slot in roots:
-            releases = root / app.name / slot / "releases"
-            for rev, path in sorted(self._kept(releases), reverse=True):
-                meta = read_json(releases / f"r{rev}.json", {}) or {}
-                if meta.get("digest") == digest and path.is_dir():
-                    return path
-        return None
-
-    @staticmethod
-    def _kept(releases: Path) -> list[tuple[int, Path]]:
-        try:
-            entries = list(releases.iterdir())
-        except OSError:
-            return []
-        out = []
-        for p in entries:
-            m = _REVISION_DIR.match(p.name)
-            if m and p.is_dir():
-                out.append((int(m.group(1)), p))
-        return out
+        mine = (self.root, self.slot.name)
+        roots = [mine] + [r for r in self._local_roots(app) if r != mine]
+        return snapshot.find((root / app.name / slot / "releases" for root, slot in roots), digest)
 
     def resolve_image(self, target: Target, app: App, ref: str | None) -> ResolvedImage:
         """The source a release runs, named ``local:<dir>@sha256:<content digest>``.
@@ -352,7 +319,7 @@ class LocalBackend:
                 info = infos.get(inst["name"])
                 state = state_of(info) if infos else "STOPPED"
                 running = state in RUNNING_STATES
-                starts = self._starts(inst)
+                starts = gate_starts(inst)
                 healthy, health_text = self._health_now(rec, inst, state)
                 uptime = None
                 if info and state == "RUNNING":
@@ -377,12 +344,6 @@ class LocalBackend:
                     )
                 )
         return rows
-
-    def _starts(self, inst: Mapping[str, Any]) -> int:
-        try:
-            return int(Path(inst["counter"]).read_text().strip() or 0)
-        except (OSError, ValueError):
-            return 0
 
     def _health_now(
         self, rec: Mapping[str, Any], inst: Mapping[str, Any], state: str
@@ -450,47 +411,7 @@ class LocalBackend:
                     newest[proc] = p
             return [(f"{proc} (stopped)", p) for proc, p in sorted(newest.items())]
 
-        def gen() -> Iterator[str]:
-            offsets: dict[Path, int] = {}
-            for label, path in sources():
-                for line in _tail(path, lines):
-                    yield f"{label} | {redact(line)}"
-                with contextlib.suppress(OSError):
-                    offsets[path] = path.stat().st_size
-            if not follow:
-                return
-            partial: dict[Path, str] = {}
-            last_scan = time.monotonic()
-            current = sources()
-            while True:
-                if time.monotonic() - last_scan > 1.0:
-                    current, last_scan = sources(), time.monotonic()
-                quiet = True
-                for label, path in current:
-                    try:
-                        size = path.stat().st_size
-                    except OSError:
-                        continue
-                    start = offsets.get(path, 0)
-                    if size < start:  # rotated
-                        start = 0
-                    if size == start:
-                        continue
-                    with open(path, "rb") as f:
-                        f.seek(start)
-                        chunk = f.read(size - start).decode(errors="replace")
-                    offsets[path] = size
-                    text = partial.pop(path, "") + chunk
-                    *complete, rest = text.split("\n")
-                    if rest:
-                        partial[path] = rest
-                    for line in complete:
-                        quiet = False
-                        yield f"{label} | {redact(line)}"
-                if quiet:
-                    time.sleep(0.2)
-
-        return gen()
+        return logfiles.stream(sources, follow, lines, redact)
 
     def live_digest(self, target: Target, release: Release) -> str | None:
         d = self.dirs(target)
@@ -586,11 +507,15 @@ class LocalBackend:
         if not (dest.is_dir() and meta.get("digest") == digest):
             if dest.exists():
                 shutil.rmtree(dest)
-            self._make_snapshot(d, dest, digest, body.get("source"), exclude)
+            self._make_snapshot(dest, digest, body.get("source"), exclude)
             write_json(
                 sidecar,
-                {"revision": revision, "digest": digest, "source": body.get("source"),
-                 "created_at": _now()},
+                {
+                    "revision": revision,
+                    "digest": digest,
+                    "source": body.get("source"),
+                    "created_at": _now(),
+                },
             )
             reporter.line(f"  snapshot r{revision}: {dest} ({digest[:19]})")
         for f in files:
@@ -605,51 +530,28 @@ class LocalBackend:
         self._prune_snapshots(d, reporter)
 
     def _make_snapshot(
-        self, d: SlotDirs, dest: Path, digest: str, source: str | None, exclude: list[str]
+        self, dest: Path, digest: str, source: str | None, exclude: list[str]
     ) -> None:
-        candidates: list[Path] = []
-        kept = self._find_snapshot(self.app, digest)
-        if kept is not None:
-            candidates.append(kept)
+        sources = [p for p in (self._find_snapshot(self.app, digest),) if p is not None]
         if source:
-            candidates.append(Path(source))
-        for src in candidates:
-            if not src.is_dir():
-                continue
-            tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=d.releases))
-            tmp.rmdir()
-            try:
-                snapshot.copy(src, tmp, exclude, [self.root])
-                got = snapshot.digest(tmp, exclude)
-                if got == digest:
-                    os.replace(tmp, dest)
-                    return
-            finally:
-                if tmp.exists():
-                    shutil.rmtree(tmp, ignore_errors=True)
-        raise BackendError(
-            f"cannot make snapshot {dest.name}: {source or 'its source'} no longer has "
-            f"digest {digest} (the source changed since the release was planned?) and no "
-            f"kept snapshot has it (hint: plan and deploy again)"
-        )
+            sources.append(Path(source))
+        if not snapshot.make(dest, digest, sources, exclude, [self.root]):
+            raise BackendError(
+                f"cannot make snapshot {dest.name}: {source or 'its source'} no longer has "
+                f"digest {digest} (the source changed since the release was planned?) and no "
+                f"kept snapshot has it (hint: plan and deploy again)"
+            )
 
     def _prune_snapshots(self, d: SlotDirs, reporter: Reporter) -> None:
         in_use = {Path(rec["snapshot"]).name for rec in self._programs(d).values()}
         current = self._current_snapshot(d)
         if current:
             in_use.add(str(current.get("dir")))
-        kept = sorted(self._kept(d.releases), reverse=True)
-        dropped = []
-        for i, (rev, path) in enumerate(kept):
-            if i < KEEP_SNAPSHOTS or path.name in in_use:
-                continue
-            shutil.rmtree(path, ignore_errors=True)
-            with contextlib.suppress(FileNotFoundError):
-                (d.releases / f"r{rev}.json").unlink()
-            dropped.append(f"r{rev}")
+        dropped = snapshot.prune(d.releases, KEEP_SNAPSHOTS, in_use)
         if dropped:
-            reporter.line(f"  pruned snapshots {', '.join(sorted(dropped))} (keeping the last "
-                          f"{KEEP_SNAPSHOTS})")
+            reporter.line(
+                f"  pruned snapshots {', '.join(dropped)} (keeping the last {KEEP_SNAPSHOTS})"
+            )
 
     def _snapshot_dir(self, d: SlotDirs, digest: str) -> Path:
         current = self._current_snapshot(d)
@@ -657,15 +559,12 @@ class LocalBackend:
             path = d.releases / str(current["dir"])
             if path.is_dir():
                 return path
-        for rev, path in sorted(self._kept(d.releases), reverse=True):
-            meta = read_json(d.releases / f"r{rev}.json", {}) or {}
-            if meta.get("digest") == digest:
-                return path
-        raise BackendError(
-            f"no snapshot with digest {digest} in {d.releases} (hint: deploy again)"
-        )
-
-    # programs ---------------------------------------------------------------------------
+        found = snapshot.find([d.releases], digest)
+        if found is None:
+            raise BackendError(
+                f"no snapshot with digest {digest} in {d.releases} (hint: deploy again)"
+            )
+        return found
 
     def _allocate_ports(self, count: int, owner: str) -> list[int]:
         """Fresh loopback ports, never one already handed to another program of this
@@ -942,125 +841,33 @@ class LocalBackend:
                     message=f"{key} is not recorded as started",
                     process=step.process,
                 )
-            failure = self._gate(d, rec, deadline, reporter)
+            failure = health_gate(self.supervisor, rec, deadline, reporter, self._fail_with(d, rec))
             if failure is not None:
                 return failure
         return None
 
-    def _gate(
-        self, d: SlotDirs, rec: Mapping[str, Any], deadline: float, reporter: Reporter
-    ) -> Failure | None:
-        """Every instance healthy (→ None), or the first failure: a crash, a failing health
-        check after its attempts, or the deadline."""
-        process = str(rec["process"])
-        check = dict(rec.get("health") or {"mode": "uptime", "initial_delay": 1.0})
-        mode = check.get("mode")
-        instances = list(rec.get("instances", []))
-        total = len(instances)
-        started = time.monotonic()
-        ready: set[str] = set()
-        attempts: dict[str, int] = {}
-        last: dict[str, str] = {}
-        next_probe = started + float(check.get("initial_delay", 0.0)) if mode != "uptime" else 0
-        reporter.progress(process, {"ready": 0, "of": total})
-        while len(ready) < total:
-            infos = self.supervisor.info()
-            for inst in instances:
-                name = inst["name"]
-                if name in ready:
-                    continue
-                info = infos.get(name)
-                state = state_of(info)
-                starts = self._starts(inst)
-                if starts > 1 or state in ("BACKOFF", "EXITED", "FATAL"):
-                    code = self.supervisor.last_exit(name)
-                    return self._failure(
-                        d,
-                        process,
-                        inst,
-                        "Crashed",
-                        f"the process exited{f' with code {code}' if code is not None else ''} "
-                        f"while starting (state {state}, started {max(starts, 1)} times)",
-                        code,
-                    )
-                if state == "ABSENT":
-                    return self._failure(
-                        d, process, inst, "NotStarted", "supervisord does not know it", None
-                    )
-                if mode == "uptime":
-                    # up since its (only) start: the launcher wrote the counter then
-                    needed = float(check.get("initial_delay", 1.0))
-                    try:
-                        up = time.time() - Path(inst["counter"]).stat().st_mtime
-                    except OSError:
-                        up = 0.0
-                    if state == "RUNNING" and up >= needed:
-                        ready.add(name)
-                    else:
-                        last[name] = f"{state.lower()}, must stay up {needed:g}s"
-                    continue
-                if time.monotonic() < next_probe:
-                    continue
-                timeout = float(check.get("timeout", 1.0))
-                if mode == "http":
-                    ok, why = health.http_probe(int(inst["port"]), str(check["path"]), timeout)
-                else:
-                    ok, why = health.tcp_probe(int(inst["port"]), timeout)
-                attempts[name] = attempts.get(name, 0) + 1
-                last[name] = why
-                if ok:
-                    ready.add(name)
-                elif attempts[name] >= int(check.get("attempts", 30)):
-                    what = "health check" if mode == "http" else "port check"
-                    return self._failure(
-                        d,
-                        process,
-                        inst,
-                        "HealthcheckFailed",
-                        f"{why} — {what} failed {attempts[name]} times "
-                        f"(every {float(check.get('interval', 1.0)):g}s)",
-                        None,
-                    )
-            note = next(iter(last.values()), "") if len(ready) < total else ""
-            reporter.progress(process, {"ready": len(ready), "of": total}, note)
-            if len(ready) == total:
-                break
-            if time.monotonic() > deadline:
-                inst = next(i for i in instances if i["name"] not in ready)
-                return self._failure(
-                    d,
-                    process,
-                    inst,
-                    "Timeout",
-                    f"not ready before the deadline ({last.get(inst['name'], 'no answer')})",
-                    None,
-                )
-            if mode != "uptime" and time.monotonic() >= next_probe:
-                next_probe = time.monotonic() + float(check.get("interval", 1.0))
-            time.sleep(0.05)
-        return None
-
-    def _failure(
-        self,
-        d: SlotDirs,
-        process: str,
-        inst: Mapping[str, Any],
-        reason: str,
-        message: str,
-        code: int | None,
-    ) -> Failure:
+    def _fail_with(self, d: SlotDirs, rec: Mapping[str, Any]) -> FailureOf:
+        """How a failure of one of ``rec``'s instances is told: the process, the reason, and
+        the last lines of its log (secret values masked)."""
         redact = self._redactor(d)
-        tail = [redact(line) for line in _tail(Path(inst["log"]), LOG_TAIL)]
-        details = [f"last lines of its log ({inst['log']}):", *(f"| {t}" for t in tail)]
-        if not tail:
-            details = [f"its log ({inst['log']}) is empty"]
-        return Failure(
-            reason=reason,
-            message=message,
-            process=process,
-            exit_code=code,
-            details=tuple(details),
-        )
+        process = str(rec["process"])
+
+        def failure(
+            inst: Mapping[str, Any], reason: str, message: str, code: int | None
+        ) -> Failure:
+            tail = [redact(line) for line in logfiles.tail(Path(inst["log"]), LOG_TAIL)]
+            details = [f"last lines of its log ({inst['log']}):", *(f"| {t}" for t in tail)]
+            if not tail:
+                details = [f"its log ({inst['log']}) is empty"]
+            return Failure(
+                reason=reason,
+                message=message,
+                process=process,
+                exit_code=code,
+                details=tuple(details),
+            )
+
+        return failure
 
     # the release command ----------------------------------------------------------------
 
@@ -1125,7 +932,7 @@ class LocalBackend:
                     return Failure(
                         reason="ReleaseCommandTimeout",
                         message=f"{' '.join(command)} did not finish before the deadline",
-                        details=tuple(f"| {redact(t)}" for t in _tail(log, LOG_TAIL)),
+                        details=tuple(f"| {redact(t)}" for t in logfiles.tail(log, LOG_TAIL)),
                     )
                 if not chunk:
                     time.sleep(0.05)
@@ -1137,7 +944,7 @@ class LocalBackend:
                 exit_code=code,
                 details=(
                     f"last lines of its output ({log}):",
-                    *(f"| {redact(t)}" for t in _tail(log, LOG_TAIL)),
+                    *(f"| {redact(t)}" for t in logfiles.tail(log, LOG_TAIL)),
                 ),
             )
         return None
@@ -1176,7 +983,7 @@ class LocalBackend:
     ) -> Failure | None:
         d = self.dirs(target)
         _, rec = self._generation(d, step.process, step.generation)
-        return self._gate(d, rec, deadline, reporter)
+        return health_gate(self.supervisor, rec, deadline, reporter, self._fail_with(d, rec))
 
     def point_host(
         self, clearance: Clearance, target: Target, step: PointHost, reporter: Reporter

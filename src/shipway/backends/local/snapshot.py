@@ -9,12 +9,18 @@ each snapshot from the spec, with this slot's secrets).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
 import os
+import re
 import shutil
 import stat
+import tempfile
 from collections.abc import Iterable
 from pathlib import Path
+
+_REVISION_DIR = re.compile(r"^r(\d+)$")
 
 IGNORED = frozenset(
     {
@@ -94,3 +100,79 @@ def copy(src: Path, dst: Path, exclude: Iterable[str] = (), skip_dirs: Iterable[
             os.symlink(os.readlink(s), d)
         else:
             shutil.copy2(s, d)
+
+
+# -- kept snapshots: releases/r<N>/ with releases/r<N>.json naming its digest -----------
+
+
+def kept(releases: Path) -> list[tuple[int, Path]]:
+    """The snapshots in a releases directory, newest first."""
+    try:
+        entries = list(releases.iterdir())
+    except OSError:
+        return []
+    out = []
+    for p in entries:
+        m = _REVISION_DIR.match(p.name)
+        if m and p.is_dir():
+            out.append((int(m.group(1)), p))
+    return sorted(out, reverse=True)
+
+
+def digest_of_kept(path: Path) -> str | None:
+    """The digest recorded beside a kept snapshot (None: unknown, so never trusted)."""
+    try:
+        meta = json.loads(path.with_name(path.name + ".json").read_text())
+    except (OSError, ValueError):
+        return None
+    found = meta.get("digest") if isinstance(meta, dict) else None
+    return str(found) if found else None
+
+
+def find(releases_dirs: Iterable[Path], digest: str) -> Path | None:
+    """The newest kept snapshot with ``digest``, searching the directories in order."""
+    for releases in releases_dirs:
+        for _, path in kept(releases):
+            if digest_of_kept(path) == digest:
+                return path
+    return None
+
+
+def make(
+    dest: Path,
+    want: str,
+    sources: Iterable[Path],
+    exclude: Iterable[str] = (),
+    skip_dirs: Iterable[Path] = (),
+) -> bool:
+    """Copy the first of ``sources`` whose copy has digest ``want`` to ``dest`` (atomically:
+    a temporary directory renamed into place). False when none has it."""
+    exclude, skip_dirs = list(exclude), list(skip_dirs)
+    for src in sources:
+        if not src.is_dir():
+            continue
+        tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+        tmp.rmdir()
+        try:
+            copy(src, tmp, exclude, skip_dirs)
+            if digest(tmp, exclude) == want:
+                os.replace(tmp, dest)
+                return True
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+    return False
+
+
+def prune(releases: Path, keep: int, in_use: Iterable[str]) -> list[str]:
+    """Delete all but the newest ``keep`` snapshots, never one named in ``in_use``."""
+    busy = set(in_use)
+    dropped = []
+    for i, (rev, path) in enumerate(kept(releases)):
+        if i < keep or path.name in busy:
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        with contextlib.suppress(FileNotFoundError):
+            path.with_name(path.name + ".json").unlink()
+        dropped.append(f"r{rev}")
+    return sorted(dropped)
