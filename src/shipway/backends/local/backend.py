@@ -393,7 +393,8 @@ class LocalBackend:
         def sources() -> list[tuple[str, Path]]:
             out: list[tuple[str, Path]] = []
             recs = sorted(
-                self._programs(d).values(), key=lambda r: (r["process"], r.get("release", ""))
+                self._programs(d).values(),
+                key=lambda r: (r["process"], int(str(r.get("release") or "r0")[1:] or 0)),
             )
             for rec in recs:
                 if process is not None and rec["process"] != process:
