@@ -222,7 +222,7 @@ def ensure_docker_env() -> DockerEnv:
     if os.geteuid() != 0:
         pytest.fail(
             f"the Docker test hosts are not up and only root can start them: "
-            f"run `sudo {SCRIPT} up` and `eval \"$({SCRIPT} env)\"`"
+            f'run `sudo {SCRIPT} up` and `eval "$({SCRIPT} env)"`'
         )
     proc = subprocess.run([str(SCRIPT), "up"], capture_output=True, text=True)
     if proc.returncode != 0:

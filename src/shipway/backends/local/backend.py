@@ -950,68 +950,37 @@ class LocalBackend:
             )
         return None
 
-    # generations: a generation is a deployment id -------------------------------------
+    # generations ------------------------------------------------------------------------
+    # The local backend is not a GenerationBackend: every local deploy already starts the
+    # new release beside the old one and switches hosts atomically, so a blue-green slot is
+    # refused by the engine (with a hint) before any of these could be called.
 
-    def _generation(
-        self, d: SlotDirs, process: str, generation: str | None
-    ) -> tuple[str, dict[str, Any]]:
-        for key, rec in self._programs(d).items():
-            if rec["process"] != process:
-                continue
-            if generation is None or rec["deployment_id"] == generation:
-                return key, rec
-        raise BackendError(f"no program of {process} with deployment id {generation} is recorded")
+    def _no_generations(self) -> BackendError:
+        return BackendError(
+            'the local backend does not keep generations (hint: use strategy = "rolling": '
+            "each local deploy starts beside the old release and switches atomically)"
+        )
 
     def scale(self, clearance: Clearance, target: Target, step: Scale, reporter: Reporter) -> None:
         clearance.require_covers(target)
-        d = self.dirs(target)
-        key, rec = self._generation(d, step.process, step.generation)
-        if step.replicas == 0:
-            for inst in rec["instances"]:
-                self.supervisor.stop(inst["name"])
-            return
-        if step.replicas != len(rec["instances"]):
-            raise BackendError(
-                f"{key} has {len(rec['instances'])} instances; the local backend changes the "
-                "number of instances by a deploy (set replicas in the spec)"
-            )
-        self.supervisor.ensure()
-        for inst in rec["instances"]:
-            self.supervisor.start(inst["name"])
+        raise self._no_generations()
 
     def wait_replicas(
         self, target: Target, step: WaitReplicas, deadline: float, reporter: Reporter
     ) -> Failure | None:
-        d = self.dirs(target)
-        _, rec = self._generation(d, step.process, step.generation)
-        return health_gate(self.supervisor, rec, deadline, reporter, self._fail_with(d, rec))
+        raise self._no_generations()
 
     def point_host(
         self, clearance: Clearance, target: Target, step: PointHost, reporter: Reporter
     ) -> None:
         clearance.require_covers(target)
-        d = self.dirs(target)
-        key, _ = self._generation(d, step.process, step.generation)
-        body = {"host": step.host, "process": step.process, "program": key,
-                "router_port": self.router_port}
-        self._apply_route(d, Unit(key=f"route/{step.host}", kind="route", body=body), reporter)
+        raise self._no_generations()
 
     def drop_host(
         self, clearance: Clearance, target: Target, step: DropHost, reporter: Reporter
     ) -> None:
         clearance.require_covers(target)
-        d = self.dirs(target)
-        route = self._routes(d).get(step.host)
-        if route is None:
-            return
-        rec = self._programs(d).get(route["program"], {})
-        if step.generation is None or rec.get("deployment_id") == step.generation:
-            self.remove(
-                clearance,
-                target,
-                Remove(unit=f"route/{step.host}", kind="route", reason="dropped"),
-                reporter,
-            )
+        raise self._no_generations()
 
     def stop(self, clearance: Clearance, target: Target, reporter: Reporter) -> None:
         """Take the slot's hosts off the router, drain and stop its processes; then stop
