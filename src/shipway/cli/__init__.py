@@ -185,6 +185,7 @@ def cli(ctx: click.Context, spec_file: str | None) -> None:
       shipway promote staging           roll staging's release to the next slot
       shipway logs local web -f         follow a process's log
       shipway stop local                stop what runs in a slot (records stay)
+      shipway helm values RELEASE -n NS values of a Helm release (no helm binary)
     """
     ctx.ensure_object(Context).spec_file = spec_file
 
@@ -686,6 +687,12 @@ def stop(obj: Context, slot: str, confirm: str | None) -> None:
         return 0
 
     _run(obj, body)
+
+
+# Command groups kept in their own modules; imported last, as they use what is above.
+from shipway.cli.helm import helm  # noqa: E402
+
+cli.add_command(helm)
 
 
 def main() -> None:
