@@ -124,7 +124,7 @@ def wait_pending(slot: Slot, revision: int) -> None:
     )
 
 
-def test_sigterm_marks_the_release_failed_and_releases_the_lock(slot: Slot) -> None:
+def test_sigterm_undoes_the_rollout_and_releases_the_lock(slot: Slot) -> None:
     app = slot.write()
     assert slot.cli("deploy", "test1").returncode == 0
     proc = start_deploy(slot, "registry.example/shop:neverready")
@@ -135,8 +135,10 @@ def test_sigterm_marks_the_release_failed_and_releases_the_lock(slot: Slot) -> N
     finally:
         proc.kill()
     assert proc.returncode == 143, out
-    assert "interrupted: r2 marked failed; the lock is released" in out
+    assert "interrupted by SIGTERM: r2 marked failed; restoring r1" in out
+    assert "interrupted: restoring r1 done; the lock is released" in out
     assert slot.statuses(app) == {1: "deployed", 2: "failed"}
+    assert slot.images()["shop-web"] == "registry.example/shop:1"
     assert lease(slot).spec.holderIdentity is None
 
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.backends.kubernetes.conftest import Slot
+from tests.backends.kubernetes.conftest import TOKEN, Slot
 
 pytestmark = pytest.mark.k8s
 
@@ -67,3 +67,35 @@ def test_rollback_re_applies_a_recorded_revision_as_a_new_one(slot: Slot) -> Non
 
     missing = slot.cli("rollback", "test1", "9")
     assert missing.returncode == 2 and "no revision 9" in missing.stderr
+
+
+def test_stop_scales_to_zero_and_a_restart_brings_every_process_back(slot: Slot) -> None:
+    app = slot.write()
+    assert slot.cli("deploy", "test1").returncode == 0
+    stopped = slot.cli("stop", "test1")
+    assert stopped.returncode == 0, stopped.stderr
+    assert "scaled shop-web to 0" in stopped.stdout
+    assert slot.deployment("shop-web").spec.replicas == 0
+    assert slot.statuses(app) == {1: "deployed"}  # the records stay
+
+    back = slot.cli("restart", "test1", "web")
+    assert back.returncode == 0, back.stdout + back.stderr
+    assert "start Deployment/shop-worker" in back.stdout  # kept as recorded, but stopped
+    assert slot.deployment("shop-web").status.availableReplicas == 2
+    assert slot.deployment("shop-worker").status.availableReplicas == 1
+
+
+def test_logs_say_plainly_when_the_kubelet_has_none(
+    slot: Slot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = slot.write()
+    assert slot.cli("deploy", "test1").returncode == 0
+    # The values to mask in log lines come from what the pods were given, even where the
+    # spec's references cannot be resolved (another machine, another environment).
+    monkeypatch.delenv("SHOP_TOKEN")
+    assert TOKEN in slot.backend(app)._secret_values()
+    result = slot.cli("logs", "test1", "web")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert len(lines) == 2 and all(": no logs: " in line for line in lines)
+    assert all(line.startswith("shop-web-") for line in lines)

@@ -65,13 +65,14 @@ from shipway.plan.model import (
     PointHost,
     Remove,
     Scale,
+    UnitState,
     WaitReplicas,
     WaitRollout,
 )
 from shipway.release.artifact import Artifact, Unit
 from shipway.release.model import Release
 from shipway.spec.model import App, Slot, Target
-from shipway.spec.secrets import MASK, Secret, redact, reveal
+from shipway.spec.secrets import MASK, Secret, redact, resolve_all, reveal
 
 RESOURCES: dict[str, type[Any]] = {
     "Namespace": Namespace,
@@ -225,7 +226,7 @@ class KubernetesBackend:
                             key=render.unit_key(kind, meta.name),
                             kind=kind,
                             digest=(meta.annotations or {}).get(render.DIGEST),
-                            state="running" if kind == "Deployment" else "present",
+                            state=_state(kind, obj),
                             process=(meta.labels or {}).get(render.COMPONENT),
                             phase=render.PHASES[kind],
                         )
@@ -336,8 +337,33 @@ class KubernetesBackend:
         )
         return [f"~ {unit.key}", *_indent(out[2:], "    ")] if out else [f"= {unit.key}"]
 
+    def _secret_values(self) -> list[str]:
+        """Every secret value the slot's pods may print: those given to them (the env
+        Secret), those applied in this process, those the spec resolves to here."""
+        values = {v.reveal() for v in self._secrets.values()}
+        with contextlib.suppress(ApiError, httpx2.HTTPError):
+            env = self.client.get(
+                SecretObject, render.env_secret_name(self.app.name), namespace=self.namespace
+            )
+            data = env.data or {}
+            values |= {
+                base64.b64decode(data[name]).decode(errors="replace")
+                for name in self.app.secrets
+                if name in data
+            }
+        with contextlib.suppress(InputError):
+            values |= {v.reveal() for v in resolve_all(self.app.secrets).values()}
+        return sorted((v for v in values if len(v) >= 4), key=len, reverse=True)
+
     def logs(self, target: Target, process: str | None, follow: bool, lines: int) -> Iterator[str]:
         self._check(target)
+        values = self._secret_values()
+
+        def masked(text: str) -> str:
+            for value in values:
+                text = text.replace(value, MASK)
+            return text
+
         labels = self._labels()
         if process:
             labels[render.COMPONENT] = process
@@ -351,9 +377,11 @@ class KubernetesBackend:
                 for line in self.client.log(
                     pod, namespace=self.namespace, tail_lines=lines, follow=follow
                 ):
-                    yield self._redact(f"{pod}: {line.rstrip()}")
+                    yield masked(f"{pod}: {line.rstrip()}")
             except ApiError as exc:
-                yield f"{pod}: no logs: {_api_message(exc)}"
+                yield masked(f"{pod}: no logs: {_short(_api_message(exc))}")
+            except httpx2.HTTPError as exc:
+                yield masked(f"{pod}: no logs: {_short(str(exc))}")
 
     def live_digest(self, target: Target, release: Release) -> str | None:
         """The digest the Deployments run: from their image references (shipway pins them
@@ -800,6 +828,14 @@ class KubernetesBackend:
 
 
 # -- manifests and diffs (pure helpers) ------------------------------------------------
+
+
+def _state(kind: str, obj: Any) -> UnitState:
+    """A Deployment scaled to zero (``shipway stop``) is stopped: the next rollout applies
+    it again (``start``) even where nothing else changed."""
+    if kind != "Deployment":
+        return "present"
+    return "stopped" if obj.spec is not None and obj.spec.replicas == 0 else "running"
 
 
 def _ready(pod: Mapping[str, Any]) -> bool:
