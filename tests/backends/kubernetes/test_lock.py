@@ -113,12 +113,21 @@ def start_deploy(slot: Slot, image: str) -> subprocess.Popen[str]:
     )
 
 
-def wait_pending(slot: Slot, revision: int) -> None:
+def wait_walking(slot: Slot, tag: str) -> None:
+    """Until the deploy recorded r2 as pending and applied the new web Deployment."""
     wait_for(
         slot.client,
         Secret,
-        record_name("shop", revision),
+        record_name("shop", 2),
         lambda s: s.metadata.labels.get("status") == "pending",
+        namespace=slot.namespace,
+        timeout=60,
+    )
+    wait_for(
+        slot.client,
+        Deployment,
+        "shop-web",
+        lambda d: d.spec.template.spec.containers[0].image.endswith(f":{tag}"),
         namespace=slot.namespace,
         timeout=60,
     )
@@ -129,7 +138,7 @@ def test_sigterm_undoes_the_rollout_and_releases_the_lock(slot: Slot) -> None:
     assert slot.cli("deploy", "test1").returncode == 0
     proc = start_deploy(slot, "registry.example/shop:neverready")
     try:
-        wait_pending(slot, 2)
+        wait_walking(slot, "neverready")
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=60)
     finally:
@@ -147,15 +156,7 @@ def test_a_pending_release_left_by_a_killed_deploy_is_resolved_by_the_next(slot:
     assert slot.cli("deploy", "test1").returncode == 0
     proc = start_deploy(slot, "registry.example/shop:neverready")
     try:
-        wait_pending(slot, 2)
-        wait_for(
-            slot.client,
-            Deployment,
-            "shop-web",
-            lambda d: d.spec.template.spec.containers[0].image.endswith(":neverready"),
-            namespace=slot.namespace,
-            timeout=60,
-        )
+        wait_walking(slot, "neverready")
         proc.kill()  # SIGKILL: no handler runs; the Lease and the pending record stay
         proc.communicate(timeout=30)
     finally:
