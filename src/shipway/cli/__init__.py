@@ -488,7 +488,7 @@ def history(obj: Context, slot: str) -> None:
 @output_option
 @pass_obj
 def gens(obj: Context, slot: str) -> None:
-    """List SLOT's generations (blue-green): release, state (live / asleep) and age."""
+    """List SLOT's generations (blue-green): release, state (live / awake / asleep), age."""
 
     def body() -> int:
         from shipway import api
