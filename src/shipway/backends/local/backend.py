@@ -1306,6 +1306,9 @@ class LocalBackend:
         if step.generation is None:
             raise BackendError("the local backend scales the processes of a generation only")
         found = self._generation_programs(d, step.generation, step.process)
+        if not found and step.replicas == 0:  # e.g. recovering a deploy killed before apply
+            reporter.line(f"  generation {step.generation} runs no {step.process}: nothing to stop")
+            return
         if not found:
             raise BackendError(
                 f"generation {step.generation} has no {step.process} program "
