@@ -614,16 +614,14 @@ class LocalBackend:
                 f"  pruned snapshots {', '.join(dropped)} (keeping the last {KEEP_SNAPSHOTS})"
             )
 
-    def _snapshots_in_use(self, d: SlotDirs, but: str | None = None) -> set[str]:
+    def _snapshots_in_use(self, d: SlotDirs) -> set[str]:
         """Snapshot directories something still needs: a program (running or asleep), the
-        rolling slot's current one, every generation's own (``but`` one generation)."""
+        rolling slot's current one, every kept generation's own."""
         in_use = {Path(rec["snapshot"]).name for rec in self._programs(d).values()}
         current = self._current_snapshot(d)
         if current:
             in_use.add(str(current.get("dir")))
-        in_use.update(
-            str(g["dir"]) for name, g in read_generations(d).items() if name != but and g.get("dir")
-        )
+        in_use.update(str(g["dir"]) for g in read_generations(d).values() if g.get("dir"))
         return in_use
 
     def _generation_snapshot(self, d: SlotDirs, generation: str) -> Path:
@@ -1502,7 +1500,8 @@ class LocalBackend:
         clearance.require_covers(target)
         d = self.dirs(target)
         claims = read_claims(d)
-        write_claims(d, {})
+        if any(claims.values()):
+            write_claims(d, {})
         for port in sorted({int(c["router_port"]) for h in claims.values() for c in h.values()}):
             self._write_tables(d, port)
             router = self.router(port)
