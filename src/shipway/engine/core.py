@@ -15,6 +15,7 @@ What must never happen, and where it is prevented:
 from __future__ import annotations
 
 import getpass
+import json
 import socket
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -53,6 +54,23 @@ def default_actor() -> str:
     except (KeyError, OSError):
         user = "unknown"
     return f"{user}@{socket.gethostname()}"
+
+
+def _same_release(anchor: Release, new: Release) -> bool:
+    """Would ``new`` run exactly what ``anchor`` runs: same image (by digest when known),
+    image metadata, config (values included, through the hash) and spec snapshot?"""
+
+    def plain(data: object) -> object:
+        return json.loads(json.dumps(data, sort_keys=True, default=str))
+
+    return (
+        anchor.image == new.image
+        and anchor.digest == new.digest
+        and anchor.image_meta == new.image_meta
+        and anchor.config_hash == new.config_hash
+        and plain(anchor.spec) == plain(new.spec)
+        and set(anchor.deployment_ids) == set(new.deployment_ids)
+    )
 
 
 def head_of(records: Sequence[Release]) -> str:
@@ -137,7 +155,20 @@ class Engine:
             description=description or f"{operation} {resolved.ref}",
             actor=self.actor,
         )
-        release = replace(release, artifact=self.backend.render(view, slot, release))
+        anchor = history.deployed(records)
+        if anchor is not None and _same_release(anchor, release):
+            # Nothing the user controls changed: the deployed artifact is what must run, so
+            # the plan only repairs drift (a stopped, missing or altered unit) and a deploy
+            # of what already runs replaces nothing. ``restart`` forces a roll.
+            release = replace(
+                release,
+                deployment_ids=dict(anchor.deployment_ids),
+                artifact=anchor.artifact,
+                description=description
+                or f"{operation} {resolved.ref} (unchanged: re-asserts r{anchor.revision})",
+            )
+        else:
+            release = replace(release, artifact=self.backend.render(view, slot, release))
         return rollout_plan(
             operation=operation,
             backend=self.backend.name,
