@@ -91,6 +91,7 @@ class TestImages:
     crash: str  #: exits 3 at once
     herokuish: str  #: herokuish layout: /start web, /app/Procfile, USER=herokuishuser, port 5000
     cnb: str  #: Cloud Native Buildpacks labels, entrypoint /cnb/process/web
+    proxy: str  #: the Docker backend's proxy: Debian's caddy in an image FROM scratch
 
     @classmethod
     def under(cls, prefix: str) -> TestImages:
@@ -102,6 +103,7 @@ class TestImages:
             crash=f"{prefix}/web:crash",
             herokuish=f"{prefix}/herokuish:v1",
             cnb=f"{prefix}/cnb:v1",
+            proxy=f"{prefix}/proxy:caddy",
         )
 
 
@@ -222,7 +224,7 @@ def ensure_docker_env() -> DockerEnv:
     if os.geteuid() != 0:
         pytest.fail(
             f"the Docker test hosts are not up and only root can start them: "
-            f"run `sudo {SCRIPT} up` and `eval \"$({SCRIPT} env)\"`"
+            f'run `sudo {SCRIPT} up` and `eval "$({SCRIPT} env)"`'
         )
     proc = subprocess.run([str(SCRIPT), "up"], capture_output=True, text=True)
     if proc.returncode != 0:

@@ -57,7 +57,11 @@ def compose(routes: Mapping[str, Mapping[str, Any]], proxy: Mapping[str, Any]) -
         "admin": {"listen": ADMIN, "config": {"persist": False}},
         "apps": {
             "http": {
-                "grace_period": _duration(float(proxy.get("drain", 5.0))),
+                # how long the old config's connections may finish after a reload: past the
+                # drain window and the old containers' own stop timeout, nothing is left
+                "grace_period": _duration(
+                    float(proxy.get("drain", 5.0)) + float(proxy.get("stop_timeout", 10))
+                ),
                 "servers": {
                     "shipway": {
                         "listen": [f":{int(proxy.get('listen', 80))}"],
