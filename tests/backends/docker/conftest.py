@@ -147,7 +147,10 @@ drain_timeout = "1s"
         return self.env.local_client(host)
 
     def containers(self, host: DockerHost, **labels: str) -> list[Any]:
-        filters = [f"org.shipway.app={self.name}", *(f"org.shipway.{k}={v}" for k, v in labels.items())]
+        filters = [
+            f"org.shipway.app={self.name}",
+            *(f"org.shipway.{k}={v}" for k, v in labels.items()),
+        ]
         client = self.local(host)
         try:
             return list(client.containers.list(all=True, filters={"label": filters}))
