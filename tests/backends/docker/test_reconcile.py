@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from shipway import api
-from shipway.engine import RolledBack, Rolled
+from shipway.engine import Rolled, RolledBack
 from shipway.errors import StalePlan
 from shipway.plan.model import ApplyObject, NoOp, Plan, Remove
 from shipway.release.model import ReleaseStatus
@@ -179,7 +179,7 @@ def test_failure_on_the_second_host_rolls_back_the_first(deployment: Deployment)
     text = lines.text()
     switched_a = text.index("update route/web@docker-a")
     assert switched_a < text.index(f"update route/web@{env.b.address}")
-    assert f"host docker-a: started" in text and "switched all requests" in text
+    assert "host docker-a: started" in text and "switched all requests" in text
     assert f"host {env.b.address}: " in text and "FAILED" in text  # the per-host report
     # both hosts serve the old release again, from the very same containers
     for host in (env.a, env.b):
