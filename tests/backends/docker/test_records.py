@@ -1,0 +1,60 @@
+"""Release records on the slot's first host (here B, over SSH): atomic rewrites, deletion,
+a size limit with a hint, and every mutation behind the clearance."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+
+import pytest
+
+from shipway.backends.docker import labels
+from shipway.errors import ClearanceError, RecordError
+from shipway.guard import Guard
+from shipway.release.artifact import Artifact, Unit
+from shipway.release.model import Release, ReleaseStatus
+from tests.backends.docker.conftest import SLOT, Deployment
+
+
+def test_records_round_trip_rewrite_and_delete_on_the_first_host(deployment: Deployment) -> None:
+    env = deployment.env
+    app = deployment.write(hosts=[env.b, env.a])
+    backend = deployment.backend()
+    target = app.slots.target(SLOT)
+    clearance = Guard(app.slots).clear(SLOT)
+    r1 = Release(app=app.name, slot=SLOT, revision=1, status=ReleaseStatus.PENDING, image="x:1")
+    r2 = replace(r1, revision=2)
+    backend.write_records(clearance, target, [r1, r2])
+    backend.write_records(clearance, target, [r1.with_status(ReleaseStatus.DEPLOYED, "done")])
+    got = {r.revision: r for r in backend.read_records(target)}
+    assert got[1].status == ReleaseStatus.DEPLOYED and got[1].description == "done"
+    assert got[2].status == ReleaseStatus.PENDING
+    # one container per revision: the older version of r1 was removed after the new one
+    records = deployment.containers(env.b, kind="record")
+    assert sorted(c.labels[labels.REVISION] for c in records) == ["1", "2"]
+    assert deployment.containers(env.a, kind="record") == []  # first host only
+    backend.delete_records(clearance, target, [2])
+    assert [r.revision for r in backend.read_records(target)] == [1]
+
+    foreign = replace(target, slot="elsewhere")
+    with pytest.raises(ClearanceError):
+        backend.write_records(clearance, foreign, [r1])
+
+
+def test_a_record_too_large_for_its_store_is_refused_with_a_hint(deployment: Deployment) -> None:
+    env = deployment.env
+    app = deployment.write(hosts=[env.a])
+    backend = deployment.backend()
+    target = app.slots.target(SLOT)
+    clearance = Guard(app.slots).clear(SLOT)
+    noise = os.urandom(600 * 1024).hex()  # does not compress
+    huge = Release(
+        app=app.name,
+        slot=SLOT,
+        revision=1,
+        status=ReleaseStatus.PENDING,
+        artifact=Artifact((Unit(key="files/x@a", kind="files", body={"blob": noise}),)),
+    )
+    with pytest.raises(RecordError, match="over the .*-byte limit"):
+        backend.write_records(clearance, target, [huge])
+    assert backend.read_records(target) == []
