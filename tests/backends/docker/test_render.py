@@ -43,7 +43,10 @@ TOKEN = { from_env = "SHOP_TOKEN" }
 
 [slots.prod]
 backend = "docker"
-hosts = ["ssh://deploy@web1.invalid", { url = "ssh://deploy@web2.invalid:2222", processes = ["web"] }]
+hosts = [
+  "ssh://deploy@web1.invalid",
+  { url = "ssh://deploy@web2.invalid:2222", processes = ["web"] },
+]
 proxy_port = 8080
 drain_timeout = "2s"
 routes = [{ host = "shop.example.com", process = "web" }]
