@@ -14,7 +14,7 @@ from typing import Any
 
 from shipway import spec as _spec
 from shipway.backends import open_backend
-from shipway.backends.protocol import Backend, ProcessStatus, Reporter
+from shipway.backends.protocol import Backend, GenerationInfo, ProcessStatus, Reporter
 from shipway.engine import DEFAULT_ROLLBACK_TIMEOUT, DEFAULT_TIMEOUT, Engine, Outcome
 from shipway.errors import InputError
 from shipway.guard import Clearance, Guard
@@ -43,11 +43,14 @@ def plan(
     slot: str,
     *,
     image: str | None = None,
+    take_host: bool = False,
     backend: Backend | None = None,
     reporter: Reporter | None = None,
 ) -> Plan:
     """What a deploy would do now. Mutates nothing, starts nothing."""
-    return _engine(app, slot, backend, reporter).plan_deploy(app, slot, image=image)
+    return _engine(app, slot, backend, reporter).plan_deploy(
+        app, slot, image=image, take_host=take_host
+    )
 
 
 def diff(app: App, slot: str, the_plan: Plan, *, backend: Backend | None = None) -> list[str]:
@@ -63,6 +66,7 @@ def deploy(
     confirm: str | None = None,
     image: str | None = None,
     saved_plan: Plan | None = None,
+    take_host: bool = False,
     timeout: float = DEFAULT_TIMEOUT,
     rollback_timeout: float = DEFAULT_ROLLBACK_TIMEOUT,
     backend: Backend | None = None,
@@ -75,6 +79,7 @@ def deploy(
         slot,
         image=image,
         saved=saved_plan,
+        take_host=take_host,
         timeout=timeout,
         rollback_timeout=rollback_timeout,
     )
@@ -191,3 +196,79 @@ def status(app: App, slot: str, *, backend: Backend | None = None) -> SlotStatus
 def history(app: App, slot: str, *, backend: Backend | None = None) -> list[Release]:
     b = backend or open_backend(app, app.slots.get(slot))
     return _history.ordered(b.read_records(app.slots.target(slot)))
+
+
+# -- generations (blue/green slots) ----------------------------------------------------
+
+
+def generations(app: App, slot: str, *, backend: Backend | None = None) -> list[GenerationInfo]:
+    """The slot's generations, oldest first, with their release and state (live/asleep)."""
+    return _engine(app, slot, backend, None).generations(app, slot)
+
+
+def switch(
+    app: App,
+    slot: str,
+    generation: str,
+    *,
+    confirm: str | None = None,
+    take_host: bool = False,
+    timeout: float = DEFAULT_TIMEOUT,
+    rollback_timeout: float = DEFAULT_ROLLBACK_TIMEOUT,
+    backend: Backend | None = None,
+    reporter: Reporter | None = None,
+) -> Outcome:
+    """Switch the slot to a kept generation: wake → wait → point → drop → sleep the old."""
+    clearance = clear(app, slot, confirm)
+    return _engine(app, slot, backend, reporter).switch_to(
+        clearance,
+        app,
+        slot,
+        generation,
+        take_host=take_host,
+        timeout=timeout,
+        rollback_timeout=rollback_timeout,
+    )
+
+
+def sleep(
+    app: App,
+    slot: str,
+    generation: str,
+    *,
+    confirm: str | None = None,
+    backend: Backend | None = None,
+    reporter: Reporter | None = None,
+) -> None:
+    """Put a generation that is not live to sleep (scaled to zero, kept)."""
+    clearance = clear(app, slot, confirm)
+    _engine(app, slot, backend, reporter).sleep(clearance, app, slot, generation)
+
+
+def wake(
+    app: App,
+    slot: str,
+    generation: str,
+    *,
+    confirm: str | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    backend: Backend | None = None,
+    reporter: Reporter | None = None,
+) -> None:
+    """Wake an asleep generation and wait until it is ready; no traffic moves."""
+    clearance = clear(app, slot, confirm)
+    _engine(app, slot, backend, reporter).wake(clearance, app, slot, generation, timeout)
+
+
+def gc(
+    app: App,
+    slot: str,
+    keep: int,
+    *,
+    confirm: str | None = None,
+    backend: Backend | None = None,
+    reporter: Reporter | None = None,
+) -> list[str]:
+    """Delete asleep generations beyond the ``keep`` newest; never the live one."""
+    clearance = clear(app, slot, confirm)
+    return _engine(app, slot, backend, reporter).gc(clearance, app, slot, keep)

@@ -6,6 +6,7 @@
     ├── InputError                    exit 2  the user can fix the input; nothing was touched
     │   ├── SpecInvalid                       a spec file failed validation (carries every error)
     │   ├── UnknownSlot
+    │   ├── HostTaken                         a host another app or slot serves
     │   ├── SecretUnavailable                 a secret reference cannot be resolved
     │   └── ImageMetadataMissing              image gone and no recorded release knows it
     ├── GuardRefused                  exit 3  the guard refused: confirmation missing or wrong,
@@ -78,6 +79,17 @@ class SpecInvalid(InputError):
 
 class UnknownSlot(InputError):
     pass
+
+
+class HostTaken(InputError):
+    """A host name is served by another app or slot; taking it needs ``--take-host``."""
+
+    def __init__(self, host: str, owner: str) -> None:
+        self.host, self.owner = host, owner
+        super().__init__(
+            f"host {host} is served by {owner}; refusing to take it "
+            "(hint: pass --take-host to move it to this slot)"
+        )
 
 
 class SecretUnavailable(InputError):

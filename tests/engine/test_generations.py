@@ -1,16 +1,17 @@
-"""The generation plan walker (blue/green), sequenced against the in-memory backend."""
+"""Blue/green generations, sequenced by the engine against the in-memory backend."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 
 from shipway.backends.memory import MemoryBackend
-from shipway.engine import Engine, Rolled, RolledBack
+from shipway.backends.protocol import HostOwner
+from shipway.engine import Engine, NoAnchor, Rolled, RolledBack
+from shipway.errors import HostTaken, InputError
 from shipway.guard import Guard
-from shipway.plan import Observed, Plan, switch_plan, switch_steps
-from shipway.release import history
-from shipway.release.artifact import Artifact, Unit
-from shipway.release.model import Release, ReleaseStatus
+from shipway.release.model import ReleaseStatus
 from shipway.spec import App
 from tests.conftest import app_from_toml
 from tests.engine.test_sequencing import Lines
@@ -19,11 +20,16 @@ SPEC = """
 [app]
 name = "shop"
 image = "reg/shop:1"
+release_command = "migrate"
 [processes.web]
 command = "serve"
 port = 8000
+replicas = 2
+[processes.worker]
+command = "work"
 [slots.prod]
 strategy = "blue-green"
+sleep_after = 0
 routes = [{ host = "shop.example.com", process = "web" }]
 """
 
@@ -33,93 +39,198 @@ def app() -> App:
     return app_from_toml(SPEC)
 
 
-def switch(app: App, backend: MemoryBackend, out: Lines, to: str, live: str | None) -> object:
-    def build(records: list[Release], observed: Observed) -> Plan:
-        anchor = history.deployed(records)
-        release = Release(
-            app="shop",
-            slot="prod",
-            revision=history.next_revision(records),
-            status=ReleaseStatus.PENDING,
-            generation=to,
-            artifact=anchor.artifact if anchor else replace_artifact(),
-        )
-        steps = switch_steps(
-            to_generation=to,
-            from_generation=live,
-            replicas={"web": 2},
-            hosts=[("shop.example.com", "web")],
-        )
-        return switch_plan(
-            app="shop",
-            slot="prod",
-            backend=backend.name,
-            observed=observed,
-            steps=steps,
-            release=release,
-        )
+@pytest.fixture
+def backend() -> MemoryBackend:
+    return MemoryBackend()
 
+
+@pytest.fixture
+def out() -> Lines:
+    return Lines()
+
+
+def engine(backend: MemoryBackend, out: Lines) -> Engine:
+    return Engine(backend, out, environ={})
+
+
+def deploy(app: App, backend: MemoryBackend, out: Lines, **kw: Any) -> Any:
     clearance = Guard(app.slots).clear("prod")
-    return Engine(backend, out, environ={}).switch(clearance, app, "prod", build)
-
-
-def replace_artifact() -> Artifact:
-    return Artifact((Unit(key="workload/web", kind="workload", body={}, process="web"),))
+    return engine(backend, out).deploy(clearance, app, "prod", **kw)
 
 
 def calls(backend: MemoryBackend, *names: str) -> list[str]:
-    return [f"{n} {d}" for n, d in backend.calls if n in names]
+    return [f"{n} {d}".strip() for n, d in backend.calls if n in names]
 
 
-def test_switch_walks_scale_wait_point_drop_sleep(app: App) -> None:
-    backend, out = MemoryBackend(), Lines()
-    assert isinstance(switch(app, backend, out, "g1", None), Rolled)
+def gens(backend: MemoryBackend) -> dict[str, str]:
+    target = app_from_toml(SPEC).slots.target("prod")
+    return {g.name: g.state for g in backend.generations(target)}
+
+
+def test_each_deploy_is_a_new_generation_switched_in_order(
+    app: App, backend: MemoryBackend, out: Lines
+) -> None:
+    first = deploy(app, backend, out)
+    assert isinstance(first, Rolled)
+    g1 = backend.records[1].generation
+    assert g1 and g1.startswith("prod-")
     backend.calls.clear()
-    outcome = switch(app, backend, out, "g2", "g1")
-    assert isinstance(outcome, Rolled) and outcome.to_revision == 2
-    assert calls(backend, "scale", "wait_replicas", "point_host", "drop_host") == [
-        "scale g2/web=2",
-        "wait_replicas g2/web",
-        "point_host shop.example.com->g2",
-        "drop_host shop.example.com-x-g1",
-        "scale g1/web=0",
-    ]
-    assert backend.records[2].generation == "g2"
+    second = deploy(app, backend, out, image="reg/shop:2")
+    assert isinstance(second, Rolled) and (second.from_revision, second.to_revision) == (1, 2)
+    g2 = backend.records[2].generation
+    assert g2 and g2 != g1
+    assert calls(backend, "scale", "wait_replicas", "run_release_command", "point_host",
+                 "drop_host") == [
+        f"scale {g2}/web=2", f"scale {g2}/worker=1",
+        f"wait_replicas {g2}/web", f"wait_replicas {g2}/worker",
+        "run_release_command migrate",
+        f"point_host shop.example.com->{g2}",
+        f"drop_host shop.example.com-x-{g1}",
+        f"scale {g1}/web=0", f"scale {g1}/worker=0",
+    ]  # fmt: skip
+    applied = calls(backend, "apply")
+    assert applied and all(f"gen/{g2}/" in a for a in applied)
+    assert gens(backend) == {g1: "asleep", g2: "live"}
     assert backend.records[1].status == ReleaseStatus.SUPERSEDED
 
 
-def test_a_failing_route_drop_is_reported_with_its_fix_and_is_not_fatal(app: App) -> None:
-    backend, out = MemoryBackend(), Lines()
-    switch(app, backend, out, "g1", None)
+def test_a_failing_route_drop_is_reported_with_its_fix_and_is_not_fatal(
+    app: App, backend: MemoryBackend, out: Lines
+) -> None:
+    deploy(app, backend, out)
     backend.undroppable_hosts.add("shop.example.com")
-    outcome = switch(app, backend, out, "g2", "g1")
-    assert isinstance(outcome, Rolled)
-    assert outcome.exit_code == 0
+    outcome = deploy(app, backend, out, image="reg/shop:2")
+    assert isinstance(outcome, Rolled) and outcome.exit_code == 0
     assert len(outcome.warnings) == 1
     assert "to fix by hand: delete the route for shop.example.com" in outcome.warnings[0]
-    assert backend.routes["shop.example.com"] == "g2"
-    assert "scale g1/web=0" in calls(backend, "scale")  # the walk went on after the warning
+    g1, g2 = backend.records[1].generation, backend.records[2].generation
+    assert backend.routes["shop.example.com"] == g2
+    assert f"scale {g1}/web=0" in calls(backend, "scale")  # the walk went on
 
 
-def test_a_generation_that_never_gets_ready_leaves_routes_untouched(app: App) -> None:
-    backend, out = MemoryBackend(), Lines()
-    switch(app, backend, out, "g1", None)
+def test_a_generation_that_never_gets_ready_leaves_routes_untouched(
+    app: App, backend: MemoryBackend, out: Lines
+) -> None:
+    deploy(app, backend, out)
+    g1 = backend.records[1].generation
     backend.calls.clear()
-    backend.doomed_images.add("g2")  # the memory backend's WaitReplicas fails for it
-    outcome = switch(app, backend, out, "g2", "g1")
+    backend.on_call["scale"] = lambda: backend.doomed_generations.update(
+        g for g in backend.generation_created if g != g1
+    )
+    outcome = deploy(app, backend, out, image="reg/shop:2")
     assert isinstance(outcome, RolledBack) and outcome.exit_code == 10
-    assert calls(backend, "point_host", "drop_host") == []
-    assert backend.routes["shop.example.com"] == "g1"
-    # the new generation is put back to sleep; the live one is never scaled
-    assert calls(backend, "scale") == ["scale g2/web=2", "scale g2/web=0"]
+    assert calls(backend, "point_host", "drop_host", "run_release_command") == []
+    assert backend.routes["shop.example.com"] == g1
+    g2 = backend.records[2].generation
     assert backend.records[2].status == ReleaseStatus.FAILED
+    scales = calls(backend, "scale")
+    assert scales[:1] == [f"scale {g2}/web=2"]
+    assert f"scale {g2}/web=0" in scales  # put back to sleep
+    assert not any(s.startswith(f"scale {g1}/") for s in scales)  # live one untouched
 
 
-def test_a_no_op_step_says_why(app: App) -> None:
-    backend, out = MemoryBackend(), Lines()
-    switch(app, backend, out, "g1", None)
-    out.lines.clear()
+def test_first_generation_failing_is_no_anchor(
+    app: App, backend: MemoryBackend, out: Lines
+) -> None:
+    backend.on_call["scale"] = lambda: backend.doomed_generations.update(backend.generation_created)
+    outcome = deploy(app, backend, out)
+    assert isinstance(outcome, NoAnchor)
+    assert "shop.example.com" not in backend.routes
+
+
+def test_switch_back_to_an_asleep_generation(app: App, backend: MemoryBackend, out: Lines) -> None:
+    deploy(app, backend, out)
+    deploy(app, backend, out, image="reg/shop:2")
+    g1, g2 = backend.records[1].generation, backend.records[2].generation
+    assert g1 is not None
     backend.calls.clear()
-    switch(app, backend, out, "g1", "g1")
-    assert "[1/1] nothing to do: generation g1 is already live" in out.lines
+    outcome = engine(backend, out).switch_to(Guard(app.slots).clear("prod"), app, "prod", g1)
+    assert isinstance(outcome, Rolled) and outcome.to_revision == 3
+    assert calls(backend, "apply") == []  # nothing re-created: it was kept asleep
+    assert calls(backend, "scale", "wait_replicas", "point_host", "drop_host")[:5] == [
+        f"scale {g1}/web=2", f"scale {g1}/worker=1",
+        f"wait_replicas {g1}/web", f"wait_replicas {g1}/worker",
+        f"point_host shop.example.com->{g1}",
+    ]  # fmt: skip
+    assert gens(backend) == {g1: "live", g2: "asleep"}
+    r3 = backend.records[3]
+    assert r3.generation == g1 and r3.status == ReleaseStatus.DEPLOYED
+    assert r3.description == f"switch to {g1} (r1); {g2} goes to sleep"
+
+
+def test_rollback_on_a_blue_green_slot_switches_generations(
+    app: App, backend: MemoryBackend, out: Lines
+) -> None:
+    deploy(app, backend, out)
+    deploy(app, backend, out, image="reg/shop:2")
+    outcome = engine(backend, out).rollback(Guard(app.slots).clear("prod"), app, "prod")
+    assert isinstance(outcome, Rolled)
+    assert backend.routes["shop.example.com"] == backend.records[1].generation
+
+
+def test_switch_to_the_live_generation_is_a_no_op_saying_why(
+    app: App, backend: MemoryBackend, out: Lines
+) -> None:
+    deploy(app, backend, out)
+    g1 = backend.records[1].generation
+    assert g1 is not None
+    backend.calls.clear()
+    out.lines.clear()
+    engine(backend, out).switch_to(Guard(app.slots).clear("prod"), app, "prod", g1)
+    assert f"[1/1] nothing to do: generation {g1} is already live" in out.lines
     assert calls(backend, "apply", "scale", "point_host", "drop_host") == []
+
+
+def test_a_host_served_by_another_app_is_refused_unless_taken(
+    app: App, backend: MemoryBackend, out: Lines
+) -> None:
+    backend.foreign_hosts["shop.example.com"] = HostOwner("blog", "prod", "prod-1", "ns blog")
+    with pytest.raises(HostTaken) as err:
+        deploy(app, backend, out)
+    assert err.value.exit_code == 2
+    assert "blog/prod generation prod-1 (ns blog)" in str(err.value)
+    assert "--take-host" in str(err.value)
+    assert [c for c in backend.mutations() if c[0] != "lock"] == []
+    outcome = deploy(app, backend, out, take_host=True)
+    assert isinstance(outcome, Rolled)
+    assert any("taking host shop.example.com from blog/prod" in line for line in out.lines)
+
+
+def test_sleep_wake_and_gc_never_touch_the_live_generation(
+    app: App, backend: MemoryBackend, out: Lines
+) -> None:
+    for image in ("reg/shop:1", "reg/shop:2", "reg/shop:3"):
+        deploy(app, backend, out, image=image)
+    g1, g2, g3 = (backend.records[n].generation for n in (1, 2, 3))
+    assert g1 and g2 and g3
+    e, c = engine(backend, out), Guard(app.slots).clear("prod")
+    with pytest.raises(InputError, match="is live"):
+        e.sleep(c, app, "prod", g3)
+    backend.calls.clear()
+    e.wake(c, app, "prod", g1)
+    assert calls(backend, "scale", "wait_replicas") == [
+        f"scale {g1}/web=2", f"scale {g1}/worker=1",
+        f"wait_replicas {g1}/web", f"wait_replicas {g1}/worker",
+    ]  # fmt: skip
+    backend.calls.clear()
+    e.sleep(c, app, "prod", g1)
+    assert calls(backend, "scale") == [f"scale {g1}/web=0", f"scale {g1}/worker=0"]
+    deleted = e.gc(c, app, "prod", keep=1)
+    assert deleted == [g1]
+    assert gens(backend) == {g2: "asleep", g3: "live"}
+    assert e.gc(c, app, "prod", keep=0) == [g2]
+    assert gens(backend) == {g3: "live"}
+
+
+def test_restart_in_a_blue_green_slot_stays_inside_the_live_generation(
+    app: App, backend: MemoryBackend, out: Lines
+) -> None:
+    deploy(app, backend, out)
+    deploy(app, backend, out, image="reg/shop:2")
+    g1, g2 = backend.records[1].generation, backend.records[2].generation
+    backend.calls.clear()
+    outcome = engine(backend, out).restart(Guard(app.slots).clear("prod"), app, "prod", "web")
+    assert isinstance(outcome, Rolled)
+    assert calls(backend, "apply") == [f"apply update gen/{g2}/workload/web"]
+    assert calls(backend, "remove") == []  # the asleep generation is not pruned
+    assert any(k.startswith(f"gen/{g1}/") for k in backend.live)

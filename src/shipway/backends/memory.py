@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 
 from shipway.backends.protocol import (
     Failure,
+    GenerationInfo,
+    HostOwner,
     LockHolder,
     ProcessStatus,
     Reporter,
@@ -52,6 +54,7 @@ MUTATING = frozenset(
         "point_host",
         "drop_host",
         "stop",
+        "delete_generation",
     }
 )
 
@@ -77,6 +80,9 @@ class MemoryBackend:
         self.broken = False
         self.failing_release_command = False
         self.undroppable_hosts: set[str] = set()
+        self.doomed_generations: set[str] = set()
+        self.foreign_hosts: dict[str, HostOwner] = {}
+        self.generation_created: dict[str, str] = {}
         self.routes: dict[str, str | None] = {}
         self.replicas: dict[tuple[str, str | None], int] = {}
         self.on_call: dict[str, Callable[[], None]] = {}  # method -> hook run when called
@@ -92,20 +98,24 @@ class MemoryBackend:
 
     # -- pure ----------------------------------------------------------------------
     def render(self, app: App, slot: Slot, release: Release) -> Artifact:
+        gen = release.generation
+        prefix = f"gen/{gen}/" if gen else ""
         units = [
             Unit(
-                key=f"config/{app.name}",
+                key=f"{prefix}config/{app.name}",
                 kind="config",
                 phase=PREREQUISITE,
+                generation=gen,
                 body={"env": dict(app.env), "secrets": {n: placeholder(n) for n in app.secrets}},
             )
         ]
         for name, process in app.processes.items():
             units.append(
                 Unit(
-                    key=f"workload/{name}",
+                    key=f"{prefix}workload/{name}",
                     kind="workload",
                     process=name,
+                    generation=gen,
                     phase=WORKLOAD,
                     waits=True,
                     switches=True,
@@ -118,7 +128,7 @@ class MemoryBackend:
                     },
                 )
             )
-        for route in app.routes:
+        for route in () if gen else app.routes:  # generations are routed by PointHost
             units.append(
                 Unit(
                     key=f"route/{route.host}",
@@ -147,6 +157,7 @@ class MemoryBackend:
                 state=v.state,
                 process=v.unit.process,
                 phase=v.unit.phase,
+                generation=v.unit.generation,
             )
             for k, v in self.live.items()
         ]
@@ -224,6 +235,8 @@ class MemoryBackend:
         self._note("apply", f"{action} {unit.key}")
         if self.broken:
             raise BackendError(f"engine unavailable while applying {unit.key}")
+        if unit.generation:
+            self.generation_created.setdefault(unit.generation, f"{len(self.calls):06d}")
         self.live[unit.key] = _Live(unit=unit, revealed=reveal(unit.body, secrets))
 
     def remove(
@@ -281,7 +294,7 @@ class MemoryBackend:
         self, target: Target, step: WaitReplicas, deadline: float, reporter: Reporter
     ) -> Failure | None:
         self._note("wait_replicas", f"{step.generation}/{step.process}")
-        if step.generation in self.doomed_images:
+        if step.generation in self.doomed_generations:
             return Failure(
                 reason="NeverReady", message="readiness probe failing", process=step.process
             )
@@ -304,6 +317,42 @@ class MemoryBackend:
                 f"route {step.host} of generation {step.generation} could not be removed",
                 f"delete the route for {step.host} in generation {step.generation} by hand",
             )
+
+    # -- generations -----------------------------------------------------------------
+    def hosts(self, app: App, slot: Slot) -> list[tuple[str, str]]:
+        return [(r.host, r.process) for r in app.routes]
+
+    def generations(self, target: Target) -> list[GenerationInfo]:
+        self._note("generations")
+        routed = set(self.routes.values())
+        records = sorted(self.records.values(), key=lambda r: r.revision)
+        out = []
+        for name, created in sorted(self.generation_created.items(), key=lambda kv: kv[1]):
+            release = next((r.revision for r in reversed(records) if r.generation == name), None)
+            out.append(
+                GenerationInfo(
+                    name=name,
+                    state="live" if name in routed else "asleep",
+                    release=release,
+                    created_at=created,
+                )
+            )
+        return out
+
+    def host_owner(self, target: Target, host: str) -> HostOwner | None:
+        self._note("host_owner", host)
+        if host in self.foreign_hosts:
+            return self.foreign_hosts[host]
+        gen = self.routes.get(host)
+        return HostOwner(target.app, target.slot, gen) if gen else None
+
+    def delete_generation(
+        self, clearance: Clearance, target: Target, generation: str, reporter: Reporter
+    ) -> None:
+        clearance.require_covers(target)
+        self._note("delete_generation", generation)
+        self.live = {k: v for k, v in self.live.items() if v.unit.generation != generation}
+        self.generation_created.pop(generation, None)
 
     def stop(self, clearance: Clearance, target: Target, reporter: Reporter) -> None:
         clearance.require_covers(target)

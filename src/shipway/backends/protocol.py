@@ -164,6 +164,21 @@ class GenerationInfo:
         }
 
 
+@dataclass(frozen=True)
+class HostOwner:
+    """Who serves a host name today: an app's slot (and generation), found in the target."""
+
+    app: str
+    slot: str
+    generation: str | None = None
+    where: str = ""
+
+    def __str__(self) -> str:
+        gen = f" generation {self.generation}" if self.generation else ""
+        at = f" ({self.where})" if self.where else ""
+        return f"{self.app}/{self.slot}{gen}{at}"
+
+
 @runtime_checkable
 class Backend(Protocol):
     name: str
@@ -271,3 +286,28 @@ class Backend(Protocol):
         ...
 
     def stop(self, clearance: Clearance, target: Target, reporter: Reporter) -> None: ...
+
+
+@runtime_checkable
+class GenerationBackend(Backend, Protocol):
+    """A backend that can keep whole generations of an app side by side (blue/green).
+
+    A generation's units carry its name (``Unit.generation``); ``Scale``/``WaitReplicas``
+    steps name the generation; ``PointHost``/``DropHost`` move host names between them.
+    """
+
+    def hosts(self, app: App, slot: Slot) -> list[tuple[str, str]]:
+        """Pure: the (host name, process) pairs a generation of ``app`` serves."""
+        ...
+
+    def generations(self, target: Target) -> list[GenerationInfo]:
+        """Every generation of this app in this slot, oldest first; at most one is live."""
+        ...
+
+    def host_owner(self, target: Target, host: str) -> HostOwner | None:
+        """Who serves ``host`` now, in the whole target (other apps and slots included)."""
+        ...
+
+    def delete_generation(
+        self, clearance: Clearance, target: Target, generation: str, reporter: Reporter
+    ) -> None: ...

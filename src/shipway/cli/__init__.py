@@ -183,6 +183,7 @@ def cli(ctx: click.Context, spec_file: str | None) -> None:
       shipway status prod | history prod | rollback prod [REV]
       shipway restart prod web          restart one process type only
       shipway promote staging           roll staging's release to the next slot
+      shipway helm values RELEASE -n NS values of a Helm release (no helm binary)
     """
     ctx.ensure_object(Context).spec_file = spec_file
 
@@ -259,6 +260,14 @@ def plan(obj: Context, slot: str, image: str | None, out: str | None) -> None:
     _run(obj, body)
 
 
+def take_host_option(f: F) -> F:
+    return click.option(
+        "--take-host",
+        is_flag=True,
+        help="Blue-green slots: take a host another app or slot serves today.",
+    )(f)
+
+
 @cli.command()
 @click.argument("slot")
 @click.option("--image", metavar="REF", help="Deploy this image instead of the spec's.")
@@ -270,6 +279,7 @@ def plan(obj: Context, slot: str, image: str | None, out: str | None) -> None:
     help="Apply exactly this saved plan, or refuse if the slot changed since.",
 )
 @confirm_option
+@take_host_option
 @timeout_options
 @output_option
 @pass_obj
@@ -279,6 +289,7 @@ def deploy(
     image: str | None,
     plan_file: str | None,
     confirm: str | None,
+    take_host: bool,
     timeout: float,
     rollback_timeout: float,
 ) -> None:
@@ -303,6 +314,7 @@ def deploy(
             confirm=_confirmation(app, slot, confirm),
             image=image,
             saved_plan=saved,
+            take_host=take_host,
             timeout=timeout,
             rollback_timeout=rollback_timeout,
             reporter=_reporter(obj),
@@ -467,6 +479,154 @@ def history(obj: Context, slot: str) -> None:
         return 0
 
     _run(obj, body)
+
+
+@cli.command()
+@click.argument("slot")
+@output_option
+@pass_obj
+def gens(obj: Context, slot: str) -> None:
+    """List SLOT's generations (blue-green): release, state (live / asleep) and age."""
+
+    def body() -> int:
+        from shipway import api
+        from shipway.cli.report import emit_json, table
+
+        found = api.generations(obj.app(), slot)
+        rows = [g.to_json() for g in found]
+        if obj.json:
+            emit_json({"slot": slot, "generations": rows})
+            return 0
+        if not rows:
+            click.echo(f"no generations in slot {slot!r}")
+        for row in rows:
+            row["age"] = _age(str(row["created_at"]))
+        for line in table(rows, ["name", "state", "release", "age"]):
+            click.echo(line)
+        return 0
+
+    _run(obj, body)
+
+
+def _age(stamp: str) -> str:
+    from datetime import UTC, datetime
+
+    try:
+        then = datetime.fromisoformat(stamp)
+    except ValueError:
+        return stamp
+    seconds = int((datetime.now(UTC) - then).total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{max(seconds, 0)}s"
+
+
+@cli.command()
+@click.argument("slot")
+@click.argument("generation")
+@confirm_option
+@take_host_option
+@timeout_options
+@output_option
+@pass_obj
+def switch(
+    obj: Context,
+    slot: str,
+    generation: str,
+    confirm: str | None,
+    take_host: bool,
+    timeout: float,
+    rollback_timeout: float,
+) -> None:
+    """Switch SLOT to GENERATION: wake, wait, point hosts, drop the old route, sleep it."""
+
+    def body() -> int:
+        from shipway import api
+
+        app = obj.app()
+        outcome = api.switch(
+            app,
+            slot,
+            generation,
+            confirm=_confirmation(app, slot, confirm),
+            take_host=take_host,
+            timeout=timeout,
+            rollback_timeout=rollback_timeout,
+            reporter=_reporter(obj),
+        )
+        return _outcome(obj, outcome)
+
+    _run(obj, body)
+
+
+def _generation_command(name: str, doc: str) -> None:
+    @cli.command(name=name, help=doc)
+    @click.argument("slot")
+    @click.argument("generation")
+    @confirm_option
+    @output_option
+    @pass_obj
+    def command(obj: Context, slot: str, generation: str, confirm: str | None) -> None:
+        def body() -> int:
+            from shipway import api
+            from shipway.cli.report import emit_json
+
+            app = obj.app()
+            action = api.sleep if name == "sleep" else api.wake
+            action(
+                app,
+                slot,
+                generation,
+                confirm=_confirmation(app, slot, confirm),
+                reporter=_reporter(obj),
+            )
+            state = "asleep" if name == "sleep" else "awake (no traffic moved)"
+            if obj.json:
+                emit_json({"slot": slot, "generation": generation, "state": state})
+            else:
+                click.echo(f"{generation} is {state}")
+            return 0
+
+        _run(obj, body)
+
+
+_generation_command("sleep", "Put GENERATION of SLOT to sleep (scaled to zero, kept).")
+_generation_command("wake", "Wake GENERATION of SLOT and wait until ready; no traffic moves.")
+
+
+@cli.command()
+@click.argument("slot")
+@click.option(
+    "--keep", type=int, default=2, show_default=True, help="How many asleep generations to keep."
+)
+@confirm_option
+@output_option
+@pass_obj
+def gc(obj: Context, slot: str, keep: int, confirm: str | None) -> None:
+    """Delete SLOT's asleep generations beyond the KEEP newest; never the live one."""
+
+    def body() -> int:
+        from shipway import api
+        from shipway.cli.report import emit_json
+
+        app = obj.app()
+        deleted = api.gc(
+            app, slot, keep, confirm=_confirmation(app, slot, confirm), reporter=_reporter(obj)
+        )
+        if obj.json:
+            emit_json({"slot": slot, "deleted": deleted})
+        else:
+            click.echo(f"deleted {len(deleted)} generation(s): {', '.join(deleted) or '-'}")
+        return 0
+
+    _run(obj, body)
+
+
+# Command groups kept in their own modules; imported last, as they use what is above.
+from shipway.cli.helm import helm  # noqa: E402
+
+cli.add_command(helm)
 
 
 def main() -> None:

@@ -19,20 +19,30 @@ import json
 import socket
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from pathlib import Path
 
-from shipway.backends.protocol import Backend, LockHolder, NullReporter, Reporter
+from shipway.backends.protocol import (
+    Backend,
+    GenerationBackend,
+    GenerationInfo,
+    LockHolder,
+    NullReporter,
+    Reporter,
+)
 from shipway.engine.ids import fresh_ids, restart_ids
 from shipway.engine.outcome import NoAnchor, Outcome, RollbackFailed, Rolled, RolledBack
 from shipway.engine.signals import Interrupted, signals_raise
 from shipway.engine.walk import Walker, WalkResult
 from shipway.errors import (
     BackendError,
+    HostTaken,
     ImageMetadataMissing,
     InputError,
     StalePlan,
 )
 from shipway.guard import Clearance
-from shipway.plan.model import Observed, Plan, Scale, Step, changes_between
+from shipway.plan.generation import switch_plan, switch_steps
+from shipway.plan.model import Observed, Plan, Scale, Step, WaitReplicas, changes_between
 from shipway.plan.rollout import discard_steps, restore_steps, rollout_plan
 from shipway.release import history
 from shipway.release.artifact import Artifact
@@ -71,6 +81,23 @@ def _same_release(anchor: Release, new: Release) -> bool:
         and plain(anchor.spec) == plain(new.spec)
         and set(anchor.deployment_ids) == set(new.deployment_ids)
     )
+
+
+def live_generation(gens: Sequence[GenerationInfo]) -> str | None:
+    return next((g.name for g in gens if g.state == "live"), None)
+
+
+def new_generation_name(slot: str, gens: Sequence[GenerationInfo]) -> str:
+    """``<slot>-<YYYYMMDD-HHMMSS>`` (UTC), unique among the slot's generations."""
+    from datetime import UTC, datetime
+
+    base = f"{slot[:40]}-{datetime.now(UTC):%Y%m%d-%H%M%S}"
+    taken = {g.name for g in gens}
+    name, n = base, 1
+    while name in taken:
+        n += 1
+        name = f"{base}-{n}"
+    return name
 
 
 def head_of(records: Sequence[Release]) -> str:
@@ -117,12 +144,21 @@ class Engine:
         image: str | None = None,
         operation: str = "deploy",
         description: str = "",
+        take_host: bool = False,
     ) -> Plan:
         target = app.slots.target(slot_name)
         records = self.backend.read_records(target)
         observed = self.observe(target, records)
         return self._deploy_plan(
-            app, slot_name, records, observed, self.secrets(app), image, operation, description
+            app,
+            slot_name,
+            records,
+            observed,
+            self.secrets(app),
+            image,
+            operation,
+            description,
+            take_host,
         )
 
     def _deploy_plan(
@@ -135,6 +171,7 @@ class Engine:
         image: str | None,
         operation: str,
         description: str,
+        take_host: bool = False,
     ) -> Plan:
         slot = app.slots.get(slot_name)
         view = app.in_slot(slot_name)
@@ -155,6 +192,8 @@ class Engine:
             description=description or f"{operation} {resolved.ref}",
             actor=self.actor,
         )
+        if slot.strategy == "blue-green":
+            return self._generation_plan(app, slot_name, release, observed, operation, take_host)
         anchor = history.deployed(records)
         if anchor is not None and _same_release(anchor, release):
             # Nothing the user controls changed: the deployed artifact is what must run, so
@@ -176,6 +215,210 @@ class Engine:
             observed=observed,
             release_command=view.release_command,
         )
+
+    # -- generations (blue/green) ----------------------------------------------------
+
+    def _generations(self) -> GenerationBackend:
+        if not isinstance(self.backend, GenerationBackend):
+            raise InputError(
+                f"the {self.backend.name} backend does not keep generations "
+                '(hint: use strategy = "rolling" for this slot)'
+            )
+        return self.backend
+
+    def generations(self, app: App, slot_name: str) -> list[GenerationInfo]:
+        return self._generations().generations(app.slots.target(slot_name))
+
+    def _generation_plan(
+        self,
+        app: App,
+        slot_name: str,
+        release: Release,
+        observed: Observed,
+        operation: str,
+        take_host: bool,
+    ) -> Plan:
+        """A deploy to a blue-green slot: the release becomes a new generation beside the
+        live one; hosts move only once it is ready."""
+        gb = self._generations()
+        slot = app.slots.get(slot_name)
+        view = app.in_slot(slot_name)
+        target = app.slots.target(slot_name)
+        gens = gb.generations(target)
+        release = replace(release, generation=new_generation_name(slot_name, gens))
+        release = replace(release, artifact=gb.render(view, slot, release))
+        steps = switch_steps(
+            to_generation=release.generation or "",
+            from_generation=live_generation(gens),
+            replicas={name: p.replicas for name, p in view.processes.items()},
+            hosts=self._claim_hosts(gb, target, gb.hosts(view, slot), take_host),
+            release=release,
+            observed=observed,
+            sleep_delay=slot.sleep_after,
+            release_command=view.release_command,
+        )
+        return switch_plan(
+            app=app.name,
+            slot=slot_name,
+            backend=gb.name,
+            observed=observed,
+            steps=steps,
+            release=release,
+            operation=operation,
+        )
+
+    def _claim_hosts(
+        self,
+        gb: GenerationBackend,
+        target: Target,
+        hosts: list[tuple[str, str]],
+        take_host: bool,
+    ) -> list[tuple[str, str]]:
+        """Refuse a host another app or slot serves, unless told to take it."""
+        for host, _ in hosts:
+            owner = gb.host_owner(target, host)
+            if owner is None or (owner.app, owner.slot) == (target.app, target.slot):
+                continue
+            if not take_host:
+                raise HostTaken(host, str(owner))
+            self.reporter.line(f"taking host {host} from {owner} (--take-host)")
+        return hosts
+
+    def switch_to(
+        self,
+        clearance: Clearance,
+        app: App,
+        slot_name: str,
+        generation: str,
+        *,
+        take_host: bool = False,
+        timeout: float = DEFAULT_TIMEOUT,
+        rollback_timeout: float = DEFAULT_ROLLBACK_TIMEOUT,
+    ) -> Outcome:
+        """Switch the slot back (or forth) to a kept generation: wake → wait → point →
+        drop → the live one goes to sleep. Recorded as a new revision."""
+        target = app.slots.target(slot_name)
+        clearance.require_covers(target)
+        secrets = self.secrets(app)
+        gb = self._generations()
+
+        def build(records: list[Release], observed: Observed) -> Plan:
+            gens = gb.generations(target)
+            source = self._generation_release(records, gens, generation)
+            recorded = from_snapshot(source.spec, app.source_dir)
+            live = live_generation(gens)
+            slot = app.slots.get(slot_name)
+            release = replace(
+                source,
+                revision=history.next_revision(records),
+                status=ReleaseStatus.PENDING,
+                description=f"switch to {generation} (r{source.revision})"
+                + (f"; {live} goes to sleep" if live and live != generation else ""),
+                created_at=now_utc(),
+                updated_at=now_utc(),
+                actor=self.actor,
+            )
+            steps = switch_steps(
+                to_generation=generation,
+                from_generation=live,
+                replicas={name: p.replicas for name, p in recorded.processes.items()},
+                hosts=self._claim_hosts(gb, target, gb.hosts(recorded, slot), take_host),
+                sleep_delay=slot.sleep_after,
+            )
+            return switch_plan(
+                app=app.name,
+                slot=slot_name,
+                backend=gb.name,
+                observed=observed,
+                steps=steps,
+                release=release,
+            )
+
+        return self._rollout(
+            clearance, target, app, secrets, build, self._sleep_new, timeout, rollback_timeout
+        )
+
+    @staticmethod
+    def _generation_release(
+        records: Sequence[Release], gens: Sequence[GenerationInfo], generation: str
+    ) -> Release:
+        names = [g.name for g in gens]
+        if generation not in names:
+            raise InputError(
+                f"no generation {generation!r} in this slot (have: {', '.join(names) or 'none'})"
+            )
+        ran = [
+            r
+            for r in history.ordered(records)
+            if r.generation == generation
+            and r.status in (ReleaseStatus.DEPLOYED, ReleaseStatus.SUPERSEDED)
+        ]
+        if not ran:
+            raise InputError(f"generation {generation!r} never went live: nothing to switch to")
+        return ran[-1]
+
+    def sleep(self, clearance: Clearance, app: App, slot_name: str, generation: str) -> None:
+        """Scale an asleep-to-be generation to zero. The live one is refused."""
+        self._scale_generation(clearance, app, slot_name, generation, wake=False)
+
+    def wake(
+        self,
+        clearance: Clearance,
+        app: App,
+        slot_name: str,
+        generation: str,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
+        """Scale a generation back to its replicas and wait until it is ready (no traffic)."""
+        self._scale_generation(clearance, app, slot_name, generation, wake=True, timeout=timeout)
+
+    def _scale_generation(
+        self,
+        clearance: Clearance,
+        app: App,
+        slot_name: str,
+        generation: str,
+        *,
+        wake: bool,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
+        target = app.slots.target(slot_name)
+        clearance.require_covers(target)
+        gb = self._generations()
+        holder = LockHolder.me(self.lock_ttl)
+        with signals_raise(), gb.lock(clearance, target, holder, self.reporter):
+            records = gb.read_records(target)
+            gens = gb.generations(target)
+            source = self._generation_release(records, gens, generation)
+            if not wake and generation == live_generation(gens):
+                raise InputError(f"generation {generation!r} is live: switch to another one first")
+            processes = from_snapshot(source.spec, app.source_dir).processes
+            steps: list[Step] = [
+                Scale(process=n, replicas=p.replicas if wake else 0, generation=generation)
+                for n, p in processes.items()
+            ]
+            if wake:
+                steps += [
+                    WaitReplicas(process=n, replicas=p.replicas, generation=generation)
+                    for n, p in processes.items()
+                ]
+            result = Walker(gb, clearance, target, source, {}, self.reporter).run(steps, timeout)
+            if result.failure is not None:
+                raise BackendError(result.failure.headline())
+
+    def gc(self, clearance: Clearance, app: App, slot_name: str, keep: int) -> list[str]:
+        """Delete asleep generations beyond the ``keep`` newest; never the live one."""
+        target = app.slots.target(slot_name)
+        clearance.require_covers(target)
+        gb = self._generations()
+        holder = LockHolder.me(self.lock_ttl)
+        with signals_raise(), gb.lock(clearance, target, holder, self.reporter):
+            asleep = [g for g in gb.generations(target) if g.state == "asleep"]
+            doomed = sorted(asleep, key=lambda g: g.created_at, reverse=True)[max(keep, 0) :]
+            for gen in doomed:
+                self.reporter.line(f"deleting asleep generation {gen.name}")
+                gb.delete_generation(clearance, target, gen.name, self.reporter)
+            return [g.name for g in doomed]
 
     def _image_meta(
         self,
@@ -214,6 +457,7 @@ class Engine:
         saved: Plan | None = None,
         operation: str = "deploy",
         description: str = "",
+        take_host: bool = False,
         timeout: float = DEFAULT_TIMEOUT,
         rollback_timeout: float = DEFAULT_ROLLBACK_TIMEOUT,
     ) -> Outcome:
@@ -233,15 +477,28 @@ class Engine:
         def build(records: list[Release], observed: Observed) -> Plan:
             if saved is None:
                 return self._deploy_plan(
-                    app, slot_name, records, observed, secrets, image, operation, description
+                    app,
+                    slot_name,
+                    records,
+                    observed,
+                    secrets,
+                    image,
+                    operation,
+                    description,
+                    take_host,
                 )
             changes = changes_between(saved.observed, observed.summary())
             if changes:
                 raise StalePlan(changes)
             return saved
 
+        undo = (
+            self._sleep_new
+            if app.slots.get(slot_name).strategy == "blue-green"
+            else self._restore_anchor
+        )
         return self._rollout(
-            clearance, target, app, secrets, build, self._restore_anchor, timeout, rollback_timeout
+            clearance, target, app, secrets, build, undo, timeout, rollback_timeout
         )
 
     def rollback(
@@ -255,10 +512,23 @@ class Engine:
         rollback_timeout: float = DEFAULT_ROLLBACK_TIMEOUT,
     ) -> Outcome:
         """Re-apply the stored artifact of ``revision`` (default: the one before the
-        deployed one) as a NEW revision, through the same health-gated path."""
+        deployed one) as a NEW revision, through the same health-gated path. On a blue-green
+        slot this switches back to that revision's generation."""
         target = app.slots.target(slot_name)
         clearance.require_covers(target)
         secrets = self.secrets(app)
+        if app.slots.get(slot_name).strategy == "blue-green":
+            source = self._rollback_source(self.backend.read_records(target), revision)
+            if source.generation is None:
+                raise InputError(f"r{source.revision} ran in no generation: nothing to switch to")
+            return self.switch_to(
+                clearance,
+                app,
+                slot_name,
+                source.generation,
+                timeout=timeout,
+                rollback_timeout=rollback_timeout,
+            )
 
         def build(records: list[Release], observed: Observed) -> Plan:
             source = self._rollback_source(records, revision)
@@ -367,26 +637,10 @@ class Engine:
         renewed = [u for u in fresh if u.process in targets]
         release = replace(release, artifact=Artifact(tuple(kept + renewed)))
         return rollout_plan(
-            operation="restart", backend=self.backend.name, release=release, observed=observed
-        )
-
-    def switch(
-        self,
-        clearance: Clearance,
-        app: App,
-        slot_name: str,
-        build: Build,
-        *,
-        timeout: float = DEFAULT_TIMEOUT,
-        rollback_timeout: float = DEFAULT_ROLLBACK_TIMEOUT,
-    ) -> Outcome:
-        """Walk a generation switch plan. A failure (before any host moved) puts the new
-        generation back to sleep and leaves the live one untouched."""
-        target = app.slots.target(slot_name)
-        clearance.require_covers(target)
-        secrets = self.secrets(app)
-        return self._rollout(
-            clearance, target, app, secrets, build, self._sleep_new, timeout, rollback_timeout
+            operation="restart",
+            backend=self.backend.name,
+            release=release,
+            observed=observed.of_generation(anchor.generation),
         )
 
     # -- the shared sequence ---------------------------------------------------------
@@ -489,11 +743,13 @@ class Engine:
     def _restore_anchor(
         self, target: Target, result: WalkResult, anchor: Release | None
     ) -> list[Step]:
-        """Undo for a rollout: put the anchor back; with no anchor, stop what was created."""
+        """Undo for a rollout: put the anchor back; with no anchor, stop what was created.
+        Only the anchor's own generation is considered: other generations are not its to
+        prune."""
         observed = self.backend.observe(target)
         if anchor is None:
             return discard_steps(result.created(), observed)
-        return restore_steps(anchor.artifact, observed)
+        return restore_steps(anchor.artifact, observed.of_generation(anchor.generation))
 
     def _sleep_new(self, target: Target, result: WalkResult, anchor: Release | None) -> list[Step]:
         """Undo for a generation switch: put back to sleep what this switch scaled up."""
@@ -502,6 +758,23 @@ class Engine:
             for s in result.done
             if isinstance(s, Scale) and s.replicas > 0
         ]
+
+    def _reassert_steps(
+        self, target: Target, records: Sequence[Release], anchor: Release, stuck: Release
+    ) -> list[Step]:
+        """Steps that make the anchor what runs and serves again."""
+        if anchor.generation is None:
+            observed = self.observe(target, records)
+            return restore_steps(anchor.artifact, observed.of_generation(None))
+        gb = self._generations()
+        recorded = from_snapshot(anchor.spec, Path("."))
+        slot = recorded.slots.get(target.slot)
+        return switch_steps(
+            to_generation=anchor.generation,
+            from_generation=stuck.generation,
+            replicas={name: p.replicas for name, p in recorded.processes.items()},
+            hosts=gb.hosts(recorded, slot),
+        )
 
     def _recover(
         self,
@@ -529,8 +802,7 @@ class Engine:
             self.reporter.line("nothing was deployed before it: nothing to re-assert")
         else:
             self.reporter.line(f"re-asserting r{anchor.revision}, the deployed release")
-            observed = self.observe(target, records)
-            steps = restore_steps(anchor.artifact, observed)
+            steps = self._reassert_steps(target, records, anchor, stuck[-1])
             back = Walker(self.backend, clearance, target, anchor, secrets, self.reporter).run(
                 steps, timeout, "re-assert "
             )

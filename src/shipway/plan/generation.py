@@ -16,6 +16,7 @@ from shipway.plan.model import (
     Observed,
     Plan,
     PointHost,
+    RunReleaseCommand,
     Scale,
     Step,
     WaitReplicas,
@@ -33,8 +34,10 @@ def switch_steps(
     release: Release | None = None,
     observed: Observed | None = None,
     sleep_delay: float = 0.0,
+    release_command: tuple[str, ...] | None = None,
 ) -> list[Step]:
-    """``hosts``: (host name, process) pairs to point at the new generation."""
+    """``hosts``: (host name, process) pairs to point at the new generation. The release
+    command, when given, runs once the new generation is ready and before any host moves."""
     if to_generation == from_generation:
         return [NoOp(reason=f"generation {to_generation} is already live")]
     steps: list[Step] = []
@@ -48,6 +51,8 @@ def switch_steps(
         steps.append(Scale(process=process, replicas=count, generation=to_generation))
     for process, count in replicas.items():
         steps.append(WaitReplicas(process=process, replicas=count, generation=to_generation))
+    if release_command:
+        steps.append(RunReleaseCommand(command=release_command))
     for host, process in hosts:
         steps.append(PointHost(host=host, process=process, generation=to_generation))
     if from_generation is None:
@@ -70,12 +75,13 @@ def switch_plan(
     observed: Observed,
     steps: Sequence[Step],
     release: Release | None = None,
+    operation: str = "switch",
 ) -> Plan:
     return Plan(
         app=app,
         slot=slot,
         backend=backend,
-        operation="switch",
+        operation=operation,
         steps=tuple(steps),
         observed=observed.summary(),
         release=release,

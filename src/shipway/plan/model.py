@@ -49,6 +49,12 @@ class Observed:
     def of(cls, units: list[ObservedUnit], head: str = "none") -> Observed:
         return cls({u.key: u for u in units}, head)
 
+    def of_generation(self, generation: str | None) -> Observed:
+        """Only the units of one generation (None: units outside any generation)."""
+        return Observed(
+            {k: u for k, u in self.units.items() if u.generation == generation}, self.head
+        )
+
     def summary(self) -> dict[str, str]:
         out = {key: unit.signature() for key, unit in sorted(self.units.items())}
         out["(records)"] = self.head

@@ -111,6 +111,7 @@ class Slot:
     guarded: bool = False
     promotes_to: str | None = None
     strategy: Strategy = "rolling"
+    sleep_after: float = 10.0
     history_limit: int = 10
     # kubernetes
     context: str | None = None
@@ -267,6 +268,7 @@ def _slot_json(slot: Slot) -> dict[str, Any]:
         "role": slot.role,
         "guarded": slot.guarded,
         "strategy": slot.strategy,
+        "sleep_after": slot.sleep_after,
         "history_limit": slot.history_limit,
     }
     if slot.backend == "kubernetes":

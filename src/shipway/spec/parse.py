@@ -55,6 +55,7 @@ SLOT_KEYS = (
     "guarded",
     "promotes_to",
     "strategy",
+    "sleep_after",
     "history_limit",
     "context",
     "namespace",
@@ -553,6 +554,13 @@ def _slot(
     strategy = c.choice(s.get("strategy", "rolling"), (*path, "strategy"), STRATEGIES)
     guarded = c.boolean(s.get("guarded", False), (*path, "guarded"))
     history = c.integer(s.get("history_limit", 10), (*path, "history_limit"), 1, 1000)
+    sleep_after = c.duration(s.get("sleep_after", 10.0), (*path, "sleep_after"))
+    if strategy == "blue-green" and backend == "docker":
+        c.error(
+            (*path, "strategy"),
+            "blue-green generations run on kubernetes and local slots only",
+            'use strategy = "rolling" (docker slots switch traffic per container already)',
+        )
     for key, only in BACKEND_ONLY.items():
         if key in s and backend != only:
             c.error(
@@ -637,6 +645,7 @@ def _slot(
         guarded=bool(guarded),
         promotes_to=promotes_to,
         strategy=cast(Strategy, strategy),
+        sleep_after=10.0 if sleep_after is None else sleep_after,
         history_limit=cast(int, history),
         context=context,
         namespace=namespace or (f"{app_name}-{name}" if backend == "kubernetes" else None),

@@ -125,16 +125,16 @@ class DockerBackend:
     def __init__(self, app: App, slot: Slot, environ: Mapping[str, str] | None = None) -> None:
         self.app, self.slot = app, slot
         self.settings = render.Settings.of(slot)
-        self.hosts: list[HostAddress] = addresses(slot.hosts)
-        if not self.hosts:
+        self.host_addresses: list[HostAddress] = addresses(slot.hosts)
+        if not self.host_addresses:
             raise InputError(f"slot {slot.name!r} lists no docker hosts")
         self.connections = {
             h.name: HostConnection(
                 h, known_hosts=slot.known_hosts, base_dir=app.source_dir, environ=environ
             )
-            for h in self.hosts
+            for h in self.host_addresses
         }
-        self.primary = self.hosts[0].name
+        self.primary = self.host_addresses[0].name
         #: host -> time.monotonic() of its proxy's last route switch (drain starts there)
         self._switched_at: dict[str, float] = {}
         #: unit key -> why it differs from its body (from the last observe)
@@ -163,7 +163,7 @@ class DockerBackend:
     def host_report(self) -> list[str]:
         """What this operation did on each host, in order (the per-host report)."""
         out = []
-        for h in self.hosts:
+        for h in self.host_addresses:
             done = self.journal.get(h.name)
             out.append(f"host {h.name}: " + ("; ".join(done) if done else "nothing done"))
         return out
@@ -176,8 +176,10 @@ class DockerBackend:
 
     def _each_host(self, work: Callable[[HostConnection], T]) -> dict[str, T]:
         """Run ``work`` on every host at once; the first error (in host order) is raised."""
-        with ThreadPoolExecutor(max_workers=len(self.hosts)) as pool:
-            futures = {h.name: pool.submit(work, self.connections[h.name]) for h in self.hosts}
+        with ThreadPoolExecutor(max_workers=len(self.host_addresses)) as pool:
+            futures = {
+                h.name: pool.submit(work, self.connections[h.name]) for h in self.host_addresses
+            }
             return {name: f.result() for name, f in futures.items()}
 
     def _labelled(self, client: docker.DockerClient, kind: str | None = None) -> list[Container]:
@@ -223,7 +225,7 @@ class DockerBackend:
                 registry = str(client.images.get_registry_data(chosen).id)
             except (docker.errors.DockerException, requests.exceptions.RequestException):
                 registry = None  # no registry reachable for it: a local-only image
-        for host in self.hosts:
+        for host in self.host_addresses:
             client = self._client(host.name)
             with edge(f"host {host.name}: inspect image {chosen}"):
                 try:
@@ -240,7 +242,7 @@ class DockerBackend:
         found = self._each_host(self._observe_host)
         units: list[ObservedUnit] = []
         self.drift = {}
-        for name in (h.name for h in self.hosts):
+        for name in (h.name for h in self.host_addresses):
             for unit, reasons in found[name]:
                 units.append(unit)
                 if reasons:
@@ -391,7 +393,7 @@ class DockerBackend:
         release = plan.release
         artifact = release.artifact if release else Artifact()
         lines = ["per host:"]
-        for host in self.hosts:
+        for host in self.host_addresses:
             steps = [s for s in plan.steps if getattr(s, "host", None) == host.name]
             counts: dict[str, int] = {}
             for s in steps:
@@ -443,7 +445,7 @@ class DockerBackend:
     def logs(self, target: Target, process: str | None, follow: bool, lines: int) -> Iterator[str]:
         self._mine(target)
         picked: list[tuple[str, Container]] = []
-        for host in self.hosts:
+        for host in self.host_addresses:
             client = self._client(host.name)
             with edge(f"host {host.name}: list containers"):
                 for c in self._labelled(client, labels.APP_CONTAINER):
@@ -518,7 +520,7 @@ class DockerBackend:
     def live_digest(self, target: Target, release: Release) -> str | None:
         self._mine(target)
         keys = {u.key: u for u in release.artifact if u.kind == "container"}
-        for host in self.hosts:
+        for host in self.host_addresses:
             client = self._client(host.name)
             with edge(f"host {host.name}: inspect"):
                 for c in self._labelled(client, labels.APP_CONTAINER):

@@ -1,0 +1,1 @@
+"""The Kubernetes backend: render → server-side apply → watch → records in Secrets."""
