@@ -7,8 +7,8 @@ EXPECTED = [
     "ConfirmationRequired", "Engine", "Guard", "GuardRefused", "InputError", "Interrupted",
     "NoAnchor", "Outcome", "Plan", "Release", "ReleaseStatus", "RollbackFailed", "Rolled",
     "RolledBack", "ShipwayError", "Slot", "SlotLocked", "SlotStatus", "SpecInvalid", "StalePlan",
-    "Target", "__version__", "clear", "deploy", "diff", "history", "load", "plan", "promote",
-    "restart", "rollback", "status",
+    "Target", "__version__", "clear", "deploy", "diff", "history", "load", "logs", "plan",
+    "promote", "restart", "rollback", "status", "stop",
 ]  # fmt: skip
 
 

@@ -18,11 +18,13 @@ if TYPE_CHECKING:
         diff,
         history,
         load,
+        logs,
         plan,
         promote,
         restart,
         rollback,
         status,
+        stop,
     )
     from shipway.engine import (
         Engine,
@@ -54,7 +56,8 @@ __version__ = "0.1.0"
 
 _WHERE = {
     "shipway.api": (
-        "SlotStatus clear deploy diff history load plan promote restart rollback status"
+        "SlotStatus clear deploy diff history load logs plan promote restart rollback status "
+        "stop"
     ),
     "shipway.engine": "Engine Interrupted NoAnchor Outcome RollbackFailed Rolled RolledBack",
     "shipway.errors": (
@@ -111,9 +114,11 @@ __all__ = [
     "diff",
     "history",
     "load",
+    "logs",
     "plan",
     "promote",
     "restart",
     "rollback",
     "status",
+    "stop",
 ]

@@ -8,6 +8,7 @@ slot's own backend is opened.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -161,6 +162,39 @@ def promote(
         timeout=timeout,
         rollback_timeout=rollback_timeout,
     )
+
+
+def stop(
+    app: App,
+    slot: str,
+    *,
+    confirm: str | None = None,
+    backend: Backend | None = None,
+    reporter: Reporter | None = None,
+) -> None:
+    """Stop the slot's processes under its lock. The release records stay, so the deployed
+    release is still the anchor: ``deploy`` or ``restart`` brings it back."""
+    clearance = clear(app, slot, confirm)
+    _engine(app, slot, backend, reporter).stop(clearance, app, slot)
+
+
+def logs(
+    app: App,
+    slot: str,
+    process: str | None = None,
+    *,
+    follow: bool = False,
+    lines: int = 50,
+    backend: Backend | None = None,
+) -> Iterator[str]:
+    """The last ``lines`` lines of the slot's process logs (secret values masked); with
+    ``follow``, then every new line until the caller stops iterating."""
+    if process is not None and process not in app.processes:
+        raise InputError(
+            f"no process {process!r} in {app.name} (processes: {', '.join(app.processes)})"
+        )
+    b = backend or open_backend(app, app.slots.get(slot))
+    return b.logs(app.slots.target(slot), process, follow, lines)
 
 
 @dataclass(frozen=True)

@@ -183,6 +183,8 @@ def cli(ctx: click.Context, spec_file: str | None) -> None:
       shipway status prod | history prod | rollback prod [REV]
       shipway restart prod web          restart one process type only
       shipway promote staging           roll staging's release to the next slot
+      shipway logs local web -f         follow a process's log
+      shipway stop local                stop what runs in a slot (records stay)
       shipway helm values RELEASE -n NS values of a Helm release (no helm binary)
     """
     ctx.ensure_object(Context).spec_file = spec_file
@@ -618,6 +620,70 @@ def gc(obj: Context, slot: str, keep: int, confirm: str | None) -> None:
             emit_json({"slot": slot, "deleted": deleted})
         else:
             click.echo(f"deleted {len(deleted)} generation(s): {', '.join(deleted) or '-'}")
+        return 0
+
+    _run(obj, body)
+
+
+@cli.command()
+@click.argument("slot")
+@click.argument("process", required=False)
+@click.option("-f", "--follow", is_flag=True, help="Keep printing new lines until Ctrl-C.")
+@click.option(
+    "-n",
+    "--lines",
+    type=click.IntRange(min=0),
+    default=50,
+    show_default=True,
+    help="How many of the last lines of each log to print first.",
+)
+@output_option
+@pass_obj
+def logs(obj: Context, slot: str, process: str | None, follow: bool, lines: int) -> None:
+    """Print the logs of SLOT's processes (or of PROCESS only); secret values are masked."""
+
+    def body() -> int:
+        from shipway import api
+
+        stream = api.logs(obj.app(), slot, process, follow=follow, lines=lines)
+        try:
+            if obj.json and not follow:
+                from shipway.cli.report import emit_json
+
+                emit_json({"slot": slot, "process": process, "lines": list(stream)})
+                return 0
+            for line in stream:
+                click.echo(json.dumps({"line": line}) if obj.json else line)
+        except KeyboardInterrupt:
+            return 0
+        except BrokenPipeError:
+            sys.stderr.close()  # the reader went away (| head): not an error
+            return 0
+        return 0
+
+    _run(obj, body)
+
+
+@cli.command()
+@click.argument("slot")
+@confirm_option
+@output_option
+@pass_obj
+def stop(obj: Context, slot: str, confirm: str | None) -> None:
+    """Stop SLOT's processes (hosts dropped, requests drained). Records stay: the deployed
+    release comes back with deploy or restart."""
+
+    def body() -> int:
+        from shipway import api
+
+        app = obj.app()
+        api.stop(app, slot, confirm=_confirmation(app, slot, confirm), reporter=_reporter(obj))
+        if obj.json:
+            from shipway.cli.report import emit_json
+
+            emit_json({"stopped": f"{app.name}/{slot}"})
+        else:
+            click.echo(f"stopped {app.name}/{slot}; its release records stay (shipway history)")
         return 0
 
     _run(obj, body)

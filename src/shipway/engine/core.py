@@ -643,6 +643,15 @@ class Engine:
             observed=observed.of_generation(anchor.generation),
         )
 
+    def stop(self, clearance: Clearance, app: App, slot_name: str) -> None:
+        """Stop what runs in a slot, under its lock. Records stay: the deployed release is
+        still the anchor, and a deploy or restart brings it back."""
+        target = app.slots.target(slot_name)
+        clearance.require_covers(target)
+        holder = LockHolder.me(self.lock_ttl)
+        with signals_raise(), self.backend.lock(clearance, target, holder, self.reporter):
+            self.backend.stop(clearance, target, self.reporter)
+
     # -- the shared sequence ---------------------------------------------------------
 
     def _rollout(

@@ -1,0 +1,1006 @@
+"""The local backend: a release runs as supervised OS processes behind an HTTP router.
+
+It does one step at a time when the engine asks (the engine decides what and when):
+
+* ``snapshot``: copy the source (verified against its digest) into ``releases/r<N>``,
+  write the config files, prune old snapshots (the last ``KEEP_SNAPSHOTS`` are kept).
+* ``program``: hand out fresh ports, write each instance's env file (0600: secrets live
+  there, never in a command line), add the instances to supervisord; the health gate is
+  ``wait``; removing one drains it through the router first, then stops it.
+* ``route``: point a host at a program in the router's table and reload it atomically.
+
+What must never happen, and where it is prevented:
+  * a half-written state file — every write is a rename (:mod:`.state`);
+  * a slot stuck behind a dead deploy — the lock is an flock (:mod:`.lock`);
+  * a dropped request on a switch — routes move atomically and old programs are drained
+    before they stop (:mod:`.router`);
+  * a secret value in output — env files and config files are the only places values are
+    written; log lines shown to the user are redacted;
+  * a subprocess from ``plan``/``status``/``observe`` — reads never start supervisord or
+    the router, they report what is (not) running.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from shipway.backends.local import health, logfiles, render, snapshot
+from shipway.backends.local.gate import FailureOf, health_gate
+from shipway.backends.local.gate import starts as gate_starts
+from shipway.backends.local.launch import expand
+from shipway.backends.local.lock import slot_lock
+from shipway.backends.local.routing import RouterControl
+from shipway.backends.local.state import (
+    SlotDirs,
+    file_lock,
+    private_dir,
+    read_json,
+    read_records_file,
+    router_port,
+    state_root,
+    write_atomic,
+    write_json,
+    write_records_file,
+)
+from shipway.backends.local.supervisor import (
+    INHERITED_ENV,
+    RUNNING_STATES,
+    Supervisor,
+    program_conf,
+    state_of,
+)
+from shipway.backends.protocol import (
+    Failure,
+    LockHolder,
+    ProcessStatus,
+    Reporter,
+    ResolvedImage,
+)
+from shipway.errors import BackendError, CleanupFailed, InputError, RecordError
+from shipway.guard import Clearance
+from shipway.plan.model import (
+    ApplyObject,
+    DropHost,
+    Observed,
+    ObservedUnit,
+    Plan,
+    PointHost,
+    Remove,
+    Scale,
+    WaitReplicas,
+    WaitRollout,
+)
+from shipway.release import codec
+from shipway.release.artifact import Artifact, Unit
+from shipway.release.model import ImageMeta, Release
+from shipway.spec.model import App, Slot, Target
+from shipway.spec.secrets import MASK, Secret, resolve_all, reveal
+
+KEEP_SNAPSHOTS = 5
+DRAIN_TIMEOUT = 30.0
+LOG_TAIL = 12
+LAUNCHER = Path(__file__).with_name("launch.py")
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _upstream(port: int) -> str:
+    return f"127.0.0.1:{port}"
+
+
+def _human(seconds: float) -> str:
+    s = int(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+class LocalBackend:
+    name = "local"
+
+    def __init__(self, app: App, slot: Slot, environ: Mapping[str, str] | None = None) -> None:
+        self.app = app
+        self.slot = slot
+        self.environ = dict(os.environ if environ is None else environ)
+        self.root = state_root(slot, app.source_dir, self.environ)
+        self.router_port = router_port(slot, self.environ)
+        self.supervisor = Supervisor(self.root / "supervisor")
+        self._secrets: dict[str, Secret] = {}
+
+    # -- helpers -----------------------------------------------------------------------
+
+    def dirs(self, target: Target) -> SlotDirs:
+        if target.app != self.app.name:
+            raise BackendError(f"this backend serves app {self.app.name}, not {target.app}")
+        return SlotDirs.of(self.root, target)
+
+    def router(self, port: int) -> RouterControl:
+        return RouterControl(self.root, port, self.supervisor)
+
+    def _programs(self, d: SlotDirs) -> dict[str, dict[str, Any]]:
+        doc = read_json(d.programs, {}) or {}
+        return dict(doc.get("programs", {}))
+
+    def _save_programs(self, d: SlotDirs, programs: Mapping[str, Any]) -> None:
+        write_json(d.programs, {"programs": dict(programs)}, 0o600)
+
+    def _routes(self, d: SlotDirs) -> dict[str, dict[str, Any]]:
+        doc = read_json(d.routes, {}) or {}
+        return dict(doc.get("routes", {}))
+
+    def _save_routes(self, d: SlotDirs, routes: Mapping[str, Any]) -> None:
+        write_json(d.routes, {"routes": dict(routes)})
+
+    def _current_snapshot(self, d: SlotDirs) -> dict[str, Any] | None:
+        doc = read_json(d.base / "snapshot.json", None)
+        return doc if isinstance(doc, dict) else None
+
+    def _instance_prefix(self, target: Target) -> str:
+        return f"sw.{target.app}.{target.slot}."
+
+    def _secret_values(self, d: SlotDirs) -> list[str]:
+        """Every secret value this slot's processes were given (to mask them in output)."""
+        values = {s.reveal() for s in self._secrets.values()}
+        for rec in self._programs(d).values():
+            for inst in rec.get("instances", []):
+                with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+                    doc = json.loads(Path(inst["env"]).read_text())
+                    values.update(doc["env"][n] for n in doc.get("secret_names", []))
+        with contextlib.suppress(BackendError, InputError):
+            values.update(s.reveal() for s in resolve_all(self.app.secrets, self.environ).values())
+        return sorted((v for v in values if len(v) >= 4), key=len, reverse=True)
+
+    def _redactor(self, d: SlotDirs) -> Callable[[str], str]:
+        values = self._secret_values(d)
+
+        def redact(line: str) -> str:
+            for v in values:
+                line = line.replace(v, MASK)
+            return line
+
+        return redact
+
+    # -- pure ----------------------------------------------------------------------------
+
+    def render(self, app: App, slot: Slot, release: Release) -> Artifact:
+        port = self.router_port if slot.name == self.slot.name else router_port(slot, self.environ)
+        return render.render(app, slot, release, port)
+
+    # -- reading -------------------------------------------------------------------------
+
+    def _config_paths(self, app: App) -> list[str]:
+        return [f.path for f in app.files]
+
+    def _local_roots(self, app: App) -> list[tuple[Path, str]]:
+        """(state root, slot) of every local slot of the app: where snapshots may be kept."""
+        out = []
+        for slot in app.slots:
+            if slot.backend == "local":
+                out.append((state_root(slot, app.source_dir, self.environ), slot.name))
+        return out
+
+    def _find_snapshot(self, app: App, digest: str) -> Path | None:
+        """A kept snapshot with ``digest``, in this slot first, then in the app's others."""
+        mine = (self.root, self.slot.name)
+        roots = [mine] + [r for r in self._local_roots(app) if r != mine]
+        return snapshot.find((root / app.name / slot / "releases" for root, slot in roots), digest)
+
+    def resolve_image(self, target: Target, app: App, ref: str | None) -> ResolvedImage:
+        """The source a release runs, named ``local:<dir>@sha256:<content digest>``.
+
+        No ref: the app's source directory. A ref with a digest (promotion, restart,
+        a recorded release): a kept snapshot with that digest, else the directory if it
+        still hashes the same. A ref without one: that directory (``deploy --image DIR``).
+        """
+        exclude = self._config_paths(app)
+        if ref is None:
+            source = app.source_dir.resolve()
+            return self._resolve_dir(source, exclude)
+        body = ref[len("local:") :] if ref.startswith("local:") else ref
+        path_part, _, digest = body.partition("@")
+        if digest:
+            if not digest.startswith("sha256:"):
+                raise InputError(f"{ref!r}: a local image digest looks like sha256:<hex>")
+            found = self._find_snapshot(app, digest)
+            if found is not None:
+                return ResolvedImage(
+                    ref=f"local:{path_part}@{digest}",
+                    digest=digest,
+                    meta=ImageMeta("local", str(found)),
+                )
+            source = Path(path_part)
+            if source.is_dir() and snapshot.digest(source, exclude, [self.root]) == digest:
+                return ResolvedImage(
+                    ref=f"local:{path_part}@{digest}",
+                    digest=digest,
+                    meta=ImageMeta("local", str(source)),
+                )
+            raise InputError(
+                f"no kept snapshot of {app.name} has digest {digest}, and {path_part} no longer "
+                f"has it (hint: only the last {KEEP_SNAPSHOTS} snapshots of each slot are kept; "
+                "deploy the source again)"
+            )
+        source = Path(os.path.expanduser(path_part)).resolve()
+        if not source.is_dir():
+            raise InputError(f"--image {ref!r}: the local backend runs a directory; none is there")
+        return self._resolve_dir(source, exclude)
+
+    def _resolve_dir(self, source: Path, exclude: list[str]) -> ResolvedImage:
+        try:
+            digest = snapshot.digest(source, exclude, [self.root])
+        except OSError as exc:
+            raise InputError(f"cannot read the source directory {source}: {exc}") from exc
+        return ResolvedImage(
+            ref=f"local:{source}@{digest}", digest=digest, meta=ImageMeta("local", str(source))
+        )
+
+    def observe(self, target: Target) -> Observed:
+        d = self.dirs(target)
+        units: list[ObservedUnit] = []
+        current = self._current_snapshot(d)
+        if current is not None:
+            units.append(
+                ObservedUnit(
+                    key="snapshot", kind="snapshot", digest=current.get("unit"), phase=0
+                )
+            )
+        infos = self.supervisor.info()
+        programs = self._programs(d)
+        known: set[str] = set()
+        for key, rec in programs.items():
+            names = [i["name"] for i in rec.get("instances", [])]
+            known.update(names)
+            up = all(state_of(infos.get(n)) in RUNNING_STATES for n in names)
+            units.append(
+                ObservedUnit(
+                    key=key,
+                    kind="program",
+                    digest=rec.get("unit"),
+                    state="running" if up else "stopped",
+                    process=rec.get("process"),
+                    phase=1,
+                )
+            )
+        prefix = self._instance_prefix(target)
+        for name in infos:
+            if name.startswith(prefix) and name not in known:
+                parts = name[len(prefix) :].split(".")
+                if len(parts) == 3:
+                    key = render.program_key(parts[0], parts[1])
+                    if key not in programs:
+                        units.append(
+                            ObservedUnit(key=key, kind="program", digest=None, process=parts[0])
+                        )
+        for host, rec in self._routes(d).items():
+            units.append(
+                ObservedUnit(
+                    key=f"route/{host}",
+                    kind="route",
+                    digest=rec.get("unit"),
+                    process=rec.get("process"),
+                    phase=2,
+                )
+            )
+        return Observed.of(units)
+
+    def read_records(self, target: Target) -> list[Release]:
+        d = self.dirs(target)
+        return [codec.from_json(r) for r in read_records_file(d.records)]
+
+    def status(self, target: Target) -> list[ProcessStatus]:
+        d = self.dirs(target)
+        infos = self.supervisor.info()
+        routes = self._routes(d)
+        urls: dict[str, list[str]] = {}
+        for host, r in routes.items():
+            urls.setdefault(r["program"], []).append(f"http://{host}:{r['router_port']}")
+        rows: list[ProcessStatus] = []
+        programs = sorted(self._programs(d).items(), key=lambda kv: (kv[1]["process"], kv[0]))
+        for key, rec in programs:
+            instances = rec.get("instances", [])
+            for i, inst in enumerate(instances):
+                info = infos.get(inst["name"])
+                state = state_of(info) if infos else "STOPPED"
+                running = state in RUNNING_STATES
+                starts = gate_starts(inst)
+                healthy, health_text = self._health_now(rec, inst, state)
+                uptime = None
+                if info and state == "RUNNING":
+                    uptime = _human(max(0, int(info["now"]) - int(info["start"])))
+                label = rec["process"] if len(instances) == 1 else f"{rec['process']}.{i + 1}"
+                rows.append(
+                    ProcessStatus(
+                        process=label,
+                        desired=1,
+                        ready=1 if healthy else 0,
+                        detail={
+                            "release": rec.get("release"),
+                            "pid": info.get("pid") if info and running else None,
+                            "port": inst["port"],
+                            "state": state.lower(),
+                            "health": health_text,
+                            "uptime": uptime,
+                            "restarts": max(0, starts - 1),
+                            "url": " ".join(urls.get(key, [])) or None,
+                            "deployment_id": rec.get("deployment_id"),
+                        },
+                    )
+                )
+        return rows
+
+    def _health_now(
+        self, rec: Mapping[str, Any], inst: Mapping[str, Any], state: str
+    ) -> tuple[bool, str]:
+        if state not in RUNNING_STATES:
+            return False, "down"
+        check = rec.get("health") or {}
+        mode = check.get("mode")
+        if mode == "http":
+            ok, why = health.http_probe(int(inst["port"]), str(check["path"]), 1.0)
+            return ok, "ok" if ok else f"failing: {why}"
+        if mode == "tcp":
+            ok, why = health.tcp_probe(int(inst["port"]), 1.0)
+            return ok, "ok" if ok else f"failing: {why}"
+        return state == "RUNNING", "running" if state == "RUNNING" else state.lower()
+
+    def diff(self, target: Target, plan: Plan) -> list[str]:
+        d = self.dirs(target)
+        routes = self._routes(d)
+        programs = self._programs(d)
+        lines: list[str] = []
+        for step in plan.steps:
+            if isinstance(step, ApplyObject) and step.kind == "route" and plan.release:
+                unit = plan.release.artifact.get(step.unit)
+                was = routes.get(unit.body["host"], {}).get("program", "nothing")
+                lines.append(f"  {unit.body['host']}: {was} -> {unit.body['program']}")
+            elif isinstance(step, Remove) and step.kind == "program":
+                rec = programs.get(step.unit, {})
+                ports = ", ".join(str(i["port"]) for i in rec.get("instances", []))
+                lines.append(
+                    f"  {step.unit} ({rec.get('release', '?')}, port {ports or '-'}): "
+                    "drained through the router, then stopped"
+                )
+        return (["changes on this machine:", *lines]) if lines else []
+
+    def logs(
+        self, target: Target, process: str | None, follow: bool, lines: int
+    ) -> Iterator[str]:
+        d = self.dirs(target)
+        if process is not None and process not in self.app.processes:
+            raise InputError(
+                f"no process {process!r} in {self.app.name} "
+                f"(processes: {', '.join(self.app.processes)})"
+            )
+        redact = self._redactor(d)
+
+        def sources() -> list[tuple[str, Path]]:
+            out: list[tuple[str, Path]] = []
+            recs = sorted(
+                self._programs(d).values(),
+                key=lambda r: (r["process"], int(str(r.get("release") or "r0")[1:] or 0)),
+            )
+            for rec in recs:
+                if process is not None and rec["process"] != process:
+                    continue
+                for i, inst in enumerate(rec.get("instances", [])):
+                    label = f"{rec['process']}.{i + 1}@{rec.get('release')}"
+                    out.append((label, Path(inst["log"])))
+            if out:
+                return out
+            # Nothing runs (a failed first deploy, a stopped slot): the newest log of each.
+            newest: dict[str, Path] = {}
+            for p in sorted(d.logs.glob("*.log"), key=lambda p: p.stat().st_mtime):
+                proc = p.name.split(".", 1)[0]
+                if not proc.startswith("_") and (process is None or proc == process):
+                    newest[proc] = p
+            return [(f"{proc} (stopped)", p) for proc, p in sorted(newest.items())]
+
+        return logfiles.stream(sources, follow, lines, redact)
+
+    def live_digest(self, target: Target, release: Release) -> str | None:
+        d = self.dirs(target)
+        infos = self.supervisor.info()
+        programs = self._programs(d)
+        for unit in release.artifact:
+            rec = programs.get(unit.key)
+            if unit.kind != "program" or rec is None:
+                continue
+            if any(state_of(infos.get(i["name"])) in RUNNING_STATES for i in rec["instances"]):
+                found = rec.get("snapshot_digest")
+                return str(found) if found else None
+        return None
+
+    # -- mutating ------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def lock(
+        self, clearance: Clearance, target: Target, holder: LockHolder, reporter: Reporter
+    ) -> Iterator[None]:
+        clearance.require_covers(target)
+        d = self.dirs(target)
+        private_dir(self.root)
+        private_dir(d.base)
+        with slot_lock(d.lock, target.slot, holder, reporter):
+            yield
+
+    def write_records(
+        self, clearance: Clearance, target: Target, records: Sequence[Release]
+    ) -> None:
+        clearance.require_covers(target)
+        d = self.dirs(target)
+        private_dir(d.base)
+        stored = {int(r["revision"]): r for r in read_records_file(d.records)}
+        for r in records:
+            stored[r.revision] = codec.to_json(r)
+        try:
+            write_records_file(d.records, [stored[k] for k in sorted(stored)])
+        except OSError as exc:
+            raise RecordError(f"cannot write the release records to {d.records}: {exc}") from exc
+
+    def delete_records(
+        self, clearance: Clearance, target: Target, revisions: Sequence[int]
+    ) -> None:
+        clearance.require_covers(target)
+        d = self.dirs(target)
+        drop = set(revisions)
+        stored = [r for r in read_records_file(d.records) if int(r["revision"]) not in drop]
+        try:
+            write_records_file(d.records, stored)
+        except OSError as exc:
+            raise RecordError(f"cannot write the release records to {d.records}: {exc}") from exc
+
+    def apply(
+        self,
+        clearance: Clearance,
+        target: Target,
+        unit: Unit,
+        action: str,
+        secrets: Mapping[str, Secret],
+        reporter: Reporter,
+    ) -> None:
+        clearance.require_covers(target)
+        self._secrets.update(secrets)
+        d = self.dirs(target)
+        try:
+            if unit.kind == "snapshot":
+                self._apply_snapshot(d, unit, secrets, reporter)
+            elif unit.kind == "program":
+                self._apply_program(target, d, unit, action, secrets, reporter)
+            elif unit.kind == "route":
+                self._apply_route(d, unit, reporter)
+            else:
+                raise BackendError(f"the local backend cannot apply a {unit.kind!r} unit")
+        except OSError as exc:
+            raise BackendError(f"{unit.key}: {exc}") from exc
+
+    # snapshot ---------------------------------------------------------------------------
+
+    def _apply_snapshot(
+        self, d: SlotDirs, unit: Unit, secrets: Mapping[str, Secret], reporter: Reporter
+    ) -> None:
+        body = unit.body
+        digest = str(body["digest"])
+        revision = int(body["revision"])
+        files = list(body.get("files", []))
+        exclude = [f["path"] for f in files]
+        private_dir(d.base)
+        d.releases.mkdir(exist_ok=True)
+        dest = d.releases / f"r{revision}"
+        sidecar = d.releases / f"r{revision}.json"
+        meta = read_json(sidecar, {}) or {}
+        if not (dest.is_dir() and meta.get("digest") == digest):
+            if dest.exists():
+                shutil.rmtree(dest)
+            self._make_snapshot(dest, digest, body.get("source"), exclude)
+            write_json(
+                sidecar,
+                {
+                    "revision": revision,
+                    "digest": digest,
+                    "source": body.get("source"),
+                    "created_at": _now(),
+                },
+            )
+            reporter.line(f"  snapshot r{revision}: {dest} ({digest[:19]})")
+        for f in files:
+            path = dest / f["path"]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            content = reveal(f["content"], secrets)
+            write_atomic(path, str(content).encode(), int(f["mode"], 8))
+        write_json(
+            d.base / "snapshot.json",
+            {"unit": unit.digest, "revision": revision, "dir": dest.name, "digest": digest},
+        )
+        self._prune_snapshots(d, reporter)
+
+    def _make_snapshot(
+        self, dest: Path, digest: str, source: str | None, exclude: list[str]
+    ) -> None:
+        sources = [p for p in (self._find_snapshot(self.app, digest),) if p is not None]
+        if source:
+            sources.append(Path(source))
+        if not snapshot.make(dest, digest, sources, exclude, [self.root]):
+            raise BackendError(
+                f"cannot make snapshot {dest.name}: {source or 'its source'} no longer has "
+                f"digest {digest} (the source changed since the release was planned?) and no "
+                f"kept snapshot has it (hint: plan and deploy again)"
+            )
+
+    def _prune_snapshots(self, d: SlotDirs, reporter: Reporter) -> None:
+        in_use = {Path(rec["snapshot"]).name for rec in self._programs(d).values()}
+        current = self._current_snapshot(d)
+        if current:
+            in_use.add(str(current.get("dir")))
+        dropped = snapshot.prune(d.releases, KEEP_SNAPSHOTS, in_use)
+        if dropped:
+            reporter.line(
+                f"  pruned snapshots {', '.join(dropped)} (keeping the last {KEEP_SNAPSHOTS})"
+            )
+
+    def _snapshot_dir(self, d: SlotDirs, digest: str) -> Path:
+        current = self._current_snapshot(d)
+        if current and current.get("digest") == digest:
+            path = d.releases / str(current["dir"])
+            if path.is_dir():
+                return path
+        found = snapshot.find([d.releases], digest)
+        if found is None:
+            raise BackendError(
+                f"no snapshot with digest {digest} in {d.releases} (hint: deploy again)"
+            )
+        return found
+
+    def _allocate_ports(self, count: int, owner: str) -> list[int]:
+        """Fresh loopback ports, never one already handed to another program of this
+        state directory (it may be down for a moment and come back)."""
+        ports_file = self.root / "ports.json"
+        with file_lock(self.root / "ports.lock"):
+            taken: dict[str, str] = dict((read_json(ports_file, {}) or {}).get("ports", {}))
+            out: list[int] = []
+            for _ in range(count):
+                for _attempt in range(50):
+                    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                        s.bind(("127.0.0.1", 0))
+                        port = int(s.getsockname()[1])
+                    if str(port) not in taken and port != self.router_port:
+                        break
+                else:
+                    raise BackendError("no free loopback port could be found")
+                taken[str(port)] = owner
+                out.append(port)
+            write_json(ports_file, {"ports": taken})
+        return out
+
+    def _release_ports(self, ports: Sequence[int]) -> None:
+        ports_file = self.root / "ports.json"
+        with file_lock(self.root / "ports.lock"):
+            taken: dict[str, str] = dict((read_json(ports_file, {}) or {}).get("ports", {}))
+            for p in ports:
+                taken.pop(str(p), None)
+            write_json(ports_file, {"ports": taken})
+
+    def _base_env(self) -> dict[str, str]:
+        return {k: self.environ[k] for k in INHERITED_ENV if k in self.environ}
+
+    def _apply_program(
+        self,
+        target: Target,
+        d: SlotDirs,
+        unit: Unit,
+        action: str,
+        secrets: Mapping[str, Secret],
+        reporter: Reporter,
+    ) -> None:
+        programs = self._programs(d)
+        existing = programs.get(unit.key)
+        if existing is not None and (action != "start" or existing.get("unit") != unit.digest):
+            self._stop_program(d, unit.key, existing, drain=False, reporter=reporter)
+            programs = self._programs(d)
+            existing = None
+        body = unit.body
+        process, dep_id = str(body["process"]), str(body["deployment_id"])
+        snap = self._snapshot_dir(d, str(body["snapshot"]))
+        prefix = f"{self._instance_prefix(target)}{process}.{dep_id}"
+        replicas = int(body["replicas"])
+        names = [f"{prefix}.{i}" for i in range(replicas)]
+        ports = self._allocate_ports(replicas, prefix)
+        if existing is not None:
+            self._release_ports([i["port"] for i in existing.get("instances", [])])
+        private_dir(d.run)
+        d.logs.mkdir(parents=True, exist_ok=True)
+        instances: list[dict[str, Any]] = []
+        for i, (name, port) in enumerate(zip(names, ports, strict=True)):
+            instances.append(
+                {
+                    "name": name,
+                    "port": port,
+                    "env": str(d.run / f"{process}.{dep_id}.{i}.env.json"),
+                    "counter": str(d.run / f"{process}.{dep_id}.{i}.starts"),
+                    "log": str(d.logs / f"{process}.{dep_id}.{i}.log"),
+                }
+            )
+        record = {
+            "unit": unit.digest,
+            "process": process,
+            "deployment_id": dep_id,
+            "release": body.get("release"),
+            "snapshot": str(snap),
+            "snapshot_digest": body["snapshot"],
+            "health": body.get("health"),
+            "instances": instances,
+            "created_at": _now(),
+        }
+        # Recorded before anything starts: a kill -9 from here on leaves a program the
+        # next run can see (and stop), never an orphan nobody knows about.
+        programs[unit.key] = record
+        self._save_programs(d, programs)
+        env_base = {**self._base_env(), **reveal(dict(body["env"]), secrets)}
+        secret_names = sorted(n for n in secrets if n in env_base)
+        self.supervisor.ensure()
+        with contextlib.suppress(BackendError):
+            self.router(self.router_port).ensure(wait=False)  # warm up while we start
+        for inst in instances:
+            env = {**env_base, "PORT": str(inst["port"])}
+            write_json(Path(inst["env"]), {"env": env, "secret_names": secret_names}, 0o600)
+            with contextlib.suppress(FileNotFoundError):
+                Path(inst["counter"]).unlink()
+            conf = program_conf(
+                inst["name"],
+                [sys.executable, str(LAUNCHER), inst["env"], inst["counter"], "--",
+                 *body["command"]],
+                snap,
+                Path(inst["log"]),
+            )
+            self.supervisor.add(inst["name"], conf)
+        ports_text = ", ".join(str(p) for p in ports) or "no instances"
+        reporter.line(f"  {process} {body.get('release')} starting on 127.0.0.1:{ports_text}")
+        self._refresh_tables(d, reporter, only_program=unit.key)
+
+    def _stop_program(
+        self,
+        d: SlotDirs,
+        key: str,
+        rec: Mapping[str, Any],
+        *,
+        drain: bool,
+        reporter: Reporter,
+    ) -> None:
+        instances = list(rec.get("instances", []))
+        if drain:
+            self._drain([_upstream(i["port"]) for i in instances], key, reporter)
+        for inst in instances:
+            self.supervisor.remove(inst["name"])
+            for f in (inst["env"], inst["counter"]):
+                with contextlib.suppress(FileNotFoundError):
+                    Path(f).unlink()
+        self._release_ports([i["port"] for i in instances])
+        programs = self._programs(d)
+        programs.pop(key, None)
+        self._save_programs(d, programs)
+
+    def _drain(self, upstreams: list[str], key: str, reporter: Reporter) -> None:
+        ports = {self.router_port}
+        for path in (self.root / "router").glob("*"):
+            if path.name.isdigit():
+                ports.add(int(path.name))
+        for port in sorted(ports):
+            router = self.router(port)
+            if not router.answering():
+                continue
+            drained, busy = router.drain(upstreams, DRAIN_TIMEOUT)
+            if not drained:
+                reporter.line(
+                    f"  warning: {key} still had {busy} requests in flight after "
+                    f"{DRAIN_TIMEOUT:g}s of draining; stopping it anyway"
+                )
+
+    # routes -----------------------------------------------------------------------------
+
+    def _apply_route(self, d: SlotDirs, unit: Unit, reporter: Reporter) -> None:
+        body = unit.body
+        host, program, port = str(body["host"]), str(body["program"]), int(body["router_port"])
+        rec = self._programs(d).get(program)
+        if rec is None:
+            raise BackendError(f"route {host} points at {program}, which is not running")
+        routes = self._routes(d)
+        before = routes.get(host)
+        ports = {port} | ({int(before["router_port"])} if before else set())
+        for p in sorted(ports):  # the router must run before the record says it routes
+            self.router(p).ensure(wait=True)
+        routes[host] = {
+            "unit": unit.digest,
+            "program": program,
+            "process": body["process"],
+            "router_port": port,
+        }
+        self._save_routes(d, routes)
+        try:
+            for p in sorted(ports):
+                self._write_table(d, p)
+                self.router(p).reload()
+        except BaseException:
+            # put the record back as it was, so no one believes a route that may not be
+            routes = self._routes(d)
+            if before is None:
+                routes.pop(host, None)
+            else:
+                routes[host] = before
+            self._save_routes(d, routes)
+            with contextlib.suppress(BackendError, OSError):
+                for p in sorted(ports):
+                    self._write_table(d, p)
+                    self.router(p).reload()
+            raise
+        upstreams = ", ".join(_upstream(i["port"]) for i in rec["instances"])
+        reporter.line(
+            f"  serving http://{host}:{port}/ -> {body['process']} {rec.get('release')} "
+            f"({upstreams})"
+        )
+
+    def _write_table(self, d: SlotDirs, port: int) -> None:
+        programs = self._programs(d)
+        hosts: dict[str, Any] = {}
+        for host, r in self._routes(d).items():
+            if int(r["router_port"]) != port:
+                continue
+            rec = programs.get(r["program"], {})
+            hosts[host] = {
+                "program": r["program"],
+                "upstreams": [_upstream(i["port"]) for i in rec.get("instances", [])],
+            }
+        self.router(port).write_table(d.app, d.slot, hosts)
+
+    def _refresh_tables(
+        self, d: SlotDirs, reporter: Reporter, only_program: str | None = None
+    ) -> None:
+        """Rewrite and reload the router tables that name a program whose ports changed."""
+        ports = {
+            int(r["router_port"])
+            for r in self._routes(d).values()
+            if only_program is None or r["program"] == only_program
+        }
+        for port in sorted(ports):
+            self._write_table(d, port)
+            router = self.router(port)
+            if router.answering():
+                router.reload()
+
+    def remove(
+        self, clearance: Clearance, target: Target, step: Remove, reporter: Reporter
+    ) -> None:
+        clearance.require_covers(target)
+        d = self.dirs(target)
+        if step.kind == "route":
+            host = step.unit.split("/", 1)[1]
+            routes = self._routes(d)
+            before = routes.pop(host, None)
+            self._save_routes(d, routes)
+            if before is not None:
+                port = int(before["router_port"])
+                self._write_table(d, port)
+                router = self.router(port)
+                if router.answering():
+                    router.reload()
+            return
+        if step.kind == "program":
+            routed = [h for h, r in self._routes(d).items() if r["program"] == step.unit]
+            if routed:
+                raise CleanupFailed(
+                    f"{step.unit} still serves {', '.join(routed)}",
+                    f"point {', '.join(routed)} at another program, then shipway deploy again",
+                )
+            rec = self._programs(d).get(step.unit)
+            if rec is None:  # not recorded (an orphan): stop it by name
+                process, dep_id = step.unit.split("/", 1)[1].split("@", 1)
+                prefix = f"{self._instance_prefix(target)}{process}.{dep_id}."
+                for name in self.supervisor.names():
+                    if name.startswith(prefix):
+                        self.supervisor.remove(name)
+                return
+            self._stop_program(d, step.unit, rec, drain=True, reporter=reporter)
+            return
+        if step.kind == "snapshot":
+            with contextlib.suppress(FileNotFoundError):
+                (d.base / "snapshot.json").unlink()
+            return
+        raise BackendError(f"the local backend cannot remove a {step.kind!r} unit")
+
+    # the health gate --------------------------------------------------------------------
+
+    def wait(
+        self,
+        target: Target,
+        step: WaitRollout,
+        artifact: Artifact,
+        deadline: float,
+        reporter: Reporter,
+    ) -> Failure | None:
+        d = self.dirs(target)
+        programs = self._programs(d)
+        for key in step.units:
+            rec = programs.get(key)
+            if rec is None:
+                return Failure(
+                    reason="NotStarted",
+                    message=f"{key} is not recorded as started",
+                    process=step.process,
+                )
+            failure = health_gate(self.supervisor, rec, deadline, reporter, self._fail_with(d, rec))
+            if failure is not None:
+                return failure
+        return None
+
+    def _fail_with(self, d: SlotDirs, rec: Mapping[str, Any]) -> FailureOf:
+        """How a failure of one of ``rec``'s instances is told: the process, the reason, and
+        the last lines of its log (secret values masked)."""
+        redact = self._redactor(d)
+        process = str(rec["process"])
+
+        def failure(
+            inst: Mapping[str, Any], reason: str, message: str, code: int | None
+        ) -> Failure:
+            tail = [redact(line) for line in logfiles.tail(Path(inst["log"]), LOG_TAIL)]
+            details = [f"last lines of its log ({inst['log']}):", *(f"| {t}" for t in tail)]
+            if not tail:
+                details = [f"its log ({inst['log']}) is empty"]
+            return Failure(
+                reason=reason,
+                message=message,
+                process=process,
+                exit_code=code,
+                details=tuple(details),
+            )
+
+        return failure
+
+    # the release command ----------------------------------------------------------------
+
+    def run_release_command(
+        self,
+        clearance: Clearance,
+        target: Target,
+        release: Release,
+        command: Sequence[str],
+        secrets: Mapping[str, Secret],
+        deadline: float,
+        reporter: Reporter,
+    ) -> Failure | None:
+        clearance.require_covers(target)
+        self._secrets.update(secrets)
+        d = self.dirs(target)
+        cwd = self._snapshot_dir(d, release.digest or "")
+        spec_env = {str(k): str(v) for k, v in (release.spec.get("env") or {}).items()}
+        env = {
+            **self._base_env(),
+            **spec_env,
+            **{n: s.reveal() for n, s in secrets.items()},
+            "SHIPWAY_APP": target.app,
+            "SHIPWAY_SLOT": target.slot,
+            "SHIPWAY_RELEASE": f"r{release.revision}",
+        }
+        words = [expand(w, env) for w in command]
+        d.logs.mkdir(parents=True, exist_ok=True)
+        log = d.logs / f"_release-r{release.revision}.log"
+        redact = self._redactor(d)
+        try:
+            proc = subprocess.Popen(
+                words,
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+            )
+        except OSError as exc:
+            return Failure(
+                reason="ReleaseCommandFailed",
+                message=f"cannot run {words[0]!r}: {exc.strerror or exc}",
+            )
+        assert proc.stdout is not None
+        with open(log, "wb") as out:
+            os.set_blocking(proc.stdout.fileno(), False)
+            buffer = b""
+            while True:
+                chunk = proc.stdout.read()
+                if chunk:
+                    out.write(chunk)
+                    buffer += chunk
+                    *complete, buffer = buffer.split(b"\n")
+                    for raw in complete:
+                        reporter.line(f"  release | {redact(raw.decode(errors='replace'))}")
+                if proc.poll() is not None and not chunk:
+                    break
+                if time.monotonic() > deadline:
+                    proc.kill()
+                    proc.wait()
+                    return Failure(
+                        reason="ReleaseCommandTimeout",
+                        message=f"{' '.join(command)} did not finish before the deadline",
+                        details=tuple(f"| {redact(t)}" for t in logfiles.tail(log, LOG_TAIL)),
+                    )
+                if not chunk:
+                    time.sleep(0.05)
+        code = proc.returncode
+        if code != 0:
+            return Failure(
+                reason="ReleaseCommandFailed",
+                message=f"{' '.join(command)} exited with code {code}",
+                exit_code=code,
+                details=(
+                    f"last lines of its output ({log}):",
+                    *(f"| {redact(t)}" for t in logfiles.tail(log, LOG_TAIL)),
+                ),
+            )
+        return None
+
+    # generations ------------------------------------------------------------------------
+    # The local backend is not a GenerationBackend: every local deploy already starts the
+    # new release beside the old one and switches hosts atomically, so a blue-green slot is
+    # refused by the engine (with a hint) before any of these could be called.
+
+    def _no_generations(self) -> BackendError:
+        return BackendError(
+            'the local backend does not keep generations (hint: use strategy = "rolling": '
+            "each local deploy starts beside the old release and switches atomically)"
+        )
+
+    def scale(self, clearance: Clearance, target: Target, step: Scale, reporter: Reporter) -> None:
+        clearance.require_covers(target)
+        raise self._no_generations()
+
+    def wait_replicas(
+        self, target: Target, step: WaitReplicas, deadline: float, reporter: Reporter
+    ) -> Failure | None:
+        raise self._no_generations()
+
+    def point_host(
+        self, clearance: Clearance, target: Target, step: PointHost, reporter: Reporter
+    ) -> None:
+        clearance.require_covers(target)
+        raise self._no_generations()
+
+    def drop_host(
+        self, clearance: Clearance, target: Target, step: DropHost, reporter: Reporter
+    ) -> None:
+        clearance.require_covers(target)
+        raise self._no_generations()
+
+    def stop(self, clearance: Clearance, target: Target, reporter: Reporter) -> None:
+        """Take the slot's hosts off the router, drain and stop its processes; then stop
+        the supervisor (and routers) when nothing else of this state dir runs."""
+        clearance.require_covers(target)
+        d = self.dirs(target)
+        for host in sorted(self._routes(d)):
+            self.remove(
+                clearance, target, Remove(unit=f"route/{host}", kind="route", reason="stop"),
+                reporter,
+            )
+            reporter.line(f"  dropped http://{host}:{self.router_port}/")
+        for key, rec in sorted(self._programs(d).items()):
+            self._stop_program(d, key, rec, drain=True, reporter=reporter)
+            reporter.line(f"  stopped {key}")
+        prefix = self._instance_prefix(target)
+        for name in self.supervisor.names():
+            if name.startswith(prefix):
+                self.supervisor.remove(name)
+        others = [n for n in self.supervisor.names() if not n.startswith("sw-router-")]
+        if not others and self.supervisor.running():
+            self.supervisor.shutdown()
+            reporter.line(f"  nothing else runs in {self.root}: supervisor and router stopped")

@@ -1,0 +1,124 @@
+"""The health gate: when a just-started program counts as ready, or as failed.
+
+Per instance, failing fast:
+  * ``http``: GET the path on the instance's port after ``initial_delay``, every
+    ``interval``, each within ``timeout``; ready on 2xx/3xx, failed after ``attempts``;
+  * ``tcp``: the same with a TCP connect (a port but no declared check);
+  * ``uptime``: no port: ready once it has run ``initial_delay`` since its only start;
+  * any crash while starting — a second start, or supervisord's BACKOFF / EXITED / FATAL —
+    fails at once, with the exit code supervisord logged.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from shipway.backends.local import health
+from shipway.backends.local.supervisor import Supervisor, state_of
+from shipway.backends.protocol import Failure, Reporter
+
+#: builds the Failure for one instance: (instance, reason, message, exit code)
+FailureOf = Callable[[Mapping[str, Any], str, str, int | None], Failure]
+
+
+def starts(inst: Mapping[str, Any]) -> int:
+    """How many times the instance was started (the launcher counts each start)."""
+    try:
+        return int(Path(inst["counter"]).read_text().strip() or 0)
+    except (OSError, ValueError):
+        return 0
+
+
+def health_gate(
+    supervisor: Supervisor,
+    rec: Mapping[str, Any],
+    deadline: float,
+    reporter: Reporter,
+    fail: FailureOf,
+) -> Failure | None:
+    """Every instance of a program healthy (→ None), or the first failure: a crash while
+    starting, a check failing all its attempts, or the deadline."""
+    process = str(rec["process"])
+    check = dict(rec.get("health") or {"mode": "uptime", "initial_delay": 1.0})
+    mode = check.get("mode")
+    instances = list(rec.get("instances", []))
+    total = len(instances)
+    started = time.monotonic()
+    ready: set[str] = set()
+    attempts: dict[str, int] = {}
+    last: dict[str, str] = {}
+    next_probe = started + float(check.get("initial_delay", 0.0)) if mode != "uptime" else 0
+    reporter.progress(process, {"ready": 0, "of": total})
+    while len(ready) < total:
+        infos = supervisor.info()
+        for inst in instances:
+            name = inst["name"]
+            if name in ready:
+                continue
+            info = infos.get(name)
+            state = state_of(info)
+            started_times = starts(inst)
+            if started_times > 1 or state in ("BACKOFF", "EXITED", "FATAL"):
+                code = supervisor.last_exit(name)
+                return fail(
+                    inst,
+                    "Crashed",
+                    f"the process exited{f' with code {code}' if code is not None else ''} "
+                    f"while starting (state {state}, started {max(started_times, 1)} times)",
+                    code,
+                )
+            if state == "ABSENT":
+                return fail(
+                    inst, "NotStarted", "supervisord does not know it", None
+                )
+            if mode == "uptime":
+                # up since its (only) start: the launcher wrote the counter then
+                needed = float(check.get("initial_delay", 1.0))
+                try:
+                    up = time.time() - Path(inst["counter"]).stat().st_mtime
+                except OSError:
+                    up = 0.0
+                if state == "RUNNING" and up >= needed:
+                    ready.add(name)
+                else:
+                    last[name] = f"{state.lower()}, must stay up {needed:g}s"
+                continue
+            if time.monotonic() < next_probe:
+                continue
+            timeout = float(check.get("timeout", 1.0))
+            if mode == "http":
+                ok, why = health.http_probe(int(inst["port"]), str(check["path"]), timeout)
+            else:
+                ok, why = health.tcp_probe(int(inst["port"]), timeout)
+            attempts[name] = attempts.get(name, 0) + 1
+            last[name] = why
+            if ok:
+                ready.add(name)
+            elif attempts[name] >= int(check.get("attempts", 30)):
+                what = "health check" if mode == "http" else "port check"
+                return fail(
+                    inst,
+                    "HealthcheckFailed",
+                    f"{why} — {what} failed {attempts[name]} times "
+                    f"(every {float(check.get('interval', 1.0)):g}s)",
+                    None,
+                )
+        note = next(iter(last.values()), "") if len(ready) < total else ""
+        reporter.progress(process, {"ready": len(ready), "of": total}, note)
+        if len(ready) == total:
+            break
+        if time.monotonic() > deadline:
+            inst = next(i for i in instances if i["name"] not in ready)
+            return fail(
+                inst,
+                "Timeout",
+                f"not ready before the deadline ({last.get(inst['name'], 'no answer')})",
+                None,
+            )
+        if mode != "uptime" and time.monotonic() >= next_probe:
+            next_probe = time.monotonic() + float(check.get("interval", 1.0))
+        time.sleep(0.05)
+    return None

@@ -1,0 +1,144 @@
+"""PURE: what a release of an app means on this machine. No I/O, no subprocess.
+
+Units, and why they are cut this way:
+
+* ``snapshot`` (phase 0): the source directory copied into ``releases/r<N>`` with the
+  config files written in it. One key for the slot: each release updates it.
+* ``program/<process>@<deployment id>`` (phase 1, waits, does not switch): the supervised
+  instances of one process type. The key carries the deployment id, so a new release's
+  programs are *new units* that start beside the old ones (the old keep serving until the
+  route moves), and a targeted restart that keeps a process's id keeps its unit
+  byte-identical — untouched, same pid. Programs name their snapshot by content digest,
+  not by revision, so a restart's fresh program runs in the snapshot its siblings run in.
+* ``route/<host>`` (phase 2, switches): a host on the router pointing at a program by key.
+  Ports are not here: they are handed out when a program starts, and the router resolves
+  program -> ports, so a plan never depends on which ports happen to be free.
+
+Secret values never appear: env and files carry ``${secrets.NAME}`` placeholders that the
+backend reveals only when it writes the env file or config file.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shipway.release.artifact import PREREQUISITE, ROUTING, WORKLOAD, Artifact, Unit
+from shipway.release.model import Release
+from shipway.spec.model import App, Healthcheck, Process, Slot
+from shipway.spec.secrets import names_in, placeholder
+
+DEFAULT_SLOT = "local"
+#: without a declared healthcheck: a process with a port is ready when the port accepts
+#: connections; one without must stay up this long (without restarting).
+TCP_CHECK = {"mode": "tcp", "interval": 0.1, "timeout": 1.0, "attempts": 300, "initial_delay": 0.0}
+MIN_UPTIME = 1.0
+
+
+def default_host(app: str, slot: str) -> str:
+    """``<app>.localhost`` for the ``local`` slot, ``<slot>.<app>.localhost`` for others:
+    every ``*.localhost`` name reaches loopback, and no two slots of an app share one."""
+    return f"{app}.localhost" if slot == DEFAULT_SLOT else f"{slot}.{app}.localhost"
+
+
+def program_key(process: str, deployment_id: str) -> str:
+    return f"program/{process}@{deployment_id}"
+
+
+def health_of(process: Process) -> dict[str, Any]:
+    hc = process.healthcheck
+    if hc is None:
+        if process.port is not None:
+            return dict(TCP_CHECK)
+        return {"mode": "uptime", "initial_delay": MIN_UPTIME}
+    if hc.path is None:
+        return {"mode": "uptime", "initial_delay": max(hc.initial_delay, MIN_UPTIME)}
+    return _http(hc)
+
+
+def _http(hc: Healthcheck) -> dict[str, Any]:
+    return {
+        "mode": "http",
+        "path": hc.path,
+        "interval": hc.interval,
+        "timeout": hc.timeout,
+        "attempts": hc.attempts,
+        "initial_delay": hc.initial_delay,
+    }
+
+
+def render(app: App, slot: Slot, release: Release, router_port: int) -> Artifact:
+    digest = release.digest or ""
+    source = release.image_meta.working_dir if release.image_meta else None
+    files = [
+        {
+            "path": f.path,
+            "content": f.content,
+            "mode": "0600" if f.secret_bearing or names_in(f.content) else "0644",
+        }
+        for f in app.files
+    ]
+    units = [
+        Unit(
+            key="snapshot",
+            kind="snapshot",
+            phase=PREREQUISITE,
+            body={
+                "revision": release.revision,
+                "digest": digest,
+                "source": source,
+                "files": files,
+            },
+        )
+    ]
+    base_env: dict[str, str] = {**app.env, **{n: placeholder(n) for n in app.secrets}}
+    for name, process in app.processes.items():
+        dep_id = release.deployment_ids.get(name, "")
+        env = {
+            **base_env,
+            "SHIPWAY_APP": app.name,
+            "SHIPWAY_SLOT": slot.name,
+            "SHIPWAY_PROCESS": name,
+            "SHIPWAY_RELEASE": f"r{release.revision}",
+            "SHIPWAY_DEPLOYMENT_ID": dep_id,
+        }
+        units.append(
+            Unit(
+                key=program_key(name, dep_id),
+                kind="program",
+                process=name,
+                phase=WORKLOAD,
+                waits=True,
+                switches=False,
+                body={
+                    "process": name,
+                    "deployment_id": dep_id,
+                    "release": f"r{release.revision}",
+                    "command": list(process.command or ()),
+                    "replicas": process.replicas,
+                    "snapshot": digest,
+                    "env": env,
+                    "health": health_of(process),
+                },
+            )
+        )
+    routes = [(r.host, r.process) for r in app.routes]
+    if not routes and "web" in app.processes:
+        routes = [(default_host(app.name, slot.name), "web")]
+    for host, process_name in routes:
+        dep_id = release.deployment_ids.get(process_name, "")
+        units.append(
+            Unit(
+                key=f"route/{host}",
+                kind="route",
+                process=process_name,
+                phase=ROUTING,
+                switches=True,
+                body={
+                    "host": host,
+                    "process": process_name,
+                    "program": program_key(process_name, dep_id),
+                    "router_port": router_port,
+                },
+            )
+        )
+    return Artifact(tuple(units))

@@ -1,0 +1,171 @@
+"""Fixtures for the local backend's tests: real processes, real HTTP on loopback.
+
+Each test gets its own state directory, its own free router port and its own copy of the
+hello example; its supervisord (and everything it supervises) is shut down at teardown.
+Tests wait on conditions (``eventually``), never on bare sleeps.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from shipway.backends.local.supervisor import Supervisor
+
+REPO = Path(__file__).resolve().parents[3]
+HELLO = REPO / "examples" / "hello"
+T = TypeVar("T")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def eventually(check: Callable[[], T], timeout: float = 20.0, what: str = "condition") -> T:
+    """Poll ``check`` until it returns something truthy; fail with ``what`` at the deadline."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = check()
+        except Exception as exc:  # a probe that cannot answer yet
+            last = exc
+        else:
+            if last:
+                return last
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout:g}s waiting for {what} (last: {last!r})")
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+    @property
+    def text(self) -> str:
+        return self.out + self.err
+
+
+@dataclass
+class Slot:
+    """One app copy, one state dir, one router port: everything a test touches."""
+
+    app_dir: Path
+    state: Path
+    port: int
+    env: dict[str, str]
+    spawned: list[subprocess.Popen[str]] = field(default_factory=list)
+
+    @property
+    def spec(self) -> Path:
+        return self.app_dir / "shipway.toml"
+
+    def argv(self, *args: str, spec: Path | None = None) -> list[str]:
+        return [sys.executable, "-m", "shipway", "-f", str(spec or self.spec), *args]
+
+    def run(self, *args: str, spec: Path | None = None, timeout: float = 120) -> Result:
+        p = subprocess.run(
+            self.argv(*args, spec=spec),
+            env=self.env,
+            cwd=self.app_dir,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        return Result(p.returncode, p.stdout, p.stderr)
+
+    def spawn(self, *args: str, spec: Path | None = None) -> subprocess.Popen[str]:
+        p = subprocess.Popen(
+            self.argv(*args, spec=spec),
+            env=self.env,
+            cwd=self.app_dir,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self.spawned.append(p)
+        return p
+
+    def deploy(self, *extra: str, expect: int = 0, spec: Path | None = None) -> Result:
+        r = self.run("deploy", "local", *extra, spec=spec)
+        assert r.code == expect, f"deploy exited {r.code}, expected {expect}:\n{r.text}"
+        return r
+
+    def get(self, path: str = "/", host: str = "hello.localhost") -> tuple[int, str]:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        try:
+            conn.request("GET", path, headers={"Host": host})
+            response = conn.getresponse()
+            return response.status, response.read().decode()
+        finally:
+            conn.close()
+
+    def json(self, *args: str) -> Any:
+        r = self.run(*args, "-o", "json")
+        assert r.code == 0, r.text
+        return json.loads(r.out)
+
+    def status(self) -> dict[str, Any]:
+        return dict(self.json("status", "local"))
+
+    def processes(self) -> dict[str, dict[str, Any]]:
+        """process -> status row, for the live (deployed) release's programs."""
+        rows = self.status()["processes"]
+        return {r["process"]: r for r in rows}
+
+    def history(self) -> list[dict[str, Any]]:
+        return list(self.json("history", "local")["releases"])
+
+    def supervisor(self) -> Supervisor:
+        return Supervisor(self.state / "supervisor")
+
+    def programs(self) -> list[str]:
+        """Names of the app programs supervisord runs (routers left out)."""
+        return [n for n in self.supervisor().names() if n.startswith("sw.")]
+
+    def edit_spec(self, old: str, new: str, spec: Path | None = None) -> None:
+        path = spec or self.spec
+        text = path.read_text()
+        assert old in text, f"{old!r} not in {path}"
+        path.write_text(text.replace(old, new))
+
+
+@pytest.fixture
+def slot(tmp_path: Path) -> Iterator[Slot]:
+    app_dir = tmp_path / "hello"
+    shutil.copytree(HELLO, app_dir, ignore=shutil.ignore_patterns("__pycache__"))
+    state = tmp_path / "state"
+    port = free_port()
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("SHIPWAY_", "XDG_STATE"))
+    }
+    env.update(SHIPWAY_STATE_DIR=str(state), SHIPWAY_ROUTER_PORT=str(port), PYTHONUNBUFFERED="1")
+    s = Slot(app_dir=app_dir, state=state, port=port, env=env)
+    try:
+        yield s
+    finally:
+        for p in s.spawned:
+            if p.poll() is None:
+                p.send_signal(signal.SIGKILL)
+            p.wait(timeout=10)
+            if p.stdout:
+                p.stdout.close()
+        s.supervisor().shutdown()

@@ -1,0 +1,73 @@
+"""Supervision: crashed processes come back (and status counts it); a targeted restart
+touches only its process type; logs follow the processes."""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+
+from tests.backends.local.conftest import Slot, eventually
+
+
+def test_a_crashed_process_is_restarted_and_status_shows_it(slot: Slot) -> None:
+    slot.deploy()
+    web = slot.processes()["web"]
+    assert web["restarts"] == 0
+    os.kill(web["pid"], signal.SIGKILL)
+
+    def restarted() -> dict[str, object] | None:
+        row = slot.processes()["web"]
+        return row if row["restarts"] == 1 and row["health"] == "ok" else None
+
+    row = eventually(restarted, timeout=30, what="web to be restarted")
+    assert row["pid"] != web["pid"]
+    assert row["port"] == web["port"]  # same instance, same port: the route still holds
+    assert slot.get("/") == (200, "hello from r1\n")
+    r = slot.run("status", "local")
+    assert "RESTARTS" in r.out and "UPTIME" in r.out
+
+
+def test_targeted_restart_leaves_the_other_processes_alone(slot: Slot) -> None:
+    slot.deploy()
+    before = slot.processes()
+    conf_dir = slot.state / "supervisor" / "programs"
+    worker_conf = {p.name: p.read_bytes() for p in conf_dir.glob("sw.hello.local.worker.*")}
+    r = slot.run("restart", "local", "web")
+    assert r.code == 0, r.text
+    assert "worker" not in r.out.split("rolled")[0].split("\n", 1)[1]  # no step touches it
+    after = slot.processes()
+    assert after["worker"]["pid"] == before["worker"]["pid"]
+    assert after["worker"]["deployment_id"] == before["worker"]["deployment_id"]
+    assert after["web"]["pid"] != before["web"]["pid"]
+    assert after["web"]["deployment_id"] != before["web"]["deployment_id"]
+    assert {p.name: p.read_bytes() for p in conf_dir.glob("sw.hello.local.worker.*")} == (
+        worker_conf
+    )
+    assert slot.get("/") == (200, "hello from r2\n")
+    assert slot.history()[-1]["description"] == "restart web"
+
+
+def test_logs_prints_and_follows(slot: Slot) -> None:
+    slot.deploy()
+    slot.get("/")
+    r = slot.run("logs", "local", "web", "-n", "5")
+    assert r.code == 0, r.text
+    assert 'web.1@r1 | 127.0.0.1 "GET / HTTP/1.1" 200' in r.out
+    assert "worker" not in r.out
+    follower = slot.spawn("logs", "local", "-f", "-n", "0")
+    assert follower.stdout is not None
+    seen = ""
+
+    def got_line() -> bool:
+        nonlocal seen
+        slot.get("/followed")
+        while select.select([follower.stdout], [], [], 0.1)[0]:
+            seen += follower.stdout.readline()  # type: ignore[union-attr]
+            if "/followed" in seen:
+                return True
+        return False
+
+    eventually(got_line, what="the followed request in logs -f")
+    follower.send_signal(signal.SIGINT)
+    assert follower.wait(timeout=10) == 0
