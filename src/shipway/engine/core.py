@@ -15,7 +15,6 @@ What must never happen, and where it is prevented:
 from __future__ import annotations
 
 import getpass
-import json
 import socket
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -64,23 +63,6 @@ def default_actor() -> str:
     except (KeyError, OSError):
         user = "unknown"
     return f"{user}@{socket.gethostname()}"
-
-
-def _same_release(anchor: Release, new: Release) -> bool:
-    """Would ``new`` run exactly what ``anchor`` runs: same image (by digest when known),
-    image metadata, config (values included, through the hash) and spec snapshot?"""
-
-    def plain(data: object) -> object:
-        return json.loads(json.dumps(data, sort_keys=True, default=str))
-
-    return (
-        anchor.image == new.image
-        and anchor.digest == new.digest
-        and anchor.image_meta == new.image_meta
-        and anchor.config_hash == new.config_hash
-        and plain(anchor.spec) == plain(new.spec)
-        and set(anchor.deployment_ids) == set(new.deployment_ids)
-    )
 
 
 def live_generation(gens: Sequence[GenerationInfo]) -> str | None:
@@ -194,20 +176,7 @@ class Engine:
         )
         if slot.strategy == "blue-green":
             return self._generation_plan(app, slot_name, release, observed, operation, take_host)
-        anchor = history.deployed(records)
-        if anchor is not None and _same_release(anchor, release):
-            # Nothing the user controls changed: the deployed artifact is what must run, so
-            # the plan only repairs drift (a stopped, missing or altered unit) and a deploy
-            # of what already runs replaces nothing. ``restart`` forces a roll.
-            release = replace(
-                release,
-                deployment_ids=dict(anchor.deployment_ids),
-                artifact=anchor.artifact,
-                description=description
-                or f"{operation} {resolved.ref} (unchanged: re-asserts r{anchor.revision})",
-            )
-        else:
-            release = replace(release, artifact=self.backend.render(view, slot, release))
+        release = replace(release, artifact=self.backend.render(view, slot, release))
         return rollout_plan(
             operation=operation,
             backend=self.backend.name,
@@ -570,6 +539,61 @@ class Engine:
                 "(hint: shipway history SLOT lists the revisions)"
             )
         return earlier[-1]
+
+    def plan_repair(self, app: App, slot_name: str) -> Plan:
+        """What a repair would do now. Mutates nothing, starts nothing."""
+        target = app.slots.target(slot_name)
+        records = self.backend.read_records(target)
+        return self._repair_plan(slot_name, records, self.observe(target, records))
+
+    def repair(
+        self,
+        clearance: Clearance,
+        app: App,
+        slot_name: str,
+        *,
+        saved: Plan | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        rollback_timeout: float = DEFAULT_ROLLBACK_TIMEOUT,
+    ) -> Outcome:
+        """Re-assert the deployed release exactly as recorded, as a NEW revision: only what
+        drifted changes (a stopped unit is started, a missing one created, an altered one
+        replaced, an undeclared one removed); what matches is left alone. A deploy, by
+        contrast, always rolls every process to fresh deployment ids."""
+        target = app.slots.target(slot_name)
+        clearance.require_covers(target)
+        secrets = self.secrets(app)
+
+        def build(records: list[Release], observed: Observed) -> Plan:
+            if saved is None:
+                return self._repair_plan(slot_name, records, observed)
+            changes = changes_between(saved.observed, observed.summary())
+            if changes:
+                raise StalePlan(changes)
+            return saved
+
+        return self._rollout(
+            clearance, target, app, secrets, build, self._restore_anchor, timeout, rollback_timeout
+        )
+
+    def _repair_plan(self, slot_name: str, records: Sequence[Release], observed: Observed) -> Plan:
+        anchor = history.deployed(records)
+        if anchor is None:
+            raise InputError(
+                f"nothing is deployed in slot {slot_name!r} to repair (hint: shipway deploy first)"
+            )
+        release = replace(
+            anchor,
+            revision=history.next_revision(records),
+            status=ReleaseStatus.PENDING,
+            description=f"repair: re-assert r{anchor.revision}",
+            created_at=now_utc(),
+            updated_at=now_utc(),
+            actor=self.actor,
+        )
+        return rollout_plan(
+            operation="repair", backend=self.backend.name, release=release, observed=observed
+        )
 
     def restart(
         self,
