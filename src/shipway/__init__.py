@@ -56,8 +56,7 @@ __version__ = "0.1.0"
 
 _WHERE = {
     "shipway.api": (
-        "SlotStatus clear deploy diff history load logs plan promote restart rollback status "
-        "stop"
+        "SlotStatus clear deploy diff history load logs plan promote restart rollback status stop"
     ),
     "shipway.engine": "Engine Interrupted NoAnchor Outcome RollbackFailed Rolled RolledBack",
     "shipway.errors": (

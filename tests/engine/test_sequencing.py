@@ -286,18 +286,36 @@ def test_pending_release_is_recovered_and_anchor_reasserted(
     assert anchor_units["workload/web"] != new_web.digest
 
 
-def test_sigterm_marks_pending_failed_and_releases_the_lock(
+def test_sigterm_marks_pending_failed_restores_the_anchor_and_releases_the_lock(
     app: App, backend: MemoryBackend, out: Lines
 ) -> None:
     deploy(app, backend, out)
-    backend.on_call["wait"] = lambda: os.kill(os.getpid(), signal.SIGTERM)
+    anchor = {k: v.unit.digest for k, v in backend.live.items()}
+
+    def once() -> None:
+        del backend.on_call["wait"]
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    backend.on_call["wait"] = once
     with pytest.raises(Interrupted) as err:
         deploy(app, backend, out, image="reg/shop:2")
     assert err.value.exit_code == 128 + signal.SIGTERM
     assert statuses(backend) == {1: "deployed", 2: "failed"}
     assert "SIGTERM" in backend.records[2].description
+    # the slot does not keep serving a release its history calls failed
+    assert {k: v.unit.digest for k, v in backend.live.items()} == anchor
+    assert any("restoring r1 done" in line for line in out.lines)
     assert backend.lock_holder is None
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_a_second_signal_stops_the_undo(app: App, backend: MemoryBackend, out: Lines) -> None:
+    deploy(app, backend, out)
+    backend.on_call["wait"] = lambda: os.kill(os.getpid(), signal.SIGINT)
+    with pytest.raises(Interrupted):
+        deploy(app, backend, out, image="reg/shop:2")
+    assert statuses(backend) == {1: "deployed", 2: "failed"}
+    assert backend.lock_holder is None
 
 
 def test_saved_plan_is_applied_exactly(app: App, backend: MemoryBackend, out: Lines) -> None:

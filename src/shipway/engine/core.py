@@ -707,13 +707,16 @@ class Engine:
                 result = walker.run(plan.steps, timeout)
             except Interrupted as exc:
                 self._fail(clearance, target, release, f"interrupted by {exc}")
-                self.reporter.line(
-                    f"interrupted: r{release.revision} marked failed; the lock is released; "
-                    + (
-                        f"the next deploy re-asserts r{anchor.revision}"
-                        if anchor
-                        else "nothing was deployed before it"
-                    )
+                self._undo_interrupted(
+                    clearance,
+                    target,
+                    release,
+                    anchor,
+                    secrets,
+                    undo,
+                    walker.result,
+                    rollback_timeout,
+                    str(exc),
                 )
                 raise
             except BaseException as exc:
@@ -741,6 +744,38 @@ class Engine:
             assert back.failure is not None
             return RollbackFailed(
                 str(target), release.revision, anchor.revision, failure, back.failure
+            )
+
+    def _undo_interrupted(
+        self,
+        clearance: Clearance,
+        target: Target,
+        release: Release,
+        anchor: Release | None,
+        secrets: Mapping[str, Secret],
+        undo: Undo,
+        done: WalkResult,
+        timeout: float,
+        signal_name: str,
+    ) -> None:
+        """An interrupted rollout is undone like a failed one, so the slot never keeps
+        serving a release its history calls failed. A second signal stops the undo."""
+        what = f"restoring r{anchor.revision}" if anchor else "removing what it started"
+        self.reporter.line(
+            f"interrupted by {signal_name}: r{release.revision} marked failed; {what} "
+            "(signal again to stop)"
+        )
+        steps = undo(target, done, anchor)
+        back = Walker(
+            self.backend, clearance, target, anchor or release, secrets, self.reporter
+        ).run(steps, timeout, "undo ")
+        if back.ok:
+            self.reporter.line(f"interrupted: {what} done; the lock is released")
+        else:
+            assert back.failure is not None
+            self.reporter.line(
+                f"interrupted: {what} failed ({back.failure.headline()}); the slot may be "
+                f"serving r{release.revision}: deploy again or roll back"
             )
 
     def _succeed(

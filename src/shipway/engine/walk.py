@@ -61,10 +61,11 @@ class Walker:
         self.release = release
         self.secrets = secrets
         self.reporter = reporter
+        self.result = WalkResult()  # what the last run did so far, also when interrupted
 
     def run(self, steps: Sequence[Step], timeout: float, label: str = "") -> WalkResult:
         deadline = time.monotonic() + timeout
-        result = WalkResult()
+        result = self.result = WalkResult()
         total = len(steps)
         for i, step in enumerate(steps, start=1):
             self.reporter.line(f"{label}[{i}/{total}] {step.describe()}")

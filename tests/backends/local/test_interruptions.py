@@ -106,3 +106,27 @@ def test_two_concurrent_deploys_one_proceeds_the_other_exits_4(slot: Slot) -> No
     assert [h["status"] for h in slot.history()] == ["superseded", "deployed"]
     # after the first one finished, the lock is free again
     slot.deploy()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_mid_deploy_marks_it_failed_and_the_previous_release_serves(
+    slot: Slot, sig: signal.Signals
+) -> None:
+    slot.deploy()
+    slot.edit_spec('GREETING = "hello"', 'GREETING = "second"')
+    proc = slot.spawn("deploy", "local")
+    read_until(proc, "] wait until worker is ready")  # r2's web is up beside r1's
+    proc.send_signal(sig)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + sig, out
+    assert "marked failed; restoring r1" in out
+    assert slot.get("/") == (200, "hello from r1\n")
+    assert [h["status"] for h in slot.history()] == ["deployed", "failed"]
+    # r2's processes were stopped; only r1's two programs run
+    eventually(lambda: len(slot.programs()) == 2, what="only r1's two programs")
+    assert {p["release"] for p in slot.processes().values()} == {"r1"}
+    # the lock was released: the next deploy needs no recovery
+    slot.edit_spec('GREETING = "second"', 'GREETING = "third"')
+    r = slot.deploy()
+    assert "broke the lock" not in r.out and "recovering" not in r.out
+    assert slot.get("/") == (200, "third from r3\n")

@@ -257,9 +257,7 @@ class LocalBackend:
         current = self._current_snapshot(d)
         if current is not None:
             units.append(
-                ObservedUnit(
-                    key="snapshot", kind="snapshot", digest=current.get("unit"), phase=0
-                )
+                ObservedUnit(key="snapshot", kind="snapshot", digest=current.get("unit"), phase=0)
             )
         infos = self.supervisor.info()
         programs = self._programs(d)
@@ -379,9 +377,7 @@ class LocalBackend:
                 )
         return (["changes on this machine:", *lines]) if lines else []
 
-    def logs(
-        self, target: Target, process: str | None, follow: bool, lines: int
-    ) -> Iterator[str]:
+    def logs(self, target: Target, process: str | None, follow: bool, lines: int) -> Iterator[str]:
         d = self.dirs(target)
         if process is not None and process not in self.app.processes:
             raise InputError(
@@ -663,8 +659,14 @@ class LocalBackend:
                 Path(inst["counter"]).unlink()
             conf = program_conf(
                 inst["name"],
-                [sys.executable, str(LAUNCHER), inst["env"], inst["counter"], "--",
-                 *body["command"]],
+                [
+                    sys.executable,
+                    str(LAUNCHER),
+                    inst["env"],
+                    inst["counter"],
+                    "--",
+                    *body["command"],
+                ],
                 snap,
                 Path(inst["log"]),
             )
@@ -989,7 +991,9 @@ class LocalBackend:
         d = self.dirs(target)
         for host in sorted(self._routes(d)):
             self.remove(
-                clearance, target, Remove(unit=f"route/{host}", kind="route", reason="stop"),
+                clearance,
+                target,
+                Remove(unit=f"route/{host}", kind="route", reason="stop"),
                 reporter,
             )
             reporter.line(f"  dropped http://{host}:{self.router_port}/")

@@ -71,9 +71,7 @@ def health_gate(
                     code,
                 )
             if state == "ABSENT":
-                return fail(
-                    inst, "NotStarted", "supervisord does not know it", None
-                )
+                return fail(inst, "NotStarted", "supervisord does not know it", None)
             if mode == "uptime":
                 # up since its (only) start: the launcher wrote the counter then
                 needed = float(check.get("initial_delay", 1.0))
