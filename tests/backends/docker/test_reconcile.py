@@ -1,11 +1,16 @@
-"""Drift on the hosts, seen by the plan and repaired by a deploy of the same release:
-a changed config file, a removed or stopped container, a container nobody declared, and a
-saved plan refused once the hosts changed. Also: a failure on the second host after the
-first one switched."""
+"""Drift on the hosts, seen by the plan (per host) and repaired: a changed config file, a
+removed or stopped container, a container nobody declared; a saved plan refused once the
+hosts changed; a failure on the second host after the first one switched.
+
+``repair`` re-asserts the deployed release by key (only drift changes); ``deploy`` rolls
+new containers beside the old ones, and repairs the shared units (files, proxy) on the way.
+"""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -41,17 +46,22 @@ def removes(plan: Plan) -> set[str]:
     return {s.unit for s in plan.steps if isinstance(s, Remove)}
 
 
-def test_redeploying_what_runs_changes_nothing(deployment: Deployment) -> None:
+def repair(deployment: Deployment, lines: Lines | None = None) -> object:
+    return api.repair(deployment.app(), SLOT, reporter=lines or Lines(), timeout=120)
+
+
+def test_repairing_what_runs_as_recorded_changes_nothing(deployment: Deployment) -> None:
     env = deployment.env
     deployment.write(hosts=[env.a])
     assert isinstance(deployment.deploy(), Rolled)
-    ids = {c.id for c in deployment.containers(env.a)}
-    plan = api.plan(deployment.app(), SLOT)
+    ids = {c.id for c in deployment.containers(env.a, kind="app")}
+    plan = api.plan(deployment.app(), SLOT, repair=True)
     assert [type(s) for s in plan.steps] == [NoOp]
-    assert isinstance(deployment.deploy(), Rolled)
-    assert {
-        c.id for c in deployment.containers(env.a) if c.labels["org.shipway.kind"] != "record"
-    } <= ids
+    assert isinstance(repair(deployment), Rolled)
+    assert {c.id for c in deployment.containers(env.a, kind="app")} == ids
+    assert [r.description for r in api.history(deployment.app(), SLOT)][-1] == (
+        "repair: re-assert r1"
+    )
 
 
 def test_config_file_drift_is_seen_per_host_and_repaired(
@@ -72,8 +82,11 @@ def test_config_file_drift_is_seen_per_host_and_repaired(
     Path(volume.attrs["Mountpoint"], "config", "app.ini").write_text("token=x\nmode=lax\n")
     client.close()
 
-    plan = api.plan(deployment.app(), SLOT)
-    drift = {k: a for k, a in applies(plan).items()}
+    # a deploy would rewrite the files too (same content, same volume), beside rolling
+    deploy_plan = api.plan(deployment.app(), SLOT)
+    assert any(k.startswith("files/") and a == "update" for k, a in applies(deploy_plan).items())
+    plan = api.plan(deployment.app(), SLOT, repair=True)
+    drift = applies(plan)
     files_b = next(k for k in drift if k.startswith("files/") and k.endswith(f"@{env.b.address}"))
     web_key = next(k for k in drift if k.startswith("container/web.1/"))
     assert drift == {files_b: "update", web_key: "update"}
@@ -83,12 +96,14 @@ def test_config_file_drift_is_seen_per_host_and_repaired(
     assert "mode=lax" not in detail and token not in detail  # never a value
     assert "NOT zero-downtime" in detail  # the in-place replacement says so
 
-    assert isinstance(deployment.deploy(), Rolled)
+    web_a_ids = {c.id for c in deployment.containers(env.a, kind="app")}
+    assert isinstance(repair(deployment), Rolled)
     (web_b,) = deployment.containers(env.b, kind="app")
     assert web_b.exec_run(["cat", "/app/config/app.ini"]).output.decode() == (
         f"token={token}\nmode=strict\n"
     )
-    assert [type(s) for s in api.plan(deployment.app(), SLOT).steps] == [NoOp]
+    assert {c.id for c in deployment.containers(env.a, kind="app")} == web_a_ids
+    assert [type(s) for s in api.plan(deployment.app(), SLOT, repair=True).steps] == [NoOp]
 
 
 def test_removed_container_recreated_stopped_started_undesired_removed(
@@ -124,12 +139,15 @@ interval = "100ms"
             "org.shipway.key": "container/web.3/20200101000000-000000@docker-a",
         },
     )
-    plan = api.plan(deployment.app(), SLOT)
+    plan = api.plan(deployment.app(), SLOT, repair=True)
     assert applies(plan) == {gone_key: "create", stopped_key: "start"}
     assert removes(plan) == {"container/web.3/20200101000000-000000@docker-a"}
+    # per host: the plan's lines name the host of every step
+    lines_of = plan.describe()
+    assert any(gone_key in line and line.endswith("on docker-a") for line in lines_of)
+    assert any(stopped_key in line and line.endswith(f"on {env.b.address}") for line in lines_of)
 
-    lines = Lines()
-    assert isinstance(deployment.deploy(lines), Rolled)
+    assert isinstance(repair(deployment), Rolled)
     assert stray.id not in {c.id for c in deployment.containers(env.a)}
     keys_a = {c.labels["org.shipway.key"]: c for c in deployment.containers(env.a, kind="app")}
     assert gone_key in keys_a and keys_a[gone_key].status == "running"
@@ -189,3 +207,34 @@ def test_failure_on_the_second_host_rolls_back_the_first(deployment: Deployment)
         ReleaseStatus.DEPLOYED,
         ReleaseStatus.FAILED,
     ]
+
+
+def test_cli_plan_shows_the_repair_per_host(deployment: Deployment) -> None:
+    env = deployment.env
+    deployment.write()
+    assert isinstance(deployment.deploy(), Rolled)
+    (web_b,) = deployment.containers(env.b, kind="app")
+    web_b.stop(timeout=2)
+    key = web_b.labels["org.shipway.key"]
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "shipway",
+            "-f",
+            str(deployment.spec_file),
+            "plan",
+            SLOT,
+            "--repair",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert f"start {key} on {env.b.address}" in out
+    assert f"repair {deployment.name} to slot {SLOT}" in out
+    assert "per host:" in out
+    assert f"  docker-a ({env.a.url}): no change" in out
+    assert f"  {env.b.address} ({env.b.url}): 1 start, 1 wait-rollout" in out
