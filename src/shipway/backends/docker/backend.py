@@ -141,6 +141,8 @@ class DockerBackend:
         self.drift: dict[str, list[str]] = {}
         #: host -> what this operation did there, in order (the per-host report)
         self.journal: dict[str, list[str]] = {}
+        #: something failed during the current operation (the report is printed at its end)
+        self._trouble = False
 
     # -- plumbing ----------------------------------------------------------------------
 
@@ -548,16 +550,28 @@ class DockerBackend:
             )
             held = slot_lock.held(holder, reporter)
             held.__enter__()
+        self.journal, self._trouble = {}, False
         try:
             yield
         except BaseException:
+            self._trouble = True
+            self._final_report(reporter)
             with edge(f"host {self.primary}: unlock"):
                 suppressed = held.__exit__(*sys.exc_info())
             if not suppressed:
                 raise
         else:
+            self._final_report(reporter)
             with edge(f"host {self.primary}: unlock"):
                 held.__exit__(None, None, None)
+
+    def _final_report(self, reporter: Reporter) -> None:
+        """After an operation in which something failed (and whatever undo followed):
+        what happened on each host, in order."""
+        if self._trouble:
+            reporter.line("what happened on each host:")
+            for line in self.host_report():
+                reporter.line(f"  {line}")
 
     def write_records(
         self, clearance: Clearance, target: Target, records: Sequence[Release]
@@ -604,6 +618,7 @@ class DockerBackend:
             with edge(f"host {conn.name}: {action} {unit.key}"):
                 done = appliers[unit.kind](client, unit, action, secrets)
         except BackendError as exc:
+            self._trouble = True
             self._note(unit.host, f"{action} {unit.key} FAILED")
             for line in self.host_report():
                 reporter.line(f"  {line}")
@@ -890,6 +905,7 @@ class DockerBackend:
             with edge(f"host {conn.name}: remove {step.unit}"):
                 done = self._remove(conn.client(), step, reporter)
         except BackendError as exc:
+            self._trouble = True
             self._note(step.host, f"remove {step.unit} FAILED")
             raise CleanupFailed(
                 str(exc),
@@ -980,6 +996,7 @@ class DockerBackend:
                 time.sleep(POLL)
 
     def _failed(self, step: WaitRollout, failure: Failure, reporter: Reporter) -> Failure:
+        self._trouble = True
         self._note(step.host, f"{step.process}: {failure.reason}")
         report = tuple(self.host_report())
         return Failure(
@@ -1048,6 +1065,7 @@ class DockerBackend:
                     result = c.wait(timeout=left)
                 except requests.exceptions.RequestException:
                     c.kill()
+                    self._trouble = True
                     self._note(host, "release command timed out")
                     return Failure(
                         reason="ReleaseCommandTimeout",
@@ -1060,6 +1078,7 @@ class DockerBackend:
                     c.remove(force=True)
         shown = tuple(_redact(line, secrets) for line in tail)
         if code != 0:
+            self._trouble = True
             self._note(host, f"release command failed (exit {code})")
             return Failure(
                 reason="ReleaseCommandFailed",

@@ -13,6 +13,7 @@ published for them.
 from __future__ import annotations
 
 import contextlib
+import logging
 import socket
 import threading
 from collections.abc import Mapping
@@ -30,6 +31,10 @@ from shipway.backends.docker.trust import SshParams, open_ssh, ssh_params
 from shipway.errors import BackendError
 
 API_TIMEOUT = 60
+# paramiko logs a refused forward ("channel open FAILED") at ERROR; shipway reports it
+# itself (a health probe that found nothing listening), so keep it off stderr unless the
+# application configures logging.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 
 class Stream(Protocol):
