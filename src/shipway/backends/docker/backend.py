@@ -814,6 +814,7 @@ class DockerBackend:
                 ports={int(body["listen"]): int(body["port"])},
                 network=str(body["network"]),
                 stop_timeout=int(body.get("stop_timeout", 10)),
+                sysctls=_listener_migration(client),
             ),
         )
         # the config it starts with: the routes already in its volume (a proxy recreated
@@ -1155,6 +1156,21 @@ class DockerBackend:
     def close(self) -> None:
         for conn in self.connections.values():
             conn.close()
+
+
+def _listener_migration(client: docker.DockerClient) -> dict[str, str]:
+    """``net.ipv4.tcp_migrate_req=1`` in the proxy's network namespace when the host's
+    kernel has it (Linux 5.14+). Caddy opens a new SO_REUSEPORT socket on every reload and
+    closes the old one; without migration, the connections still waiting in the old
+    socket's accept queue are reset — a handful per reload under load. With it, the kernel
+    hands them to the new socket."""
+    release = str(client.info().get("KernelVersion") or "")
+    parts = release.split(".")
+    try:
+        major, minor = int(parts[0]), int("".join(ch for ch in parts[1] if ch.isdigit()) or 0)
+    except (IndexError, ValueError):
+        return {}
+    return {"net.ipv4.tcp_migrate_req": "1"} if (major, minor) >= (5, 14) else {}
 
 
 def _logs(c: Container, tail: int) -> str:

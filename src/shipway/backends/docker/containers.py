@@ -30,6 +30,7 @@ class ContainerSpec:
     memory_reservation: int | None = None
     nano_cpus: int | None = None
     cpu_shares: int | None = None
+    sysctls: Mapping[str, str] = field(default_factory=dict)
 
 
 def create(client: docker.DockerClient, spec: ContainerSpec) -> Container:
@@ -39,6 +40,7 @@ def create(client: docker.DockerClient, spec: ContainerSpec) -> Container:
         "mounts": list(spec.mounts) or None,
         "port_bindings": {f"{c}/tcp": h for c, h in spec.ports.items()} or None,
         "network_mode": spec.network,
+        "sysctls": dict(spec.sysctls) or None,
     }
     for key in ("memory", "memory_reservation", "nano_cpus", "cpu_shares"):
         value = getattr(spec, key)
