@@ -208,3 +208,32 @@ def test_image_types_start_their_own_way(deployment: Deployment) -> None:
         (web,) = [c for c in deployment.containers(env.a, kind="app") if c.status == "running"]
         entry = web.attrs["Config"]["Entrypoint"]
         assert entry == (["/start"] if kind == "herokuish" else ["/cnb/process/web"])
+
+
+def test_release_command_runs_once_before_the_switch_and_its_failure_rolls_back(
+    deployment: Deployment,
+) -> None:
+    env = deployment.env
+    deployment.write(
+        extra='[env]\nMARKER = "m-1"\n',
+    )
+    text = deployment.spec_file.read_text().replace(
+        "[app]\n", '[app]\nrelease_command = ["sh", "-c", "echo migrated with $MARKER"]\n', 1
+    )
+    deployment.spec_file.write_text(text)
+    lines = Lines()
+    assert isinstance(deployment.deploy(lines), Rolled)
+    out = lines.text()
+    assert out.count("release command: migrated with m-1") == 1  # once, not per host
+    assert out.index("run the release command") < out.index("create route/web@docker-a")
+    assert deployment.containers(env.a, kind="release-command") == []  # cleaned up
+
+    deployment.spec_file.write_text(
+        text.replace('"echo migrated with $MARKER"', '"echo boom; exit 3"').replace("m-1", "m-2")
+    )
+    outcome = deployment.deploy(Lines())
+    assert isinstance(outcome, RolledBack), outcome.line()
+    assert outcome.failure.reason == "ReleaseCommandFailed"
+    assert outcome.failure.exit_code == 3 and "boom" in outcome.failure.details
+    for host in (env.a, env.b):
+        assert "MARKER=m-1" in deployment.get(host, "/cgi-bin/env")[1]
