@@ -35,8 +35,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO))
 
-from shipway import api  # noqa: E402
 from tests.testenv.docker import DockerEnv, ensure_docker_env  # noqa: E402
+
+from shipway import api  # noqa: E402
 
 DRAIN = 1.0
 
@@ -122,7 +123,7 @@ def direct_start(env: DockerEnv, name: str, image: str) -> float:
             )
             c.start()
             containers.append((client, c))
-        for client, c in containers:
+        for _, c in containers:
             deadline = time.monotonic() + 60
             while True:
                 c.reload()
