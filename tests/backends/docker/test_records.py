@@ -8,12 +8,14 @@ from dataclasses import replace
 
 import pytest
 
+from shipway import api
 from shipway.backends.docker import labels
+from shipway.engine import Rolled
 from shipway.errors import ClearanceError, RecordError
 from shipway.guard import Guard
 from shipway.release.artifact import Artifact, Unit
 from shipway.release.model import Release, ReleaseStatus
-from tests.backends.docker.conftest import SLOT, Deployment
+from tests.backends.docker.conftest import SLOT, Deployment, Lines
 
 
 def test_records_round_trip_rewrite_and_delete_on_the_first_host(deployment: Deployment) -> None:
@@ -58,3 +60,18 @@ def test_a_record_too_large_for_its_store_is_refused_with_a_hint(deployment: Dep
     with pytest.raises(RecordError, match=r"over the \d+-byte limit"):
         backend.write_records(clearance, target, [huge])
     assert backend.read_records(target) == []
+
+
+def test_stop_removes_what_runs_keeps_the_records_and_repair_brings_it_back(
+    deployment: Deployment,
+) -> None:
+    env = deployment.env
+    deployment.write(hosts=[env.a])
+    assert isinstance(deployment.deploy(), Rolled)
+    api.stop(deployment.app(), SLOT, reporter=Lines())
+    kinds = {c.labels["org.shipway.kind"] for c in deployment.containers(env.a)}
+    assert kinds == {"record"}
+    assert [r.status for r in api.history(deployment.app(), SLOT)] == [ReleaseStatus.DEPLOYED]
+    outcome = api.repair(deployment.app(), SLOT, reporter=Lines(), timeout=120)
+    assert isinstance(outcome, Rolled), outcome.line()
+    assert deployment.get(env.a) == (200, "v1\n")
