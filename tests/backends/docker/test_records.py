@@ -3,6 +3,7 @@ a size limit with a hint, and every mutation behind the clearance."""
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import replace
 
@@ -13,6 +14,7 @@ from shipway.backends.docker import labels
 from shipway.engine import Rolled
 from shipway.errors import ClearanceError, RecordError
 from shipway.guard import Guard
+from shipway.release import codec
 from shipway.release.artifact import Artifact, Unit
 from shipway.release.model import Release, ReleaseStatus
 from tests.backends.docker.conftest import SLOT, Deployment, Lines
@@ -75,3 +77,32 @@ def test_stop_removes_what_runs_keeps_the_records_and_repair_brings_it_back(
     outcome = api.repair(deployment.app(), SLOT, reporter=Lines(), timeout=120)
     assert isinstance(outcome, Rolled), outcome.line()
     assert deployment.get(env.a) == (200, "v1\n")
+
+
+def test_secret_values_never_reach_logs_records_or_plans(
+    deployment: Deployment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = deployment.env
+    secret = "s3cret-5f0a9c2e"
+    monkeypatch.setenv("LOGS_TOKEN", secret)
+    deployment.write(
+        hosts=[env.a],
+        extra='[secrets]\nTOKEN = { from_env = "LOGS_TOKEN" }\n',
+        processes="""
+[processes.worker]
+command = ["sh", "-c", "echo the token is $TOKEN; exec /app/worker"]
+""",
+    )
+    assert isinstance(deployment.deploy(), Rolled)
+    (worker,) = deployment.containers(env.a, kind="app")
+    assert f"the token is {secret}" in worker.logs().decode()  # it did get the value
+    lines = list(api.logs(deployment.app(), SLOT, "worker", lines=5))
+    assert any("the token is ***" in line for line in lines), lines
+    texts = [
+        "\n".join(lines),
+        json.dumps([codec.to_json(r) for r in api.history(deployment.app(), SLOT)]),
+        json.dumps(api.plan(deployment.app(), SLOT).to_json()),
+        json.dumps(api.status(deployment.app(), SLOT).to_json()),
+        json.dumps(worker.labels),
+    ]
+    assert not any(secret in text for text in texts)
