@@ -107,7 +107,7 @@ port = 8080
 [processes.web.healthcheck]
 path = "/up"
 interval = "100ms"
-attempts = 40
+attempts = 80
 """
         self.spec_file.write_text(
             f"""
