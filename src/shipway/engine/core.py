@@ -549,6 +549,61 @@ class Engine:
             )
         return earlier[-1]
 
+    def plan_repair(self, app: App, slot_name: str) -> Plan:
+        """What a repair would do now. Mutates nothing, starts nothing."""
+        target = app.slots.target(slot_name)
+        records = self.backend.read_records(target)
+        return self._repair_plan(slot_name, records, self.observe(target, records))
+
+    def repair(
+        self,
+        clearance: Clearance,
+        app: App,
+        slot_name: str,
+        *,
+        saved: Plan | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        rollback_timeout: float = DEFAULT_ROLLBACK_TIMEOUT,
+    ) -> Outcome:
+        """Re-assert the deployed release exactly as recorded, as a NEW revision: only what
+        drifted changes (a stopped unit is started, a missing one created, an altered one
+        replaced, an undeclared one removed); what matches is left alone. A deploy, by
+        contrast, always rolls every process to fresh deployment ids."""
+        target = app.slots.target(slot_name)
+        clearance.require_covers(target)
+        secrets = self.secrets(app)
+
+        def build(records: list[Release], observed: Observed) -> Plan:
+            if saved is None:
+                return self._repair_plan(slot_name, records, observed)
+            changes = changes_between(saved.observed, observed.summary())
+            if changes:
+                raise StalePlan(changes)
+            return saved
+
+        return self._rollout(
+            clearance, target, app, secrets, build, self._restore_anchor, timeout, rollback_timeout
+        )
+
+    def _repair_plan(self, slot_name: str, records: Sequence[Release], observed: Observed) -> Plan:
+        anchor = history.deployed(records)
+        if anchor is None:
+            raise InputError(
+                f"nothing is deployed in slot {slot_name!r} to repair (hint: shipway deploy first)"
+            )
+        release = replace(
+            anchor,
+            revision=history.next_revision(records),
+            status=ReleaseStatus.PENDING,
+            description=f"repair: re-assert r{anchor.revision}",
+            created_at=now_utc(),
+            updated_at=now_utc(),
+            actor=self.actor,
+        )
+        return rollout_plan(
+            operation="repair", backend=self.backend.name, release=release, observed=observed
+        )
+
     def restart(
         self,
         clearance: Clearance,
