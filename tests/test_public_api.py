@@ -8,7 +8,7 @@ EXPECTED = [
     "NoAnchor", "Outcome", "Plan", "Release", "ReleaseStatus", "RollbackFailed", "Rolled",
     "RolledBack", "ShipwayError", "Slot", "SlotLocked", "SlotStatus", "SpecInvalid", "StalePlan",
     "Target", "__version__", "clear", "deploy", "diff", "history", "load", "logs", "plan",
-    "promote", "restart", "rollback", "status", "stop",
+    "promote", "repair", "restart", "rollback", "status", "stop",
 ]  # fmt: skip
 
 

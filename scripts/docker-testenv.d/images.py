@@ -362,6 +362,37 @@ def cnb_variant() -> Variant:
     return Variant("cnb", "v1", "pack", dockerfile, ctx)
 
 
+def proxy_variant(caddy_root: Path) -> Variant:
+    """The proxy the Docker backend drives in tests: Debian's caddy package (its binary and
+    the few shared libraries it links, nothing else) in an image built FROM scratch. It
+    behaves like the official image for what shipway uses: ``caddy`` on the PATH, a JSON
+    config, ``caddy reload``. Production slots use the official image (``proxy_image``)."""
+    binary = caddy_root / "usr/bin/caddy"
+    version = (caddy_root / "VERSION").read_text().strip()
+    ctx = Tree()
+    ctx.file("rootfs/usr/bin/caddy", binary.read_bytes(), 0o755)
+    libs = subprocess.run(["ldd", str(binary)], check=True, capture_output=True, text=True)
+    for line in libs.stdout.splitlines():
+        # "libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x...)" or "/lib64/ld-linux... (0x...)"
+        path = next((p for p in line.split() if p.startswith("/")), None)
+        if path is not None:
+            real = Path(path).resolve()
+            ctx.file("rootfs" + path, real.read_bytes(), 0o755)
+    ctx.file("rootfs/etc/nsswitch.conf", "hosts: files dns\n")
+    ctx.file("rootfs/etc/passwd", "root:x:0:0:root:/root:/bin/false\n")
+    for d in ("config", "data", "tmp", "etc/shipway"):
+        ctx.dir(f"rootfs/{d}", 0o1777 if d == "tmp" else 0o755)
+    dockerfile = (
+        "FROM scratch\n"
+        "COPY rootfs/ /\n"
+        "ENV PATH=/usr/bin XDG_CONFIG_HOME=/config XDG_DATA_HOME=/data\n"
+        f"LABEL org.shipway.testenv.caddy={version}\n"
+        "EXPOSE 80\n"
+        'CMD ["caddy", "run", "--config", "/etc/shipway/caddy.json"]\n'
+    )
+    return Variant("proxy", "caddy", "proxy", dockerfile, ctx)
+
+
 def variants() -> list[Variant]:
     return [
         app_variant("v1"),
@@ -492,6 +523,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prefix", required=True, help="registry/namespace for the refs")
     ap.add_argument("--busybox", default="/bin/busybox", type=Path)
     ap.add_argument("--state", required=True, type=Path, help="where images.json is written")
+    ap.add_argument("--caddy", type=Path, help="root of Debian's caddy package, extracted")
     args = ap.parse_args(argv)
 
     client = docker.DockerClient(base_url=args.docker, timeout=300)
@@ -499,7 +531,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     base_ref, base_hash = images.ensure_base(args.busybox)
     refs: dict[str, Any] = {"base": base_ref}
-    for v in variants():
+    extra = [proxy_variant(args.caddy)] if args.caddy else []
+    for v in [*variants(), *extra]:
         refs[f"{v.repo}:{v.tag}"] = images.ensure_variant(v, base_ref, base_hash)
     args.state.mkdir(parents=True, exist_ok=True)
     manifest = {}

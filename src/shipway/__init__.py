@@ -21,6 +21,7 @@ if TYPE_CHECKING:
         logs,
         plan,
         promote,
+        repair,
         restart,
         rollback,
         status,
@@ -56,7 +57,8 @@ __version__ = "0.1.0"
 
 _WHERE = {
     "shipway.api": (
-        "SlotStatus clear deploy diff history load logs plan promote restart rollback status stop"
+        "SlotStatus clear deploy diff history load logs plan promote repair restart rollback "
+        "status stop"
     ),
     "shipway.engine": "Engine Interrupted NoAnchor Outcome RollbackFailed Rolled RolledBack",
     "shipway.errors": (
@@ -116,6 +118,7 @@ __all__ = [
     "logs",
     "plan",
     "promote",
+    "repair",
     "restart",
     "rollback",
     "status",

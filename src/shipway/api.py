@@ -45,13 +45,18 @@ def plan(
     *,
     image: str | None = None,
     take_host: bool = False,
+    repair: bool = False,
     backend: Backend | None = None,
     reporter: Reporter | None = None,
 ) -> Plan:
-    """What a deploy would do now. Mutates nothing, starts nothing."""
-    return _engine(app, slot, backend, reporter).plan_deploy(
-        app, slot, image=image, take_host=take_host
-    )
+    """What a deploy (or, with ``repair``, a repair) would do now. Mutates nothing, starts
+    nothing."""
+    engine = _engine(app, slot, backend, reporter)
+    if repair:
+        if image is not None:
+            raise InputError("a repair re-asserts the deployed release: it takes no --image")
+        return engine.plan_repair(app, slot)
+    return engine.plan_deploy(app, slot, image=image, take_host=take_host)
 
 
 def diff(app: App, slot: str, the_plan: Plan, *, backend: Backend | None = None) -> list[str]:
@@ -83,6 +88,24 @@ def deploy(
         take_host=take_host,
         timeout=timeout,
         rollback_timeout=rollback_timeout,
+    )
+
+
+def repair(
+    app: App,
+    slot: str,
+    *,
+    confirm: str | None = None,
+    saved_plan: Plan | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    rollback_timeout: float = DEFAULT_ROLLBACK_TIMEOUT,
+    backend: Backend | None = None,
+    reporter: Reporter | None = None,
+) -> Outcome:
+    """Re-assert the deployed release as recorded: only what drifted changes."""
+    clearance = clear(app, slot, confirm)
+    return _engine(app, slot, backend, reporter).repair(
+        clearance, app, slot, saved=saved_plan, timeout=timeout, rollback_timeout=rollback_timeout
     )
 
 

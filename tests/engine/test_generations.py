@@ -234,3 +234,73 @@ def test_restart_in_a_blue_green_slot_stays_inside_the_live_generation(
     assert calls(backend, "apply") == [f"apply update gen/{g2}/workload/web"]
     assert calls(backend, "remove") == []  # the asleep generation is not pruned
     assert any(k.startswith(f"gen/{g1}/") for k in backend.live)
+
+
+class _RollingOnly:
+    """A backend without generations: every attribute of the memory backend but those."""
+
+    def __init__(self, inner: MemoryBackend) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("hosts", "generations", "host_owner", "delete_generation"):
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
+def test_a_backend_without_generations_is_refused_before_anything_is_touched(
+    app: App, backend: MemoryBackend, out: Lines
+) -> None:
+    rolling_only: Any = _RollingOnly(backend)
+    with pytest.raises(InputError, match="does not keep generations") as err:
+        Engine(rolling_only, out, environ={}).deploy(Guard(app.slots).clear("prod"), app, "prod")
+    assert err.value.exit_code == 2
+    assert backend.mutations() == []  # not even the lock (which may create state)
+
+
+TWO_HOSTS = SPEC.replace(
+    'routes = [{ host = "shop.example.com", process = "web" }]',
+    'routes = [{ host = "shop.example.com", process = "web" }, '
+    '{ host = "www.shop.example.com", process = "web" }]',
+)
+
+
+def test_a_host_that_cannot_be_pointed_sends_the_pointed_ones_back_before_any_sleep(
+    backend: MemoryBackend, out: Lines
+) -> None:
+    app = app_from_toml(TWO_HOSTS)
+    deploy(app, backend, out)
+    g1 = backend.records[1].generation
+    backend.unpointable_hosts.add("www.shop.example.com")
+    backend.calls.clear()
+    outcome = deploy(app, backend, out, image="reg/shop:2")
+    assert isinstance(outcome, RolledBack) and outcome.exit_code == 10
+    g2 = backend.records[2].generation
+    assert backend.routes == {"shop.example.com": g1, "www.shop.example.com": g1}
+    moves = calls(backend, "point_host", "drop_host", "scale")
+    back = moves.index(f"point_host shop.example.com->{g1}")
+    assert moves.index(f"drop_host shop.example.com-x-{g2}") > back
+    assert moves.index(f"scale {g2}/web=0") > back  # never stopped under its traffic
+    assert not any(m.startswith(f"scale {g1}/") and m.endswith("=0") for m in moves)
+
+
+def test_a_failure_while_applying_puts_what_was_already_started_back_to_sleep(
+    app: App, backend: MemoryBackend, out: Lines
+) -> None:
+    deploy(app, backend, out)
+    g1 = backend.records[1].generation
+    applied: list[int] = []
+
+    def break_at_the_third_apply() -> None:
+        applied.append(1)
+        if len(applied) == 3:
+            backend.broken = True
+
+    backend.on_call["apply"] = break_at_the_third_apply
+    backend.calls.clear()
+    outcome = deploy(app, backend, out, image="reg/shop:2")
+    assert isinstance(outcome, RolledBack)
+    g2 = backend.records[2].generation
+    # web was applied, worker's apply failed half-way: both go (back) to sleep
+    assert calls(backend, "scale") == [f"scale {g2}/web=0", f"scale {g2}/worker=0"]
+    assert backend.routes["shop.example.com"] == g1

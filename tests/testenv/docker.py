@@ -91,6 +91,7 @@ class TestImages:
     crash: str  #: exits 3 at once
     herokuish: str  #: herokuish layout: /start web, /app/Procfile, USER=herokuishuser, port 5000
     cnb: str  #: Cloud Native Buildpacks labels, entrypoint /cnb/process/web
+    proxy: str  #: the Docker backend's proxy: Debian's caddy in an image FROM scratch
 
     @classmethod
     def under(cls, prefix: str) -> TestImages:
@@ -102,6 +103,7 @@ class TestImages:
             crash=f"{prefix}/web:crash",
             herokuish=f"{prefix}/herokuish:v1",
             cnb=f"{prefix}/cnb:v1",
+            proxy=f"{prefix}/proxy:caddy",
         )
 
 

@@ -80,6 +80,7 @@ class MemoryBackend:
         self.broken = False
         self.failing_release_command = False
         self.undroppable_hosts: set[str] = set()
+        self.unpointable_hosts: set[str] = set()
         self.doomed_generations: set[str] = set()
         self.foreign_hosts: dict[str, HostOwner] = {}
         self.generation_created: dict[str, str] = {}
@@ -305,6 +306,8 @@ class MemoryBackend:
     ) -> None:
         clearance.require_covers(target)
         self._note("point_host", f"{step.host}->{step.generation}")
+        if step.host in self.unpointable_hosts:
+            raise BackendError(f"the engine refused to point {step.host}")
         self.routes[step.host] = step.generation
 
     def drop_host(

@@ -150,8 +150,12 @@ class ProcessStatus:
 
 @dataclass(frozen=True)
 class GenerationInfo:
+    """One generation of a slot. ``state``: ``live`` (the slot's hosts point at it),
+    ``awake`` (running without traffic, e.g. after ``wake``), ``asleep`` (scaled to zero,
+    kept). ``gc`` deletes asleep generations only."""
+
     name: str
-    state: Literal["live", "asleep"]
+    state: Literal["live", "awake", "asleep"]
     release: int | None
     created_at: str
 

@@ -233,18 +233,23 @@ def validate(obj: Context) -> None:
     "out",
     metavar="FILE",
     type=click.Path(dir_okay=False),
-    help="Save the plan; apply it later with deploy --plan FILE.",
+    help="Save the plan; apply it later with deploy --plan FILE (repair --plan FILE).",
+)
+@click.option(
+    "--repair",
+    is_flag=True,
+    help="Plan a repair instead: re-assert the deployed release, changing only what drifted.",
 )
 @output_option
 @pass_obj
-def plan(obj: Context, slot: str, image: str | None, out: str | None) -> None:
+def plan(obj: Context, slot: str, image: str | None, out: str | None, repair: bool) -> None:
     """Show what a deploy to SLOT would do. Touches nothing, starts nothing."""
 
     def body() -> int:
         from shipway import api
 
         app = obj.app()
-        the_plan = api.plan(app, slot, image=image)
+        the_plan = api.plan(app, slot, image=image, repair=repair)
         detail = api.diff(app, slot, the_plan)
         if out:
             Path(out).write_text(json.dumps(the_plan.to_json(), indent=2, sort_keys=True) + "\n")
@@ -256,8 +261,64 @@ def plan(obj: Context, slot: str, image: str | None, out: str | None) -> None:
             for line in the_plan.describe() + detail:
                 click.echo(line)
             if out:
-                click.echo(f"saved to {out}; apply with: shipway deploy {slot} --plan {out}")
+                verb = "repair" if repair else "deploy"
+                click.echo(f"saved to {out}; apply with: shipway {verb} {slot} --plan {out}")
         return 0
+
+    _run(obj, body)
+
+
+def _saved_plan(plan_file: str | None) -> Any:
+    if not plan_file:
+        return None
+    from shipway.plan.model import Plan
+
+    try:
+        return Plan.from_json(json.loads(Path(plan_file).read_text()))
+    except (ValueError, KeyError, TypeError) as exc:
+        from shipway.errors import InputError
+
+        raise InputError(f"{plan_file}: not a shipway plan: {exc}") from exc
+
+
+@cli.command()
+@click.argument("slot")
+@click.option(
+    "--plan",
+    "plan_file",
+    metavar="FILE",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Apply exactly this saved repair plan (plan --repair --out FILE), or refuse if stale.",
+)
+@confirm_option
+@timeout_options
+@output_option
+@pass_obj
+def repair(
+    obj: Context,
+    slot: str,
+    plan_file: str | None,
+    confirm: str | None,
+    timeout: float,
+    rollback_timeout: float,
+) -> None:
+    """Re-assert SLOT's deployed release as recorded: start what stopped, recreate what is
+    missing, replace what drifted, remove what nobody declared; leave the rest alone."""
+
+    def body() -> int:
+        from shipway import api
+
+        app = obj.app()
+        outcome = api.repair(
+            app,
+            slot,
+            confirm=_confirmation(app, slot, confirm),
+            saved_plan=_saved_plan(plan_file),
+            timeout=timeout,
+            rollback_timeout=rollback_timeout,
+            reporter=_reporter(obj),
+        )
+        return _outcome(obj, outcome)
 
     _run(obj, body)
 
@@ -299,17 +360,9 @@ def deploy(
 
     def body() -> int:
         from shipway import api
-        from shipway.plan.model import Plan
 
         app = obj.app()
-        saved = None
-        if plan_file:
-            try:
-                saved = Plan.from_json(json.loads(Path(plan_file).read_text()))
-            except (ValueError, KeyError, TypeError) as exc:
-                from shipway.errors import InputError
-
-                raise InputError(f"{plan_file}: not a shipway plan: {exc}") from exc
+        saved = _saved_plan(plan_file)
         outcome = api.deploy(
             app,
             slot,
@@ -488,7 +541,7 @@ def history(obj: Context, slot: str) -> None:
 @output_option
 @pass_obj
 def gens(obj: Context, slot: str) -> None:
-    """List SLOT's generations (blue-green): release, state (live / asleep) and age."""
+    """List SLOT's generations (blue-green): release, state (live / awake / asleep), age."""
 
     def body() -> int:
         from shipway import api

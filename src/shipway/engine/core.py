@@ -41,7 +41,17 @@ from shipway.errors import (
 )
 from shipway.guard import Clearance
 from shipway.plan.generation import switch_plan, switch_steps
-from shipway.plan.model import Observed, Plan, Scale, Step, WaitReplicas, changes_between
+from shipway.plan.model import (
+    ApplyObject,
+    DropHost,
+    Observed,
+    Plan,
+    PointHost,
+    Scale,
+    Step,
+    WaitReplicas,
+    changes_between,
+)
 from shipway.plan.rollout import discard_steps, restore_steps, rollout_plan
 from shipway.release import history
 from shipway.release.artifact import Artifact
@@ -432,6 +442,9 @@ class Engine:
     ) -> Outcome:
         target = app.slots.target(slot_name)
         clearance.require_covers(target)
+        blue_green = app.slots.get(slot_name).strategy == "blue-green"
+        if blue_green:
+            self._generations()  # refused before the lock: nothing is created or touched
         secrets = self.secrets(app)
         if saved is not None and (saved.app, saved.slot, saved.backend) != (
             target.app,
@@ -461,11 +474,7 @@ class Engine:
                 raise StalePlan(changes)
             return saved
 
-        undo = (
-            self._sleep_new
-            if app.slots.get(slot_name).strategy == "blue-green"
-            else self._restore_anchor
-        )
+        undo = self._sleep_new if blue_green else self._restore_anchor
         return self._rollout(
             clearance, target, app, secrets, build, undo, timeout, rollback_timeout
         )
@@ -539,6 +548,61 @@ class Engine:
                 "(hint: shipway history SLOT lists the revisions)"
             )
         return earlier[-1]
+
+    def plan_repair(self, app: App, slot_name: str) -> Plan:
+        """What a repair would do now. Mutates nothing, starts nothing."""
+        target = app.slots.target(slot_name)
+        records = self.backend.read_records(target)
+        return self._repair_plan(slot_name, records, self.observe(target, records))
+
+    def repair(
+        self,
+        clearance: Clearance,
+        app: App,
+        slot_name: str,
+        *,
+        saved: Plan | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        rollback_timeout: float = DEFAULT_ROLLBACK_TIMEOUT,
+    ) -> Outcome:
+        """Re-assert the deployed release exactly as recorded, as a NEW revision: only what
+        drifted changes (a stopped unit is started, a missing one created, an altered one
+        replaced, an undeclared one removed); what matches is left alone. A deploy, by
+        contrast, always rolls every process to fresh deployment ids."""
+        target = app.slots.target(slot_name)
+        clearance.require_covers(target)
+        secrets = self.secrets(app)
+
+        def build(records: list[Release], observed: Observed) -> Plan:
+            if saved is None:
+                return self._repair_plan(slot_name, records, observed)
+            changes = changes_between(saved.observed, observed.summary())
+            if changes:
+                raise StalePlan(changes)
+            return saved
+
+        return self._rollout(
+            clearance, target, app, secrets, build, self._restore_anchor, timeout, rollback_timeout
+        )
+
+    def _repair_plan(self, slot_name: str, records: Sequence[Release], observed: Observed) -> Plan:
+        anchor = history.deployed(records)
+        if anchor is None:
+            raise InputError(
+                f"nothing is deployed in slot {slot_name!r} to repair (hint: shipway deploy first)"
+            )
+        release = replace(
+            anchor,
+            revision=history.next_revision(records),
+            status=ReleaseStatus.PENDING,
+            description=f"repair: re-assert r{anchor.revision}",
+            created_at=now_utc(),
+            updated_at=now_utc(),
+            actor=self.actor,
+        )
+        return rollout_plan(
+            operation="repair", backend=self.backend.name, release=release, observed=observed
+        )
 
     def restart(
         self,
@@ -765,12 +829,47 @@ class Engine:
         return restore_steps(anchor.artifact, observed.of_generation(anchor.generation))
 
     def _sleep_new(self, target: Target, result: WalkResult, anchor: Release | None) -> list[Step]:
-        """Undo for a generation switch: put back to sleep what this switch scaled up."""
-        return [
-            Scale(process=s.process, replicas=0, generation=s.generation)
-            for s in result.done
-            if isinstance(s, Scale) and s.replicas > 0
+        """Undo for a generation switch: put back what this switch moved.
+
+        Hosts it already pointed at the new generation go back to the anchor's generation
+        (woken and waited on first, as in any switch) — or, with no anchor, are dropped —
+        before anything is put to sleep: a generation is never stopped under its traffic.
+        Then every process the switch woke goes back to sleep: scaled up, or applied (a
+        backend may start what it applies), including the step under way when it stopped.
+        (A point that failed left its host where it was: pointing is the backend's one
+        atomic move.)
+        """
+        attempted = [*result.done, *([result.current] if result.current else [])]
+        woken: dict[tuple[str, str], None] = {}
+        for s in attempted:
+            wakes = (isinstance(s, Scale) and s.replicas > 0) or isinstance(s, ApplyObject)
+            if wakes and isinstance(s, Scale | ApplyObject) and s.generation and s.process:
+                woken[(s.generation, s.process)] = None
+        pointed: dict[str, str] = {}
+        moved_to: str | None = None
+        for s in result.done:
+            if isinstance(s, PointHost) and s.generation:
+                pointed[s.host] = s.process
+                moved_to = s.generation
+        steps: list[Step] = []
+        back_to = anchor.generation if anchor is not None else None
+        if pointed and anchor is not None and back_to is not None and back_to != moved_to:
+            recorded = from_snapshot(anchor.spec, Path("."))
+            switch_back = switch_steps(
+                to_generation=back_to,
+                from_generation=moved_to,
+                replicas={name: p.replicas for name, p in recorded.processes.items()},
+                hosts=list(pointed.items()),
+            )
+            steps += [s for s in switch_back if not (isinstance(s, Scale) and s.replicas == 0)]
+        elif pointed and moved_to is not None:
+            steps += [DropHost(host=host, generation=moved_to) for host in pointed]
+        steps += [
+            Scale(process=process, replicas=0, generation=generation)
+            for generation, process in woken
+            if generation != back_to
         ]
+        return steps
 
     def _reassert_steps(
         self, target: Target, records: Sequence[Release], anchor: Release, stuck: Release

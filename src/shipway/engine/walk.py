@@ -33,9 +33,14 @@ from shipway.spec.secrets import Secret, redact
 
 @dataclass
 class WalkResult:
+    """What a walk did. ``current``: the step under way when the walk stopped (it failed, or
+    a signal or an error interrupted it) — it may have done part of its work, so an undo
+    must consider it too."""
+
     failure: Failure | None = None
     done: list[Step] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    current: Step | None = None
 
     @property
     def ok(self) -> bool:
@@ -69,6 +74,7 @@ class Walker:
         total = len(steps)
         for i, step in enumerate(steps, start=1):
             self.reporter.line(f"{label}[{i}/{total}] {step.describe()}")
+            result.current = step
             try:
                 failure = self._do(step, deadline)
             except CleanupFailed as exc:
@@ -88,6 +94,7 @@ class Walker:
                 result.failure = _masked(failure, self.secrets)
                 return result
             result.done.append(step)
+            result.current = None
         return result
 
     def _warning(self, step: Step, message: str, fix: str) -> str:

@@ -118,6 +118,10 @@ class Slot:
     namespace: str | None = None
     # docker
     hosts: tuple[DockerHost, ...] = ()
+    known_hosts: str | None = None
+    proxy_image: str | None = None
+    proxy_port: int | None = None
+    drain_timeout: float | None = None
     # local
     state_dir: str | None = None
     router_port: int | None = None
@@ -274,6 +278,16 @@ def _slot_json(slot: Slot) -> dict[str, Any]:
             h.url if h.processes is None else {"url": h.url, "processes": list(h.processes)}
             for h in slot.hosts
         ]
+        out.update(
+            _drop_none(
+                {
+                    "known_hosts": slot.known_hosts,
+                    "proxy_image": slot.proxy_image,
+                    "proxy_port": slot.proxy_port,
+                    "drain_timeout": slot.drain_timeout,
+                }
+            )
+        )
     else:
         out.update(_drop_none({"state_dir": slot.state_dir, "router_port": slot.router_port}))
     return out

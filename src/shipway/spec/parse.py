@@ -39,6 +39,7 @@ DNS_NAME = re.compile(
 )
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 QUANTITY = re.compile(r"^([0-9]+(\.[0-9]+)?)(m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
+IMAGE_REF = re.compile(r"^[a-z0-9][a-z0-9._:/@-]*[a-z0-9]$|^[a-z0-9]$", re.IGNORECASE)
 DURATION = re.compile(r"^([0-9]+(\.[0-9]+)?)(ms|s|m|h)$")
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
@@ -59,6 +60,10 @@ SLOT_KEYS = (
     "context",
     "namespace",
     "hosts",
+    "known_hosts",
+    "proxy_image",
+    "proxy_port",
+    "drain_timeout",
     "state_dir",
     "router_port",
     "replicas",
@@ -69,6 +74,10 @@ BACKEND_ONLY = {
     "context": "kubernetes",
     "namespace": "kubernetes",
     "hosts": "docker",
+    "known_hosts": "docker",
+    "proxy_image": "docker",
+    "proxy_port": "docker",
+    "drain_timeout": "docker",
     "state_dir": "local",
     "router_port": "local",
 }
@@ -576,6 +585,30 @@ def _slot(
             "a docker slot needs at least one host",
             'e.g. hosts = ["unix:///var/run/docker.sock", "ssh://deploy@web1"]',
         )
+    known_hosts = (
+        c.string(
+            s["known_hosts"], (*path, "known_hosts"), hint="a path to an OpenSSH known_hosts file"
+        )
+        if "known_hosts" in s
+        else None
+    )
+    proxy_image = (
+        c.string(
+            s["proxy_image"],
+            (*path, "proxy_image"),
+            pattern=IMAGE_REF,
+            what="image reference",
+            hint='e.g. "caddy:2" or "registry.example:5000/proxy:1"',
+        )
+        if "proxy_image" in s
+        else None
+    )
+    proxy_port = (
+        c.integer(s["proxy_port"], (*path, "proxy_port"), 1, 65535) if "proxy_port" in s else None
+    )
+    drain_timeout = (
+        c.duration(s["drain_timeout"], (*path, "drain_timeout")) if "drain_timeout" in s else None
+    )
     state_dir = c.string(s["state_dir"], (*path, "state_dir")) if "state_dir" in s else None
     router_port = (
         c.integer(s["router_port"], (*path, "router_port"), 1, 65535)
@@ -618,6 +651,10 @@ def _slot(
         context=context,
         namespace=namespace or (f"{app_name}-{name}" if backend == "kubernetes" else None),
         hosts=hosts,
+        known_hosts=known_hosts,
+        proxy_image=proxy_image,
+        proxy_port=proxy_port,
+        drain_timeout=drain_timeout,
         state_dir=state_dir,
         router_port=router_port,
         replicas=replicas,

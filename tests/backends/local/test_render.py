@@ -145,3 +145,21 @@ def test_render_is_deterministic_json() -> None:
     one = render(a, a.slots.get("local"), release(), 8800)
     two = render(a, a.slots.get("local"), release(), 8800)
     assert json.dumps(one.to_json()) == json.dumps(two.to_json())
+
+
+def test_a_generation_is_its_own_snapshot_and_programs_labelled_with_it_and_no_route() -> None:
+    a = parse(SPEC, base_dir=Path("/src/shop"))
+    slot = a.slots.get("local")
+    rolling = render(a, slot, release(), 8800)
+    gen = render(a, slot, replace(release(), generation="local-20260101-000000"), 8800)
+    assert gen.keys() == [
+        "gen/local-20260101-000000/snapshot",
+        "gen/local-20260101-000000/program/web@D1",
+        "gen/local-20260101-000000/program/worker@D1",
+        "gen/local-20260101-000000/program/clock@D1",
+        "gen/local-20260101-000000/program/api@D1",
+    ]  # hosts move by PointHost, never by a unit
+    assert {u.generation for u in gen} == {"local-20260101-000000"}
+    assert {u.body["generation"] for u in gen} == {"local-20260101-000000"}
+    # a rolling release renders exactly as before (no generation key in any body)
+    assert all(u.generation is None and "generation" not in u.body for u in rolling)

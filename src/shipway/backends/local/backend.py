@@ -9,11 +9,20 @@ It does one step at a time when the engine asks (the engine decides what and whe
   ``wait``; removing one drains it through the router first, then stops it.
 * ``route``: point a host at a program in the router's table and reload it atomically.
 
+A blue-green slot keeps *generations* (:mod:`.generations`): each release is a snapshot and
+programs labelled with its generation, started beside the live one. ``scale`` starts or
+stops a generation's instances (asleep = no instance, records kept), ``wait_replicas`` is
+the health gate, ``point_host`` adds the generation's claim of a host to the router (the
+newest claim wins: one atomic switch) and ``drop_host`` removes the old generation's claim
+(best effort: a stale claim loses anyway). Stopping instances always drains them first.
+
 What must never happen, and where it is prevented:
   * a half-written state file — every write is a rename (:mod:`.state`);
   * a slot stuck behind a dead deploy — the lock is an flock (:mod:`.lock`);
   * a dropped request on a switch — routes move atomically and old programs are drained
-    before they stop (:mod:`.router`);
+    before they stop (:mod:`.router`); a generation serving a host is never put to sleep;
+  * a snapshot pruned under a generation that may wake again — every kept generation's
+    snapshot is in use until ``gc`` deletes the generation;
   * a secret value in output — env files and config files are the only places values are
     written; log lines shown to the user are redacted;
   * a subprocess from ``plan``/``status``/``observe`` — reads never start supervisord or
@@ -38,6 +47,14 @@ from typing import Any
 from shipway.backends.local import health, logfiles, render, snapshot
 from shipway.backends.local.gate import FailureOf, health_gate
 from shipway.backends.local.gate import starts as gate_starts
+from shipway.backends.local.generations import (
+    live_generation,
+    read_claims,
+    read_generations,
+    serving,
+    write_claims,
+    write_generations,
+)
 from shipway.backends.local.launch import expand
 from shipway.backends.local.lock import slot_lock
 from shipway.backends.local.routing import RouterControl
@@ -62,6 +79,8 @@ from shipway.backends.local.supervisor import (
 )
 from shipway.backends.protocol import (
     Failure,
+    GenerationInfo,
+    HostOwner,
     LockHolder,
     ProcessStatus,
     Reporter,
@@ -78,10 +97,11 @@ from shipway.plan.model import (
     PointHost,
     Remove,
     Scale,
+    UnitState,
     WaitReplicas,
     WaitRollout,
 )
-from shipway.release import codec
+from shipway.release import codec, history
 from shipway.release.artifact import Artifact, Unit
 from shipway.release.model import ImageMeta, Release
 from shipway.spec.model import App, Slot, Target
@@ -95,6 +115,10 @@ LAUNCHER = Path(__file__).with_name("launch.py")
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _now_precise() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
 def _upstream(port: int) -> str:
@@ -159,9 +183,11 @@ class LocalBackend:
         """Every secret value this slot's processes were given (to mask them in output)."""
         values = {s.reveal() for s in self._secrets.values()}
         for rec in self._programs(d).values():
-            for inst in rec.get("instances", []):
+            env_files = [i["env"] for i in rec.get("instances", [])]
+            env_files += [rec["env_template"]] if rec.get("env_template") else []
+            for path in env_files:
                 with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-                    doc = json.loads(Path(inst["env"]).read_text())
+                    doc = json.loads(Path(path).read_text())
                     values.update(doc["env"][n] for n in doc.get("secret_names", []))
         with contextlib.suppress(BackendError, InputError):
             values.update(s.reveal() for s in resolve_all(self.app.secrets, self.environ).values())
@@ -259,6 +285,16 @@ class LocalBackend:
             units.append(
                 ObservedUnit(key="snapshot", kind="snapshot", digest=current.get("unit"), phase=0)
             )
+        for name, meta in read_generations(d).items():
+            units.append(
+                ObservedUnit(
+                    key=f"gen/{name}/snapshot",
+                    kind="snapshot",
+                    digest=meta.get("unit"),
+                    generation=name,
+                    phase=0,
+                )
+            )
         infos = self.supervisor.info()
         programs = self._programs(d)
         known: set[str] = set()
@@ -266,13 +302,17 @@ class LocalBackend:
             names = [i["name"] for i in rec.get("instances", [])]
             known.update(names)
             up = all(state_of(infos.get(n)) in RUNNING_STATES for n in names)
+            state: UnitState = "running" if up else "stopped"
+            if rec.get("generation") and not names:
+                state = "asleep"
             units.append(
                 ObservedUnit(
                     key=key,
                     kind="program",
                     digest=rec.get("unit"),
-                    state="running" if up else "stopped",
+                    state=state,
                     process=rec.get("process"),
+                    generation=rec.get("generation"),
                     phase=1,
                 )
             )
@@ -309,10 +349,26 @@ class LocalBackend:
         urls: dict[str, list[str]] = {}
         for host, r in routes.items():
             urls.setdefault(r["program"], []).append(f"http://{host}:{r['router_port']}")
+        for host, (_, c) in serving(read_claims(d)).items():
+            urls.setdefault(c["program"], []).append(f"http://{host}:{c['router_port']}")
         rows: list[ProcessStatus] = []
         programs = sorted(self._programs(d).items(), key=lambda kv: (kv[1]["process"], kv[0]))
         for key, rec in programs:
             instances = rec.get("instances", [])
+            if rec.get("generation") and not instances:
+                rows.append(
+                    ProcessStatus(
+                        process=rec["process"],
+                        desired=0,
+                        ready=0,
+                        generation=rec["generation"],
+                        detail={
+                            "release": rec.get("release"),
+                            "state": "asleep",
+                            "deployment_id": rec.get("deployment_id"),
+                        },
+                    )
+                )
             for i, inst in enumerate(instances):
                 info = infos.get(inst["name"])
                 state = state_of(info) if infos else "STOPPED"
@@ -328,6 +384,7 @@ class LocalBackend:
                         process=label,
                         desired=1,
                         ready=1 if healthy else 0,
+                        generation=rec.get("generation"),
                         detail={
                             "release": rec.get("release"),
                             "pid": info.get("pid") if info and running else None,
@@ -368,6 +425,10 @@ class LocalBackend:
                 unit = plan.release.artifact.get(step.unit)
                 was = routes.get(unit.body["host"], {}).get("program", "nothing")
                 lines.append(f"  {unit.body['host']}: {was} -> {unit.body['program']}")
+            elif isinstance(step, PointHost):
+                held = serving(read_claims(d)).get(step.host)
+                was = f"generation {held[0]}" if held else "nothing"
+                lines.append(f"  {step.host}: {was} -> generation {step.generation}")
             elif isinstance(step, Remove) and step.kind == "program":
                 rec = programs.get(step.unit, {})
                 ports = ", ".join(str(i["port"]) for i in rec.get("instances", []))
@@ -477,6 +538,8 @@ class LocalBackend:
         try:
             if unit.kind == "snapshot":
                 self._apply_snapshot(d, unit, secrets, reporter)
+            elif unit.kind == "program" and unit.generation:
+                self._apply_generation_program(target, d, unit, secrets, reporter)
             elif unit.kind == "program":
                 self._apply_program(target, d, unit, action, secrets, reporter)
             elif unit.kind == "route":
@@ -520,10 +583,14 @@ class LocalBackend:
             path.parent.mkdir(parents=True, exist_ok=True)
             content = reveal(f["content"], secrets)
             write_atomic(path, str(content).encode(), int(f["mode"], 8))
-        write_json(
-            d.base / "snapshot.json",
-            {"unit": unit.digest, "revision": revision, "dir": dest.name, "digest": digest},
-        )
+        current = {"unit": unit.digest, "revision": revision, "dir": dest.name, "digest": digest}
+        if unit.generation:  # the generation's own snapshot, kept as long as it exists
+            generations = read_generations(d)
+            created = generations.get(unit.generation, {}).get("created_at") or _now_precise()
+            generations[unit.generation] = {**current, "created_at": created}
+            write_generations(d, generations)
+        else:
+            write_json(d.base / "snapshot.json", current)
         self._prune_snapshots(d, reporter)
 
     def _make_snapshot(
@@ -540,15 +607,32 @@ class LocalBackend:
             )
 
     def _prune_snapshots(self, d: SlotDirs, reporter: Reporter) -> None:
-        in_use = {Path(rec["snapshot"]).name for rec in self._programs(d).values()}
-        current = self._current_snapshot(d)
-        if current:
-            in_use.add(str(current.get("dir")))
+        in_use = self._snapshots_in_use(d)
         dropped = snapshot.prune(d.releases, KEEP_SNAPSHOTS, in_use)
         if dropped:
             reporter.line(
                 f"  pruned snapshots {', '.join(dropped)} (keeping the last {KEEP_SNAPSHOTS})"
             )
+
+    def _snapshots_in_use(self, d: SlotDirs) -> set[str]:
+        """Snapshot directories something still needs: a program (running or asleep), the
+        rolling slot's current one, every kept generation's own."""
+        in_use = {Path(rec["snapshot"]).name for rec in self._programs(d).values()}
+        current = self._current_snapshot(d)
+        if current:
+            in_use.add(str(current.get("dir")))
+        in_use.update(str(g["dir"]) for g in read_generations(d).values() if g.get("dir"))
+        return in_use
+
+    def _generation_snapshot(self, d: SlotDirs, generation: str) -> Path:
+        meta = read_generations(d).get(generation)
+        path = d.releases / str(meta["dir"]) if meta and meta.get("dir") else None
+        if path is None or not path.is_dir():
+            raise BackendError(
+                f"generation {generation} has no snapshot in {d.releases} "
+                "(hint: shipway gens SLOT; deploy again)"
+            )
+        return path
 
     def _snapshot_dir(self, d: SlotDirs, digest: str) -> Path:
         current = self._current_snapshot(d)
@@ -675,6 +759,143 @@ class LocalBackend:
         reporter.line(f"  {process} {body.get('release')} starting on 127.0.0.1:{ports_text}")
         self._refresh_tables(d, reporter, only_program=unit.key)
 
+    # generation programs: a record and an env template; instances come and go by scale --
+
+    def _apply_generation_program(
+        self,
+        target: Target,
+        d: SlotDirs,
+        unit: Unit,
+        secrets: Mapping[str, Secret],
+        reporter: Reporter,
+    ) -> None:
+        """Record the program of a generation with its env template (the env it will always
+        run with, secrets revealed: 0600), then start its instances. A program already
+        recorded with this exact unit is only woken (``start``)."""
+        body = unit.body
+        generation = str(body["generation"])
+        existing = self._programs(d).get(unit.key)
+        if existing is not None and existing.get("unit") != unit.digest:
+            self._stop_program(d, unit.key, existing, drain=True, reporter=reporter)
+            existing = None
+        if existing is None:
+            process, dep_id = str(body["process"]), str(body["deployment_id"])
+            snap = self._generation_snapshot(d, generation)
+            private_dir(d.run)
+            d.logs.mkdir(parents=True, exist_ok=True)
+            template = d.run / f"{process}.{dep_id}.env.json"
+            env = {**self._base_env(), **reveal(dict(body["env"]), secrets)}
+            secret_names = sorted(n for n in secrets if n in env)
+            write_json(template, {"env": env, "secret_names": secret_names}, 0o600)
+            programs = self._programs(d)
+            programs[unit.key] = {
+                "unit": unit.digest,
+                "process": process,
+                "deployment_id": dep_id,
+                "generation": generation,
+                "release": body.get("release"),
+                "snapshot": str(snap),
+                "snapshot_digest": body["snapshot"],
+                "health": body.get("health"),
+                "command": list(body["command"]),
+                "env_template": str(template),
+                "replicas": 0,
+                "instances": [],
+                "created_at": _now_precise(),
+            }
+            self._save_programs(d, programs)
+        self._scale_program(target, d, unit.key, int(body["replicas"]), reporter)
+
+    def _scale_program(
+        self, target: Target, d: SlotDirs, key: str, replicas: int, reporter: Reporter
+    ) -> None:
+        """Make ``replicas`` instances of a generation's program run: start the missing ones
+        (fresh ports, env from the template, start counter reset), restart those that are
+        down, or take the extra ones out of the router, drain and stop them. Every change
+        is recorded before it is made."""
+        rec = dict(self._programs(d)[key])
+        process, dep_id, gen = str(rec["process"]), str(rec["deployment_id"]), rec["generation"]
+        instances = [dict(i) for i in rec.get("instances", [])]
+        if replicas < len(instances):
+            keep, doomed = instances[:replicas], instances[replicas:]
+            self._save_program(d, key, {**rec, "instances": keep, "replicas": replicas})
+            self._refresh_tables(d, reporter, only_program=key)  # out of the router first
+            self._drain([_upstream(i["port"]) for i in doomed], key, reporter)
+            for inst in doomed:
+                self.supervisor.remove(inst["name"])
+                for f in (inst["env"], inst["counter"]):
+                    with contextlib.suppress(FileNotFoundError):
+                        Path(f).unlink()
+            self._release_ports([i["port"] for i in doomed])
+            what = "asleep" if replicas == 0 else f"scaled to {replicas}"
+            reporter.line(f"  {process} of generation {gen}: {what}")
+            return
+        prefix = f"{self._instance_prefix(target)}{process}.{dep_id}"
+        fresh = range(len(instances), replicas)
+        ports = self._allocate_ports(len(fresh), prefix)
+        for i, port in zip(fresh, ports, strict=True):
+            instances.append(
+                {
+                    "name": f"{prefix}.{i}",
+                    "port": port,
+                    "env": str(d.run / f"{process}.{dep_id}.{i}.env.json"),
+                    "counter": str(d.run / f"{process}.{dep_id}.{i}.starts"),
+                    "log": str(d.logs / f"{process}.{dep_id}.{i}.log"),
+                }
+            )
+        self._save_program(d, key, {**rec, "instances": instances, "replicas": replicas})
+        self.supervisor.ensure()
+        infos = self.supervisor.info()
+        starting = [
+            inst
+            for inst in instances
+            if inst["port"] in ports or state_of(infos.get(inst["name"])) not in RUNNING_STATES
+        ]
+        if not starting:
+            return
+        template = read_json(Path(rec["env_template"]), None)
+        if not isinstance(template, dict):
+            raise BackendError(
+                f"{key}: its env template {rec['env_template']} is missing "
+                "(hint: deploy again, or shipway gc the generation)"
+            )
+        with contextlib.suppress(BackendError):
+            self.router(self.router_port).ensure(wait=False)  # warm up while we start
+        for inst in starting:
+            env = {**template["env"], "PORT": str(inst["port"])}
+            secret_names = template.get("secret_names", [])
+            write_json(Path(inst["env"]), {"env": env, "secret_names": secret_names}, 0o600)
+            with contextlib.suppress(FileNotFoundError):
+                Path(inst["counter"]).unlink()
+            command = [sys.executable, str(LAUNCHER), inst["env"], inst["counter"], "--"]
+            conf = program_conf(
+                inst["name"], [*command, *rec["command"]], Path(rec["snapshot"]), Path(inst["log"])
+            )
+            self.supervisor.add(inst["name"], conf)
+        ports_text = ", ".join(str(i["port"]) for i in starting)
+        reporter.line(
+            f"  {process} {rec.get('release')} of generation {gen} starting on "
+            f"127.0.0.1:{ports_text}"
+        )
+        self._refresh_tables(d, reporter, only_program=key)
+
+    def _save_program(self, d: SlotDirs, key: str, rec: Mapping[str, Any]) -> None:
+        programs = self._programs(d)
+        programs[key] = dict(rec)
+        self._save_programs(d, programs)
+
+    def _generation_programs(
+        self, d: SlotDirs, generation: str, process: str | None = None
+    ) -> list[tuple[str, dict[str, Any]]]:
+        """The programs of a generation (of one process), newest first: a targeted restart
+        leaves two of a process for a moment, and the newest is the one to scale or route."""
+        found = [
+            (key, rec)
+            for key, rec in self._programs(d).items()
+            if rec.get("generation") == generation and process in (None, rec.get("process"))
+        ]
+        return sorted(found, key=lambda kv: (str(kv[1].get("created_at", "")), kv[0]), reverse=True)
+
     def _stop_program(
         self,
         d: SlotDirs,
@@ -693,6 +914,9 @@ class LocalBackend:
                 with contextlib.suppress(FileNotFoundError):
                     Path(f).unlink()
         self._release_ports([i["port"] for i in instances])
+        if rec.get("env_template"):
+            with contextlib.suppress(FileNotFoundError):
+                Path(rec["env_template"]).unlink()
         programs = self._programs(d)
         programs.pop(key, None)
         self._save_programs(d, programs)
@@ -731,11 +955,12 @@ class LocalBackend:
             "program": program,
             "process": body["process"],
             "router_port": port,
+            "since": self._next_since(port, host),
         }
         self._save_routes(d, routes)
         try:
             for p in sorted(ports):
-                self._write_table(d, p)
+                self._write_tables(d, p)
                 self.router(p).reload()
         except BaseException:
             # put the record back as it was, so no one believes a route that may not be
@@ -747,7 +972,7 @@ class LocalBackend:
             self._save_routes(d, routes)
             with contextlib.suppress(BackendError, OSError):
                 for p in sorted(ports):
-                    self._write_table(d, p)
+                    self._write_tables(d, p)
                     self.router(p).reload()
             raise
         upstreams = ", ".join(_upstream(i["port"]) for i in rec["instances"])
@@ -756,30 +981,52 @@ class LocalBackend:
             f"({upstreams})"
         )
 
-    def _write_table(self, d: SlotDirs, port: int) -> None:
+    def _write_tables(self, d: SlotDirs, port: int) -> None:
+        """Rewrite the slot's table files for one router port from the records: the rolling
+        routes, and one file per generation with claims there (others' files removed)."""
         programs = self._programs(d)
-        hosts: dict[str, Any] = {}
-        for host, r in self._routes(d).items():
-            if int(r["router_port"]) != port:
-                continue
+        router = self.router(port)
+
+        def entry(r: Mapping[str, Any]) -> dict[str, Any]:
             rec = programs.get(r["program"], {})
-            hosts[host] = {
+            return {
                 "program": r["program"],
                 "upstreams": [_upstream(i["port"]) for i in rec.get("instances", [])],
+                "since": float(r.get("since", 0.0)),
             }
-        self.router(port).write_table(d.app, d.slot, hosts)
+
+        rolling = {h: entry(r) for h, r in self._routes(d).items() if int(r["router_port"]) == port}
+        router.write_table(d.app, d.slot, rolling)
+        claimed: set[str] = set()
+        for generation, hosts in read_claims(d).items():
+            here = {h: entry(c) for h, c in hosts.items() if int(c["router_port"]) == port}
+            if here:
+                router.write_table(d.app, d.slot, here, generation)
+                claimed.add(generation)
+        for generation, path in router.generation_tables(d.app, d.slot).items():
+            if generation not in claimed:
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+
+    def _next_since(self, port: int, host: str) -> float:
+        """When a new claim of ``host`` is made: now, and always after every claim the
+        router holds for it (a clock step back must not make a new claim lose)."""
+        held = self.router(port).table().get(host.lower())
+        return max(time.time(), float(held["since"]) + 0.001 if held else 0.0)
 
     def _refresh_tables(
         self, d: SlotDirs, reporter: Reporter, only_program: str | None = None
     ) -> None:
         """Rewrite and reload the router tables that name a program whose ports changed."""
+        named = [*self._routes(d).values()]
+        named += [c for hosts in read_claims(d).values() for c in hosts.values()]
         ports = {
             int(r["router_port"])
-            for r in self._routes(d).values()
+            for r in named
             if only_program is None or r["program"] == only_program
         }
         for port in sorted(ports):
-            self._write_table(d, port)
+            self._write_tables(d, port)
             router = self.router(port)
             if router.answering():
                 router.reload()
@@ -796,21 +1043,24 @@ class LocalBackend:
             self._save_routes(d, routes)
             if before is not None:
                 port = int(before["router_port"])
-                self._write_table(d, port)
+                self._write_tables(d, port)
                 router = self.router(port)
                 if router.answering():
                     router.reload()
             return
         if step.kind == "program":
+            rec = self._programs(d).get(step.unit)
+            if rec is not None and rec.get("generation"):
+                self._remove_generation_program(d, step.unit, rec, reporter)
+                return
             routed = [h for h, r in self._routes(d).items() if r["program"] == step.unit]
             if routed:
                 raise CleanupFailed(
                     f"{step.unit} still serves {', '.join(routed)}",
                     f"point {', '.join(routed)} at another program, then shipway deploy again",
                 )
-            rec = self._programs(d).get(step.unit)
             if rec is None:  # not recorded (an orphan): stop it by name
-                process, dep_id = step.unit.split("/", 1)[1].split("@", 1)
+                process, dep_id = step.unit.rsplit("program/", 1)[1].split("@", 1)
                 prefix = f"{self._instance_prefix(target)}{process}.{dep_id}."
                 for name in self.supervisor.names():
                     if name.startswith(prefix):
@@ -818,11 +1068,95 @@ class LocalBackend:
                 return
             self._stop_program(d, step.unit, rec, drain=True, reporter=reporter)
             return
+        if step.kind == "snapshot" and step.unit.startswith("gen/"):
+            self._forget_generation(d, step.unit.split("/")[1], reporter)
+            return
         if step.kind == "snapshot":
             with contextlib.suppress(FileNotFoundError):
                 (d.base / "snapshot.json").unlink()
             return
         raise BackendError(f"the local backend cannot remove a {step.kind!r} unit")
+
+    def _remove_generation_program(
+        self, d: SlotDirs, key: str, rec: Mapping[str, Any], reporter: Reporter
+    ) -> None:
+        """Remove one program of a generation (a targeted restart replaced it): the hosts
+        it serves move to its newest sibling of the same process (already through the
+        gate), atomically, then it is drained and stopped. With no sibling, a host it
+        really serves keeps it (CleanupFailed); stale claims of it are simply dropped."""
+        generation, process = str(rec["generation"]), str(rec["process"])
+        claims = read_claims(d)
+        mine = claims.get(generation, {})
+        pointing = sorted(h for h, c in mine.items() if c["program"] == key)
+        if pointing:
+            ports = {int(mine[h]["router_port"]) for h in pointing}
+            sibling = next(
+                (
+                    k
+                    for k, r in self._generation_programs(d, generation, process)
+                    if k != key and r.get("instances")
+                ),
+                None,
+            )
+            if sibling is None:
+                served = [h for h in pointing if h in self._hosts_served_by(d, generation)]
+                if served:
+                    raise CleanupFailed(
+                        f"{key} still serves {', '.join(served)}",
+                        f"switch {', '.join(served)} to another generation "
+                        "(shipway switch SLOT GEN), then shipway gc SLOT",
+                    )
+                for h in pointing:
+                    mine.pop(h)
+            else:
+                for h in pointing:
+                    mine[h] = {**mine[h], "program": sibling}
+            write_claims(d, claims)
+            for port in sorted(ports):
+                self._write_tables(d, port)
+                router = self.router(port)
+                if router.answering():
+                    router.reload()
+            if sibling is not None:
+                reporter.line(f"  {', '.join(pointing)} now served by {sibling}")
+        self._stop_program(d, key, rec, drain=True, reporter=reporter)
+
+    def _hosts_served_by(self, d: SlotDirs, generation: str) -> list[str]:
+        """Hosts the router table says this generation of the slot serves (its claim wins)."""
+        served = []
+        for host, claim in read_claims(d).get(generation, {}).items():
+            held = self.router(int(claim["router_port"])).table().get(host.lower())
+            if held and (held["app"], held["slot"], held["generation"]) == (
+                d.app,
+                d.slot,
+                generation,
+            ):
+                served.append(host)
+        return sorted(served)
+
+    def _forget_generation(self, d: SlotDirs, generation: str, reporter: Reporter) -> None:
+        """Drop the generation's claims, drain and stop its programs, forget it, and free its
+        snapshot (unless something else still uses that directory)."""
+        claims = read_claims(d)
+        dropped = claims.pop(generation, {})
+        write_claims(d, claims)
+        for port in sorted({int(c["router_port"]) for c in dropped.values()}):
+            self._write_tables(d, port)
+            router = self.router(port)
+            if router.answering():
+                router.reload()
+        for key, rec in self._generation_programs(d, generation):
+            self._stop_program(d, key, rec, drain=True, reporter=reporter)
+            reporter.line(f"  removed {key}")
+        generations = read_generations(d)
+        meta = generations.pop(generation, None)
+        write_generations(d, generations)
+        name = str(meta.get("dir") or "") if meta else ""
+        if name and name not in self._snapshots_in_use(d):
+            shutil.rmtree(d.releases / name, ignore_errors=True)
+            with contextlib.suppress(FileNotFoundError):
+                (d.releases / f"{name}.json").unlink()
+            reporter.line(f"  freed snapshot {name} of generation {generation}")
 
     # the health gate --------------------------------------------------------------------
 
@@ -887,7 +1221,11 @@ class LocalBackend:
         clearance.require_covers(target)
         self._secrets.update(secrets)
         d = self.dirs(target)
-        cwd = self._snapshot_dir(d, release.digest or "")
+        cwd = (
+            self._generation_snapshot(d, release.generation)
+            if release.generation
+            else self._snapshot_dir(d, release.digest or "")
+        )
         spec_env = {str(k): str(v) for k, v in (release.spec.get("env") or {}).items()}
         env = {
             **self._base_env(),
@@ -953,42 +1291,225 @@ class LocalBackend:
         return None
 
     # generations ------------------------------------------------------------------------
-    # The local backend is not a GenerationBackend: every local deploy already starts the
-    # new release beside the old one and switches hosts atomically, so a blue-green slot is
-    # refused by the engine (with a hint) before any of these could be called.
+    # A blue-green slot's generations (see the module doc and :mod:`.generations`).
 
-    def _no_generations(self) -> BackendError:
-        return BackendError(
-            'the local backend does not keep generations (hint: use strategy = "rolling": '
-            "each local deploy starts beside the old release and switches atomically)"
-        )
+    def hosts(self, app: App, slot: Slot) -> list[tuple[str, str]]:
+        return render.hosts_of(app, slot)
 
     def scale(self, clearance: Clearance, target: Target, step: Scale, reporter: Reporter) -> None:
+        """Start (wake) or stop (put to sleep: no instance, records kept) a generation's
+        instances of one process. A generation serving a host is never put to sleep."""
         clearance.require_covers(target)
-        raise self._no_generations()
+        d = self.dirs(target)
+        if step.generation is None:
+            raise BackendError("the local backend scales the processes of a generation only")
+        found = self._generation_programs(d, step.generation, step.process)
+        if not found and step.replicas == 0:  # e.g. recovering a deploy killed before apply
+            reporter.line(f"  generation {step.generation} runs no {step.process}: nothing to stop")
+            return
+        if not found:
+            raise BackendError(
+                f"generation {step.generation} has no {step.process} program "
+                f"(hint: shipway gens {target.slot})"
+            )
+        try:
+            if step.replicas > 0:
+                self._scale_program(target, d, found[0][0], step.replicas, reporter)
+                return
+            served = self._hosts_served_by(d, step.generation)
+            if served:
+                raise BackendError(
+                    f"generation {step.generation} serves {', '.join(served)}: it is not put "
+                    "to sleep under its traffic (hint: switch to another generation first)"
+                )
+            for key, _ in found:
+                self._scale_program(target, d, key, 0, reporter)
+        except OSError as exc:
+            raise BackendError(f"scaling {step.process} of {step.generation}: {exc}") from exc
 
     def wait_replicas(
         self, target: Target, step: WaitReplicas, deadline: float, reporter: Reporter
     ) -> Failure | None:
-        raise self._no_generations()
+        """The health gate, on the generation's (newest) program of the process."""
+        d = self.dirs(target)
+        found = self._generation_programs(d, step.generation or "", step.process)
+        if not found:
+            return Failure(
+                reason="NotStarted",
+                message=f"generation {step.generation} has no {step.process} program",
+                process=step.process,
+            )
+        key, rec = found[0]
+        have = len(rec.get("instances", []))
+        if have < step.replicas:
+            return Failure(
+                reason="NotScaled",
+                message=f"{key} has {have} of {step.replicas} instances",
+                process=step.process,
+            )
+        return health_gate(self.supervisor, rec, deadline, reporter, self._fail_with(d, rec))
 
     def point_host(
         self, clearance: Clearance, target: Target, step: PointHost, reporter: Reporter
     ) -> None:
+        """Claim the host for the generation's program in the router, newer than every other
+        claim: one table write and one reload, so the switch is atomic. On failure the claim
+        is withdrawn, so no record says the host moved when it may not have."""
         clearance.require_covers(target)
-        raise self._no_generations()
+        d = self.dirs(target)
+        generation = step.generation or ""
+        running = [
+            (k, r)
+            for k, r in self._generation_programs(d, generation, step.process)
+            if r.get("instances")
+        ]
+        if not running:
+            raise BackendError(
+                f"{step.process} of generation {generation} is not running: {step.host} cannot "
+                f"point at it (hint: shipway wake {target.slot} {generation})"
+            )
+        key, rec = running[0]
+        port = self.router_port
+        router = self.router(port)
+        try:
+            router.ensure(wait=True)
+            before = read_claims(d)
+            claims = read_claims(d)
+            claims.setdefault(generation, {})[step.host] = {
+                "program": key,
+                "process": step.process,
+                "router_port": port,
+                "since": self._next_since(port, step.host),
+            }
+            write_claims(d, claims)
+            try:
+                self._write_tables(d, port)
+                router.reload()
+            except BaseException:
+                write_claims(d, before)
+                with contextlib.suppress(BackendError, OSError):
+                    self._write_tables(d, port)
+                    router.reload()
+                raise
+        except OSError as exc:
+            raise BackendError(f"pointing {step.host} at {generation}: {exc}") from exc
+        upstreams = ", ".join(_upstream(i["port"]) for i in rec["instances"])
+        reporter.line(
+            f"  serving http://{step.host}:{port}/ -> {step.process} {rec.get('release')} of "
+            f"generation {generation} ({upstreams})"
+        )
 
     def drop_host(
         self, clearance: Clearance, target: Target, step: DropHost, reporter: Reporter
     ) -> None:
-        clearance.require_covers(target)
-        raise self._no_generations()
-
-    def stop(self, clearance: Clearance, target: Target, reporter: Reporter) -> None:
-        """Take the slot's hosts off the router, drain and stop its processes; then stop
-        the supervisor (and routers) when nothing else of this state dir runs."""
+        """Best effort: withdraw the generation's claim of the host and reload the router.
+        The claim already loses to the newer one, so a failure here leaves traffic where it
+        belongs; it is reported with the manual fix (CleanupFailed)."""
         clearance.require_covers(target)
         d = self.dirs(target)
+        generation = step.generation or ""
+        claims = read_claims(d)
+        claim = claims.get(generation, {}).pop(step.host, None)
+        if claim is None:
+            reporter.line(f"  {step.host} was not routed to generation {generation}")
+            return
+        port = int(claim["router_port"])
+        router = self.router(port)
+        table = router.table_file(d.app, d.slot, generation)
+        try:
+            write_claims(d, claims)
+            self._write_tables(d, port)
+            router.reload()
+        except (BackendError, OSError) as exc:
+            raise CleanupFailed(
+                f"the router on 127.0.0.1:{port} did not take the drop of {step.host} from "
+                f"generation {generation} ({exc}); the stale claim loses to the newer one, so "
+                "traffic already goes to the live generation",
+                f"remove {step.host} from {table} if it is still there, then reload the "
+                f"router: curl --unix-socket {router.sock} -X POST http://router/reload",
+            ) from exc
+        reporter.line(f"  dropped {step.host} from generation {generation}")
+
+    def generations(self, target: Target) -> list[GenerationInfo]:
+        """Oldest first. Live: the generation the slot's hosts point at (its newest claim);
+        for an app with no host, the deployed release's generation while it runs. Awake:
+        some instance of it runs. Asleep: none does."""
+        d = self.dirs(target)
+        known = read_generations(d)
+        if not known:
+            return []
+        records = self.read_records(target)
+        programs = self._programs(d)
+        awake = {
+            str(r["generation"])
+            for r in programs.values()
+            if r.get("generation") and r["instances"]
+        }
+        claims = read_claims(d)
+        live = live_generation(claims)
+        if live is None and not any(claims.values()):
+            deployed = history.deployed(records)
+            if deployed is not None and deployed.generation in awake:
+                live = deployed.generation
+        out = []
+        for name, meta in sorted(known.items(), key=lambda kv: (str(kv[1]["created_at"]), kv[0])):
+            ran = [r.revision for r in records if r.generation == name]
+            out.append(
+                GenerationInfo(
+                    name=name,
+                    state="live" if name == live else "awake" if name in awake else "asleep",
+                    release=max(ran) if ran else meta.get("revision"),
+                    created_at=str(meta["created_at"]),
+                )
+            )
+        return out
+
+    def host_owner(self, target: Target, host: str) -> HostOwner | None:
+        """Who the router table (its files: the router need not run) says serves ``host`` on
+        this slot's router port: any app's slot on it, rolling or blue-green."""
+        held = self.router(self.router_port).table().get(host.lower())
+        if held is None:
+            return None
+        return HostOwner(
+            app=str(held["app"]),
+            slot=str(held["slot"]),
+            generation=held.get("generation"),
+            where=f"router 127.0.0.1:{self.router_port}",
+        )
+
+    def delete_generation(
+        self, clearance: Clearance, target: Target, generation: str, reporter: Reporter
+    ) -> None:
+        """Drain, stop and remove the generation's programs, drop its claims, free its
+        snapshot. The generation serving the slot's hosts is refused."""
+        clearance.require_covers(target)
+        d = self.dirs(target)
+        if generation not in read_generations(d):
+            raise BackendError(f"no generation {generation} in {target}")
+        if generation == live_generation(read_claims(d)):
+            raise BackendError(f"generation {generation} is live: switch to another one first")
+        try:
+            self._forget_generation(d, generation, reporter)
+        except OSError as exc:
+            raise BackendError(f"deleting generation {generation}: {exc}") from exc
+
+    def stop(self, clearance: Clearance, target: Target, reporter: Reporter) -> None:
+        """Take the slot's hosts off the router, drain and stop its processes (a blue-green
+        slot's generations are put to sleep, kept); then stop the supervisor (and routers)
+        when nothing else of this state dir runs."""
+        clearance.require_covers(target)
+        d = self.dirs(target)
+        claims = read_claims(d)
+        if any(claims.values()):
+            write_claims(d, {})
+        for port in sorted({int(c["router_port"]) for h in claims.values() for c in h.values()}):
+            self._write_tables(d, port)
+            router = self.router(port)
+            if router.answering():
+                router.reload()
+        for generation, hosts in sorted(claims.items()):
+            for host, c in sorted(hosts.items()):
+                reporter.line(f"  dropped http://{host}:{c['router_port']}/ ({generation})")
         for host in sorted(self._routes(d)):
             self.remove(
                 clearance,
@@ -998,6 +1519,10 @@ class LocalBackend:
             )
             reporter.line(f"  dropped http://{host}:{self.router_port}/")
         for key, rec in sorted(self._programs(d).items()):
+            if rec.get("generation"):
+                if rec.get("instances"):
+                    self._scale_program(target, d, key, 0, reporter)
+                continue
             self._stop_program(d, key, rec, drain=True, reporter=reporter)
             reporter.line(f"  stopped {key}")
         prefix = self._instance_prefix(target)

@@ -14,6 +14,11 @@ Units, and why they are cut this way:
   Ports are not here: they are handed out when a program starts, and the router resolves
   program -> ports, so a plan never depends on which ports happen to be free.
 
+A release of a blue-green slot is a *generation* (``release.generation``): its units are
+``gen/<generation>/snapshot`` (its own snapshot, kept as long as the generation) and
+``gen/<generation>/program/<process>@<deployment id>``, labelled with the generation, and
+there are no route units — hosts move between generations by ``PointHost``/``DropHost``.
+
 Secret values never appear: env and files carry ``${secrets.NAME}`` placeholders that the
 backend reveals only when it writes the env file or config file.
 """
@@ -40,8 +45,18 @@ def default_host(app: str, slot: str) -> str:
     return f"{app}.localhost" if slot == DEFAULT_SLOT else f"{slot}.{app}.localhost"
 
 
-def program_key(process: str, deployment_id: str) -> str:
-    return f"program/{process}@{deployment_id}"
+def program_key(process: str, deployment_id: str, generation: str | None = None) -> str:
+    prefix = f"gen/{generation}/" if generation else ""
+    return f"{prefix}program/{process}@{deployment_id}"
+
+
+def hosts_of(app: App, slot: Slot) -> list[tuple[str, str]]:
+    """(host, process) pairs the app serves in the slot: its routes, else the default host
+    of its ``web`` process, else none."""
+    routes = [(r.host, r.process) for r in app.routes]
+    if not routes and "web" in app.processes:
+        routes = [(default_host(app.name, slot.name), "web")]
+    return routes
 
 
 def health_of(process: Process) -> dict[str, Any]:
@@ -77,16 +92,20 @@ def render(app: App, slot: Slot, release: Release, router_port: int) -> Artifact
         }
         for f in app.files
     ]
+    gen = release.generation
+    labelled: dict[str, Any] = {"generation": gen} if gen else {}  # rolling bodies unchanged
     units = [
         Unit(
-            key="snapshot",
+            key=f"gen/{gen}/snapshot" if gen else "snapshot",
             kind="snapshot",
             phase=PREREQUISITE,
+            generation=gen,
             body={
                 "revision": release.revision,
                 "digest": digest,
                 "source": source,
                 "files": files,
+                **labelled,
             },
         )
     ]
@@ -103,9 +122,10 @@ def render(app: App, slot: Slot, release: Release, router_port: int) -> Artifact
         }
         units.append(
             Unit(
-                key=program_key(name, dep_id),
+                key=program_key(name, dep_id, gen),
                 kind="program",
                 process=name,
+                generation=gen,
                 phase=WORKLOAD,
                 waits=True,
                 switches=False,
@@ -118,13 +138,13 @@ def render(app: App, slot: Slot, release: Release, router_port: int) -> Artifact
                     "snapshot": digest,
                     "env": env,
                     "health": health_of(process),
+                    **labelled,
                 },
             )
         )
-    routes = [(r.host, r.process) for r in app.routes]
-    if not routes and "web" in app.processes:
-        routes = [(default_host(app.name, slot.name), "web")]
-    for host, process_name in routes:
+    if gen:  # a generation is routed by PointHost, never by a unit
+        return Artifact(tuple(units))
+    for host, process_name in hosts_of(app, slot):
         dep_id = release.deployment_ids.get(process_name, "")
         units.append(
             Unit(

@@ -1,14 +1,16 @@
 """The HTTP router: one long-running process per router port, supervised like the apps.
 
-Run as ``python router.py --port 8800 --tables DIR --control SOCKET`` (standalone: aiohttp
-and the standard library only, so it starts fast and never imports shipway).
+Run as ``python router.py --port 8800 --tables DIR --control SOCKET`` (standalone: aiohttp,
+the standard library and its sibling ``routetable.py`` only, so it starts fast and never
+imports shipway).
 
 * Routes by Host header (port stripped, lowercased) to the upstreams (127.0.0.1:<port> of
   each instance) of the program the host points at, round-robin.
-* The table is the JSON files in ``--tables`` (one per app and slot, written atomically by
-  the backend); ``POST /reload`` on the control socket re-reads them and swaps the whole
-  table in one assignment, so a switch is atomic: a request is routed either before it
-  (old upstream) or after it (new upstream), never to a mix.
+* The table is the JSON files in ``--tables`` (one per app and slot, and one per generation
+  of a blue-green slot, written atomically by the backend; the newest claim of a host wins:
+  :mod:`routetable`); ``POST /reload`` on the control socket re-reads them and swaps the
+  whole table in one assignment, so a switch is atomic: a request is routed either before
+  it (old upstream) or after it (new upstream), never to a mix.
 * Every request is counted against its upstream while it is in flight. The counter moves
   in the same event-loop step as the lookup, so once ``/reload`` has answered, every
   request that could still reach an old upstream is already counted, and
@@ -24,7 +26,6 @@ import argparse
 import asyncio
 import contextlib
 import itertools
-import json
 import os
 import signal
 import sys
@@ -36,6 +37,11 @@ from typing import Any
 from aiohttp import ClientError, ClientSession, ClientTimeout, TCPConnector, web
 from aiohttp.client_exceptions import ClientConnectorError, ServerDisconnectedError
 from yarl import URL
+
+if __package__:  # imported as part of shipway (tests)
+    from shipway.backends.local.routetable import load_table
+else:  # run as a script: its own directory is on sys.path, shipway is never imported
+    from routetable import load_table  # type: ignore[import-not-found,no-redef]
 
 HOP_BY_HOP = frozenset(
     {
@@ -53,32 +59,6 @@ HOP_BY_HOP = frozenset(
 IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE", "TRACE"})
 
 
-def load_table(tables: Path) -> dict[str, dict[str, Any]]:
-    """host -> {"program", "upstreams", "app", "slot"} from every table file."""
-    table: dict[str, dict[str, Any]] = {}
-    for path in sorted(tables.glob("*.json")):
-        try:
-            doc = json.loads(path.read_text())
-        except (OSError, ValueError) as exc:
-            print(f"router: skipping {path}: {exc}", file=sys.stderr, flush=True)
-            continue
-        for host, entry in (doc.get("hosts") or {}).items():
-            if host in table:
-                print(
-                    f"router: host {host} claimed by {path.name} and {table[host]['file']}; "
-                    "keeping the first",
-                    file=sys.stderr,
-                    flush=True,
-                )
-                continue
-            table[host.lower()] = {
-                "program": entry.get("program"),
-                "upstreams": list(entry.get("upstreams") or []),
-                "file": path.name,
-            }
-    return table
-
-
 class Router:
     def __init__(self, port: int, tables: Path) -> None:
         self.port = port
@@ -90,7 +70,10 @@ class Router:
         self.reloaded_at = 0.0
 
     def reload(self) -> int:
-        table = load_table(self.tables)
+        notes: list[str] = []
+        table = load_table(self.tables, notes)
+        for note in notes:
+            print(f"router: {note}", file=sys.stderr, flush=True)
         self.table = table  # one assignment: the switch is atomic
         self.turns = {}
         self.reloaded_at = time.time()
@@ -184,6 +167,10 @@ class Router:
                 "pid": os.getpid(),
                 "hosts": {h: e["upstreams"] for h, e in self.table.items()},
                 "programs": {h: e["program"] for h, e in self.table.items()},
+                "owners": {
+                    h: {"app": e["app"], "slot": e["slot"], "generation": e["generation"]}
+                    for h, e in self.table.items()
+                },
                 "inflight": dict(self.inflight),
                 "reloaded_at": self.reloaded_at,
             }

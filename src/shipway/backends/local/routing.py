@@ -11,6 +11,7 @@ import xmlrpc.client
 from pathlib import Path
 from typing import Any
 
+from shipway.backends.local.routetable import load_table
 from shipway.backends.local.state import private_dir, socket_path, write_json
 from shipway.backends.local.supervisor import Supervisor, _UnixConnection, program_conf, state_of
 from shipway.errors import BackendError
@@ -75,11 +76,34 @@ class RouterControl:
 
     # -- tables ----------------------------------------------------------------------
 
-    def table_file(self, app: str, slot: str) -> Path:
-        return self.tables / f"{app}.{slot}.json"
+    def table_file(self, app: str, slot: str, generation: str | None = None) -> Path:
+        """``<app>.<slot>.json`` (rolling), ``<app>.<slot>@<generation>.json`` (a generation's
+        claims): see :mod:`.routetable`."""
+        return self.tables / (
+            f"{app}.{slot}@{generation}.json" if generation else f"{app}.{slot}.json"
+        )
 
-    def write_table(self, app: str, slot: str, hosts: dict[str, Any]) -> None:
-        write_json(self.table_file(app, slot), {"app": app, "slot": slot, "hosts": hosts})
+    def generation_tables(self, app: str, slot: str) -> dict[str, Path]:
+        """generation -> its table file, for every generation table of the slot here."""
+        prefix = f"{app}.{slot}@"
+        return {
+            p.name[len(prefix) : -len(".json")]: p
+            for p in sorted(self.tables.glob(f"{app}.{slot}@*.json"))
+            if p.name.startswith(prefix)
+        }
+
+    def write_table(
+        self, app: str, slot: str, hosts: dict[str, Any], generation: str | None = None
+    ) -> None:
+        doc: dict[str, Any] = {"app": app, "slot": slot, "hosts": hosts}
+        if generation:
+            doc["generation"] = generation
+        write_json(self.table_file(app, slot, generation), doc)
+
+    def table(self) -> dict[str, dict[str, Any]]:
+        """The winning claim of each host, read from the table files (the router need not
+        run): what the router serves after its next reload."""
+        return load_table(self.tables)
 
     # -- the supervised program ------------------------------------------------------
 

@@ -14,6 +14,8 @@ Layout (``<state>`` is ``slot.state_dir``, else ``$SHIPWAY_STATE_DIR``, else
         releases/r<N>/       snapshot of the source for revision N (+ r<N>.json sidecar)
         programs.json        supervised programs of the slot: ports, snapshot, names
         routes.json          host -> program, per router port
+        generations.json     blue-green: the slot's generations (snapshot, creation)
+        claims.json          blue-green: generation -> host -> program, since when
         run/                 per-program env files (0600) and start counters
         logs/                one log per program instance, release-command logs
 
@@ -170,6 +172,14 @@ class SlotDirs:
     @property
     def routes(self) -> Path:
         return self.base / "routes.json"
+
+    @property
+    def generations(self) -> Path:
+        return self.base / "generations.json"
+
+    @property
+    def claims(self) -> Path:
+        return self.base / "claims.json"
 
     @property
     def run(self) -> Path:

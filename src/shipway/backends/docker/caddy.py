@@ -1,0 +1,78 @@
+"""The proxy's configuration: Caddy's native JSON, composed from the slot's route units. PURE.
+
+Why Caddy, driven this way (see docs/docker.md): a configuration *reload* is graceful —
+the listening socket is kept across configs, requests in flight finish on the old config,
+new requests use the new one — so moving a route from the old containers to the new ones
+drops nothing. It is driven only through the Engine API (``put_archive`` of the files below
+into the proxy's volume, ``exec`` of ``caddy reload``), so it works the same over SSH.
+
+Files in the proxy's volume (mounted at :data:`CONFIG_DIR`):
+
+``routes.json``  the applied route units: ``{key: {"key", "digest", "body"}}`` — what
+                 observe reads back to know which routes are live;
+``caddy.json``   the Caddy config composed from them, what Caddy loads at start and reload.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+CONFIG_DIR = "/etc/shipway"
+ROUTES_FILE = "routes.json"
+CONFIG_FILE = "caddy.json"
+ADMIN = "localhost:2019"
+
+
+def _duration(seconds: float) -> str:
+    return f"{round(seconds * 1000)}ms"
+
+
+def route(body: Mapping[str, Any], upstream_try: float) -> dict[str, Any]:
+    """One Caddy route: requests for the body's host names (all, when none) go round-robin
+    to its upstreams. A dial that fails (container going away) is retried on the others,
+    and on the same one, for ``upstream_try`` seconds before the client gets a 502."""
+    handler = {
+        "handler": "reverse_proxy",
+        "upstreams": [{"dial": u} for u in body["upstreams"]],
+        "load_balancing": {
+            "selection_policy": {"policy": "round_robin"},
+            "try_duration": _duration(upstream_try),
+            "try_interval": "100ms",
+        },
+    }
+    out: dict[str, Any] = {"handle": [handler], "terminal": True}
+    if body.get("hosts"):
+        out["match"] = [{"host": list(body["hosts"])}]
+    return out
+
+
+def compose(routes: Mapping[str, Mapping[str, Any]], proxy: Mapping[str, Any]) -> dict[str, Any]:
+    """The whole Caddy config for one proxy. Host-matched routes come first, catch-all
+    routes last; order is otherwise by key, so the same routes give the same bytes."""
+    ordered = sorted(routes.values(), key=lambda f: (not f["body"].get("hosts"), str(f["key"])))
+    upstream_try = float(proxy.get("upstream_try", 5.0))
+    return {
+        "admin": {"listen": ADMIN, "config": {"persist": False}},
+        "apps": {
+            "http": {
+                # how long the old config's connections may finish after a reload: past the
+                # drain window and the old containers' own stop timeout, nothing is left
+                "grace_period": _duration(
+                    float(proxy.get("drain", 5.0)) + float(proxy.get("stop_timeout", 10))
+                ),
+                "servers": {
+                    "shipway": {
+                        "listen": [f":{int(proxy.get('listen', 80))}"],
+                        "automatic_https": {"disable": True},
+                        "routes": [route(f["body"], upstream_try) for f in ordered],
+                    }
+                },
+            }
+        },
+    }
+
+
+def dumps(data: Any) -> bytes:
+    return (json.dumps(data, indent=1, sort_keys=True) + "\n").encode()

@@ -1,0 +1,180 @@
+"""One Docker host's connections: its Engine API client, and a way to reach its containers.
+
+Local sockets use the Docker SDK as is. SSH hosts are reached through ONE SSH connection
+that shipway opens and verifies itself (:mod:`.trust`); the SDK's paramiko transport is then
+given that connection, so docker-py never makes its own (it would read only
+``~/.ssh/known_hosts`` and say nothing useful about an unknown key). Each API connection is a
+channel running ``docker system dial-stdio`` on the host, as docker-py's own SSH transport
+does; health checks reach a container's address on the host through a ``direct-tcpip``
+channel of the same connection (SSH port forwarding), so no container port is ever
+published for them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+import docker
+import docker.errors
+import paramiko
+from docker.constants import DEFAULT_DOCKER_API_VERSION, MINIMUM_DOCKER_API_VERSION
+from docker.utils import version_lt
+
+from shipway.backends.docker.hosts import HostAddress
+from shipway.backends.docker.trust import SshParams, open_ssh, ssh_params
+from shipway.errors import BackendError
+
+API_TIMEOUT = 60
+# paramiko logs a refused forward ("channel open FAILED") at ERROR; shipway reports it
+# itself (a health probe that found nothing listening), so keep it off stderr unless the
+# application configures logging.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
+
+
+class Stream(Protocol):
+    """What a health probe needs of a connection: a socket or an SSH channel."""
+
+    def sendall(self, data: bytes) -> Any: ...
+
+    def recv(self, n: int) -> bytes: ...
+
+    def settimeout(self, timeout: float | None) -> Any: ...
+
+    def close(self) -> Any: ...
+
+
+class HostConnection:
+    """Lazily connected: nothing is opened until the host is first used."""
+
+    def __init__(
+        self,
+        address: HostAddress,
+        *,
+        known_hosts: str | None = None,
+        base_dir: Path | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self.address = address
+        self._known_hosts = known_hosts
+        self._base_dir = base_dir
+        self._environ = environ
+        self._ssh: paramiko.SSHClient | None = None
+        self._params: SshParams | None = None
+        self._client: docker.DockerClient | None = None
+        self._version: str | None = None
+        self._lock = threading.RLock()
+
+    @property
+    def name(self) -> str:
+        return self.address.name
+
+    # -- ssh ---------------------------------------------------------------------------
+
+    def _ssh_client(self) -> paramiko.SSHClient:
+        with self._lock:
+            transport = self._ssh.get_transport() if self._ssh is not None else None
+            if self._ssh is None or transport is None or not transport.is_active():
+                if self._params is None:
+                    self._params = ssh_params(
+                        self.address,
+                        slot_known_hosts=self._known_hosts,
+                        base_dir=self._base_dir,
+                        environ=self._environ,
+                    )
+                self._ssh = open_ssh(self.address, self._params)
+            return self._ssh
+
+    def _over_ssh(self, version: str) -> docker.DockerClient:
+        client = docker.DockerClient(
+            base_url=self.address.url,
+            use_ssh_client=True,  # a shell-out adapter that opens nothing by itself ...
+            version=version,
+            timeout=API_TIMEOUT,
+        )
+        adapter: Any = client.api.get_adapter("http+docker://ssh")
+        ssh = self._ssh_client()
+        params = self._params
+        assert params is not None
+        adapter.ssh_client = ssh  # ... given our verified connection instead
+        adapter.ssh_params = {
+            "hostname": params.hostname,
+            "port": params.port,
+            "username": params.username,
+        }
+        return client
+
+    # -- clients -----------------------------------------------------------------------
+
+    def client(self) -> docker.DockerClient:
+        """The host's Engine API client (connects, and verifies the host, on first use)."""
+        with self._lock:
+            if self._client is None:
+                self._client = self.new_client()
+            return self._client
+
+    def new_client(self) -> docker.DockerClient:
+        """Another client to the same host (for a thread of its own); shares the SSH
+        connection."""
+        with self._lock:
+            if not self.address.over_ssh:
+                return docker.DockerClient(
+                    base_url=self.address.url, version="auto", timeout=API_TIMEOUT
+                )
+            if self._version is None:
+                probe = self._over_ssh(MINIMUM_DOCKER_API_VERSION)
+                try:
+                    server = str(probe.api.version(api_version=False)["ApiVersion"])
+                finally:
+                    probe_adapter: Any = probe.api.get_adapter("http+docker://ssh")
+                    probe_adapter.ssh_client = None
+                    probe.close()  # closes its channels, not our connection
+                self._version = (
+                    server if version_lt(server, DEFAULT_DOCKER_API_VERSION) else
+                    DEFAULT_DOCKER_API_VERSION
+                )  # fmt: skip
+            return self._over_ssh(self._version)
+
+    # -- reaching containers -----------------------------------------------------------
+
+    def dial(self, ip: str, port: int, timeout: float) -> Stream:
+        """A connection to ``ip:port`` as seen from the host (a container's address on the
+        slot's network). Raises OSError when nothing answers there."""
+        if not self.address.over_ssh:
+            return socket.create_connection((ip, port), timeout=timeout)
+        transport = self._ssh_client().get_transport()
+        if transport is None:
+            raise OSError(f"host {self.name}: the SSH connection is closed")
+        try:
+            channel = transport.open_channel(
+                "direct-tcpip", (ip, port), ("127.0.0.1", 0), timeout=timeout
+            )
+        except paramiko.ChannelException as exc:
+            raise ConnectionRefusedError(f"{ip}:{port}: {exc}") from exc
+        except paramiko.SSHException as exc:
+            raise OSError(f"{ip}:{port}: {exc}") from exc
+        channel.settimeout(timeout)
+        return channel
+
+    def close(self) -> None:
+        with self._lock:
+            if self._client is not None:
+                with contextlib.suppress(Exception):
+                    self._client.close()
+                self._client = None
+            if self._ssh is not None:
+                self._ssh.close()
+                self._ssh = None
+
+
+def reachable(conn: HostConnection) -> None:
+    """Raise BackendError unless the host's engine answers."""
+    try:
+        conn.client().ping()
+    except docker.errors.DockerException as exc:
+        raise BackendError(f"host {conn.name}: the Docker engine does not answer: {exc}") from exc

@@ -1,0 +1,72 @@
+"""Creating a container exactly as a unit says, through the Engine API's create call (the
+SDK's high-level ``create`` cannot set everything a unit needs, e.g. the stop timeout)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import docker
+import docker.types
+from docker.models.containers import Container
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    image: str
+    name: str
+    env: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)
+    entrypoint: Sequence[str] | None = None  # None: the image's
+    command: Sequence[str] | None = None  # None: the image's
+    network: str | None = None
+    aliases: Sequence[str] = ()
+    mounts: Sequence[docker.types.Mount] = ()
+    ports: Mapping[int, int] = field(default_factory=dict)  # container port -> host port
+    restart: str = "no"
+    stop_timeout: int | None = None
+    memory: int | None = None
+    memory_reservation: int | None = None
+    nano_cpus: int | None = None
+    cpu_shares: int | None = None
+    sysctls: Mapping[str, str] = field(default_factory=dict)
+
+
+def create(client: docker.DockerClient, spec: ContainerSpec) -> Container:
+    api = client.api
+    host_kwargs: dict[str, Any] = {
+        "restart_policy": {"Name": spec.restart} if spec.restart != "no" else None,
+        "mounts": list(spec.mounts) or None,
+        "port_bindings": {f"{c}/tcp": h for c, h in spec.ports.items()} or None,
+        "network_mode": spec.network,
+        "sysctls": dict(spec.sysctls) or None,
+    }
+    for key in ("memory", "memory_reservation", "nano_cpus", "cpu_shares"):
+        value = getattr(spec, key)
+        if value:
+            host_kwargs["mem_limit" if key == "memory" else key.replace("memory_", "mem_")] = value
+    host_config = api.create_host_config(**{k: v for k, v in host_kwargs.items() if v})
+    networking = (
+        api.create_networking_config(
+            # the stubs say one EndpointConfig; the API takes {network: EndpointConfig}
+            cast(
+                Any, {spec.network: api.create_endpoint_config(aliases=list(spec.aliases) or None)}
+            )
+        )
+        if spec.network
+        else None
+    )
+    created = api.create_container(
+        spec.image,
+        command=list(spec.command) if spec.command is not None else None,
+        entrypoint=list(spec.entrypoint) if spec.entrypoint is not None else None,
+        name=spec.name,
+        environment=[f"{k}={v}" for k, v in spec.env.items()],
+        labels=dict(spec.labels),
+        ports=[int(p) for p in spec.ports] or None,
+        host_config=host_config,
+        networking_config=networking,
+        stop_timeout=spec.stop_timeout,
+    )
+    return client.containers.get(created["Id"])

@@ -1,0 +1,114 @@
+"""The labels shipway puts on Docker objects, and the names it gives them. PURE.
+
+Labels are how the backend finds its own objects again on a host and tells them apart:
+every container, volume and network it makes carries ``org.shipway.app`` and
+``org.shipway.slot``; ``org.shipway.kind`` says what it is. A unit's container or volume also
+carries the unit's key, digest and body (``org.shipway.unit``: JSON with secret
+*placeholders*, never values), so observing a host needs nothing but the host itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any
+
+PREFIX = "org.shipway."
+APP = PREFIX + "app"
+SLOT = PREFIX + "slot"
+KIND = PREFIX + "kind"
+KEY = PREFIX + "key"
+DIGEST = PREFIX + "digest"
+UNIT = PREFIX + "unit"
+PROCESS = PREFIX + "process"
+RELEASE = PREFIX + "release"
+DEPLOYMENT = PREFIX + "deployment"
+REPLICA = PREFIX + "replica"
+#: salted hash of the environment a container was created with (secret values included
+#: only through the hash), to tell a container recreated by hand from the one shipway made
+ENV_HASH = PREFIX + "env-hash"
+#: per-file salted hashes of what was written into a files volume
+CONTENT = PREFIX + "content"
+REVISION = PREFIX + "revision"
+SEQUENCE = PREFIX + "seq"
+RECORD = PREFIX + "record"
+LOCK_HOLDER = PREFIX + "lock.holder"
+LOCK_HOST = PREFIX + "lock.host"
+LOCK_PID = PREFIX + "lock.pid"
+LOCK_SINCE = PREFIX + "lock.since"
+LOCK_TTL = PREFIX + "lock.ttl"
+
+# kinds
+APP_CONTAINER = "app"
+PROXY = "proxy"
+FILES = "files"
+RECORD_KIND = "record"
+LOCK = "lock"
+RELEASE_COMMAND = "release-command"
+
+HOLDER_IMAGE = "shipway-holder:1"
+HOLDER_LABEL = PREFIX + "holder"
+
+
+def slot_filter(app: str, slot: str, kind: str | None = None) -> dict[str, Any]:
+    """A Docker API ``filters`` value selecting one slot's objects (of one kind)."""
+    labels = [f"{APP}={app}", f"{SLOT}={slot}"]
+    if kind is not None:
+        labels.append(f"{KIND}={kind}")
+    return {"label": labels}
+
+
+def base(app: str, slot: str, kind: str) -> dict[str, str]:
+    return {APP: app, SLOT: slot, KIND: kind}
+
+
+_UNSAFE = re.compile(r"[^a-zA-Z0-9_.-]")
+
+
+def _safe(text: str) -> str:
+    return _UNSAFE.sub("-", text)
+
+
+def prefix(app: str, slot: str) -> str:
+    return f"shipway-{app}-{slot}"
+
+
+def network(app: str, slot: str) -> str:
+    return prefix(app, slot)
+
+
+def container(app: str, slot: str, process: str, replica: int, deployment_id: str) -> str:
+    """An app container: unique per process, replica and deployment id, so a new release's
+    containers start beside the old ones and the proxy can name exactly which to use."""
+    return _safe(f"{app}-{slot}-{process}-{replica}-{deployment_id}")
+
+
+def proxy(app: str, slot: str) -> str:
+    return prefix(app, slot) + "-proxy"
+
+
+def proxy_volume(app: str, slot: str) -> str:
+    return prefix(app, slot) + "-proxy"
+
+
+def files_volume(app: str, slot: str, content_digest: str) -> str:
+    """Content-addressed: a new set of files is a new volume, so old containers keep
+    theirs until they are removed."""
+    return f"{prefix(app, slot)}-files-{content_digest[:12]}"
+
+
+def record(app: str, slot: str, revision: int, sequence: int) -> str:
+    return f"{prefix(app, slot)}-r{revision}-{sequence}"
+
+
+def lock(app: str, slot: str) -> str:
+    return f"{prefix(app, slot)}-lock"
+
+
+def release_command(app: str, slot: str, revision: int) -> str:
+    return f"{prefix(app, slot)}-release-r{revision}"
+
+
+def salted(salt: str, text: str) -> str:
+    """A hash to compare values by, keyed to one object so it says nothing elsewhere."""
+    return hashlib.sha256(f"shipway\0{salt}\0{text}".encode()).hexdigest()

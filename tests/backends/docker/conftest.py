@@ -1,0 +1,199 @@
+"""Fixtures for the Docker backend's tests on the real hosts of ``scripts/docker-testenv``.
+
+``deployment`` makes a fresh app (its own name, so tests never see each other's objects)
+with a spec on disk, and removes everything labelled with that app from both hosts after
+the test. The SSH settings point at the test environment's key and known_hosts through the
+environment (``SHIPWAY_SSH_CONFIG``, ``SHIPWAY_KNOWN_HOSTS``), never the user's ``~/.ssh``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import docker
+import docker.errors
+import pytest
+
+from shipway import api
+from shipway.backends.docker import DockerBackend, connect
+from shipway.engine import Outcome
+from shipway.spec import App, load
+from tests.testenv.docker import DockerEnv, DockerHost, http_get
+
+SLOT = "test"
+
+
+class Lines:
+    """A reporter that keeps every line (and can act when one appears)."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.hooks: list[tuple[str, Callable[[], None]]] = []
+
+    def line(self, text: str) -> None:
+        self.lines.append(text)
+        for needle, hook in list(self.hooks):
+            if needle in text:
+                self.hooks.remove((needle, hook))
+                hook()
+
+    def progress(self, process: str, counts: Mapping[str, int], note: str = "") -> None:
+        self.lines.append(f"{process} {dict(counts)} {note}")
+
+    def on(self, needle: str, hook: Callable[[], None]) -> None:
+        """Run ``hook`` (once) when a line containing ``needle`` is reported."""
+        self.hooks.append((needle, hook))
+
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("0.0.0.0", 0))
+        return int(s.getsockname()[1])
+
+
+def ssh_environ(env: DockerEnv) -> dict[str, str]:
+    return {
+        "SHIPWAY_SSH_CONFIG": str(env.ssh_home / ".ssh" / "config"),
+        "SHIPWAY_KNOWN_HOSTS": str(env.known_hosts),
+    }
+
+
+@dataclass
+class Deployment:
+    """One test app in slot ``test`` on the test hosts."""
+
+    env: DockerEnv
+    name: str
+    dir: Path
+    port: int
+    hosts: list[DockerHost] = field(default_factory=list)
+    secrets: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def spec_file(self) -> Path:
+        return self.dir / "shipway.toml"
+
+    def write(
+        self,
+        *,
+        image: str | None = None,
+        processes: str | None = None,
+        hosts: list[DockerHost | tuple[DockerHost, list[str]]] | None = None,
+        extra: str = "",
+        slot_extra: str = "",
+    ) -> App:
+        image = image or self.env.images.v1
+        entries = []
+        self.hosts = []
+        for item in hosts or [self.env.a, self.env.b]:
+            host, roles = item if isinstance(item, tuple) else (item, None)
+            self.hosts.append(host)
+            if roles is None:
+                entries.append(f'"{host.url}"')
+            else:
+                entries.append(f'{{ url = "{host.url}", processes = {roles!r} }}'.replace("'", '"'))
+        web = """
+[processes.web]
+port = 8080
+[processes.web.healthcheck]
+path = "/up"
+interval = "100ms"
+attempts = 80
+"""
+        self.spec_file.write_text(
+            f"""
+[app]
+name = "{self.name}"
+image = "{image}"
+{processes if processes is not None else web}
+{extra}
+[slots.{SLOT}]
+backend = "docker"
+hosts = [{", ".join(entries)}]
+proxy_image = "{self.env.images.proxy}"
+proxy_port = {self.port}
+drain_timeout = "1s"
+{slot_extra}
+"""
+        )
+        return self.app()
+
+    def app(self) -> App:
+        return load(self.spec_file)
+
+    def backend(self) -> DockerBackend:
+        app = self.app()
+        return connect(app, app.slots.get(SLOT))
+
+    def url(self, host: DockerHost, path: str = "/version") -> str:
+        return f"http://{host.address}:{self.port}{path}"
+
+    def get(self, host: DockerHost, path: str = "/version") -> tuple[int, str]:
+        return http_get(self.url(host, path))
+
+    def deploy(self, lines: Lines | None = None, **kw: Any) -> Outcome:
+        return api.deploy(self.app(), SLOT, reporter=lines or Lines(), timeout=120, **kw)
+
+    def local(self, host: DockerHost) -> docker.DockerClient:
+        return self.env.local_client(host)
+
+    def containers(self, host: DockerHost, **labels: str) -> list[Any]:
+        filters = [
+            f"org.shipway.app={self.name}",
+            *(f"org.shipway.{k}={v}" for k, v in labels.items()),
+        ]
+        client = self.local(host)
+        try:
+            return list(client.containers.list(all=True, filters={"label": filters}))
+        finally:
+            client.close()
+
+    def cleanup(self) -> None:
+        for host in (self.env.a, self.env.b):
+            client = self.local(host)
+            try:
+                label = {"label": [f"org.shipway.app={self.name}"]}
+                for c in client.containers.list(all=True, filters=label):
+                    with contextlib.suppress(docker.errors.APIError):
+                        c.remove(force=True)
+                for v in client.volumes.list(filters=label):
+                    with contextlib.suppress(docker.errors.APIError):
+                        v.remove(force=True)
+                for n in client.networks.list(filters=label):
+                    with contextlib.suppress(docker.errors.APIError):
+                        n.remove()
+            finally:
+                client.close()
+
+
+@pytest.fixture
+def ssh_env(docker_env: DockerEnv, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    environ = ssh_environ(docker_env)
+    for key, value in environ.items():
+        monkeypatch.setenv(key, value)
+    return environ
+
+
+@pytest.fixture
+def deployment(
+    docker_env: DockerEnv, ssh_env: dict[str, str], tmp_path: Path
+) -> Iterator[Deployment]:
+    d = Deployment(
+        env=docker_env,
+        name=f"t{uuid.uuid4().hex[:8]}",
+        dir=tmp_path,
+        port=free_port(),
+    )
+    try:
+        yield d
+    finally:
+        d.cleanup()

@@ -1,0 +1,81 @@
+"""Repair: re-assert the deployed release as recorded (a new revision), changing only what
+drifted; a deploy, by contrast, always rolls every process to fresh deployment ids."""
+
+from __future__ import annotations
+
+import pytest
+
+from shipway.backends.memory import MemoryBackend
+from shipway.engine import Rolled
+from shipway.errors import InputError, StalePlan
+from shipway.guard import Guard
+from shipway.plan.model import ApplyObject, NoOp, Remove
+from shipway.release.artifact import Unit
+from shipway.spec import App
+from tests.conftest import app_from_toml
+from tests.engine.test_sequencing import SPEC, Lines, deploy, engine
+
+
+@pytest.fixture
+def app() -> App:
+    return app_from_toml(SPEC)
+
+
+@pytest.fixture
+def backend() -> MemoryBackend:
+    return MemoryBackend()
+
+
+@pytest.fixture
+def out() -> Lines:
+    return Lines()
+
+
+def repair(app: App, backend: MemoryBackend, out: Lines, **kw: object) -> object:
+    clearance = Guard(app.slots).clear("test1")
+    return engine(backend, out).repair(clearance, app, "test1", **kw)  # type: ignore[arg-type]
+
+
+def test_repair_changes_only_what_drifted(app: App, backend: MemoryBackend, out: Lines) -> None:
+    deploy(app, backend, out)
+    first = backend.records[1]
+    del backend.live["workload/worker"]
+    backend.live["workload/web"].state = "stopped"
+    live = type(backend.live["config/shop"])
+    backend.live["stray/thing"] = live(unit=Unit(key="stray/thing", kind="x", body={}))
+    plan = engine(backend, out).plan_repair(app, "test1")
+    applies = {(s.unit, s.action) for s in plan.steps if isinstance(s, ApplyObject)}
+    assert applies == {("workload/worker", "create"), ("workload/web", "start")}
+    assert {s.unit for s in plan.steps if isinstance(s, Remove)} == {"stray/thing"}
+    assert plan.release is not None and plan.release.description == "repair: re-assert r1"
+    assert plan.release.deployment_ids == first.deployment_ids
+    backend.calls.clear()
+    assert isinstance(repair(app, backend, out), Rolled)
+    assert not any(c[0] == "run_release_command" for c in backend.calls)  # no migrations
+    assert backend.records[2].artifact == first.artifact
+    assert str(backend.records[2].status) == "deployed"
+    assert [type(s) for s in engine(backend, out).plan_repair(app, "test1").steps] == [NoOp]
+
+
+def test_deploy_still_rolls_every_process(app: App, backend: MemoryBackend, out: Lines) -> None:
+    deploy(app, backend, out)
+    deploy(app, backend, out)
+    assert set(backend.records[1].deployment_ids.values()).isdisjoint(
+        backend.records[2].deployment_ids.values()
+    )
+
+
+def test_repair_needs_a_deployed_release(app: App, backend: MemoryBackend, out: Lines) -> None:
+    with pytest.raises(InputError, match="nothing is deployed"):
+        engine(backend, out).plan_repair(app, "test1")
+
+
+def test_a_saved_repair_plan_is_refused_when_stale(
+    app: App, backend: MemoryBackend, out: Lines
+) -> None:
+    deploy(app, backend, out)
+    backend.live["workload/web"].state = "stopped"
+    saved = engine(backend, out).plan_repair(app, "test1")
+    del backend.live["workload/worker"]
+    with pytest.raises(StalePlan):
+        repair(app, backend, out, saved=saved)
