@@ -98,3 +98,25 @@ def test_template_annotation_changes_with_the_deployment_id_only_for_that_proces
     }
     changed = sorted(k for k in before if before[k].digest != after[k].digest)
     assert changed == ["Deployment/shop-worker"]
+
+
+@pytest.mark.parametrize(
+    ("case", "command", "args"),
+    [
+        ("herokuish", ["/exec"], ["python", "manage.py", "migrate"]),
+        ("pack", ["/cnb/lifecycle/launcher"], ["python", "manage.py", "migrate"]),
+        ("full", None, ["python", "manage.py", "migrate"]),
+    ],
+)
+def test_the_release_command_job_starts_like_the_image_type_wants(
+    case: str, command: list[str] | None, args: list[str]
+) -> None:
+    app, slot, release = load_case(CASES / f"{case}.toml")
+    release = Release(**{**release.__dict__, "artifact": render.render(app, slot, release)})
+    job = render.release_job(release, "ns", ["python", "manage.py", "migrate"])
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    assert container.get("command") == command
+    assert container["args"] == args
+    assert "readinessProbe" not in container and "ports" not in container
+    assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
+    assert render.COMPONENT not in job["spec"]["template"]["metadata"]["labels"]

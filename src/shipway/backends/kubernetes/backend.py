@@ -206,8 +206,9 @@ class KubernetesBackend:
                 f"slot {target.slot!r} runs on Kubernetes and needs an image "
                 '(hint: set app.image = "registry/app:tag" in the spec, or pass --image)'
             )
-        digest = chosen.split("@", 1)[1] if "@" in chosen else None
-        return ResolvedImage(ref=chosen, digest=digest)
+        from shipway.backends.kubernetes import image
+
+        return image.resolve(chosen)
 
     def observe(self, target: Target) -> Observed:
         self._check(target)

@@ -26,9 +26,10 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from shipway.backends.imagemeta import start_command
 from shipway.release.artifact import PREREQUISITE, ROUTING, WORKLOAD, Artifact, Unit
 from shipway.release.model import Release
 from shipway.spec.model import App, ConfigFile, Healthcheck, Process, Route, Slot
@@ -245,8 +246,7 @@ def _container(
     app: App, process: Process, release: Release, mounts: list[dict[str, Any]]
 ) -> dict[str, Any]:
     container: dict[str, Any] = {"name": process.name, "image": image_of(release)}
-    if process.command:
-        container["args"] = list(process.command)
+    container.update(_start(release, process.name, process.command))
     container["envFrom"] = [{"secretRef": {"name": env_secret_name(app.name)}}]
     if process.port is not None:
         container["ports"] = [{"name": "http", "containerPort": process.port, "protocol": "TCP"}]
@@ -262,6 +262,18 @@ def _container(
             {**m, "mountPath": base.rstrip("/") + "/" + m["mountPath"]} for m in mounts
         ]
     return container
+
+
+def _start(release: Release, process: str, command: Sequence[str] | None) -> dict[str, Any]:
+    """``command`` (entrypoint) and ``args`` by image type: herokuish ``/start <process>``,
+    pack through the CNB launcher, dockerfile the declared command else the image's CMD."""
+    start = start_command(release.image_meta, process, command)
+    out: dict[str, Any] = {}
+    if start.entrypoint is not None:
+        out["command"] = list(start.entrypoint)
+    if start.args:  # with a command set, no args means none: the image's CMD is not used
+        out["args"] = list(start.args)
+    return out
 
 
 def image_of(release: Release) -> str:
@@ -419,7 +431,8 @@ def release_job(release: Release, namespace: str, command: list[str]) -> dict[st
     container = template["spec"]["containers"][0]
     container["name"] = "release"
     container.pop("command", None)
-    container["args"] = list(command)
+    container.pop("args", None)
+    container.update(_start(release, "release", command))
     for key in ("readinessProbe", "livenessProbe", "startupProbe", "ports"):
         container.pop(key, None)
     template["spec"]["containers"] = [container]
