@@ -85,14 +85,34 @@ def test_upgrade_rolls_to_a_new_replicaset_and_supersedes_the_anchor(slot: Slot)
     assert not any("Secret/shop-env" in line for line in lines.lines if "] " in line)
 
 
-def test_a_deploy_with_nothing_changed_applies_nothing(slot: Slot) -> None:
+def test_a_deploy_with_nothing_changed_re_applies_only_the_workloads(slot: Slot) -> None:
     app = slot.write()
     slot.deploy(app)
     plan = api.plan(app, "test1", image="registry.example/shop:1", backend=slot.backend(app))
-    # A fresh deployment id always rolls the workloads; the rest is unchanged.
+    # A deploy always rolls (a fresh deployment id); what did not change is not applied.
     keys = [getattr(s, "unit", "") for s in plan.steps]
+    assert keys[:2] == ["Deployment/shop-web", "Deployment/shop-worker"]
     assert "Secret/shop-env" not in keys and "Service/shop-web" not in keys
     assert "Namespace/" + slot.namespace not in keys
+
+
+def test_repair_puts_back_what_drifted_and_replaces_nothing_else(slot: Slot) -> None:
+    app = slot.write()
+    slot.deploy(app)
+    web_rs = set(slot.replicasets("shop-web"))
+    slot.client.delete(Service, "shop-web", namespace=slot.namespace)
+    worker = slot.deployment("shop-worker")
+    worker.spec.replicas = 0
+    slot.client.replace(worker)
+
+    result = slot.cli("repair", "test1")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "create Service/shop-web" in result.stdout
+    assert "start Deployment/shop-worker" in result.stdout
+    assert "Deployment/shop-web" not in result.stdout
+    assert slot.client.get(Service, "shop-web", namespace=slot.namespace).spec.ports
+    assert slot.deployment("shop-worker").status.availableReplicas == 1
+    assert set(slot.replicasets("shop-web")) == web_rs
 
 
 def test_objects_that_left_the_spec_are_pruned(slot: Slot) -> None:
