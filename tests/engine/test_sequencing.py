@@ -486,3 +486,19 @@ def test_outcomes_round_trip_through_json(app: App, backend: MemoryBackend, out:
         assert again == outcome
         kinds.append(outcome.kind)
     assert kinds == ["rolled", "rolled-back", "rollback-failed", "no-anchor"]
+
+
+def test_a_signal_right_after_the_pending_record_is_handled_too(
+    app: App, backend: MemoryBackend, out: Lines
+) -> None:
+    deploy(app, backend, out)
+
+    def once() -> None:
+        del backend.on_call["write_records"]
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    backend.on_call["write_records"] = once
+    with pytest.raises(Interrupted):
+        deploy(app, backend, out, image="reg/shop:2")
+    assert statuses(backend) == {1: "deployed", 2: "failed"}
+    assert backend.lock_holder is None

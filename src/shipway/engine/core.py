@@ -710,9 +710,11 @@ class Engine:
                 raise InputError("the plan records no release")
             for line in plan.describe():
                 self.reporter.line(line)
-            self.backend.write_records(clearance, target, [release])
             walker = Walker(self.backend, clearance, target, release, secrets, self.reporter)
             try:
+                # inside the try: a signal landing between the pending record and the first
+                # step is handled like any other interruption
+                self.backend.write_records(clearance, target, [release])
                 result = walker.run(plan.steps, timeout)
             except Interrupted as exc:
                 self._fail(clearance, target, release, f"interrupted by {exc}")
