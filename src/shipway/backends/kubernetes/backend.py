@@ -3,6 +3,20 @@
 It does one step at a time when the engine asks and decides nothing itself. Library
 errors (lightkube's ApiError, transport errors) become shipway errors here, at the edge,
 with secret values masked. Every mutating method checks its clearance first.
+
+A blue-green slot keeps *generations* side by side in its namespace (see :mod:`.render`
+and :mod:`.generations`): ``scale`` sets a generation's replicas through the scale
+subresource, ``wait_replicas`` watches that generation's pods, ``point_host`` moves the
+host's one Ingress to the generation's Service (one write: the switch), ``drop_host``
+deletes the old generation's Service the host used to reach (best effort: nothing routes
+to it any more). What must never happen, and where it is prevented:
+  * a generation put to sleep under its traffic — ``scale`` to zero refuses a generation an
+    Ingress routes to;
+  * an apply reverting a scale — a generation's Deployments are applied without
+    ``spec.replicas`` (the scale subresource's field manager holds it);
+  * a host taken from another app behind the engine's back — ``point_host`` takes a host
+    from another Ingress only when ``host_owner`` named that owner in this operation (the
+    engine refuses that unless ``--take-host``).
 """
 
 from __future__ import annotations
@@ -17,9 +31,10 @@ from typing import Any
 
 import httpx2
 import yaml
-from lightkube import Client
+from lightkube import ALL_NS, Client
 from lightkube.codecs import from_dict
 from lightkube.core.exceptions import ApiError
+from lightkube.operators import exists
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.batch_v1 import Job
 from lightkube.resources.core_v1 import (
@@ -31,8 +46,9 @@ from lightkube.resources.core_v1 import (
 )
 from lightkube.resources.core_v1 import Secret as SecretObject
 from lightkube.resources.networking_v1 import Ingress
-from lightkube.types import CascadeType
+from lightkube.types import CascadeType, PatchType
 
+from shipway.backends.kubernetes import generations as gens
 from shipway.backends.kubernetes import render
 from shipway.backends.kubernetes.client import load_config
 from shipway.backends.kubernetes.lease import SlotLease
@@ -49,6 +65,8 @@ from shipway.backends.kubernetes.rollout import (
 from shipway.backends.kubernetes.watch import Changes, LiveSet, WatchLoop
 from shipway.backends.protocol import (
     Failure,
+    GenerationInfo,
+    HostOwner,
     LockHolder,
     ProcessStatus,
     Reporter,
@@ -71,7 +89,8 @@ from shipway.plan.model import (
 )
 from shipway.release.artifact import Artifact, Unit
 from shipway.release.model import Release
-from shipway.spec.model import App, Slot, Target
+from shipway.spec.model import App, Route, Slot, Target
+from shipway.spec.parse import from_snapshot
 from shipway.spec.secrets import MASK, Secret, redact, resolve_all, reveal
 
 RESOURCES: dict[str, type[Any]] = {
@@ -94,6 +113,9 @@ VOLATILE_METADATA = (
 )
 EVENTS_SHOWN = 5
 LOG_LINES = 10
+# Who sets a generation's replicas (through the scale subresource): not the applier, so a
+# later apply in that generation never reverts a scale.
+SCALE_MANAGER = "shipway-scale"
 
 
 def _api_message(exc: ApiError) -> str:
@@ -102,7 +124,8 @@ def _api_message(exc: ApiError) -> str:
 
 
 class _Session:
-    """What one locked operation keeps: the watches of its rollout waits."""
+    """What one locked operation keeps: the watches of its rollout waits (and, one per
+    generation, those of its replica waits)."""
 
     def __init__(self, changes: Changes, deployments: LiveSet, pods: LiveSet) -> None:
         self.changes = changes
@@ -136,6 +159,11 @@ class KubernetesBackend:
         self._session: _Session | None = None
         self._generations: dict[str, int] = {}
         self._secrets: dict[str, Secret] = {}
+        self._generation_watches: dict[str, _Session] = {}
+        # host -> the other owners host_owner named for it in this operation: the only
+        # Ingresses point_host may take the host from (the engine asked, and allowed it)
+        self._owners_seen: dict[str, list[tuple[str, str]]] = {}
+        self._owner_scope: str | None = None
 
     # -- plumbing ---------------------------------------------------------------------
 
@@ -157,6 +185,7 @@ class KubernetesBackend:
         return self._loop
 
     def close(self) -> None:
+        self._stop_generation_watches()
         if self._session is not None:
             self._session.stop()
             self._session = None
@@ -222,13 +251,15 @@ class KubernetesBackend:
                     RESOURCES[kind], namespace=self.namespace, labels=self._labels()
                 ):
                     meta = obj.metadata
+                    labels = meta.labels or {}
                     units.append(
                         ObservedUnit(
                             key=render.unit_key(kind, meta.name),
                             kind=kind,
                             digest=(meta.annotations or {}).get(render.DIGEST),
                             state=_state(kind, obj),
-                            process=(meta.labels or {}).get(render.COMPONENT),
+                            process=labels.get(render.COMPONENT),
+                            generation=labels.get(render.GENERATION),
                             phase=render.PHASES[kind],
                         )
                     )
@@ -269,13 +300,15 @@ class KubernetesBackend:
         for dep in deployments:
             d = dep.to_dict()
             spec, st = d.get("spec", {}), d.get("status") or {}
-            process = d["metadata"].get("labels", {}).get(render.COMPONENT, d["metadata"]["name"])
+            labels = d["metadata"].get("labels", {})
+            process = labels.get(render.COMPONENT, d["metadata"]["name"])
             annotations = spec.get("template", {}).get("metadata", {}).get("annotations", {})
             out.append(
                 ProcessStatus(
                     process=process,
                     desired=spec.get("replicas", 0),
                     ready=st.get("readyReplicas", 0),
+                    generation=labels.get(render.GENERATION),
                     detail={
                         "updated": st.get("updatedReplicas", 0),
                         "available": st.get("availableReplicas", 0),
@@ -287,7 +320,7 @@ class KubernetesBackend:
                     },
                 )
             )
-        return sorted(out, key=lambda s: s.process)
+        return sorted(out, key=lambda s: (s.generation or "", s.process))
 
     def diff(self, target: Target, plan: Plan) -> list[str]:
         """How each object the plan applies would change, from a server-side dry run;
@@ -301,6 +334,17 @@ class KubernetesBackend:
                 lines += self._diff_apply(plan.release.artifact.get(step.unit))
             elif isinstance(step, Remove):
                 lines.append(f"- {step.unit} (would be removed: {step.reason})")
+            elif isinstance(step, PointHost):
+                name = render.ingress_name(self.app.name, step.host)
+                with self._edge(f"reading Ingress {name}"):
+                    live = self._live("Ingress", name)
+                was = gens.routes_to(live.to_dict()) if live is not None else None
+                before = (
+                    f"generation {was}" if was else "the rolling release" if live else "nothing"
+                )
+                lines.append(
+                    f"~ Ingress/{name}: {step.host} from {before} to generation {step.generation}"
+                )
         return lines
 
     def _live(self, kind: str, name: str) -> Any:
@@ -343,15 +387,19 @@ class KubernetesBackend:
         Secret), those applied in this process, those the spec resolves to here."""
         values = {v.reveal() for v in self._secrets.values()}
         with contextlib.suppress(ApiError, httpx2.HTTPError):
-            env = self.client.get(
-                SecretObject, render.env_secret_name(self.app.name), namespace=self.namespace
-            )
-            data = env.data or {}
-            values |= {
-                base64.b64decode(data[name]).decode(errors="replace")
-                for name in self.app.secrets
-                if name in data
-            }
+            # the slot's env Secret, and each generation's
+            for env in self.client.list(
+                SecretObject, namespace=self.namespace, labels=self._labels()
+            ):
+                generation = (env.metadata.labels or {}).get(render.GENERATION)
+                if env.metadata.name != render.env_secret_name(self.app.name, generation):
+                    continue
+                data = env.data or {}
+                values |= {
+                    base64.b64decode(data[name]).decode(errors="replace")
+                    for name in self.app.secrets
+                    if name in data
+                }
         with contextlib.suppress(InputError):
             values |= {v.reveal() for v in resolve_all(self.app.secrets).values()}
         return sorted((v for v in values if len(v) >= 4), key=len, reverse=True)
@@ -388,9 +436,12 @@ class KubernetesBackend:
         """The digest the Deployments run: from their image references (shipway pins them
         to the digest), else from the running containers' image IDs."""
         self._check(target)
+        labels: dict[str, Any] = self._labels()
+        if release.generation:  # the generation that runs the release, not its neighbours
+            labels[render.GENERATION] = release.generation
         with self._edge(f"reading the Deployments of {target}"):
             deployments = list(
-                self.client.list(Deployment, namespace=self.namespace, labels=self._labels())
+                self.client.list(Deployment, namespace=self.namespace, labels=labels)
             )
             digests: set[str] = set()
             for dep in deployments:
@@ -398,7 +449,7 @@ class KubernetesBackend:
                     if c.image and "@" in c.image:
                         digests.add(str(c.image).split("@", 1)[1])
             if not digests and deployments:
-                for pod in self.client.list(Pod, namespace=self.namespace, labels=self._labels()):
+                for pod in self.client.list(Pod, namespace=self.namespace, labels=labels):
                     for cs in (pod.status.containerStatuses or []) if pod.status else []:
                         if cs.imageID and "@" in cs.imageID:
                             digests.add(str(cs.imageID).split("@", 1)[1])
@@ -474,9 +525,16 @@ class KubernetesBackend:
         return self._session
 
     def _end_session(self) -> None:
+        self._stop_generation_watches()
+        self._owners_seen.clear()
         if self._session is not None:
             self._session.stop()
             self._session = None
+
+    def _stop_generation_watches(self) -> None:
+        for watches in self._generation_watches.values():
+            watches.stop()
+        self._generation_watches.clear()
 
     # -- records ----------------------------------------------------------------------
 
@@ -525,6 +583,14 @@ class KubernetesBackend:
                 return
         if unit.kind == "Deployment" and applied.metadata is not None:
             self._generations[unit.key] = int(applied.metadata.generation or 0)
+            live = applied.spec.replicas if applied.spec is not None else None
+            wanted = render.declared_replicas(unit.body)
+            if unit.generation and action in ("create", "start") and live != wanted:
+                # Applied without a count (it defaults to 1), or stopped: the declared
+                # count, set where Scale sets it.
+                name = str(unit.body["metadata"]["name"])
+                with self._edge(f"scaling {name} to {wanted}"):
+                    self._scale_to(name, wanted)
 
     def remove(
         self, clearance: Clearance, target: Target, step: Remove, reporter: Reporter
@@ -563,7 +629,7 @@ class KubernetesBackend:
             process=unit.process or body["metadata"]["name"],
             deployment=body["metadata"]["name"],
             template=template,
-            replicas=body["spec"].get("replicas", 1),
+            replicas=render.declared_replicas(body),
             generation=self._generations.get(unit.key),
             readiness_window=readiness_window(body, self.tuning),
         )
@@ -597,8 +663,15 @@ class KubernetesBackend:
         watched: list[Watched],
         deadline: float,
         reporter: Reporter,
+        *,
+        baseline: Mapping[str, Mapping[str, Any]] | None = None,
+        replicas: int | None = None,
     ) -> Failure | None:
-        judges = [Judge(w, self.tuning, session.pods.initial) for w in watched]
+        """Until every watched Deployment is done (and, with ``replicas``, asks for that
+        many pods), fails, or the deadline passes. ``baseline``: the pods that existed
+        before the operation (their earlier exits are not held against them)."""
+        initial = session.pods.initial if baseline is None else baseline
+        judges = [Judge(w, self.tuning, initial) for w in watched]
         started = time.monotonic()
         version = -1
         while True:
@@ -617,7 +690,13 @@ class KubernetesBackend:
             if failed is not None:
                 assert failed.failure is not None
                 return self._failure(process, failed.failure, watched)
-            if all(v.done for v in verdicts):
+            asked = [
+                ((deployments.get(w.deployment) or {}).get("spec") or {}).get("replicas")
+                for w in watched
+            ]
+            if all(v.done for v in verdicts) and (
+                replicas is None or all(n == replicas for n in asked)
+            ):
                 return None
             if now >= deadline:
                 return self._timeout(process, verdicts, watched, now - started, pods)
@@ -782,34 +861,431 @@ class KubernetesBackend:
             details=tuple(self._redact(d) for d in details),
         )
 
-    # -- generations (blue/green) are not a Kubernetes strategy here ------------------
+    # -- generations (blue/green) ------------------------------------------------------
+    # A blue-green slot's generations live side by side in the slot's namespace; each host
+    # is one Ingress of the slot, pointed at one generation's Service (see the module doc).
 
-    def _no_generations(self) -> BackendError:
-        return BackendError(
-            "blue-green generations are not supported by the kubernetes backend "
-            '(hint: use strategy = "rolling"; a Deployment rolls without downtime)'
+    def hosts(self, app: App, slot: Slot) -> list[tuple[str, str]]:
+        return [(r.host, r.process) for r in app.routes]
+
+    def _generation_of(self, step: Scale | WaitReplicas | PointHost | DropHost) -> str:
+        if not step.generation:
+            raise BackendError(
+                "the kubernetes backend scales, waits on and routes to generations only "
+                f"(step: {step.describe()})"
+            )
+        return step.generation
+
+    def _gen_labels(self, generation: str | None = None) -> dict[str, Any]:
+        """The app's selector labels and a generation's (any generation's, without one)."""
+        return {**self._labels(), render.GENERATION: generation or exists()}
+
+    def _slot_ingresses(self) -> list[dict[str, Any]]:
+        return [
+            i.to_dict()
+            for i in self.client.list(Ingress, namespace=self.namespace, labels=self._labels())
+        ]
+
+    def _routed_hosts(self, generation: str) -> list[str]:
+        """The hosts the slot's Ingresses route to ``generation``."""
+        return sorted(
+            str(rule.get("host"))
+            for ing in self._slot_ingresses()
+            if gens.routes_to(ing) == generation
+            for rule in (ing.get("spec") or {}).get("rules") or []
+        )
+
+    def generations(self, target: Target) -> list[GenerationInfo]:
+        """Oldest first. Live: the generation the slot's Ingresses route to (without hosts,
+        the deployed release's while it runs); awake: its Deployments ask for pods; asleep:
+        they are scaled to zero."""
+        self._check(target)
+        with self._edge(f"listing the generations of {target}"):
+            labels = self._gen_labels()
+            deployments = [
+                d.to_dict()
+                for d in self.client.list(Deployment, namespace=self.namespace, labels=labels)
+            ]
+            # every generation's env Secret is applied first: a generation whose
+            # Deployments were never created is still found (and can be gc'ed)
+            secrets = [
+                s.to_dict()
+                for s in self.client.list(SecretObject, namespace=self.namespace, labels=labels)
+            ]
+            ingresses = self._slot_ingresses()
+            records = self._store().read()
+        return gens.generation_infos(secrets, deployments, ingresses, records)
+
+    def _ingresses_serving(self, host: str) -> list[dict[str, Any]]:
+        """Every Ingress with a rule for ``host``: cluster-wide when this identity may list
+        Ingresses there; else in the slot's namespace only (said once, at point_host)."""
+        try:
+            found = [i.to_dict() for i in self.client.list(Ingress, namespace=ALL_NS)]
+            self._owner_scope = None
+        except ApiError as exc:
+            if exc.status.code != 403:
+                raise
+            self._owner_scope = (
+                f"who else serves a host was looked up in namespace {self.namespace} only "
+                "(this identity may not list Ingresses cluster-wide)"
+            )
+            found = [i.to_dict() for i in self.client.list(Ingress, namespace=self.namespace)]
+        return [i for i in found if gens.serves(i, host)]
+
+    def _ours(self, ingress: Mapping[str, Any]) -> bool:
+        instance = render.instance_of(self.app.name, self.slot.name)
+        return gens.is_ours(ingress, self.app.name, instance, self.namespace)
+
+    def host_owner(self, target: Target, host: str) -> HostOwner | None:
+        """Who serves ``host`` now, from the Ingresses with a rule for it: another app's or
+        slot's (or one shipway did not make) before this slot's own. Read-only."""
+        self._check(target)
+        with self._edge(f"looking up who serves {host}"):
+            serving = self._ingresses_serving(host)
+        others = [i for i in serving if not self._ours(i)]
+        self._owners_seen[host.lower()] = [
+            (str(i["metadata"]["namespace"]), str(i["metadata"]["name"])) for i in others
+        ]
+        if others:
+            return gens.owner_of(others[0])
+        if serving:
+            return gens.owner_of(serving[0])
+        return None
+
+    def _scale_to(self, name: str, replicas: int) -> None:
+        self.client.patch(
+            Deployment.Scale,
+            name,
+            {"spec": {"replicas": replicas}},
+            namespace=self.namespace,
+            patch_type=PatchType.MERGE,
+            field_manager=SCALE_MANAGER,
         )
 
     def scale(self, clearance: Clearance, target: Target, step: Scale, reporter: Reporter) -> None:
+        """Set the replicas of a generation's process through the scale subresource. A
+        generation an Ingress routes to is never put to sleep."""
         clearance.require_covers(target)
-        raise self._no_generations()
+        self._check(target)
+        generation = self._generation_of(step)
+        name = render.workload_name(self.app.name, step.process, generation)
+        with self._edge(f"scaling {name} to {step.replicas}"):
+            if step.replicas == 0:
+                served = self._routed_hosts(generation)
+                if served:
+                    raise BackendError(
+                        f"generation {generation} serves {', '.join(served)}: it is not put "
+                        "to sleep under its traffic (hint: switch to another generation first)"
+                    )
+            try:
+                self._scale_to(name, step.replicas)
+            except ApiError as exc:
+                if exc.status.code != 404:
+                    raise
+                if step.replicas == 0:  # e.g. recovering a deploy that died before applying
+                    reporter.line(
+                        f"  generation {generation} runs no {step.process}: nothing to stop"
+                    )
+                    return
+                raise BackendError(
+                    f"generation {generation} has no Deployment {name} "
+                    f"(hint: shipway gens {target.slot})"
+                ) from exc
+        reporter.line(f"  Deployment {name}: {step.replicas} replicas")
+
+    def _watch_generation(self, generation: str) -> _Session:
+        """One list and one watch each for the Deployments and Pods of a generation, opened
+        at its first replica wait (after its scale) and shared by the others."""
+        watches = self._generation_watches.get(generation)
+        if watches is None:
+            loop = self._watch_loop()
+            changes = Changes()
+            labels = {
+                render.NAME: self.app.name,
+                render.INSTANCE: render.instance_of(self.app.name, self.slot.name),
+                render.GENERATION: generation,
+            }
+            deps = LiveSet(loop, Deployment, self.namespace, changes, labels=labels)
+            pods = LiveSet(loop, Pod, self.namespace, changes, labels=labels)
+            deps.start()
+            try:
+                pods.start()
+            except BaseException:
+                deps.stop()
+                raise
+            watches = self._generation_watches[generation] = _Session(changes, deps, pods)
+        return watches
 
     def wait_replicas(
         self, target: Target, step: WaitReplicas, deadline: float, reporter: Reporter
     ) -> Failure | None:
-        raise self._no_generations()
+        """The health gate of a generation: its Deployment asks for ``step.replicas`` and
+        they are all updated and available, judged like a rollout (failing fast on doomed
+        pods of its current template)."""
+        self._check(target)
+        generation = self._generation_of(step)
+        name = render.workload_name(self.app.name, step.process, generation)
+        if step.replicas == 0:
+            return None
+        temporary = self._session is None
+        try:
+            with self._edge(f"watching generation {generation}"):
+                watches = self._watch_generation(generation)
+            live = watches.deployments.snapshot().get(name)
+            if live is None:
+                return Failure(
+                    reason="NotFound",
+                    message=f"generation {generation} has no Deployment {name}",
+                    process=step.process,
+                )
+            template = (
+                live["spec"]["template"]["metadata"].get("annotations", {}).get(render.TEMPLATE)
+            )
+            watched = Watched(
+                process=step.process,
+                deployment=name,
+                template=str(template or ""),
+                replicas=step.replicas,
+                readiness_window=readiness_window(live, self.tuning),
+            )
+            # pods that ran before this operation (a generation woken earlier): their
+            # earlier exits are not held against it
+            baseline = self._session.pods.initial if self._session else None
+            return self._wait(
+                watches,
+                step.process,
+                [watched],
+                deadline,
+                reporter,
+                baseline=baseline,
+                replicas=step.replicas,
+            )
+        finally:
+            if temporary:
+                self._stop_generation_watches()
+
+    def _generation_record(self, generation: str) -> Release | None:
+        """The newest record of a release that ran (or is running) in ``generation``."""
+        ran = [r for r in self._store().read() if r.generation == generation]
+        return max(ran, key=lambda r: r.revision) if ran else None
+
+    def _route(self, host: str, record: Release | None) -> tuple[App, Route]:
+        """The route of ``host`` as the generation's release declared it (else as the spec
+        declares it now), and the app it belongs to."""
+        for app in (
+            from_snapshot(record.spec, self.app.source_dir) if record and record.spec else None,
+            self.app.in_slot(self.slot.name),
+        ):
+            if app is None:
+                continue
+            for route in app.routes:
+                if route.host.lower() == host.lower():
+                    return app, route
+        raise BackendError(f"no route declares host {host}")
+
+    def _ensure_service(self, record: Release | None, name: str, reporter: Reporter) -> None:
+        """The generation's Service a host is pointed at exists: an asleep generation's
+        was dropped at the switch that put it to sleep; it comes back from its record."""
+        try:
+            service = self.client.get(Service, name, namespace=self.namespace)
+        except ApiError as exc:
+            if exc.status.code != 404:
+                raise
+            service = None
+        if service is not None:
+            if service.metadata and service.metadata.deletionTimestamp:
+                raise BackendError(
+                    f"Service {name} is being deleted (finalizers: "
+                    f"{', '.join(service.metadata.finalizers or [])}): no host is pointed at it"
+                )
+            return
+        key = render.unit_key("Service", name)
+        units = [u for u in record.artifact if u.key == key] if record else []
+        if not units:
+            raise BackendError(f"Service {name} is gone and no release record holds it")
+        self.client.apply(from_dict(_with_digest(units[0])), force=True)
+        reporter.line(f"  Service {name} re-created from r{record.revision if record else '?'}")
 
     def point_host(
         self, clearance: Clearance, target: Target, step: PointHost, reporter: Reporter
     ) -> None:
+        """Point the host's Ingress (the slot's one object for it) at the generation's
+        Service: one server-side apply, so traffic moves in one step. A host another app
+        or slot served, which ``host_owner`` named in this operation, is then taken out of
+        that Ingress; if that fails, the Ingress is put back and the step fails."""
         clearance.require_covers(target)
-        raise self._no_generations()
+        self._check(target)
+        generation = self._generation_of(step)
+        name = render.ingress_name(self.app.name, step.host)
+        with self._edge(f"pointing {step.host} at generation {generation}"):
+            record = self._generation_record(generation)
+            app, route = self._route(step.host, record)
+            service = render.workload_name(self.app.name, route.process, generation)
+            self._ensure_service(record, service, reporter)
+            before = self._live("Ingress", name)
+            body = render.host_ingress(app, self.slot.name, self.namespace, route, generation)
+            unit = Unit(render.unit_key("Ingress", name), "Ingress", body, phase=2)
+            self.client.apply(from_dict(_with_digest(unit)), force=True)
+        was = gens.routes_to(before.to_dict()) if before is not None else None
+        try:
+            self._take(step.host, reporter)
+        except BackendError:
+            self._put_back(name, before, reporter)
+            raise
+        if self._owner_scope:
+            reporter.line(f"  note: {self._owner_scope}")
+        reporter.line(
+            f"  {step.host} -> Service {service} of generation {generation} "
+            f"(Ingress {name}; was {f'generation {was}' if was else 'not routed here'})"
+        )
+
+    def _take(self, host: str, reporter: Reporter) -> None:
+        """Take ``host`` out of the other Ingresses that serve it: only those host_owner
+        named (the engine refused them unless told to take the host)."""
+        with self._edge(f"looking up who else serves {host}"):
+            others = [i for i in self._ingresses_serving(host) if not self._ours(i)]
+        allowed = set(self._owners_seen.get(host.lower(), []))
+        for ing in others:
+            meta = ing["metadata"]
+            place = (str(meta["namespace"]), str(meta["name"]))
+            owner = gens.owner_of(ing)
+            if place not in allowed:
+                raise BackendError(
+                    f"host {host} is also served by {owner}, which was not the case when "
+                    "this operation checked who serves it (hint: plan again, with --take-host "
+                    "to take it)"
+                )
+            rules, tls = gens.without_host(ing, host)
+            with self._edge(f"taking {host} from {gens.where(ing)}"):
+                if not rules:
+                    self.client.delete(Ingress, place[1], namespace=place[0])
+                    reporter.line(f"  took {host} from {owner}: deleted its Ingress (only rule)")
+                    continue
+                self.client.patch(
+                    Ingress,
+                    place[1],
+                    {
+                        "metadata": {"resourceVersion": meta["resourceVersion"]},
+                        "spec": {"rules": rules, "tls": tls or None},
+                    },
+                    namespace=place[0],
+                    patch_type=PatchType.MERGE,
+                )
+            reporter.line(f"  took {host} from {owner}: removed its rule")
+
+    def _put_back(self, name: str, before: Any, reporter: Reporter) -> None:
+        """Undo a point whose take failed: the Ingress as it was (or none)."""
+        try:
+            if before is None:
+                self.client.delete(Ingress, name, namespace=self.namespace)
+            else:
+                body = _comparable(before.to_dict())
+                body["metadata"]["resourceVersion"] = before.metadata.resourceVersion
+                self.client.replace(from_dict(body), namespace=self.namespace)
+        except (ApiError, httpx2.HTTPError) as exc:
+            reporter.line(f"warning: putting Ingress {name} back failed: {exc}")
 
     def drop_host(
         self, clearance: Clearance, target: Target, step: DropHost, reporter: Reporter
     ) -> None:
+        """The generation no longer serves the host. If the host's Ingress still routes to
+        it (undoing a switch with nothing to go back to), the Ingress is deleted; then the
+        generation's Service the host reached it through is deleted, unless another host
+        still routes to it. Dropped means gone: a delete the API refuses, or one that
+        finalizers hold back, is reported with the manual fix (CleanupFailed) — the host
+        already routes elsewhere, so it never fails the switch."""
         clearance.require_covers(target)
-        raise self._no_generations()
+        self._check(target)
+        generation = self._generation_of(step)
+        name = render.ingress_name(self.app.name, step.host)
+        try:
+            ingress = self._live("Ingress", name)
+            if ingress is not None and gens.routes_to(ingress.to_dict()) == generation:
+                self.client.delete(Ingress, name, namespace=self.namespace)
+                reporter.line(f"  deleted Ingress {name}: {step.host} is not routed any more")
+            _, route = self._route(step.host, self._generation_record(generation))
+            service = render.workload_name(self.app.name, route.process, generation)
+            still = [
+                i["metadata"]["name"]
+                for i in self._slot_ingresses()
+                if gens.routes_to(i) == generation and service in gens.backends_of(i)
+            ]
+            if still:
+                reporter.line(f"  Service {service} kept: {', '.join(still)} still route to it")
+                return
+            self._delete_service(service, reporter)
+        except ApiError as exc:
+            raise CleanupFailed(
+                f"dropping {step.host} from generation {generation}: {_api_message(exc)}",
+                self._drop_fix(step.host, generation),
+            ) from exc
+        except httpx2.HTTPError as exc:
+            raise CleanupFailed(
+                f"dropping {step.host} from generation {generation}: {exc}",
+                self._drop_fix(step.host, generation),
+            ) from exc
+
+    def _drop_fix(self, host: str, generation: str) -> str:
+        try:
+            _, route = self._route(host, None)
+            service = render.workload_name(self.app.name, route.process, generation)
+        except BackendError:
+            service = f"the Service of generation {generation} that served {host}"
+        return f"delete Service {service} in namespace {self.namespace}"
+
+    def _delete_service(self, name: str, reporter: Reporter) -> None:
+        try:
+            self.client.delete(Service, name, namespace=self.namespace)
+        except ApiError as exc:
+            if exc.status.code == 404:
+                reporter.line(f"  Service {name} was already gone")
+                return
+            raise
+        try:
+            left = self.client.get(Service, name, namespace=self.namespace)
+        except ApiError as exc:
+            if exc.status.code == 404:
+                reporter.line(f"  deleted Service {name}")
+                return
+            raise
+        held = list(left.metadata.finalizers or []) if left.metadata else []
+        raise CleanupFailed(
+            f"Service {name} is marked for deletion but still there, held by the finalizers "
+            f"{', '.join(held) or '(none listed)'}; it routes until they are removed",
+            f"remove the finalizers {', '.join(held)} from Service {name} in namespace "
+            f"{self.namespace} (or have their controller finish), and it is deleted",
+        )
+
+    def delete_generation(
+        self, clearance: Clearance, target: Target, generation: str, reporter: Reporter
+    ) -> None:
+        """Delete every object of the generation (its Deployments with their pods, Services,
+        Secrets, ConfigMaps). The generation an Ingress routes to is refused."""
+        clearance.require_covers(target)
+        self._check(target)
+        labels = self._gen_labels(generation)
+        with self._edge(f"deleting generation {generation}"):
+            served = self._routed_hosts(generation)
+            if served:
+                raise BackendError(
+                    f"generation {generation} serves {', '.join(served)}: switch to another "
+                    "one first"
+                )
+            found = 0
+            for kind in ("Deployment", "Service", "ConfigMap", "Secret"):
+                for obj in self.client.list(
+                    RESOURCES[kind], namespace=self.namespace, labels=labels
+                ):
+                    self.client.delete(
+                        RESOURCES[kind],
+                        obj.metadata.name,
+                        namespace=self.namespace,
+                        cascade=CascadeType.BACKGROUND,
+                    )
+                    reporter.line(f"  deleted {kind} {obj.metadata.name}")
+                    found += 1
+        if not found:
+            raise BackendError(f"no generation {generation} in {target}")
 
     def stop(self, clearance: Clearance, target: Target, reporter: Reporter) -> None:
         """Scale every process of the slot to zero (records and objects stay)."""

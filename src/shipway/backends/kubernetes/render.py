@@ -14,6 +14,15 @@ Objects (all in the slot's namespace, all labelled for ``observe`` and pruning):
 * ``Service <app>-<process>``         phase 1: switches (processes with a port)
 * ``Ingress <app>-<host>``            phase 2: switches (one per route)
 
+A release of a blue-green slot is a *generation* (``release.generation``): a complete copy
+of these objects beside the others in the same namespace, each named with the generation
+(``<app>-<process>-<generation>``, ``<app>-env-<generation>`` …) and labelled
+``shipway.io/generation``, selectors included, so generations never share a pod. Its
+Deployments carry no ``spec.replicas``: the count is the scale subresource's
+(``Scale`` steps), so no later apply in that generation can revert a scale. It has no
+Ingress: one Ingress per host belongs to the slot and is pointed at a generation's Service
+(:func:`host_ingress`), so a switch is one write to one object.
+
 Secret values never appear here: secret env vars and secret-bearing files hold the
 ``${secrets.NAME}`` placeholder; the backend substitutes values at the moment it applies.
 The unit digest is added as the ``shipway.io/digest`` annotation at apply time (it is the
@@ -45,6 +54,9 @@ DIGEST = "shipway.io/digest"
 DEPLOYMENT_ID = "shipway.io/deployment-id"
 CONFIG_HASH = "shipway.io/config-hash"
 TEMPLATE = "shipway.io/template"
+GENERATION = "shipway.io/generation"  # on every object of a generation (and its pods)
+ROUTES_TO = "shipway.io/routes-to"  # on a host's Ingress: the generation it routes to
+REPLICAS = "shipway.io/replicas"  # on a generation's Deployment: the declared count
 
 FILES_VOLUME = "shipway-files"
 DEFAULT_WORKING_DIR = "/"
@@ -76,6 +88,14 @@ def selector_labels(app: str, slot: str) -> dict[str, str]:
     return {NAME: app, INSTANCE: instance_of(app, slot), MANAGED_BY: MANAGER}
 
 
+def generation_labels(app: str, slot: str, generation: str | None) -> dict[str, str]:
+    """The app's labels, plus the generation's name for the objects of a generation."""
+    labels = selector_labels(app, slot)
+    if generation:
+        labels[GENERATION] = generation
+    return labels
+
+
 def unit_key(kind: str, name: str) -> str:
     return f"{kind}/{name}"
 
@@ -94,20 +114,26 @@ def dns_name(*parts: str, limit: int = 63) -> str:
     return name[: limit - 9].rstrip("-") + "-" + suffix
 
 
-def env_secret_name(app: str) -> str:
-    return dns_name(app, "env", limit=253)
+def _of(generation: str | None) -> tuple[str, ...]:
+    return (generation,) if generation else ()
 
 
-def files_configmap_name(app: str) -> str:
-    return dns_name(app, "files", limit=253)
+def env_secret_name(app: str, generation: str | None = None) -> str:
+    return dns_name(app, "env", *_of(generation), limit=253)
 
 
-def files_secret_name(app: str) -> str:
-    return dns_name(app, "files-secret", limit=253)
+def files_configmap_name(app: str, generation: str | None = None) -> str:
+    return dns_name(app, "files", *_of(generation), limit=253)
 
 
-def workload_name(app: str, process: str) -> str:
-    return dns_name(app, process)
+def files_secret_name(app: str, generation: str | None = None) -> str:
+    return dns_name(app, "files-secret", *_of(generation), limit=253)
+
+
+def workload_name(app: str, process: str, generation: str | None = None) -> str:
+    """Deployment and Service of a process (of a generation): a DNS label (Services need
+    one), shortened with a hash suffix when too long."""
+    return dns_name(app, process, *_of(generation))
 
 
 def ingress_name(app: str, host: str) -> str:
@@ -127,7 +153,7 @@ def template_digest(template: Mapping[str, Any]) -> str:
 # -- units --------------------------------------------------------------------------
 
 
-def _unit(body: dict[str, Any], process: str | None = None) -> Unit:
+def _unit(body: dict[str, Any], process: str | None = None, generation: str | None = None) -> Unit:
     kind = body["kind"]
     return Unit(
         key=unit_key(kind, body["metadata"]["name"]),
@@ -135,6 +161,7 @@ def _unit(body: dict[str, Any], process: str | None = None) -> Unit:
         body=body,
         phase=PHASES[kind],
         process=process,
+        generation=generation,
         waits=kind == "Deployment",
         switches=PHASES[kind] > PREREQUISITE,
     )
@@ -164,20 +191,26 @@ def namespace_unit(namespace: str) -> Unit:
 def render(app: App, slot: Slot, release: Release) -> Artifact:
     """The units of ``release`` of ``app`` (already seen through ``app.in_slot``) in ``slot``."""
     namespace = slot.namespace or instance_of(app.name, slot.name)
-    labels = selector_labels(app.name, slot.name)
-    units = [namespace_unit(namespace), _unit(_env_secret(app, namespace, labels, release))]
+    gen = release.generation
+    labels = generation_labels(app.name, slot.name, gen)
+    units = [
+        namespace_unit(namespace),
+        _unit(_env_secret(app, namespace, labels, release), None, gen),
+    ]
     plain = [f for f in app.files if not f.secret_bearing]
     secret = [f for f in app.files if f.secret_bearing]
     if plain:
-        units.append(_unit(_files_object("ConfigMap", app, namespace, labels, plain, release)))
+        body = _files_object("ConfigMap", app, namespace, labels, plain, release)
+        units.append(_unit(body, None, gen))
     if secret:
-        units.append(_unit(_files_object("Secret", app, namespace, labels, secret, release)))
+        body = _files_object("Secret", app, namespace, labels, secret, release)
+        units.append(_unit(body, None, gen))
     for name, process in app.processes.items():
-        units.append(_unit(_deployment(app, namespace, labels, process, release), name))
+        units.append(_unit(_deployment(app, namespace, labels, process, release), name, gen))
         ports = _service_ports(process, app.routes)
         if ports:
-            units.append(_unit(_service(app, namespace, labels, process, ports), name))
-    for route in app.routes:
+            units.append(_unit(_service(app, namespace, labels, process, ports, gen), name, gen))
+    for route in () if gen else app.routes:  # a generation's hosts move by PointHost
         units.append(_unit(_ingress(app, namespace, labels, route), route.process))
     return Artifact(tuple(units))
 
@@ -187,7 +220,7 @@ def _env_secret(
 ) -> dict[str, Any]:
     data = dict(sorted(app.env.items()))
     data.update({name: placeholder(name) for name in sorted(app.secrets)})
-    meta = _meta(env_secret_name(app.name), namespace, labels)
+    meta = _meta(env_secret_name(app.name, release.generation), namespace, labels)
     # The config hash changes with any secret's value, so this body (and its digest)
     # changes too, and the Secret is re-applied when only a value changed.
     meta["annotations"] = {CONFIG_HASH: release.config_hash}
@@ -208,7 +241,12 @@ def _files_object(
     files: list[ConfigFile],
     release: Release,
 ) -> dict[str, Any]:
-    name = files_configmap_name(app.name) if kind == "ConfigMap" else files_secret_name(app.name)
+    gen = release.generation
+    name = (
+        files_configmap_name(app.name, gen)
+        if kind == "ConfigMap"
+        else files_secret_name(app.name, gen)
+    )
     meta = _meta(name, namespace, labels)
     body: dict[str, Any] = {"apiVersion": "v1", "kind": kind, "metadata": meta}
     data = {file_key(f.path): f.content for f in sorted(files, key=lambda f: f.path)}
@@ -221,15 +259,17 @@ def _files_object(
     return body
 
 
-def _files_volume(app: App) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+def _files_volume(
+    app: App, generation: str | None
+) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
     """One projected volume holding every config file, and one subPath mount per file
     (mounting the volume over the working dir would hide the image's own files)."""
     if not app.files:
         return None, []
     sources: list[dict[str, Any]] = []
     for kind, name, bearing in (
-        ("configMap", files_configmap_name(app.name), False),
-        ("secret", files_secret_name(app.name), True),
+        ("configMap", files_configmap_name(app.name, generation), False),
+        ("secret", files_secret_name(app.name, generation), True),
     ):
         chosen = sorted((f for f in app.files if f.secret_bearing == bearing), key=lambda f: f.path)
         if chosen:
@@ -247,7 +287,8 @@ def _container(
 ) -> dict[str, Any]:
     container: dict[str, Any] = {"name": process.name, "image": image_of(release)}
     container.update(_start(release, process.name, process.command))
-    container["envFrom"] = [{"secretRef": {"name": env_secret_name(app.name)}}]
+    env = env_secret_name(app.name, release.generation)
+    container["envFrom"] = [{"secretRef": {"name": env}}]
     if process.port is not None:
         container["ports"] = [{"name": "http", "containerPort": process.port, "protocol": "TCP"}]
     probe = _readiness_probe(process.healthcheck, process.port)
@@ -317,10 +358,11 @@ def _resources(process: Process) -> dict[str, Any]:
 def _deployment(
     app: App, namespace: str, labels: Mapping[str, str], process: Process, release: Release
 ) -> dict[str, Any]:
-    name = workload_name(app.name, process.name)
+    gen = release.generation
+    name = workload_name(app.name, process.name, gen)
     own = {**labels, COMPONENT: process.name}
     selector = {k: v for k, v in own.items() if k != MANAGED_BY}
-    volume, mounts = _files_volume(app)
+    volume, mounts = _files_volume(app, gen)
     pod_spec: dict[str, Any] = {
         "containers": [_container(app, process, release, mounts)],
         "enableServiceLinks": False,
@@ -345,6 +387,12 @@ def _deployment(
         "selector": {"matchLabels": selector},
         "template": template,
     }
+    meta = _meta(name, namespace, own)
+    if gen:
+        # The count of a generation is set by Scale steps through the scale subresource:
+        # a field this apply does not hold is one no later apply can revert.
+        del spec["replicas"]
+        meta["annotations"] = {REPLICAS: str(process.replicas)}
     health = process.healthcheck
     if health is not None and health.path is None and health.initial_delay:
         # No HTTP check: a pod proves itself by staying up for initial_delay.
@@ -352,9 +400,19 @@ def _deployment(
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": _meta(name, namespace, own),
+        "metadata": meta,
         "spec": spec,
     }
+
+
+def declared_replicas(body: Mapping[str, Any]) -> int:
+    """The replicas a Deployment body asks for: its own field, else (a generation's) the
+    declared count it carries as an annotation."""
+    spec = body.get("spec", {})
+    if "replicas" in spec:
+        return int(spec["replicas"])
+    annotations = body.get("metadata", {}).get("annotations") or {}
+    return int(annotations.get(REPLICAS, 1))
 
 
 def _service_ports(process: Process, routes: tuple[Route, ...]) -> list[int]:
@@ -364,14 +422,19 @@ def _service_ports(process: Process, routes: tuple[Route, ...]) -> list[int]:
 
 
 def _service(
-    app: App, namespace: str, labels: Mapping[str, str], process: Process, ports: list[int]
+    app: App,
+    namespace: str,
+    labels: Mapping[str, str],
+    process: Process,
+    ports: list[int],
+    generation: str | None = None,
 ) -> dict[str, Any]:
     own = {**labels, COMPONENT: process.name}
     selector = {k: v for k, v in own.items() if k != MANAGED_BY}
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _meta(workload_name(app.name, process.name), namespace, own),
+        "metadata": _meta(workload_name(app.name, process.name, generation), namespace, own),
         "spec": {
             "type": "ClusterIP",
             "selector": selector,
@@ -386,6 +449,33 @@ def _ingress(app: App, namespace: str, labels: Mapping[str, str], route: Route) 
     process = app.processes[route.process]
     port = route.port or process.port
     own = {**labels, COMPONENT: route.process}
+    service = workload_name(app.name, route.process)
+    return _ingress_body(ingress_name(app.name, route.host), namespace, own, route, service, port)
+
+
+def host_ingress(
+    app: App, slot: str, namespace: str, route: Route, generation: str
+) -> dict[str, Any]:
+    """The slot's Ingress for one host, pointed at a generation's Service. Same name as a
+    rolling slot's (switching a slot's strategy keeps the object, and its address on
+    controllers that give each Ingress its own load balancer); labelled with the generation
+    it routes to, but not as part of it (``shipway.io/routes-to``, not
+    ``shipway.io/generation``): it belongs to the slot, never to a generation."""
+    process = app.processes[route.process]
+    port = route.port or process.port
+    own = {**selector_labels(app.name, slot), COMPONENT: route.process, ROUTES_TO: generation}
+    service = workload_name(app.name, route.process, generation)
+    return _ingress_body(ingress_name(app.name, route.host), namespace, own, route, service, port)
+
+
+def _ingress_body(
+    name: str,
+    namespace: str,
+    labels: Mapping[str, str],
+    route: Route,
+    service: str,
+    port: int | None,
+) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "rules": [
             {
@@ -397,7 +487,7 @@ def _ingress(app: App, namespace: str, labels: Mapping[str, str], route: Route) 
                             "pathType": "Prefix",
                             "backend": {
                                 "service": {
-                                    "name": workload_name(app.name, route.process),
+                                    "name": service,
                                     "port": {"number": port},
                                 }
                             },
@@ -412,7 +502,7 @@ def _ingress(app: App, namespace: str, labels: Mapping[str, str], route: Route) 
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "Ingress",
-        "metadata": _meta(ingress_name(app.name, route.host), namespace, own),
+        "metadata": _meta(name, namespace, labels),
         "spec": spec,
     }
 
