@@ -240,32 +240,42 @@ def validate(obj: Context) -> None:
     is_flag=True,
     help="Plan a repair instead: re-assert the deployed release, changing only what drifted.",
 )
+@click.option(
+    "--take-host",
+    is_flag=True,
+    help="Blue-green slots: plan taking a host another app or slot serves today.",
+)
 @output_option
 @pass_obj
-def plan(obj: Context, slot: str, image: str | None, out: str | None, repair: bool) -> None:
+def plan(
+    obj: Context, slot: str, image: str | None, out: str | None, repair: bool, take_host: bool
+) -> None:
     """Show what a deploy to SLOT would do. Touches nothing, starts nothing."""
+    _run(obj, lambda: _show_plan(obj, slot, image, out, repair, take_host))
 
-    def body() -> int:
-        from shipway import api
 
-        app = obj.app()
-        the_plan = api.plan(app, slot, image=image, repair=repair)
-        detail = api.diff(app, slot, the_plan)
+def _show_plan(
+    obj: Context, slot: str, image: str | None, out: str | None, repair: bool, take_host: bool
+) -> int:
+    """``plan`` (and ``deploy --dry-run``, which is exactly this): read-only."""
+    from shipway import api
+
+    app = obj.app()
+    the_plan = api.plan(app, slot, image=image, repair=repair, take_host=take_host)
+    detail = api.diff(app, slot, the_plan)
+    if out:
+        Path(out).write_text(json.dumps(the_plan.to_json(), indent=2, sort_keys=True) + "\n")
+    if obj.json:
+        from shipway.cli.report import emit_json
+
+        emit_json({**the_plan.to_json(), "diff": detail, "saved_to": out})
+    else:
+        for line in the_plan.describe() + detail:
+            click.echo(line)
         if out:
-            Path(out).write_text(json.dumps(the_plan.to_json(), indent=2, sort_keys=True) + "\n")
-        if obj.json:
-            from shipway.cli.report import emit_json
-
-            emit_json({**the_plan.to_json(), "diff": detail, "saved_to": out})
-        else:
-            for line in the_plan.describe() + detail:
-                click.echo(line)
-            if out:
-                verb = "repair" if repair else "deploy"
-                click.echo(f"saved to {out}; apply with: shipway {verb} {slot} --plan {out}")
-        return 0
-
-    _run(obj, body)
+            verb = "repair" if repair else "deploy"
+            click.echo(f"saved to {out}; apply with: shipway {verb} {slot} --plan {out}")
+    return 0
 
 
 def _saved_plan(plan_file: str | None) -> Any:
@@ -341,6 +351,11 @@ def take_host_option(f: F) -> F:
     type=click.Path(exists=True, dir_okay=False),
     help="Apply exactly this saved plan, or refuse if the slot changed since.",
 )
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Print the plan and touch nothing: exactly `shipway plan SLOT` (same options).",
+)
 @confirm_option
 @take_host_option
 @timeout_options
@@ -351,12 +366,18 @@ def deploy(
     slot: str,
     image: str | None,
     plan_file: str | None,
+    dry_run: bool,
     confirm: str | None,
     take_host: bool,
     timeout: float,
     rollback_timeout: float,
 ) -> None:
     """Roll out to SLOT: lock, read the anchor, apply, wait, record — or roll back."""
+    if dry_run:
+        if plan_file:
+            _fail(obj, 2, "--dry-run prints a new plan; it takes no --plan FILE")
+        _run(obj, lambda: _show_plan(obj, slot, image, None, False, take_host))
+        return
 
     def body() -> int:
         from shipway import api

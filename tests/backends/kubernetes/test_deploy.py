@@ -176,10 +176,3 @@ def test_an_image_is_required(slot: Slot) -> None:
     with pytest.raises(InputError, match="needs an image"):
         slot.deploy(app)
 
-
-def test_a_blue_green_slot_is_refused_plainly(slot: Slot) -> None:
-    slot.write(slot_extra='strategy = "blue-green"')
-    result = slot.cli("deploy", "test1")
-    assert result.returncode == 2, result.stdout + result.stderr
-    assert "the kubernetes backend does not keep generations" in result.stderr
-    assert list(slot.client.list(Deployment, namespace=slot.namespace)) == []
