@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from typing import Any
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from shipway.backends.memory import MemoryBackend
 from shipway.backends.protocol import HostOwner
 from shipway.engine import Engine, NoAnchor, Rolled, RolledBack
+from shipway.engine.signals import Interrupted
 from shipway.errors import HostTaken, InputError
 from shipway.guard import Guard
 from shipway.release.model import ReleaseStatus
@@ -304,3 +306,28 @@ def test_a_failure_while_applying_puts_what_was_already_started_back_to_sleep(
     # web was applied, worker's apply failed half-way: both go (back) to sleep
     assert calls(backend, "scale") == [f"scale {g2}/web=0", f"scale {g2}/worker=0"]
     assert backend.routes["shop.example.com"] == g1
+
+
+def test_a_signal_landing_after_a_host_moved_sends_it_back_before_any_sleep(
+    app: App, backend: MemoryBackend, out: Lines
+) -> None:
+    """The point step is under way (not done) when the signal lands, yet its host moved."""
+    deploy(app, backend, out)
+    g1 = backend.records[1].generation
+
+    def moved_then_signalled() -> None:
+        g2 = next(g for g in backend.generation_created if g != g1)
+        backend.routes["shop.example.com"] = g2
+        backend.on_call.pop("point_host")
+        raise Interrupted(signal.SIGTERM)
+
+    backend.on_call["point_host"] = moved_then_signalled
+    backend.calls.clear()
+    with pytest.raises(Interrupted):
+        deploy(app, backend, out, image="reg/shop:2")
+    g2 = backend.records[2].generation
+    assert backend.routes["shop.example.com"] == g1
+    moves = calls(backend, "point_host", "drop_host", "scale")
+    back = moves.index(f"point_host shop.example.com->{g1}")
+    assert moves.index(f"scale {g2}/web=0") > back  # never stopped under its traffic
+    assert backend.records[2].status == ReleaseStatus.FAILED

@@ -838,8 +838,11 @@ class Engine:
         before anything is put to sleep: a generation is never stopped under its traffic.
         Then every process the switch woke goes back to sleep: scaled up, or applied (a
         backend may start what it applies), including the step under way when it stopped.
-        (A point that failed left its host where it was: pointing is the backend's one
-        atomic move.)
+        A point that failed left its host where it was (pointing is the backend's one
+        atomic move), but a point *interrupted* (a signal: the walk stopped with no failure)
+        may have moved its host before the signal landed: that host goes back too —
+        pointing a host back where it already is changes nothing, while a moved host left
+        on a generation about to sleep would be an outage.
         """
         attempted = [*result.done, *([result.current] if result.current else [])]
         woken: dict[tuple[str, str], None] = {}
@@ -849,7 +852,8 @@ class Engine:
                 woken[(s.generation, s.process)] = None
         pointed: dict[str, str] = {}
         moved_to: str | None = None
-        for s in result.done:
+        interrupted = result.current if result.failure is None else None
+        for s in [*result.done, *([interrupted] if interrupted else [])]:
             if isinstance(s, PointHost) and s.generation:
                 pointed[s.host] = s.process
                 moved_to = s.generation
