@@ -10,10 +10,15 @@ The order of the API operations is read from the API server's own audit log.
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,18 +26,20 @@ import pytest
 from lightkube.codecs import from_dict
 from lightkube.core.exceptions import ApiError
 from lightkube.resources.apps_v1 import Deployment
+from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import Secret, Service
 from lightkube.resources.networking_v1 import Ingress
 from lightkube.types import PatchType
 
 from shipway import api
 from shipway.backends.kubernetes import render
+from shipway.backends.kubernetes.lease import lease_name
 from shipway.engine.outcome import Rolled, RolledBack
 from shipway.errors import BackendError
 from shipway.plan.model import Scale
-from tests.backends.kubernetes.conftest import TOKEN, Lines, Slot
+from tests.backends.kubernetes.conftest import BASE_ENV, TOKEN, Lines, Slot
 from tests.backends.kubernetes.test_rbac import documented_role
-from tests.testenv.k8s import wait_for
+from tests.testenv.k8s import wait_for, wait_for_all
 
 pytestmark = pytest.mark.k8s
 
@@ -577,3 +584,93 @@ def test_plan_and_deploy_dry_run_print_the_switch_and_touch_nothing(slot: Slot) 
     ]
     assert f"~ Ingress/{INGRESS}: {HOST} from generation {g1} to generation" in plan.stdout
     assert TOKEN not in plan.stdout + dry.stdout
+
+
+# -- interruptions --------------------------------------------------------------------
+
+
+def start_deploy(slot: Slot, image: str) -> subprocess.Popen[str]:
+    args = ["-f", str(slot.spec_file), "deploy", "test1", "--image", image]
+    return subprocess.Popen(
+        [sys.executable, "-m", "shipway", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, **BASE_ENV, "KUBECONFIG": str(slot.kubeconfig)},
+    )
+
+
+def wait_switched(slot: Slot, away_from: str) -> str:
+    """Until the host's Ingress routes to another generation than ``away_from`` and the
+    old generation's Service is dropped: the switch is in its drain delay."""
+    moved = wait_for(
+        slot.client,
+        Ingress,
+        INGRESS,
+        lambda i: i.metadata.labels.get(render.ROUTES_TO) not in (None, away_from),
+        namespace=slot.namespace,
+        timeout=90,
+    )
+    wait_for_all(
+        slot.client,
+        Service,
+        lambda seen: f"shop-web-{away_from}" not in seen,
+        namespace=slot.namespace,
+        timeout=30,
+        what="the drop of the old generation's Service",
+    )
+    return str(moved.metadata.labels[render.ROUTES_TO])
+
+
+SLOW_SLEEP = BLUE_GREEN.replace("sleep_after = 0", 'sleep_after = "60s"')
+
+
+def test_sigterm_during_the_drain_puts_the_host_back_on_the_live_generation(slot: Slot) -> None:
+    app = slot.write(slot_extra=SLOW_SLEEP)
+    rolled(slot.cli("deploy", "test1"))
+    [g1] = names(slot)
+    proc = start_deploy(slot, "registry.example/shop:2")
+    try:
+        g2 = wait_switched(slot, g1)  # pointed and dropped; now draining before the sleep
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=90)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, out
+    assert "interrupted by SIGTERM: r2 marked failed; restoring r1" in out
+    assert f"Service shop-web-{g1} re-created from r1" in out
+    assert "interrupted: restoring r1 done; the lock is released" in out
+    assert backend_service(slot) == f"shop-web-{g1}"
+    assert states(slot) == {g1: "live", g2: "asleep"}
+    assert slot.statuses(app) == {1: "deployed", 2: "failed"}
+
+
+def test_a_switch_killed_during_the_drain_is_recovered_onto_the_anchor_generation(
+    slot: Slot,
+) -> None:
+    app = slot.write(slot_extra=SLOW_SLEEP)
+    rolled(slot.cli("deploy", "test1"))
+    [g1] = names(slot)
+    proc = start_deploy(slot, "registry.example/shop:2")
+    try:
+        g2 = wait_switched(slot, g1)
+        proc.kill()  # SIGKILL: no handler runs; the Lease and the pending record stay
+        proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert slot.statuses(app)[2] == "pending"
+    assert backend_service(slot) == f"shop-web-{g2}"
+    held = slot.client.get(Lease, lease_name("shop", "test1"), namespace=slot.namespace)
+    held.spec.renewTime = datetime.now(UTC) - timedelta(seconds=300)  # time passes
+    slot.client.replace(held)
+    slot.edit('sleep_after = "60s"', "sleep_after = 0")
+
+    out = rolled(slot.cli("deploy", "test1", "--image", "registry.example/shop:3"))
+    assert "recovering: r2 was left pending by an interrupted operation" in out
+    assert "re-asserting r1, the deployed release" in out
+    assert f"re-assert [5/8] point {HOST} at web generation {g1}" in out
+    assert "rolled shop/test1 from r1 to r3" in out
+    g3 = str(slot.records(app)[3].generation)
+    assert states(slot) == {g1: "asleep", g2: "asleep", g3: "live"}
+    assert backend_service(slot) == f"shop-web-{g3}"
+    assert slot.statuses(app) == {1: "superseded", 2: "failed", 3: "deployed"}
