@@ -39,6 +39,7 @@ def load_case(path: Path) -> tuple[Any, Any, Release]:
         image_meta=ImageMeta.from_json(meta) if meta else None,
         deployment_ids=ids,
         config_hash=given["config_hash"],
+        generation=given.get("generation"),
     )
     return view, slot, release
 
@@ -50,6 +51,7 @@ def rendered(path: Path) -> list[dict[str, Any]]:
             "key": u.key,
             "phase": u.phase,
             "process": u.process,
+            **({"generation": u.generation} if u.generation else {}),
             "waits": u.waits,
             "switches": u.switches,
             "body": u.body,
