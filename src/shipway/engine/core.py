@@ -600,9 +600,14 @@ class Engine:
             updated_at=now_utc(),
             actor=self.actor,
         )
-        return rollout_plan(
-            operation="repair", backend=self.backend.name, release=release, observed=observed
+        plan = rollout_plan(
+            operation="repair",
+            backend=self.backend.name,
+            release=release,
+            # a blue-green slot: the live generation only (the others are kept, not drift)
+            observed=observed.of_generation(anchor.generation),
         )
+        return replace(plan, observed=observed.summary())  # a saved plan: the whole slot
 
     def restart(
         self,

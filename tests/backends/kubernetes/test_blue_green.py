@@ -675,3 +675,25 @@ def test_a_switch_killed_during_the_drain_is_recovered_onto_the_anchor_generatio
     assert states(slot) == {g1: "asleep", g2: "asleep", g3: "live"}
     assert backend_service(slot) == f"shop-web-{g3}"
     assert slot.statuses(app) == {1: "superseded", 2: "failed", 3: "deployed"}
+
+
+def test_repair_puts_back_what_drifted_in_the_live_generation_only(slot: Slot) -> None:
+    app = slot.write(slot_extra=BLUE_GREEN)
+    slot.deploy(app)
+    slot.deploy(app, image="registry.example/shop:2")
+    g1, g2 = names(slot)
+    kept = of_generation(slot, g1)
+    route = ingress(slot).metadata.resourceVersion
+    slot.client.delete(Deployment, f"shop-web-{g2}", namespace=slot.namespace)
+
+    saved = slot.directory / "repair.json"
+    assert slot.cli("plan", "test1", "--repair", "--out", str(saved)).returncode == 0
+    out = rolled(slot.cli("repair", "test1", "--plan", str(saved)))
+    assert f"create Deployment/shop-web-{g2}" in out
+    assert "remove " not in out and "Namespace/" not in out
+    web = slot.deployment(f"shop-web-{g2}")
+    assert web.spec.replicas == 2 and web.status.availableReplicas == 2  # the declared count
+    assert of_generation(slot, g1) == kept  # the asleep generation is not drift
+    assert ingress(slot).metadata.resourceVersion == route
+    assert states(slot) == {g1: "asleep", g2: "live"}
+    assert slot.records(app)[3].generation == g2

@@ -175,4 +175,3 @@ def test_an_image_is_required(slot: Slot) -> None:
     app = slot.edit('image = "registry.example/shop:1"', "")
     with pytest.raises(InputError, match="needs an image"):
         slot.deploy(app)
-

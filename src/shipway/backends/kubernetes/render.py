@@ -193,10 +193,11 @@ def render(app: App, slot: Slot, release: Release) -> Artifact:
     namespace = slot.namespace or instance_of(app.name, slot.name)
     gen = release.generation
     labels = generation_labels(app.name, slot.name, gen)
-    units = [
-        namespace_unit(namespace),
-        _unit(_env_secret(app, namespace, labels, release), None, gen),
-    ]
+    # The Namespace belongs to no generation (the lock creates it when it is missing): a
+    # generation's artifact holds only what is its own, so what a restart or repair of
+    # that generation compares and prunes is that generation alone.
+    units = [] if gen else [namespace_unit(namespace)]
+    units.append(_unit(_env_secret(app, namespace, labels, release), None, gen))
     plain = [f for f in app.files if not f.secret_bearing]
     secret = [f for f in app.files if f.secret_bearing]
     if plain:
