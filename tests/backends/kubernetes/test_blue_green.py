@@ -24,12 +24,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from lightkube.codecs import from_dict
 from lightkube.core.exceptions import ApiError
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.models.rbac_v1 import RoleRef, Subject
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import Secret, Service
 from lightkube.resources.networking_v1 import Ingress
+from lightkube.resources.rbac_authorization_v1 import ClusterRole, ClusterRoleBinding
 from lightkube.types import PatchType
 
 from shipway import api
@@ -39,7 +43,7 @@ from shipway.engine.outcome import Rolled, RolledBack
 from shipway.errors import BackendError
 from shipway.plan.model import Scale
 from tests.backends.kubernetes.conftest import BASE_ENV, TOKEN, Lines, Slot
-from tests.backends.kubernetes.test_rbac import documented_role
+from tests.backends.kubernetes.test_rbac import documented, documented_role
 from tests.testenv.k8s import wait_for, wait_for_all
 
 pytestmark = pytest.mark.k8s
@@ -479,17 +483,22 @@ routes = [{{ host = "{host}", process = "web" }}]
 """
 
 
-def test_a_host_another_app_serves_is_refused_then_taken_with_take_host(
-    slot: Slot, k8s_namespaces: Callable[[], str]
-) -> None:
-    other = k8s_namespaces()
-    blog = Slot(slot.directory / "blog", other, slot.kubeconfig, slot.client)
+def deploy_blog(slot: Slot, namespace: str) -> None:
+    """A rolling app "blog" serving HOST from another namespace."""
+    blog = Slot(slot.directory / "blog", namespace, slot.kubeconfig, slot.client)
     blog.directory.mkdir()
     try:
         outcome, lines = blog.deploy(blog.write(BLOG, host=HOST))
         assert isinstance(outcome, Rolled), lines.text
     finally:
         blog.close()
+
+
+def test_a_host_another_app_serves_is_refused_then_taken_with_take_host(
+    slot: Slot, k8s_namespaces: Callable[[], str]
+) -> None:
+    other = k8s_namespaces()
+    deploy_blog(slot, other)
     # and an Ingress shipway did not make, for this host and another, in the slot's namespace
     legacy = {
         "apiVersion": "networking.k8s.io/v1",
@@ -529,6 +538,41 @@ def test_a_host_another_app_serves_is_refused_then_taken_with_take_host(
 
     # now it is this slot's: the next deploy needs no --take-host
     rolled(slot.cli("deploy", "test1", "--image", "registry.example/shop:2"))
+
+
+def test_with_the_documented_cluster_role_a_namespace_scoped_deployer_sees_other_owners(
+    slot: Slot, k8s_namespaces: Callable[[], str], mint_kubeconfig: Callable[..., Path]
+) -> None:
+    other = k8s_namespaces()
+    deploy_blog(slot, other)
+    slot.write(slot_extra=BLUE_GREEN)
+    env = {"KUBECONFIG": str(mint_kubeconfig(slot.namespace, documented_role()["rules"]))}
+    user = yaml.safe_load(Path(env["KUBECONFIG"]).read_text())["users"][0]["name"]
+    # the Role alone sees the slot's namespace only: the other app's Ingress is not seen
+    assert slot.cli("plan", "test1", env=env).returncode == 0
+
+    lookup = documented(kind="ClusterRole")
+    name = f"{lookup['metadata']['name']}-{slot.namespace}"
+    role = from_dict({**lookup, "metadata": {"name": name}})
+    binding = ClusterRoleBinding(
+        metadata=ObjectMeta(name=name),
+        roleRef=RoleRef(apiGroup="rbac.authorization.k8s.io", kind="ClusterRole", name=name),
+        subjects=[Subject(kind="User", name=user)],
+    )
+    slot.client.create(role)
+    slot.client.create(binding)
+    try:
+        deadline = time.monotonic() + 30
+        while True:  # until the authorizer has the new binding
+            refused = slot.cli("deploy", "test1", env=env)
+            if refused.returncode != 0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert refused.returncode == 2, refused.stdout + refused.stderr
+        assert f"served by blog/test1 (Ingress {other}/blog-shop-example-com)" in refused.stderr
+    finally:
+        slot.client.delete(ClusterRoleBinding, name)
+        slot.client.delete(ClusterRole, name)
 
 
 def _paths(service: str) -> dict[str, Any]:

@@ -18,12 +18,17 @@ pytestmark = pytest.mark.k8s
 DOC = Path(__file__).resolve().parents[3] / "docs" / "kubernetes.md"
 
 
-def documented_role() -> dict[str, Any]:
+def documented(kind: str) -> dict[str, Any]:
+    """The first ``kind`` object in a YAML block of docs/kubernetes.md."""
     for block in re.findall(r"```yaml\n(.*?)```", DOC.read_text(), flags=re.S):
         doc = yaml.safe_load(block)
-        if isinstance(doc, dict) and doc.get("kind") == "Role":
+        if isinstance(doc, dict) and doc.get("kind") == kind:
             return doc
-    raise AssertionError(f"no Role in {DOC}")
+    raise AssertionError(f"no {kind} in {DOC}")
+
+
+def documented_role() -> dict[str, Any]:
+    return documented("Role")
 
 
 def test_the_documented_role_has_no_cluster_wide_or_wildcard_rights() -> None:
@@ -31,6 +36,11 @@ def test_the_documented_role_has_no_cluster_wide_or_wildcard_rights() -> None:
     for rule in role["rules"]:
         assert "*" not in rule["verbs"] and "*" not in rule["resources"]
         assert "namespaces" not in rule["resources"]
+    # the optional cluster-wide one only lists Ingresses (who serves a host)
+    lookup = documented("ClusterRole")
+    assert lookup["rules"] == [
+        {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses"], "verbs": ["list"]}
+    ]
 
 
 def test_a_namespace_scoped_service_account_deploys_fails_fast_and_rolls_back(
