@@ -48,11 +48,23 @@ from tests.testenv.k8s import wait_for, wait_for_all
 
 pytestmark = pytest.mark.k8s
 
-HOST = "shop.example.com"
-INGRESS = "shop-shop-example-com"
-BLUE_GREEN = f"""strategy = "blue-green"
-sleep_after = 0
-routes = [{{ host = "{HOST}", process = "web" }}]"""
+
+def host(slot: Slot) -> str:
+    """The test's own host name: the cluster (and its cluster-wide Ingress lookups) is
+    shared with other tests, whose namespaces may still be going away."""
+    return f"{slot.namespace}.example.com"
+
+
+def ingress_name(slot: Slot) -> str:
+    return render.ingress_name("shop", host(slot))
+
+
+def blue_green(slot: Slot, sleep_after: str = "0") -> str:
+    return f"""strategy = "blue-green"
+sleep_after = {sleep_after}
+routes = [{{ host = "{host(slot)}", process = "web" }}]"""
+
+
 ADMIN = "shipway-test-admin"
 
 
@@ -71,7 +83,7 @@ def states(slot: Slot) -> dict[str, str]:
 
 
 def ingress(slot: Slot) -> Any:
-    return slot.client.get(Ingress, INGRESS, namespace=slot.namespace)
+    return slot.client.get(Ingress, ingress_name(slot), namespace=slot.namespace)
 
 
 def backend_service(slot: Slot) -> str:
@@ -184,7 +196,7 @@ def settled(events: Callable[[], list[dict[str, Any]]], namespace: str, done: An
 def test_a_deploy_switches_to_a_new_generation_in_the_declared_order(
     slot: Slot, k8s_audit_log: Path
 ) -> None:
-    app = slot.write(slot_extra=BLUE_GREEN)
+    app = slot.write(slot_extra=blue_green(slot))
     outcome, lines = slot.deploy(app)
     assert isinstance(outcome, Rolled), lines.text
     assert "nothing to do: no generation was live before" in lines.text
@@ -202,7 +214,9 @@ def test_a_deploy_switches_to_a_new_generation_in_the_declared_order(
     ops = settled(events, slot.namespace, watches_generation(g2))
     scale = index(ops, "scale of the new web", is_op("patch", "deployments", new, "scale"))
     wait = index(ops, "watch of the new generation", watches_generation(g2))
-    point = index(ops, "apply of the host's Ingress", is_op("patch", "ingresses", INGRESS))
+    point = index(
+        ops, "apply of the host's Ingress", is_op("patch", "ingresses", ingress_name(slot))
+    )
     drop = index(ops, "delete of the old Service", is_op("delete", "services", old))
     asleep = [
         i
@@ -216,7 +230,7 @@ def test_a_deploy_switches_to_a_new_generation_in_the_declared_order(
     # the host was written once, after every wait began; nothing else of routing moved
     routing = [e for e in ops if e["objectRef"].get("resource") == "ingresses" and e["verb"] in
                ("create", "update", "patch", "delete")]  # fmt: skip
-    assert [(e["verb"], e["objectRef"]["name"]) for e in routing] == [("patch", INGRESS)]
+    assert [(e["verb"], e["objectRef"]["name"]) for e in routing] == [("patch", ingress_name(slot))]
     last_wait = max(i for i, e in enumerate(ops) if watches_generation(g2)(e))
     assert last_wait < point
 
@@ -237,7 +251,7 @@ def test_a_scale_is_not_reverted_by_a_later_apply_in_the_generation(slot: Slot) 
     """The generation's Deployments are applied without ``spec.replicas``: the count
     belongs to the scale subresource's field manager, so a restart (an apply of a new
     template into the live generation) keeps whatever the count was scaled to."""
-    app = slot.write(slot_extra=BLUE_GREEN)
+    app = slot.write(slot_extra=blue_green(slot))
     outcome, lines = slot.deploy(app)
     assert isinstance(outcome, Rolled), lines.text
     [g1] = names(slot)
@@ -293,7 +307,7 @@ def test_a_refused_route_drop_is_reported_with_its_fix_and_the_switch_succeeds(
         if "services" in rule["resources"]:
             rule["verbs"] = [v for v in rule["verbs"] if v != "delete"]
     env = {"KUBECONFIG": str(mint_kubeconfig(slot.namespace, rules, name="no-delete"))}
-    slot.write(slot_extra=BLUE_GREEN)
+    slot.write(slot_extra=blue_green(slot))
     first = slot.cli("deploy", "test1", env=env)
     out = rolled(first)
     assert f"looked up in namespace {slot.namespace} only" in out
@@ -306,7 +320,7 @@ def test_a_refused_route_drop_is_reported_with_its_fix_and_the_switch_succeeds(
     result = json.loads(second.stdout)
     assert result["outcome"] == "rolled"
     [warning] = result["warnings"]
-    assert f"drop {HOST} from generation {g1} failed" in warning
+    assert f"drop {host(slot)} from generation {g1} failed" in warning
     assert "403" in warning and "forbidden" in warning.lower()
     assert f"to fix by hand: delete Service shop-web-{g1} in namespace {slot.namespace}" in warning
     assert TOKEN not in second.stdout + second.stderr
@@ -319,7 +333,7 @@ def test_a_refused_route_drop_is_reported_with_its_fix_and_the_switch_succeeds(
 
 def test_a_route_drop_held_back_by_a_finalizer_is_reported_and_not_fatal(slot: Slot) -> None:
     """The delete is accepted but the Service stays (a finalizer): not dropped yet."""
-    app = slot.write(slot_extra=BLUE_GREEN)
+    app = slot.write(slot_extra=blue_green(slot))
     slot.deploy(app)
     [g1] = names(slot)
     old = f"shop-web-{g1}"
@@ -342,7 +356,7 @@ def test_a_route_drop_held_back_by_a_finalizer_is_reported_and_not_fatal(slot: S
 def test_a_generation_that_never_gets_ready_leaves_the_routes_untouched(
     slot: Slot, k8s_audit_log: Path
 ) -> None:
-    app = slot.write(slot_extra=BLUE_GREEN)
+    app = slot.write(slot_extra=blue_green(slot))
     slot.deploy(app)
     [g1] = names(slot)
     route = ingress(slot)
@@ -356,8 +370,8 @@ def test_a_generation_that_never_gets_ready_leaves_the_routes_untouched(
         )
     assert isinstance(outcome, RolledBack), lines.text
     assert outcome.exit_code == 10 and outcome.failure.reason == "NotReady"
-    assert f"point {HOST}" in lines.text  # planned ...
-    assert f"] point {HOST}" not in lines.text  # ... never done
+    assert f"point {host(slot)}" in lines.text  # planned ...
+    assert f"] point {host(slot)}" not in lines.text  # ... never done
     after = ingress(slot)
     assert after.metadata.resourceVersion == route.metadata.resourceVersion
     assert backend_service(slot) == f"shop-web-{g1}"
@@ -377,7 +391,7 @@ def test_a_generation_that_never_gets_ready_leaves_the_routes_untouched(
 
 
 def test_switch_back_to_an_asleep_generation_then_wake_and_sleep(slot: Slot) -> None:
-    app = slot.write(slot_extra=BLUE_GREEN)
+    app = slot.write(slot_extra=blue_green(slot))
     slot.deploy(app)
     slot.deploy(app, image="registry.example/shop:2")
     g1, g2 = names(slot)
@@ -392,8 +406,8 @@ def test_switch_back_to_an_asleep_generation_then_wake_and_sleep(slot: Slot) -> 
         f"scale to 1: worker generation {g1}",
         f"wait until 2 web ready generation {g1}",
         f"wait until 1 worker ready generation {g1}",
-        f"point {HOST} at web generation {g1}",
-        f"drop {HOST} from generation {g2}",
+        f"point {host(slot)} at web generation {g1}",
+        f"drop {host(slot)} from generation {g2}",
         f"put to sleep: web generation {g2}",
         f"put to sleep: worker generation {g2}",
     ]
@@ -428,15 +442,15 @@ def test_switch_back_to_an_asleep_generation_then_wake_and_sleep(slot: Slot) -> 
         api.clear(app, "test1"),
         app.slots.target("test1"),
     )
-    with pytest.raises(BackendError, match=f"generation {g1} serves {HOST}"):
+    with pytest.raises(BackendError, match=f"generation {g1} serves {host(slot)}"):
         backend.delete_generation(clearance, target, g1, Lines())
-    with pytest.raises(BackendError, match=f"generation {g1} serves {HOST}: it is not put"):
+    with pytest.raises(BackendError, match=f"generation {g1} serves {host(slot)}: it is not put"):
         backend.scale(clearance, target, Scale("web", 0, g1), Lines())
     assert replicas(slot, "web", g1) == 2
 
 
 def test_gc_deletes_old_asleep_generations_and_never_the_live_one(slot: Slot) -> None:
-    app = slot.write(slot_extra=BLUE_GREEN)
+    app = slot.write(slot_extra=blue_green(slot))
     for n in (1, 2, 3):
         outcome, lines = slot.deploy(app, image=f"registry.example/shop:{n}")
         assert isinstance(outcome, Rolled), lines.text
@@ -484,11 +498,11 @@ routes = [{{ host = "{host}", process = "web" }}]
 
 
 def deploy_blog(slot: Slot, namespace: str) -> None:
-    """A rolling app "blog" serving HOST from another namespace."""
+    """A rolling app "blog" serving the test's host from another namespace."""
     blog = Slot(slot.directory / "blog", namespace, slot.kubeconfig, slot.client)
     blog.directory.mkdir()
     try:
-        outcome, lines = blog.deploy(blog.write(BLOG, host=HOST))
+        outcome, lines = blog.deploy(blog.write(BLOG, host=host(slot)))
         assert isinstance(outcome, Rolled), lines.text
     finally:
         blog.close()
@@ -499,6 +513,7 @@ def test_a_host_another_app_serves_is_refused_then_taken_with_take_host(
 ) -> None:
     other = k8s_namespaces()
     deploy_blog(slot, other)
+    blog = render.ingress_name("blog", host(slot))
     # and an Ingress shipway did not make, for this host and another, in the slot's namespace
     legacy = {
         "apiVersion": "networking.k8s.io/v1",
@@ -507,18 +522,18 @@ def test_a_host_another_app_serves_is_refused_then_taken_with_take_host(
         "spec": {
             "rules": [
                 {"host": "legacy.example.com", "http": _paths("legacy")},
-                {"host": HOST, "http": _paths("legacy")},
+                {"host": host(slot), "http": _paths("legacy")},
             ]
         },
     }
     slot.client.create(from_dict(legacy))
-    slot.write(slot_extra=BLUE_GREEN)
+    slot.write(slot_extra=blue_green(slot))
 
     refused = slot.cli("deploy", "test1")
     assert refused.returncode == 2, refused.stdout + refused.stderr
-    assert f"host {HOST} is served by " in refused.stderr
+    assert f"host {host(slot)} is served by " in refused.stderr
     assert (
-        f"blog/test1 (Ingress {other}/blog-shop-example-com)" in refused.stderr
+        f"blog/test1 (Ingress {other}/{blog})" in refused.stderr
         or f"unmanaged/{slot.namespace} (Ingress {slot.namespace}/legacy" in refused.stderr
     )
     assert "--take-host" in refused.stderr
@@ -526,11 +541,11 @@ def test_a_host_another_app_serves_is_refused_then_taken_with_take_host(
 
     taken = slot.cli("deploy", "test1", "--take-host")
     out = rolled(taken)
-    assert f"taking host {HOST} from " in out
-    assert f"took {HOST} from blog/test1" in out and "deleted its Ingress (only rule)" in out
-    assert f"took {HOST} from unmanaged/{slot.namespace}" in out
+    assert f"taking host {host(slot)} from " in out
+    assert f"took {host(slot)} from blog/test1" in out and "deleted its Ingress (only rule)" in out
+    assert f"took {host(slot)} from unmanaged/{slot.namespace}" in out
     with pytest.raises(ApiError):
-        slot.client.get(Ingress, "blog-shop-example-com", namespace=other)
+        slot.client.get(Ingress, blog, namespace=other)
     rest = slot.client.get(Ingress, "legacy", namespace=slot.namespace)
     assert [r.host for r in rest.spec.rules] == ["legacy.example.com"]
     [g1] = names(slot)
@@ -545,7 +560,8 @@ def test_with_the_documented_cluster_role_a_namespace_scoped_deployer_sees_other
 ) -> None:
     other = k8s_namespaces()
     deploy_blog(slot, other)
-    slot.write(slot_extra=BLUE_GREEN)
+    blog = render.ingress_name("blog", host(slot))
+    slot.write(slot_extra=blue_green(slot))
     env = {"KUBECONFIG": str(mint_kubeconfig(slot.namespace, documented_role()["rules"]))}
     user = yaml.safe_load(Path(env["KUBECONFIG"]).read_text())["users"][0]["name"]
     # the Role alone sees the slot's namespace only: the other app's Ingress is not seen
@@ -569,7 +585,17 @@ def test_with_the_documented_cluster_role_a_namespace_scoped_deployer_sees_other
                 break
             time.sleep(0.5)
         assert refused.returncode == 2, refused.stdout + refused.stderr
-        assert f"served by blog/test1 (Ingress {other}/blog-shop-example-com)" in refused.stderr
+        assert f"served by blog/test1 (Ingress {other}/{blog})" in refused.stderr
+
+        # told to take it, but with no right on the other namespace: the point is undone
+        taking = slot.cli("deploy", "test1", "--take-host", env=env)
+        out = taking.stdout + taking.stderr
+        assert taking.returncode == 12, out  # no-anchor: nothing ran here before
+        assert f"taking {host(slot)} from Ingress {other}/{blog}: 403" in out
+        with pytest.raises(ApiError):  # the slot's Ingress was put back as it was: none
+            ingress(slot)
+        theirs = slot.client.get(Ingress, blog, namespace=other)
+        assert [r.host for r in theirs.spec.rules] == [host(slot)]
     finally:
         slot.client.delete(ClusterRoleBinding, name)
         slot.client.delete(ClusterRole, name)
@@ -584,7 +610,7 @@ def _paths(service: str) -> dict[str, Any]:
 
 
 def test_plan_and_deploy_dry_run_print_the_switch_and_touch_nothing(slot: Slot) -> None:
-    slot.write(slot_extra=BLUE_GREEN)
+    slot.write(slot_extra=blue_green(slot))
     rolled(slot.cli("deploy", "test1"))
     [g1] = names(slot)
 
@@ -622,12 +648,15 @@ def test_plan_and_deploy_dry_run_print_the_switch_and_touch_nothing(slot: Slot) 
         "wait until 1 worker ready generation GEN",
     ]
     assert lines[8:] == [
-        f"point {HOST} at web generation GEN",
-        f"drop {HOST} from generation {g1}",
+        f"point {host(slot)} at web generation GEN",
+        f"drop {host(slot)} from generation {g1}",
         f"put to sleep: web generation {g1}",
         f"put to sleep: worker generation {g1}",
     ]
-    assert f"~ Ingress/{INGRESS}: {HOST} from generation {g1} to generation" in plan.stdout
+    assert (
+        f"~ Ingress/{ingress_name(slot)}: {host(slot)} from generation {g1} to generation"
+        in plan.stdout
+    )
     assert TOKEN not in plan.stdout + dry.stdout
 
 
@@ -651,7 +680,7 @@ def wait_switched(slot: Slot, away_from: str) -> str:
     moved = wait_for(
         slot.client,
         Ingress,
-        INGRESS,
+        ingress_name(slot),
         lambda i: i.metadata.labels.get(render.ROUTES_TO) not in (None, away_from),
         namespace=slot.namespace,
         timeout=90,
@@ -667,11 +696,8 @@ def wait_switched(slot: Slot, away_from: str) -> str:
     return str(moved.metadata.labels[render.ROUTES_TO])
 
 
-SLOW_SLEEP = BLUE_GREEN.replace("sleep_after = 0", 'sleep_after = "60s"')
-
-
 def test_sigterm_during_the_drain_puts_the_host_back_on_the_live_generation(slot: Slot) -> None:
-    app = slot.write(slot_extra=SLOW_SLEEP)
+    app = slot.write(slot_extra=blue_green(slot, '"60s"'))
     rolled(slot.cli("deploy", "test1"))
     [g1] = names(slot)
     proc = start_deploy(slot, "registry.example/shop:2")
@@ -693,7 +719,7 @@ def test_sigterm_during_the_drain_puts_the_host_back_on_the_live_generation(slot
 def test_a_switch_killed_during_the_drain_is_recovered_onto_the_anchor_generation(
     slot: Slot,
 ) -> None:
-    app = slot.write(slot_extra=SLOW_SLEEP)
+    app = slot.write(slot_extra=blue_green(slot, '"60s"'))
     rolled(slot.cli("deploy", "test1"))
     [g1] = names(slot)
     proc = start_deploy(slot, "registry.example/shop:2")
@@ -713,7 +739,7 @@ def test_a_switch_killed_during_the_drain_is_recovered_onto_the_anchor_generatio
     out = rolled(slot.cli("deploy", "test1", "--image", "registry.example/shop:3"))
     assert "recovering: r2 was left pending by an interrupted operation" in out
     assert "re-asserting r1, the deployed release" in out
-    assert f"re-assert [5/8] point {HOST} at web generation {g1}" in out
+    assert f"re-assert [5/8] point {host(slot)} at web generation {g1}" in out
     assert "rolled shop/test1 from r1 to r3" in out
     g3 = str(slot.records(app)[3].generation)
     assert states(slot) == {g1: "asleep", g2: "asleep", g3: "live"}
@@ -722,7 +748,7 @@ def test_a_switch_killed_during_the_drain_is_recovered_onto_the_anchor_generatio
 
 
 def test_repair_puts_back_what_drifted_in_the_live_generation_only(slot: Slot) -> None:
-    app = slot.write(slot_extra=BLUE_GREEN)
+    app = slot.write(slot_extra=blue_green(slot))
     slot.deploy(app)
     slot.deploy(app, image="registry.example/shop:2")
     g1, g2 = names(slot)

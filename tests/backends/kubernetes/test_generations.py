@@ -91,6 +91,11 @@ def test_an_ingress_names_its_owner() -> None:
     assert str(owner) == "blog/test1 (Ingress blog/blog-x)"
     mine = gens.owner_of(ingress("shop-x", ["x"], {**SHOP, gens.ROUTES_TO: G1}))
     assert (mine.app, mine.slot, mine.generation) == ("shop", "prod", G1)
+    # this app and slot's names, deployed in another namespace: not this slot
+    elsewhere = gens.owner_of(ingress("shop-x", ["x"], SHOP, "old"), ("shop", "prod", "shop"))
+    assert str(elsewhere) == "shop/prod (namespace old) (Ingress old/shop-x)"
+    here = gens.owner_of(ingress("shop-x", ["x"], SHOP), ("shop", "prod", "shop"))
+    assert (here.app, here.slot) == ("shop", "prod")
     foreign = gens.owner_of(ingress("legacy", ["x"], {}, namespace="web"))
     assert str(foreign) == "unmanaged/web (Ingress web/legacy, not made by shipway)"
     assert gens.is_ours(ingress("shop-x", ["x"], SHOP), "shop", "shop-prod", "shop")

@@ -946,10 +946,11 @@ class KubernetesBackend:
         self._owners_seen[host.lower()] = [
             (str(i["metadata"]["namespace"]), str(i["metadata"]["name"])) for i in others
         ]
+        ours = (self.app.name, self.slot.name, self.namespace)
         if others:
-            return gens.owner_of(others[0])
+            return gens.owner_of(others[0], ours)
         if serving:
-            return gens.owner_of(serving[0])
+            return gens.owner_of(serving[0], ours)
         return None
 
     def _scale_to(self, name: str, replicas: int) -> None:
@@ -1148,7 +1149,7 @@ class KubernetesBackend:
         for ing in others:
             meta = ing["metadata"]
             place = (str(meta["namespace"]), str(meta["name"]))
-            owner = gens.owner_of(ing)
+            owner = gens.owner_of(ing, (self.app.name, self.slot.name, self.namespace))
             if place not in allowed:
                 raise BackendError(
                     f"host {host} is also served by {owner}, which was not the case when "
@@ -1174,16 +1175,28 @@ class KubernetesBackend:
             reporter.line(f"  took {host} from {owner}: removed its rule")
 
     def _put_back(self, name: str, before: Any, reporter: Reporter) -> None:
-        """Undo a point whose take failed: the Ingress as it was (or none)."""
+        """Undo a point whose take failed: the Ingress as it was (or none). Applied as it
+        was, so what the point added (its labels, its backend) is taken back out."""
         try:
             if before is None:
                 self.client.delete(Ingress, name, namespace=self.namespace)
-            else:
-                body = _comparable(before.to_dict())
-                body["metadata"]["resourceVersion"] = before.metadata.resourceVersion
-                self.client.replace(from_dict(body), namespace=self.namespace)
+                return
+            was = before.to_dict()
+            meta = was.get("metadata") or {}
+            body = {
+                "apiVersion": "networking.k8s.io/v1",
+                "kind": "Ingress",
+                "metadata": {
+                    "name": name,
+                    "namespace": self.namespace,
+                    "labels": meta.get("labels") or {},
+                    "annotations": meta.get("annotations") or {},
+                },
+                "spec": was.get("spec") or {},
+            }
+            self.client.apply(from_dict(body), force=True)
         except (ApiError, httpx2.HTTPError) as exc:
-            reporter.line(f"warning: putting Ingress {name} back failed: {exc}")
+            reporter.line(f"warning: putting Ingress {name} back as it was failed: {exc}")
 
     def drop_host(
         self, clearance: Clearance, target: Target, step: DropHost, reporter: Reporter

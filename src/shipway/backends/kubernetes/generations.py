@@ -75,15 +75,20 @@ def where(ingress: Obj) -> str:
     return f"Ingress {meta.get('namespace', '')}/{meta.get('name', '')}"
 
 
-def owner_of(ingress: Obj) -> HostOwner:
+def owner_of(ingress: Obj, ours: tuple[str, str, str] | None = None) -> HostOwner:
     """Who an Ingress says it belongs to: shipway's labels name the app and slot (the slot
-    is the instance label without the app's prefix); anything else is named by its place."""
+    is the instance label without the app's prefix); anything else is named by its place.
+    ``ours``: (app, slot, namespace) of the slot asking. The same app and slot names in
+    another namespace are another deployment of them — another owner, and named so, since
+    the engine takes a host from its own slot without asking."""
     labels = labels_of(ingress)
     app, instance = labels.get(NAME), labels.get(INSTANCE, "")
+    namespace = str(_meta(ingress).get("namespace", ""))
     if labels.get(MANAGED_BY) == MANAGER and app:
         slot = instance.removeprefix(f"{app}-") if instance.startswith(f"{app}-") else instance
+        if ours is not None and (app, slot) == ours[:2] and namespace != ours[2]:
+            slot = f"{slot} (namespace {namespace})"
         return HostOwner(app, slot or "?", routes_to(ingress), where(ingress))
-    namespace = str(_meta(ingress).get("namespace", ""))
     return HostOwner("unmanaged", namespace, None, f"{where(ingress)}, not made by shipway")
 
 
