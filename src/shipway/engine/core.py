@@ -123,6 +123,19 @@ class Engine:
         seen = self.backend.observe(target)
         return Observed(seen.units, head=head_of(records))
 
+    def _successor(self, source: Release, records: Sequence[Release], description: str) -> Release:
+        """A new pending revision running what ``source`` ran (rollback, repair, restart,
+        switch): same image, spec and artifact, this actor, now."""
+        return replace(
+            source,
+            revision=history.next_revision(records),
+            status=ReleaseStatus.PENDING,
+            description=description,
+            created_at=now_utc(),
+            updated_at=now_utc(),
+            actor=self.actor,
+        )
+
     def secrets(self, app: App) -> dict[str, Secret]:
         return resolve_all(app.secrets, self.environ)
 
@@ -287,15 +300,11 @@ class Engine:
             recorded = from_snapshot(source.spec, app.source_dir)
             live = live_generation(gens)
             slot = app.slots.get(slot_name)
-            release = replace(
+            release = self._successor(
                 source,
-                revision=history.next_revision(records),
-                status=ReleaseStatus.PENDING,
-                description=f"switch to {generation} (r{source.revision})"
+                records,
+                f"switch to {generation} (r{source.revision})"
                 + (f"; {live} goes to sleep" if live and live != generation else ""),
-                created_at=now_utc(),
-                updated_at=now_utc(),
-                actor=self.actor,
             )
             steps = switch_steps(
                 to_generation=generation,
@@ -510,15 +519,7 @@ class Engine:
 
         def build(records: list[Release], observed: Observed) -> Plan:
             source = self._rollback_source(records, revision)
-            release = replace(
-                source,
-                revision=history.next_revision(records),
-                status=ReleaseStatus.PENDING,
-                description=f"rollback to r{source.revision}",
-                created_at=now_utc(),
-                updated_at=now_utc(),
-                actor=self.actor,
-            )
+            release = self._successor(source, records, f"rollback to r{source.revision}")
             return rollout_plan(
                 operation="rollback", backend=self.backend.name, release=release, observed=observed
             )
@@ -591,15 +592,7 @@ class Engine:
             raise InputError(
                 f"nothing is deployed in slot {slot_name!r} to repair (hint: shipway deploy first)"
             )
-        release = replace(
-            anchor,
-            revision=history.next_revision(records),
-            status=ReleaseStatus.PENDING,
-            description=f"repair: re-assert r{anchor.revision}",
-            created_at=now_utc(),
-            updated_at=now_utc(),
-            actor=self.actor,
-        )
+        release = self._successor(anchor, records, f"repair: re-assert r{anchor.revision}")
         plan = rollout_plan(
             operation="repair",
             backend=self.backend.name,
@@ -660,15 +653,9 @@ class Engine:
             anchor.image or resolved.ref, anchor.digest, resolved.meta, records, recorded
         )
         release = replace(
-            anchor,
-            revision=history.next_revision(records),
-            status=ReleaseStatus.PENDING,
+            self._successor(anchor, records, f"restart {process or 'all processes'}"),
             image_meta=meta,
             deployment_ids=restart_ids(anchor.deployment_ids, names, targets),
-            description=f"restart {process or 'all processes'}",
-            created_at=now_utc(),
-            updated_at=now_utc(),
-            actor=self.actor,
         )
         fresh = self.backend.render(recorded, app.slots.get(slot_name), release)
         kept = [u for u in anchor.artifact if u.process not in targets]
