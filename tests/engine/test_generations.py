@@ -224,6 +224,20 @@ def test_sleep_wake_and_gc_never_touch_the_live_generation(
     assert gens(backend) == {g3: "live"}
 
 
+def test_gc_goes_by_the_backend_s_oldest_first_order_when_its_clock_ties(
+    app: App, backend: MemoryBackend, out: Lines
+) -> None:
+    """A clock with a one-second grain stamps generations made in one second alike."""
+    for image in ("reg/shop:1", "reg/shop:2", "reg/shop:3"):
+        deploy(app, backend, out, image=image)
+    g1, g2, g3 = (backend.records[n].generation for n in (1, 2, 3))
+    for name in backend.generation_created:
+        backend.generation_created[name] = "2026-11-30T00:00:00Z"
+    e, c = engine(backend, out), Guard(app.slots).clear("prod")
+    assert e.gc(c, app, "prod", keep=1) == [g1]
+    assert gens(backend) == {g2: "asleep", g3: "live"}
+
+
 def test_restart_in_a_blue_green_slot_stays_inside_the_live_generation(
     app: App, backend: MemoryBackend, out: Lines
 ) -> None:

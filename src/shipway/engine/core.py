@@ -401,8 +401,10 @@ class Engine:
         gb = self._generations()
         holder = LockHolder.me(self.lock_ttl)
         with signals_raise(), gb.lock(clearance, target, holder, self.reporter):
+            # the backend lists oldest first (its clock may tie two generations made in
+            # one second, its order does not): all but the ``keep`` newest asleep ones go
             asleep = [g for g in gb.generations(target) if g.state == "asleep"]
-            doomed = sorted(asleep, key=lambda g: g.created_at, reverse=True)[max(keep, 0) :]
+            doomed = asleep[: max(len(asleep) - max(keep, 0), 0)]
             for gen in doomed:
                 self.reporter.line(f"deleting asleep generation {gen.name}")
                 gb.delete_generation(clearance, target, gen.name, self.reporter)

@@ -460,7 +460,7 @@ def test_gc_deletes_old_asleep_generations_and_never_the_live_one(slot: Slot) ->
 
     kept = slot.cli("gc", "test1", "--keep", "1")
     assert kept.returncode == 0, kept.stderr
-    assert f"deleted 1 generation(s): {g1}" in kept.stdout
+    assert f"deleted 1 generation(s): {g1}\n" in kept.stdout
     assert names(slot) == [g2, g3]
     assert of_generation(slot, g1) == set()
 

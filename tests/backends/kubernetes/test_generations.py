@@ -71,6 +71,17 @@ def test_generations_are_found_oldest_first_with_their_state_and_release() -> No
     ]
 
 
+def test_generations_made_in_one_second_keep_the_order_they_were_made_in() -> None:
+    """The API server's timestamps have a one-second grain; the names tell the order."""
+    made = [G1, f"{G1}-2", f"{G1}-3", f"{G1}-10"]
+    secrets = [
+        obj(f"shop-env-{g}", "2025-01-01T00:00:00Z", {**SHOP, render.GENERATION: g})
+        for g in reversed(made)
+    ]
+    found = gens.generation_infos(secrets, [], [], [])
+    assert [g.name for g in found] == made
+
+
 def test_live_is_what_the_hosts_route_to_else_the_deployed_generation_while_it_runs() -> None:
     records = [record(1, G1, "superseded"), record(2, G2, "deployed")]
     assert gens.live_generation([G1], records, awake=[G1, G2]) == G1

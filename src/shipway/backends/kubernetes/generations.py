@@ -116,6 +116,16 @@ def live_generation(
     return wanted if wanted in set(awake) else None
 
 
+def _made_in(name: str) -> tuple[str, int]:
+    """An order for generations the API server stamped in the same second (its timestamps
+    have no finer grain): their names, ``<slot>-<YYYYMMDD-HHMMSS>`` then ``-2``, ``-3`` …
+    for the next ones made in that second, in the order they were made."""
+    base, _, n = name.rpartition("-")
+    if base and n.isdigit() and len(n) < 6:
+        return base, int(n)
+    return name, 1
+
+
 def generation_infos(
     objects: Iterable[Obj],
     deployments: Iterable[Obj],
@@ -138,7 +148,7 @@ def generation_infos(
     routed = [g for i in ingresses if (g := routes_to(i))]
     live = live_generation(routed, records, awake)
     out = []
-    for name, stamp in sorted(created.items(), key=lambda kv: (kv[1], kv[0])):
+    for name, stamp in sorted(created.items(), key=lambda kv: (kv[1], *_made_in(kv[0]))):
         ran = [r.revision for r in records if r.generation == name]
         state: Literal["live", "awake", "asleep"] = (
             "live" if name == live else "awake" if name in awake else "asleep"
