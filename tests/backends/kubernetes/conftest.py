@@ -173,6 +173,18 @@ class Slot:
             check=False,
         )
 
+    def start_deploy(self, image: str) -> subprocess.Popen[str]:
+        """``shipway deploy test1 --image IMAGE`` started in a subprocess (to interrupt it),
+        its output in one stream."""
+        args = ["-f", str(self.spec_file), "deploy", "test1", "--image", image]
+        return subprocess.Popen(
+            [sys.executable, "-m", "shipway", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, **BASE_ENV, "KUBECONFIG": str(self.kubeconfig)},
+        )
+
     def close(self) -> None:
         for backend in self.backends:
             backend.close()

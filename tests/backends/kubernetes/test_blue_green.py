@@ -11,11 +11,8 @@ themselves (pure) are in ``test_generations.py``.
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -42,7 +39,7 @@ from shipway.backends.kubernetes.lease import lease_name
 from shipway.engine.outcome import Rolled, RolledBack
 from shipway.errors import BackendError
 from shipway.plan.model import Scale
-from tests.backends.kubernetes.conftest import BASE_ENV, TOKEN, Lines, Slot
+from tests.backends.kubernetes.conftest import TOKEN, Lines, Slot
 from tests.backends.kubernetes.test_rbac import documented, documented_role
 from tests.testenv.k8s import wait_for, wait_for_all
 
@@ -663,17 +660,6 @@ def test_plan_and_deploy_dry_run_print_the_switch_and_touch_nothing(slot: Slot) 
 # -- interruptions --------------------------------------------------------------------
 
 
-def start_deploy(slot: Slot, image: str) -> subprocess.Popen[str]:
-    args = ["-f", str(slot.spec_file), "deploy", "test1", "--image", image]
-    return subprocess.Popen(
-        [sys.executable, "-m", "shipway", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, **BASE_ENV, "KUBECONFIG": str(slot.kubeconfig)},
-    )
-
-
 def wait_switched(slot: Slot, away_from: str) -> str:
     """Until the host's Ingress routes to another generation than ``away_from`` and the
     old generation's Service is dropped: the switch is in its drain delay."""
@@ -700,7 +686,7 @@ def test_sigterm_during_the_drain_puts_the_host_back_on_the_live_generation(slot
     app = slot.write(slot_extra=blue_green(slot, '"60s"'))
     rolled(slot.cli("deploy", "test1"))
     [g1] = names(slot)
-    proc = start_deploy(slot, "registry.example/shop:2")
+    proc = slot.start_deploy("registry.example/shop:2")
     try:
         g2 = wait_switched(slot, g1)  # pointed and dropped; now draining before the sleep
         proc.send_signal(signal.SIGTERM)
@@ -722,7 +708,7 @@ def test_a_switch_killed_during_the_drain_is_recovered_onto_the_anchor_generatio
     app = slot.write(slot_extra=blue_green(slot, '"60s"'))
     rolled(slot.cli("deploy", "test1"))
     [g1] = names(slot)
-    proc = start_deploy(slot, "registry.example/shop:2")
+    proc = slot.start_deploy("registry.example/shop:2")
     try:
         g2 = wait_switched(slot, g1)
         proc.kill()  # SIGKILL: no handler runs; the Lease and the pending record stay

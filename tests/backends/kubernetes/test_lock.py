@@ -4,10 +4,7 @@ release that the next deploy resolves."""
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -23,7 +20,7 @@ from shipway.backends.kubernetes.lease import lease_name
 from shipway.backends.kubernetes.records import record_name
 from shipway.engine import Engine, Rolled
 from shipway.guard import Guard
-from tests.backends.kubernetes.conftest import BASE_ENV, Lines, Slot
+from tests.backends.kubernetes.conftest import Lines, Slot
 from tests.testenv.k8s import wait_for
 
 pytestmark = pytest.mark.k8s
@@ -102,17 +99,6 @@ def test_the_lock_is_renewed_while_held_and_released_after(slot: Slot) -> None:
     assert lease(slot).spec.holderIdentity is None
 
 
-def start_deploy(slot: Slot, image: str) -> subprocess.Popen[str]:
-    args = ["-f", str(slot.spec_file), "deploy", "test1", "--image", image]
-    return subprocess.Popen(
-        [sys.executable, "-m", "shipway", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, **BASE_ENV, "KUBECONFIG": str(slot.kubeconfig)},
-    )
-
-
 def wait_walking(slot: Slot, tag: str) -> None:
     """Until the deploy recorded r2 as pending and applied the new web Deployment."""
     wait_for(
@@ -136,7 +122,7 @@ def wait_walking(slot: Slot, tag: str) -> None:
 def test_sigterm_undoes_the_rollout_and_releases_the_lock(slot: Slot) -> None:
     app = slot.write()
     assert slot.cli("deploy", "test1").returncode == 0
-    proc = start_deploy(slot, "registry.example/shop:neverready")
+    proc = slot.start_deploy("registry.example/shop:neverready")
     try:
         wait_walking(slot, "neverready")
         proc.send_signal(signal.SIGTERM)
@@ -154,7 +140,7 @@ def test_sigterm_undoes_the_rollout_and_releases_the_lock(slot: Slot) -> None:
 def test_a_pending_release_left_by_a_killed_deploy_is_resolved_by_the_next(slot: Slot) -> None:
     app = slot.write()
     assert slot.cli("deploy", "test1").returncode == 0
-    proc = start_deploy(slot, "registry.example/shop:neverready")
+    proc = slot.start_deploy("registry.example/shop:neverready")
     try:
         wait_walking(slot, "neverready")
         proc.kill()  # SIGKILL: no handler runs; the Lease and the pending record stay

@@ -507,22 +507,28 @@ class KubernetesBackend:
 
     def _start_session(self) -> _Session:
         if self._session is None:
-            loop = self._watch_loop()
-            changes = Changes()
-            labels = {
-                render.NAME: self.app.name,
-                render.INSTANCE: render.instance_of(self.app.name, self.slot.name),
-            }
-            deps = LiveSet(loop, Deployment, self.namespace, changes, labels=labels)
-            pods = LiveSet(loop, Pod, self.namespace, changes, labels=labels)
-            deps.start()
-            try:
-                pods.start()
-            except BaseException:
-                deps.stop()
-                raise
-            self._session = _Session(changes, deps, pods)
+            self._session = self._open_watches({})
         return self._session
+
+    def _open_watches(self, extra_labels: dict[str, str]) -> _Session:
+        """One list and one watch each for this app and slot's Deployments and Pods (those
+        with ``extra_labels`` too); nothing left open if the second fails to start."""
+        loop = self._watch_loop()
+        changes = Changes()
+        labels = {
+            render.NAME: self.app.name,
+            render.INSTANCE: render.instance_of(self.app.name, self.slot.name),
+            **extra_labels,
+        }
+        deps = LiveSet(loop, Deployment, self.namespace, changes, labels=labels)
+        pods = LiveSet(loop, Pod, self.namespace, changes, labels=labels)
+        deps.start()
+        try:
+            pods.start()
+        except BaseException:
+            deps.stop()
+            raise
+        return _Session(changes, deps, pods)
 
     def _end_session(self) -> None:
         self._stop_generation_watches()
@@ -999,22 +1005,8 @@ class KubernetesBackend:
         at its first replica wait (after its scale) and shared by the others."""
         watches = self._generation_watches.get(generation)
         if watches is None:
-            loop = self._watch_loop()
-            changes = Changes()
-            labels = {
-                render.NAME: self.app.name,
-                render.INSTANCE: render.instance_of(self.app.name, self.slot.name),
-                render.GENERATION: generation,
-            }
-            deps = LiveSet(loop, Deployment, self.namespace, changes, labels=labels)
-            pods = LiveSet(loop, Pod, self.namespace, changes, labels=labels)
-            deps.start()
-            try:
-                pods.start()
-            except BaseException:
-                deps.stop()
-                raise
-            watches = self._generation_watches[generation] = _Session(changes, deps, pods)
+            watches = self._open_watches({render.GENERATION: generation})
+            self._generation_watches[generation] = watches
         return watches
 
     def wait_replicas(
