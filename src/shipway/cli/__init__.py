@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import click
 
 if TYPE_CHECKING:
+    from shipway.backends.protocol import Reporter
     from shipway.engine.outcome import Outcome
     from shipway.spec.model import App
 
@@ -146,6 +147,17 @@ def _run(obj: Context, action: Callable[[], int | None]) -> None:
             f"unexpected error: {type(exc).__name__}: {exc} (set SHIPWAY_DEBUG=1 for a traceback)",
         )
     sys.exit(code or 0)
+
+
+def _roll(obj: Context, operation: Callable[[App, Reporter], Outcome]) -> None:
+    """Run an operation that ends in one of the four outcomes (``operation`` asks for the
+    slot's confirmation itself, after reading what it must read first), print it, exit
+    with its code."""
+
+    def body() -> int:
+        return _outcome(obj, operation(obj.app(), _reporter(obj)))
+
+    _run(obj, body)
 
 
 def _outcome(obj: Context, outcome: Outcome) -> int:
@@ -315,22 +327,20 @@ def repair(
     """Re-assert SLOT's deployed release as recorded: start what stopped, recreate what is
     missing, replace what drifted, remove what nobody declared; leave the rest alone."""
 
-    def body() -> int:
-        from shipway import api
+    from shipway import api
 
-        app = obj.app()
-        outcome = api.repair(
+    _roll(
+        obj,
+        lambda app, reporter: api.repair(
             app,
             slot,
             confirm=_confirmation(app, slot, confirm),
             saved_plan=_saved_plan(plan_file),
             timeout=timeout,
             rollback_timeout=rollback_timeout,
-            reporter=_reporter(obj),
-        )
-        return _outcome(obj, outcome)
-
-    _run(obj, body)
+            reporter=reporter,
+        ),
+    )
 
 
 def take_host_option(f: F) -> F:
@@ -379,25 +389,22 @@ def deploy(
         _run(obj, lambda: _show_plan(obj, slot, image, None, False, take_host))
         return
 
-    def body() -> int:
-        from shipway import api
+    from shipway import api
 
-        app = obj.app()
-        saved = _saved_plan(plan_file)
-        outcome = api.deploy(
+    _roll(
+        obj,
+        lambda app, reporter: api.deploy(
             app,
             slot,
+            saved_plan=_saved_plan(plan_file),  # a bad plan file is refused before asking
             confirm=_confirmation(app, slot, confirm),
             image=image,
-            saved_plan=saved,
             take_host=take_host,
             timeout=timeout,
             rollback_timeout=rollback_timeout,
-            reporter=_reporter(obj),
-        )
-        return _outcome(obj, outcome)
-
-    _run(obj, body)
+            reporter=reporter,
+        ),
+    )
 
 
 @cli.command()
@@ -417,22 +424,20 @@ def rollback(
 ) -> None:
     """Re-deploy REVISION (default: the previous good one) of SLOT as a new revision."""
 
-    def body() -> int:
-        from shipway import api
+    from shipway import api
 
-        app = obj.app()
-        outcome = api.rollback(
+    _roll(
+        obj,
+        lambda app, reporter: api.rollback(
             app,
             slot,
             revision,
             confirm=_confirmation(app, slot, confirm),
             timeout=timeout,
             rollback_timeout=rollback_timeout,
-            reporter=_reporter(obj),
-        )
-        return _outcome(obj, outcome)
-
-    _run(obj, body)
+            reporter=reporter,
+        ),
+    )
 
 
 @cli.command()
@@ -452,22 +457,20 @@ def restart(
 ) -> None:
     """Restart PROCESS (default: all) in SLOT; other processes are left untouched."""
 
-    def body() -> int:
-        from shipway import api
+    from shipway import api
 
-        app = obj.app()
-        outcome = api.restart(
+    _roll(
+        obj,
+        lambda app, reporter: api.restart(
             app,
             slot,
             process,
             confirm=_confirmation(app, slot, confirm),
             timeout=timeout,
             rollback_timeout=rollback_timeout,
-            reporter=_reporter(obj),
-        )
-        return _outcome(obj, outcome)
-
-    _run(obj, body)
+            reporter=reporter,
+        ),
+    )
 
 
 @cli.command()
@@ -481,22 +484,20 @@ def promote(
 ) -> None:
     """Roll SLOT's deployed release, by digest, to the slot it promotes to."""
 
-    def body() -> int:
-        from shipway import api
+    from shipway import api
 
-        app = obj.app()
-        dest = app.slots.get(slot).promotes_to or slot
-        outcome = api.promote(
+    _roll(
+        obj,
+        lambda app, reporter: api.promote(
             app,
             slot,
-            confirm=_confirmation(app, dest, confirm),
+            # the destination's guard: promotion changes the slot it promotes to
+            confirm=_confirmation(app, app.slots.get(slot).promotes_to or slot, confirm),
             timeout=timeout,
             rollback_timeout=rollback_timeout,
-            reporter=_reporter(obj),
-        )
-        return _outcome(obj, outcome)
-
-    _run(obj, body)
+            reporter=reporter,
+        ),
+    )
 
 
 @cli.command()
@@ -617,11 +618,11 @@ def switch(
 ) -> None:
     """Switch SLOT to GENERATION: wake, wait, point hosts, drop the old route, sleep it."""
 
-    def body() -> int:
-        from shipway import api
+    from shipway import api
 
-        app = obj.app()
-        outcome = api.switch(
+    _roll(
+        obj,
+        lambda app, reporter: api.switch(
             app,
             slot,
             generation,
@@ -629,11 +630,9 @@ def switch(
             take_host=take_host,
             timeout=timeout,
             rollback_timeout=rollback_timeout,
-            reporter=_reporter(obj),
-        )
-        return _outcome(obj, outcome)
-
-    _run(obj, body)
+            reporter=reporter,
+        ),
+    )
 
 
 def _generation_command(name: str, doc: str) -> None:
