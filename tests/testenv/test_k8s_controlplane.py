@@ -233,6 +233,7 @@ def test_namespace_with_pods_is_deleted(k8s_client: Client, k8s_namespace: str) 
         timeout=90,
         what="namespace deletion",
     )
+    assert k8s_namespace not in {ns.metadata.name for ns in k8s_client.list(Namespace)}
 
 
 def test_audit_log_records_requests(
@@ -281,6 +282,8 @@ def test_garbage_collector_deletes_dependents(k8s_client: Client, k8s_namespace:
         namespace=k8s_namespace,
         what="the pods to be deleted",
     )
+    assert list(k8s_client.list(ReplicaSet, namespace=k8s_namespace)) == []
+    assert list(k8s_client.list(Pod, namespace=k8s_namespace)) == []
 
 
 def test_service_account_token_controller_fills_token_secrets(
