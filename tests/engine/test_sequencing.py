@@ -23,6 +23,7 @@ from shipway.engine import (
     outcome_from_json,
 )
 from shipway.errors import (
+    BackendError,
     ClearanceError,
     ImageMetadataMissing,
     SlotLocked,
@@ -502,3 +503,97 @@ def test_a_signal_right_after_the_pending_record_is_handled_too(
         deploy(app, backend, out, image="reg/shop:2")
     assert statuses(backend) == {1: "deployed", 2: "failed"}
     assert backend.lock_holder is None
+
+
+def test_a_rollback_restores_a_secret_the_current_spec_no_longer_declares(
+    app: App, backend: MemoryBackend, out: Lines
+) -> None:
+    """r1 used TOKEN; r2's spec dropped it and crashes: r1 comes back with its TOKEN."""
+    deploy(app, backend, out)
+    without = app_from_toml(SPEC.replace('TOKEN = { from_env = "SHOP_TOKEN" }', ""))
+    backend.doomed_images.add("reg/shop:2")
+    outcome = deploy(without, backend, out, image="reg/shop:2")
+    assert isinstance(outcome, RolledBack), out.lines
+    assert backend.live["config/shop"].revealed["secrets"] == {"TOKEN": ENV["SHOP_TOKEN"]}
+
+
+def test_a_rollback_that_cannot_have_the_anchor_s_secret_is_a_failed_rollback(
+    app: App, backend: MemoryBackend, out: Lines
+) -> None:
+    """Not an input error (exit 2, "nothing touched"): r2 was applied, r1 could not be
+    restored — the slot may be down, and the outcome says so."""
+    deploy(app, backend, out)
+    without = app_from_toml(SPEC.replace('TOKEN = { from_env = "SHOP_TOKEN" }', ""))
+    backend.doomed_images.add("reg/shop:2")
+    gone = Engine(backend, out, actor="tester@test", environ={})
+    outcome = gone.deploy(Guard(without.slots).clear("test1"), without, "test1", image="reg/shop:2")
+    assert isinstance(outcome, RollbackFailed), out.lines
+    assert outcome.exit_code == 11
+    assert "secrets.TOKEN" in outcome.rollback_failure.message
+    assert statuses(backend) == {1: "deployed", 2: "failed"}
+    assert backend.lock_holder is None
+
+
+def test_an_error_no_step_expected_still_puts_the_anchor_back(
+    app: App, backend: MemoryBackend, out: Lines
+) -> None:
+    deploy(app, backend, out)
+    anchor = {k: v.unit.digest for k, v in backend.live.items()}
+
+    def bug() -> None:
+        del backend.on_call["wait"]
+        raise RuntimeError("a bug in a backend")
+
+    backend.on_call["wait"] = bug
+    with pytest.raises(RuntimeError):
+        deploy(app, backend, out, image="reg/shop:2")
+    assert statuses(backend) == {1: "deployed", 2: "failed"}
+    assert {k: v.unit.digest for k, v in backend.live.items()} == anchor
+    assert any("stopped: restoring r1 done" in line for line in out.lines)
+
+
+def test_a_re_assert_that_fails_leaves_the_release_pending_for_the_next_run(
+    app: App, backend: MemoryBackend, out: Lines
+) -> None:
+    deploy(app, backend, out)
+    plan = engine(backend, out).plan_deploy(app, "test1", image="reg/shop:2")
+    assert plan.release is not None
+    backend.records[2] = plan.release  # a deploy died: r2 pending, its web applied
+    new_web = plan.release.artifact.get("workload/web")
+    clearance, target = Guard(app.slots).clear("test1"), app.slots.target("test1")
+    backend.apply(clearance, target, new_web, "update", {}, out)
+    backend.broken = True
+    with pytest.raises(BackendError, match="r2 stays pending"):
+        deploy(app, backend, out, image="reg/shop:3")
+    assert statuses(backend)[2] == "pending"
+    backend.broken = False
+    outcome = deploy(app, backend, out, image="reg/shop:3")
+    assert isinstance(outcome, Rolled), out.lines
+    assert statuses(backend)[2] == "failed"
+
+
+def test_a_signal_while_the_release_is_recorded_does_not_cut_the_record_in_half(
+    app: App, backend: MemoryBackend, out: Lines
+) -> None:
+    deploy(app, backend, out)
+    sent: list[int] = []
+
+    def signal_on_the_deployed_record() -> None:
+        if not sent and "deployed" in backend.calls[-1][1]:
+            sent.append(1)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    backend.on_call["write_records"] = signal_on_the_deployed_record
+    outcome = deploy(app, backend, out, image="reg/shop:2")
+    assert sent and isinstance(outcome, Rolled), out.lines
+    assert statuses(backend) == {1: "superseded", 2: "deployed"}
+    assert any("SIGTERM: finishing the release record first" in line for line in out.lines)
+
+
+def test_a_failed_rollback_keeps_the_warnings(app: App, backend: MemoryBackend, out: Lines) -> None:
+    outcome = RollbackFailed(
+        "shop/test1", 2, 1, Failure("A", "a"), Failure("B", "b"), ("cleanup left X",)
+    )
+    again = outcome_from_json(json.loads(json.dumps(outcome.to_json())))
+    assert again == outcome
+    assert any("cleanup left X" in line for line in outcome.details())

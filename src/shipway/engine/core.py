@@ -14,6 +14,7 @@ What must never happen, and where it is prevented:
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import socket
 from collections.abc import Callable, Mapping, Sequence
@@ -22,6 +23,7 @@ from pathlib import Path
 
 from shipway.backends.protocol import (
     Backend,
+    Failure,
     GenerationBackend,
     GenerationInfo,
     LockHolder,
@@ -30,13 +32,15 @@ from shipway.backends.protocol import (
 )
 from shipway.engine.ids import fresh_ids, restart_ids
 from shipway.engine.outcome import NoAnchor, Outcome, RollbackFailed, Rolled, RolledBack
-from shipway.engine.signals import Interrupted, signals_raise
+from shipway.engine.signals import Interrupted, signals_deferred, signals_raise
 from shipway.engine.walk import Walker, WalkResult
 from shipway.errors import (
     BackendError,
     HostTaken,
     ImageMetadataMissing,
     InputError,
+    SecretUnavailable,
+    ShipwayError,
     StalePlan,
 )
 from shipway.guard import Clearance
@@ -58,7 +62,7 @@ from shipway.release.artifact import Artifact
 from shipway.release.model import ImageMeta, Release, ReleaseStatus, now_utc
 from shipway.spec.model import App, Target
 from shipway.spec.parse import from_snapshot
-from shipway.spec.secrets import Secret, resolve_all
+from shipway.spec.secrets import Secret, redact, resolve_all
 
 DEFAULT_TIMEOUT = 300.0
 DEFAULT_ROLLBACK_TIMEOUT = 300.0
@@ -695,7 +699,7 @@ class Engine:
         holder = LockHolder.me(self.lock_ttl)
         with signals_raise(), self.backend.lock(clearance, target, holder, self.reporter):
             records = self.backend.read_records(target)
-            records = self._recover(clearance, target, records, secrets, rollback_timeout)
+            records = self._recover(clearance, target, app, records, secrets, rollback_timeout)
             anchor = history.deployed(records)  # the anchor: read before anything is patched
             observed = self.observe(target, records)
             plan = build(records, observed)
@@ -705,42 +709,47 @@ class Engine:
             for line in plan.describe():
                 self.reporter.line(line)
             walker = Walker(self.backend, clearance, target, release, secrets, self.reporter)
+            # what undoes this release: the anchor, with the secrets its own spec refers to
+            back_secrets = self._secrets_of(anchor, app, secrets)
             try:
                 # inside the try: a signal landing between the pending record and the first
                 # step is handled like any other interruption
                 self.backend.write_records(clearance, target, [release])
                 result = walker.run(plan.steps, timeout)
-            except Interrupted as exc:
-                self._fail(clearance, target, release, f"interrupted by {exc}")
-                self._undo_interrupted(
+            except BaseException as exc:
+                # a signal, or an error no step turned into a failure: undone like a failed
+                # rollout, so the slot never keeps serving what its history calls failed
+                why = (
+                    f"interrupted by {exc}"
+                    if isinstance(exc, Interrupted)
+                    else f"stopped by an error: {redact(str(exc), secrets)}"
+                )
+                self._fail(clearance, target, release, why)
+                self._undo_stopped(
                     clearance,
                     target,
                     release,
                     anchor,
-                    secrets,
+                    back_secrets,
                     undo,
                     walker.result,
                     rollback_timeout,
-                    str(exc),
+                    why,
                 )
                 raise
-            except BaseException as exc:
-                self._fail(clearance, target, release, f"stopped by an error: {exc}")
-                raise
             if result.ok:
-                return self._succeed(clearance, target, app, records, release, anchor, result)
+                with signals_deferred(self.reporter.line):  # never cut the record in half
+                    return self._succeed(clearance, target, app, records, release, anchor, result)
             assert result.failure is not None
             failure = result.failure
             self._fail(clearance, target, release, failure.headline())
             for line in failure.lines():
                 self.reporter.line(line)
-            undo_steps = undo(target, result, anchor)
             label = f"rollback to r{anchor.revision} " if anchor else "cleanup "
-            if undo_steps:
-                self.reporter.line(f"{label.strip()}: {len(undo_steps)} steps")
-            back = Walker(
-                self.backend, clearance, target, anchor or release, secrets, self.reporter
-            ).run(undo_steps, rollback_timeout, label)
+            back = self._walk_back(
+                clearance, target, anchor or release, back_secrets, undo, result, anchor,
+                rollback_timeout, label,
+            )  # fmt: skip
             warnings = tuple(result.warnings + back.warnings)
             if anchor is None:
                 return NoAnchor(str(target), release.revision, failure, warnings)
@@ -748,10 +757,58 @@ class Engine:
                 return RolledBack(str(target), release.revision, anchor.revision, failure, warnings)
             assert back.failure is not None
             return RollbackFailed(
-                str(target), release.revision, anchor.revision, failure, back.failure
+                str(target), release.revision, anchor.revision, failure, back.failure, warnings
             )
 
-    def _undo_interrupted(
+    def _secrets_of(
+        self, release: Release | None, app: App, secrets: Mapping[str, Secret]
+    ) -> dict[str, Secret]:
+        """The secrets a recorded release refers to: its own spec's references (those that
+        resolve here), then the current spec's for the rest — a release deployed before a
+        secret left the spec still gets it back when it is restored."""
+        if release is None or not release.spec:
+            return dict(secrets)
+        try:
+            recorded = from_snapshot(release.spec, app.source_dir).secrets
+        except InputError:  # a snapshot this version cannot read: the current references
+            return dict(secrets)
+        own = {}
+        for name, ref in recorded.items():
+            with contextlib.suppress(SecretUnavailable):
+                own[name] = ref.resolve(self.environ)
+        return {**secrets, **own}
+
+    def _walk_back(
+        self,
+        clearance: Clearance,
+        target: Target,
+        release: Release,
+        secrets: Mapping[str, Secret],
+        undo: Undo,
+        done: WalkResult,
+        anchor: Release | None,
+        timeout: float,
+        label: str,
+    ) -> WalkResult:
+        """Plan and walk an undo. Whatever stops it short (an error reading the target, a
+        secret gone) is the undo's failure — never an exit that hides that the slot may be
+        down."""
+        walker = Walker(self.backend, clearance, target, release, secrets, self.reporter)
+        try:
+            steps = undo(target, done, anchor)
+            if steps:
+                self.reporter.line(f"{label.strip()}: {len(steps)} steps")
+            return walker.run(steps, timeout, label)
+        except ShipwayError as exc:
+            failed = walker.result
+            failed.failure = Failure(
+                reason="UndoFailed",
+                message=f"{label.strip()}: {redact(str(exc), secrets)}",
+                process=getattr(failed.current, "process", None),
+            )
+            return failed
+
+    def _undo_stopped(
         self,
         clearance: Clearance,
         target: Target,
@@ -761,25 +818,24 @@ class Engine:
         undo: Undo,
         done: WalkResult,
         timeout: float,
-        signal_name: str,
+        why: str,
     ) -> None:
-        """An interrupted rollout is undone like a failed one, so the slot never keeps
-        serving a release its history calls failed. A second signal stops the undo."""
+        """An interrupted (or broken-off) rollout is undone like a failed one. A second
+        signal stops the undo."""
         what = f"restoring r{anchor.revision}" if anchor else "removing what it started"
         self.reporter.line(
-            f"interrupted by {signal_name}: r{release.revision} marked failed; {what} "
-            "(signal again to stop)"
+            f"{why}: r{release.revision} marked failed; {what} (signal again to stop)"
         )
-        steps = undo(target, done, anchor)
-        back = Walker(
-            self.backend, clearance, target, anchor or release, secrets, self.reporter
-        ).run(steps, timeout, "undo ")
+        back = self._walk_back(
+            clearance, target, anchor or release, secrets, undo, done, anchor, timeout, "undo "
+        )
+        kind = why.split(" by ", 1)[0]  # "interrupted", "stopped"
         if back.ok:
-            self.reporter.line(f"interrupted: {what} done; the lock is released")
+            self.reporter.line(f"{kind}: {what} done; the lock is released")
         else:
             assert back.failure is not None
             self.reporter.line(
-                f"interrupted: {what} failed ({back.failure.headline()}); the slot may be "
+                f"{kind}: {what} failed ({back.failure.headline()}); the slot MAY BE DOWN or "
                 f"serving r{release.revision}: deploy again or roll back"
             )
 
@@ -892,6 +948,7 @@ class Engine:
         self,
         clearance: Clearance,
         target: Target,
+        app: App,
         records: list[Release],
         secrets: Mapping[str, Secret],
         timeout: float,
@@ -904,23 +961,35 @@ class Engine:
         for release in stuck:
             self.reporter.line(
                 f"recovering: r{release.revision} was left pending by an interrupted operation "
-                f"({release.actor}, {release.created_at}); marking it failed"
-            )
-            self._fail(
-                clearance, target, release, "interrupted: its operation stopped before finishing"
+                f"({release.actor}, {release.created_at})"
             )
         anchor = history.deployed(records)
         if anchor is None:
             self.reporter.line("nothing was deployed before it: nothing to re-assert")
         else:
             self.reporter.line(f"re-asserting r{anchor.revision}, the deployed release")
-            steps = self._reassert_steps(target, records, anchor, stuck[-1])
-            back = Walker(self.backend, clearance, target, anchor, secrets, self.reporter).run(
-                steps, timeout, "re-assert "
+            back = self._walk_back(
+                clearance,
+                target,
+                anchor,
+                self._secrets_of(anchor, app, secrets),
+                lambda t, _done, a: self._reassert_steps(t, records, anchor, stuck[-1]),
+                WalkResult(),
+                anchor,
+                timeout,
+                "re-assert ",
             )
             if not back.ok:
+                # still pending: the next operation tries again
                 assert back.failure is not None
                 raise BackendError(
-                    f"could not re-assert r{anchor.revision}: {back.failure.headline()}"
+                    f"could not re-assert r{anchor.revision}: {back.failure.headline()} "
+                    f"(r{stuck[-1].revision} stays pending; the next operation tries again)"
                 )
+        # only once the anchor is back (or there is none): marked failed
+        for release in stuck:
+            self._fail(
+                clearance, target, release, "interrupted: its operation stopped before finishing"
+            )
+            self.reporter.line(f"r{release.revision} marked failed")
         return self.backend.read_records(target)

@@ -106,6 +106,7 @@ class RollbackFailed(Outcome):
     anchor_revision: int
     failure: Failure
     rollback_failure: Failure
+    warnings: tuple[str, ...] = ()
 
     def line(self) -> str:
         return (
@@ -120,6 +121,7 @@ class RollbackFailed(Outcome):
             *self.failure.lines(),
             "the rollback failed:",
             *self.rollback_failure.lines(),
+            *_warnings(self.warnings),
         ]
 
     def to_json(self) -> dict[str, Any]:
@@ -131,6 +133,7 @@ class RollbackFailed(Outcome):
             "failure": self.failure.to_json(),
             "rollback_failure": self.rollback_failure.to_json(),
             "may_be_down": True,
+            "warnings": list(self.warnings),
         }
 
 
@@ -178,6 +181,7 @@ def outcome_from_json(data: dict[str, Any]) -> Outcome:
             data["anchor"],
             failure,
             _failure(data["rollback_failure"]),
+            tuple(data.get("warnings", ())),
         )
     if kind == NoAnchor.kind:
         return NoAnchor(data["target"], data["failed"], failure, tuple(data.get("warnings", ())))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 
@@ -31,6 +31,33 @@ def signals_raise() -> Iterator[None]:
 
     def handler(signum: int, frame: FrameType | None) -> None:
         raise Interrupted(signum)
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+@contextmanager
+def signals_deferred(say: Callable[[str], None]) -> Iterator[None]:
+    """Within the block (a short write that must not be cut in half, like recording a
+    release that is live), a first SIGINT/SIGTERM is said and the block finishes; a second
+    one raises Interrupted there and then (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    got: list[int] = []
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if got:
+            raise Interrupted(signum)
+        got.append(signum)
+        say(
+            f"{signal.Signals(signum).name}: finishing the release record first "
+            "(signal again to stop now)"
+        )
 
     previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
     try:

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from shipway.backends.protocol import Backend, Failure, Reporter
-from shipway.errors import BackendError, CleanupFailed
+from shipway.errors import BackendError, CleanupFailed, InputError
 from shipway.guard import Clearance
 from shipway.plan.model import (
     ApplyObject,
@@ -80,7 +80,9 @@ class Walker:
             except CleanupFailed as exc:
                 failure = None
                 result.warnings.append(self._warning(step, str(exc), exc.manual_fix))
-            except BackendError as exc:
+            except (BackendError, InputError) as exc:
+                # InputError: what the step needs is missing (a secret its objects refer
+                # to): the step failed, and the rollout is undone like any failure
                 if step.best_effort:
                     result.warnings.append(self._warning(step, str(exc), ""))
                     failure = None
