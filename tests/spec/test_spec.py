@@ -150,3 +150,11 @@ def test_literal_secret_value_is_never_echoed() -> None:
         app_from_toml('[app]\nname="a"\n[processes.w]\ncommand="x"\n[secrets]\nK="s3cr3t-v4lue"\n')
     assert "s3cr3t-v4lue" not in str(err.value)
     assert "from_env" in str(err.value)
+
+
+def test_a_secret_value_typed_as_from_env_is_never_echoed() -> None:
+    spec = '[app]\nname="a"\n[processes.w]\ncommand="x"\n[secrets]\nDB={ from_env = "%s" }\n'
+    with pytest.raises(SpecInvalid) as err:
+        app_from_toml(spec % "postgres://u:hunter2@db/x")
+    assert "hunter2" not in str(err.value)
+    assert "secrets.DB.from_env" in str(err.value) and 'from_env = "DB"' in str(err.value)

@@ -132,12 +132,15 @@ class _Checker:
         pattern: re.Pattern[str] | None = None,
         what: str = "",
         hint: str = "",
+        secret: bool = False,
     ) -> str | None:
+        """``secret``: the value may be a secret typed in the wrong place; never echo it."""
         if not isinstance(value, str):
             self.error(path, f"must be a string, not {_kind(value)}", hint)
             return None
         if pattern is not None and not pattern.match(value):
-            self.error(path, f"{value!r} is not a valid {what}", hint)
+            shown = "the value (not shown: it may be a secret)" if secret else repr(value)
+            self.error(path, f"{shown} is not a valid {what}", hint)
             return None
         return value
 
@@ -419,6 +422,8 @@ def _secrets(c: _Checker, raw: Any, base_dir: Path) -> dict[str, SecretRef]:
                 (*path, "from_env"),
                 pattern=ENV_NAME,
                 what="environment variable name",
+                hint=f'name the variable that holds it, e.g. from_env = "{name}"',
+                secret=True,
             )
             if env:
                 out[name] = SecretRef(name=name, from_env=env)
