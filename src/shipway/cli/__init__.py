@@ -138,6 +138,9 @@ def _run(obj: Context, action: Callable[[], int | None]) -> None:
         _fail(obj, exc.exit_code, str(exc))
     except Interrupted as exc:
         _fail(obj, exc.exit_code, f"interrupted by {exc}")
+    except (KeyboardInterrupt, click.exceptions.Abort):
+        # Ctrl-C before the engine took the signals over (a prompt, connecting)
+        _fail(obj, 130, "interrupted by SIGINT")
     except Exception as exc:
         if os.environ.get("SHIPWAY_DEBUG"):
             raise
