@@ -26,6 +26,7 @@ from shipway.errors import (
     BackendError,
     ClearanceError,
     ImageMetadataMissing,
+    InputError,
     SlotLocked,
     StalePlan,
 )
@@ -98,7 +99,7 @@ def deploy(
     app: App,
     backend: MemoryBackend,
     out: Lines,
-    image: str = "reg/shop:1",
+    image: str | None = "reg/shop:1",
     slot: str = "test1",
     **kw: Any,
 ) -> Any:
@@ -326,7 +327,7 @@ def test_saved_plan_is_applied_exactly(app: App, backend: MemoryBackend, out: Li
             json.dumps(engine(backend, out).plan_deploy(app, "test1", image="reg/shop:2").to_json())
         )
     )
-    outcome = deploy(app, backend, out, saved=saved)
+    outcome = deploy(app, backend, out, image=None, saved=saved)
     assert isinstance(outcome, Rolled) and outcome.to_revision == 2
     assert saved.release is not None
     assert backend.records[2].deployment_ids == saved.release.deployment_ids
@@ -334,6 +335,19 @@ def test_saved_plan_is_applied_exactly(app: App, backend: MemoryBackend, out: Li
         backend.live["workload/web"].unit.digest
         == saved.release.artifact.get("workload/web").digest
     )
+
+
+@pytest.mark.parametrize("extra", [{"image": "reg/shop:3"}, {"take_host": True}])
+def test_a_saved_plan_takes_no_image_or_take_host(
+    app: App, backend: MemoryBackend, out: Lines, extra: dict[str, Any]
+) -> None:
+    deploy(app, backend, out)
+    saved = engine(backend, out).plan_deploy(app, "test1", image="reg/shop:2")
+    backend.calls.clear()
+    clearance = Guard(app.slots).clear("test1")
+    with pytest.raises(InputError, match="applied exactly as it was made"):
+        engine(backend, out).deploy(clearance, app, "test1", saved=saved, **extra)
+    assert backend.mutations() == []
 
 
 def test_stale_saved_plan_is_refused_listing_what_changed(
@@ -344,7 +358,7 @@ def test_stale_saved_plan_is_refused_listing_what_changed(
     deploy(app, backend, out, image="reg/shop:3")
     backend.calls.clear()
     with pytest.raises(StalePlan) as err:
-        deploy(app, backend, out, saved=saved)
+        deploy(app, backend, out, image=None, saved=saved)
     assert err.value.exit_code == 5
     text = str(err.value)
     assert "release history changed: r1:deployed -> r2:deployed" in text

@@ -102,3 +102,10 @@ def test_fingerprint_follows_the_observed_state_and_records() -> None:
     assert changes_between(a.summary(), Observed(head="r1:deployed").summary()) == [
         "k disappeared (was d1:present)"
     ]
+
+
+def test_a_plan_whose_release_names_another_slot_is_refused() -> None:
+    data = plan().to_json()
+    data["release"]["slot"] = "other"
+    with pytest.raises(ValueError, match="records a release of shop/other"):
+        Plan.from_json(data)

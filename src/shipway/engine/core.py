@@ -461,6 +461,13 @@ class Engine:
         if blue_green:
             self._generations()  # refused before the lock: nothing is created or touched
         secrets = self.secrets(app)
+        if saved is not None and (image is not None or take_host):
+            flag = "--image" if image is not None else "--take-host"
+            raise InputError(
+                f"a saved plan is applied exactly as it was made: it takes no {flag} "
+                f"(hint: make a new one: shipway plan {slot_name} {flag}"
+                f"{' REF' if image is not None else ''} --out FILE)"
+            )
         if saved is not None and (saved.app, saved.slot, saved.backend) != (
             target.app,
             target.slot,

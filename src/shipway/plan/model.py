@@ -317,4 +317,12 @@ class Plan:
         )
         if data.get("fingerprint") not in (None, plan.fingerprint):
             raise ValueError("the plan's fingerprint does not match its observed state")
+        if plan.release is not None and (plan.release.app, plan.release.slot) != (
+            plan.app,
+            plan.slot,
+        ):
+            raise ValueError(
+                f"the plan is for {plan.app}/{plan.slot} but records a release of "
+                f"{plan.release.app}/{plan.release.slot}"
+            )
         return plan
