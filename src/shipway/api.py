@@ -9,7 +9,7 @@ slot's own backend is opened.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -172,6 +172,15 @@ def promote(
             f"{live or 'nothing'} is running there; refusing to promote what was not tested "
             f"(hint: redeploy {slot} first)"
         )
+    if deployed.digest is None and "@sha256:" not in (deployed.image or ""):
+        # never a tag, which may have moved since it was tested: the digest that runs
+        if not (live and live.startswith("sha256:")):
+            raise InputError(
+                f"slot {slot!r} r{deployed.revision} records no image digest and none can be "
+                f"read from what runs there; refusing to promote {deployed.image} by its tag "
+                f"(hint: deploy {slot} by digest, --image REPO@sha256:..., then promote)"
+            )
+        deployed = replace(deployed, digest=live)
     ref = deployed.image_ref()
     if ref is None:
         raise InputError(f"slot {slot!r} r{deployed.revision} records no image to promote")

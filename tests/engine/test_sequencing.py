@@ -611,3 +611,25 @@ def test_a_failed_rollback_keeps_the_warnings(app: App, backend: MemoryBackend, 
     again = outcome_from_json(json.loads(json.dumps(outcome.to_json())))
     assert again == outcome
     assert any("cleanup left X" in line for line in outcome.details())
+
+
+def test_promote_never_sends_a_tag_that_may_have_moved(
+    app: App, backend: MemoryBackend, out: Lines, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """r1 recorded no digest (the image was not inspectable): prod gets the digest test1
+    runs, or nothing at all when none can be read."""
+    monkeypatch.setenv("SHOP_TOKEN", ENV["SHOP_TOKEN"])
+    deploy(app, backend, out)
+    assert backend.records[1].digest is None
+    prod = MemoryBackend()
+    with pytest.raises(InputError, match="refusing to promote reg/shop:1 by its tag"):
+        api.promote(app, "test1", confirm="prod", source_backend=backend, backend=prod,
+                    reporter=out)  # fmt: skip
+    assert prod.mutations() == []
+    running = "sha256:" + "5" * 64
+    backend.live_digest = lambda target, release: running  # type: ignore[method-assign]
+    outcome = api.promote(
+        app, "test1", confirm="prod", source_backend=backend, backend=prod, reporter=out
+    )
+    assert isinstance(outcome, Rolled), out.lines
+    assert prod.records[1].image == f"reg/shop@{running}"
