@@ -556,12 +556,14 @@ def test_an_error_no_step_expected_still_puts_the_anchor_back(
 
     def bug() -> None:
         del backend.on_call["wait"]
-        raise RuntimeError("a bug in a backend")
+        raise RuntimeError(f"a bug in a backend that shows {ENV['SHOP_TOKEN']}")
 
     backend.on_call["wait"] = bug
     with pytest.raises(RuntimeError):
         deploy(app, backend, out, image="reg/shop:2")
     assert statuses(backend) == {1: "deployed", 2: "failed"}
+    assert "a bug in a backend" in backend.records[2].description
+    assert ENV["SHOP_TOKEN"] not in backend.records[2].description + "\n".join(out.lines)
     assert {k: v.unit.digest for k, v in backend.live.items()} == anchor
     assert any("stopped: restoring r1 done" in line for line in out.lines)
 
