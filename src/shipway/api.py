@@ -9,6 +9,7 @@ slot's own backend is opened.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -35,8 +36,32 @@ def clear(app: App, slot: str, confirm: str | None = None) -> Clearance:
     return Guard(app.slots).clear(slot, confirm)
 
 
-def _engine(app: App, slot: str, backend: Backend | None, reporter: Reporter | None) -> Engine:
-    return Engine(backend or open_backend(app, app.slots.get(slot)), reporter)
+@contextmanager
+def _backend(app: App, slot: str, given: Backend | None) -> Iterator[Backend]:
+    """The caller's backend, or one opened for the call and closed after it (its
+    connections, watch threads and SSH sessions go with it)."""
+    if given is not None:
+        yield given
+        return
+    opened = open_backend(app, app.slots.get(slot))
+    try:
+        yield opened
+    finally:
+        _close(opened)
+
+
+def _close(backend: Backend) -> None:
+    close = getattr(backend, "close", None)
+    if callable(close):
+        close()
+
+
+@contextmanager
+def _engine(
+    app: App, slot: str, backend: Backend | None, reporter: Reporter | None
+) -> Iterator[Engine]:
+    with _backend(app, slot, backend) as b:
+        yield Engine(b, reporter)
 
 
 def plan(
@@ -51,18 +76,18 @@ def plan(
 ) -> Plan:
     """What a deploy (or, with ``repair``, a repair) would do now. Mutates nothing, starts
     nothing."""
-    engine = _engine(app, slot, backend, reporter)
-    if repair:
-        if image is not None:
-            raise InputError("a repair re-asserts the deployed release: it takes no --image")
-        return engine.plan_repair(app, slot)
-    return engine.plan_deploy(app, slot, image=image, take_host=take_host)
+    if repair and image is not None:
+        raise InputError("a repair re-asserts the deployed release: it takes no --image")
+    with _engine(app, slot, backend, reporter) as engine:
+        if repair:
+            return engine.plan_repair(app, slot)
+        return engine.plan_deploy(app, slot, image=image, take_host=take_host)
 
 
 def diff(app: App, slot: str, the_plan: Plan, *, backend: Backend | None = None) -> list[str]:
     """How live objects would change under ``the_plan`` (secret data masked). Read-only."""
-    b = backend or open_backend(app, app.slots.get(slot))
-    return b.diff(app.slots.target(slot), the_plan)
+    with _backend(app, slot, backend) as b:
+        return b.diff(app.slots.target(slot), the_plan)
 
 
 def deploy(
@@ -79,16 +104,17 @@ def deploy(
     reporter: Reporter | None = None,
 ) -> Outcome:
     clearance = clear(app, slot, confirm)
-    return _engine(app, slot, backend, reporter).deploy(
-        clearance,
-        app,
-        slot,
-        image=image,
-        saved=saved_plan,
-        take_host=take_host,
-        timeout=timeout,
-        rollback_timeout=rollback_timeout,
-    )
+    with _engine(app, slot, backend, reporter) as engine:
+        return engine.deploy(
+            clearance,
+            app,
+            slot,
+            image=image,
+            saved=saved_plan,
+            take_host=take_host,
+            timeout=timeout,
+            rollback_timeout=rollback_timeout,
+        )
 
 
 def repair(
@@ -104,9 +130,15 @@ def repair(
 ) -> Outcome:
     """Re-assert the deployed release as recorded: only what drifted changes."""
     clearance = clear(app, slot, confirm)
-    return _engine(app, slot, backend, reporter).repair(
-        clearance, app, slot, saved=saved_plan, timeout=timeout, rollback_timeout=rollback_timeout
-    )
+    with _engine(app, slot, backend, reporter) as engine:
+        return engine.repair(
+            clearance,
+            app,
+            slot,
+            saved=saved_plan,
+            timeout=timeout,
+            rollback_timeout=rollback_timeout,
+        )
 
 
 def rollback(
@@ -121,9 +153,10 @@ def rollback(
     reporter: Reporter | None = None,
 ) -> Outcome:
     clearance = clear(app, slot, confirm)
-    return _engine(app, slot, backend, reporter).rollback(
-        clearance, app, slot, revision, timeout=timeout, rollback_timeout=rollback_timeout
-    )
+    with _engine(app, slot, backend, reporter) as engine:
+        return engine.rollback(
+            clearance, app, slot, revision, timeout=timeout, rollback_timeout=rollback_timeout
+        )
 
 
 def restart(
@@ -138,9 +171,10 @@ def restart(
     reporter: Reporter | None = None,
 ) -> Outcome:
     clearance = clear(app, slot, confirm)
-    return _engine(app, slot, backend, reporter).restart(
-        clearance, app, slot, process, timeout=timeout, rollback_timeout=rollback_timeout
-    )
+    with _engine(app, slot, backend, reporter) as engine:
+        return engine.restart(
+            clearance, app, slot, process, timeout=timeout, rollback_timeout=rollback_timeout
+        )
 
 
 def promote(
@@ -161,11 +195,11 @@ def promote(
         raise InputError(f"slot {slot!r} promotes nowhere (hint: set slots.{slot}.promotes_to)")
     clearance = clear(app, dest, confirm)
     source_target = app.slots.target(slot)
-    src = source_backend or open_backend(app, app.slots.get(slot))
-    deployed = _history.deployed(src.read_records(source_target))
-    if deployed is None:
-        raise InputError(f"nothing is deployed in slot {slot!r} to promote")
-    live = src.live_digest(source_target, deployed)
+    with _backend(app, slot, source_backend) as src:
+        deployed = _history.deployed(src.read_records(source_target))
+        if deployed is None:
+            raise InputError(f"nothing is deployed in slot {slot!r} to promote")
+        live = src.live_digest(source_target, deployed)
     if deployed.digest and live != deployed.digest:
         raise InputError(
             f"slot {slot!r} r{deployed.revision} is recorded with {deployed.digest} but "
@@ -184,16 +218,17 @@ def promote(
     ref = deployed.image_ref()
     if ref is None:
         raise InputError(f"slot {slot!r} r{deployed.revision} records no image to promote")
-    return _engine(app, dest, backend, reporter).deploy(
-        clearance,
-        app,
-        dest,
-        image=ref,
-        operation="promote",
-        description=f"promote {slot} r{deployed.revision} ({ref})",
-        timeout=timeout,
-        rollback_timeout=rollback_timeout,
-    )
+    with _engine(app, dest, backend, reporter) as engine:
+        return engine.deploy(
+            clearance,
+            app,
+            dest,
+            image=ref,
+            operation="promote",
+            description=f"promote {slot} r{deployed.revision} ({ref})",
+            timeout=timeout,
+            rollback_timeout=rollback_timeout,
+        )
 
 
 def stop(
@@ -207,7 +242,8 @@ def stop(
     """Stop the slot's processes under its lock. The release records stay, so the deployed
     release is still the anchor: ``deploy`` or ``restart`` brings it back."""
     clearance = clear(app, slot, confirm)
-    _engine(app, slot, backend, reporter).stop(clearance, app, slot)
+    with _engine(app, slot, backend, reporter) as engine:
+        engine.stop(clearance, app, slot)
 
 
 def logs(
@@ -225,8 +261,16 @@ def logs(
         raise InputError(
             f"no process {process!r} in {app.name} (processes: {', '.join(app.processes)})"
         )
-    b = backend or open_backend(app, app.slots.get(slot))
-    return b.logs(app.slots.target(slot), process, follow, lines)
+    if backend is not None:
+        return backend.logs(app.slots.target(slot), process, follow, lines)
+    return _logs_then_close(app, slot, process, follow, lines)
+
+
+def _logs_then_close(
+    app: App, slot: str, process: str | None, follow: bool, lines: int
+) -> Iterator[str]:
+    with _backend(app, slot, None) as b:
+        yield from b.logs(app.slots.target(slot), process, follow, lines)
 
 
 @dataclass(frozen=True)
@@ -248,20 +292,20 @@ class SlotStatus:
 
 
 def status(app: App, slot: str, *, backend: Backend | None = None) -> SlotStatus:
-    b = backend or open_backend(app, app.slots.get(slot))
     target = app.slots.target(slot)
-    return SlotStatus(
-        app=app.name,
-        slot=slot,
-        backend=target.backend,
-        deployed=_history.deployed(b.read_records(target)),
-        processes=b.status(target),
-    )
+    with _backend(app, slot, backend) as b:
+        return SlotStatus(
+            app=app.name,
+            slot=slot,
+            backend=target.backend,
+            deployed=_history.deployed(b.read_records(target)),
+            processes=b.status(target),
+        )
 
 
 def history(app: App, slot: str, *, backend: Backend | None = None) -> list[Release]:
-    b = backend or open_backend(app, app.slots.get(slot))
-    return _history.ordered(b.read_records(app.slots.target(slot)))
+    with _backend(app, slot, backend) as b:
+        return _history.ordered(b.read_records(app.slots.target(slot)))
 
 
 # -- generations (blue/green slots) ----------------------------------------------------
@@ -269,7 +313,8 @@ def history(app: App, slot: str, *, backend: Backend | None = None) -> list[Rele
 
 def generations(app: App, slot: str, *, backend: Backend | None = None) -> list[GenerationInfo]:
     """The slot's generations, oldest first, with their release and state (live/asleep)."""
-    return _engine(app, slot, backend, None).generations(app, slot)
+    with _engine(app, slot, backend, None) as engine:
+        return engine.generations(app, slot)
 
 
 def switch(
@@ -286,15 +331,16 @@ def switch(
 ) -> Outcome:
     """Switch the slot to a kept generation: wake → wait → point → drop → sleep the old."""
     clearance = clear(app, slot, confirm)
-    return _engine(app, slot, backend, reporter).switch_to(
-        clearance,
-        app,
-        slot,
-        generation,
-        take_host=take_host,
-        timeout=timeout,
-        rollback_timeout=rollback_timeout,
-    )
+    with _engine(app, slot, backend, reporter) as engine:
+        return engine.switch_to(
+            clearance,
+            app,
+            slot,
+            generation,
+            take_host=take_host,
+            timeout=timeout,
+            rollback_timeout=rollback_timeout,
+        )
 
 
 def sleep(
@@ -308,7 +354,8 @@ def sleep(
 ) -> None:
     """Put a generation that is not live to sleep (scaled to zero, kept)."""
     clearance = clear(app, slot, confirm)
-    _engine(app, slot, backend, reporter).sleep(clearance, app, slot, generation)
+    with _engine(app, slot, backend, reporter) as engine:
+        engine.sleep(clearance, app, slot, generation)
 
 
 def wake(
@@ -323,7 +370,8 @@ def wake(
 ) -> None:
     """Wake an asleep generation and wait until it is ready; no traffic moves."""
     clearance = clear(app, slot, confirm)
-    _engine(app, slot, backend, reporter).wake(clearance, app, slot, generation, timeout)
+    with _engine(app, slot, backend, reporter) as engine:
+        engine.wake(clearance, app, slot, generation, timeout)
 
 
 def gc(
@@ -337,4 +385,5 @@ def gc(
 ) -> list[str]:
     """Delete asleep generations beyond the ``keep`` newest; never the live one."""
     clearance = clear(app, slot, confirm)
-    return _engine(app, slot, backend, reporter).gc(clearance, app, slot, keep)
+    with _engine(app, slot, backend, reporter) as engine:
+        return engine.gc(clearance, app, slot, keep)

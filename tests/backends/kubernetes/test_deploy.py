@@ -6,6 +6,7 @@ import base64
 import gzip
 import json
 import os
+import threading
 
 import pytest
 from lightkube.core.exceptions import ApiError
@@ -175,3 +176,14 @@ def test_an_image_is_required(slot: Slot) -> None:
     app = slot.edit('image = "registry.example/shop:1"', "")
     with pytest.raises(InputError, match="needs an image"):
         slot.deploy(app)
+
+
+def test_an_api_call_closes_the_backend_it_opened(slot: Slot) -> None:
+    """No watch thread (nor its connections) outlives ``api.deploy`` or ``api.status``."""
+    app = slot.write()
+    before = {t.ident for t in threading.enumerate() if t.name == "shipway-watch"}
+    outcome = api.deploy(app, "test1", timeout=120)
+    assert isinstance(outcome, Rolled)
+    assert api.status(app, "test1").deployed is not None
+    left = {t.ident for t in threading.enumerate() if t.name == "shipway-watch"} - before
+    assert left == set()
