@@ -61,8 +61,13 @@ class Observed:
         return out
 
     def fingerprint(self) -> str:
-        raw = json.dumps(self.summary(), sort_keys=True).encode()
-        return hashlib.sha256(raw).hexdigest()[:16]
+        return fingerprint_of(self.summary())
+
+
+def fingerprint_of(summary: Mapping[str, str]) -> str:
+    """A short hash of an observed summary: what a saved plan was made from."""
+    raw = json.dumps(dict(summary), sort_keys=True).encode()
+    return hashlib.sha256(raw).hexdigest()[:16]
 
 
 def changes_between(before: Mapping[str, str], after: Mapping[str, str]) -> list[str]:
@@ -269,8 +274,7 @@ class Plan:
 
     @property
     def fingerprint(self) -> str:
-        raw = json.dumps(dict(self.observed), sort_keys=True).encode()
-        return hashlib.sha256(raw).hexdigest()[:16]
+        return fingerprint_of(self.observed)
 
     @property
     def mutates(self) -> bool:

@@ -45,9 +45,6 @@ class Resources:
     cpu_limit: str | None = None
     memory_limit: str | None = None
 
-    def is_empty(self) -> bool:
-        return not any((self.cpu_request, self.memory_request, self.cpu_limit, self.memory_limit))
-
 
 @dataclass(frozen=True)
 class Process:
