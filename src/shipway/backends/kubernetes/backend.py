@@ -164,6 +164,9 @@ class KubernetesBackend:
         # Ingresses point_host may take the host from (the engine asked, and allowed it)
         self._owners_seen: dict[str, list[tuple[str, str]]] = {}
         self._owner_scope: str | None = None
+        # the slot's lock while an operation holds it, and the waits its loss must wake
+        self.lease: SlotLease | None = None
+        self._waiting: set[Changes] = set()
 
     # -- plumbing ---------------------------------------------------------------------
 
@@ -201,6 +204,25 @@ class KubernetesBackend:
             raise BackendError(
                 f"this backend is connected to {self.app.name}/{self.slot.name}, not {target}"
             )
+
+    def _hold(self, target: Target) -> None:
+        """Refuse to go on once the lock is lost or was not renewed within its duration:
+        another operation may own the slot now."""
+        why = self.lease.problem() if self.lease is not None else None
+        if why is not None:
+            raise BackendError(
+                f"lost the lock on {target}: {why}; another operation may have taken it "
+                "over — stopping"
+            )
+
+    def _wake_waits(self) -> None:
+        for changes in list(self._waiting):
+            changes.bump()
+
+    def _lock_wake(self, now: float) -> float | None:
+        """When a wait must look at the lock again (it runs out then, unless renewed)."""
+        left = self.lease.remaining() if self.lease is not None else None
+        return None if left is None else now + max(0.0, left)
 
     def _redact(self, text: str) -> str:
         return redact(text, self._secrets)
@@ -480,8 +502,10 @@ class KubernetesBackend:
                 config=self.client.config, namespace=self.namespace, field_manager=render.MANAGER
             ),
         )
+        lease.on_lost = self._wake_waits
         with self._edge(f"taking the lock of {target}"):
             lease.acquire()
+        self.lease = lease
         try:
             lease.start_renewing()
             # Watch from before the first apply: pods that exist now are the old ones,
@@ -491,6 +515,7 @@ class KubernetesBackend:
             yield
         finally:
             self._end_session()
+            self.lease = None
             try:
                 lease.release()
             except (ApiError, httpx2.HTTPError) as exc:
@@ -549,6 +574,7 @@ class KubernetesBackend:
     ) -> None:
         clearance.require_covers(target)
         self._check(target)
+        self._hold(target)
         with self._edge(f"writing the release records of {target}"):
             self._store().write(records)
 
@@ -557,6 +583,7 @@ class KubernetesBackend:
     ) -> None:
         clearance.require_covers(target)
         self._check(target)
+        self._hold(target)
         with self._edge(f"deleting old release records of {target}"):
             self._store().delete(revisions)
 
@@ -573,6 +600,7 @@ class KubernetesBackend:
     ) -> None:
         clearance.require_covers(target)
         self._check(target)
+        self._hold(target)
         self._secrets.update(secrets)
         body = _manifest(unit, secrets)
         with self._edge(f"applying {unit.key}"):
@@ -603,6 +631,7 @@ class KubernetesBackend:
     ) -> None:
         clearance.require_covers(target)
         self._check(target)
+        self._hold(target)
         kind, name = render.split_key(step.unit)
         if kind == "Namespace" or kind not in RESOURCES:
             raise CleanupFailed(
@@ -657,13 +686,14 @@ class KubernetesBackend:
         with self._edge(f"watching the rollout of {step.process}"):
             session = self._start_session()
         try:
-            return self._wait(session, step.process, watched, deadline, reporter)
+            return self._wait(target, session, step.process, watched, deadline, reporter)
         finally:
             if temporary:
                 self._end_session()
 
     def _wait(
         self,
+        target: Target,
         session: _Session,
         process: str,
         watched: list[Watched],
@@ -675,7 +705,27 @@ class KubernetesBackend:
     ) -> Failure | None:
         """Until every watched Deployment is done (and, with ``replicas``, asks for that
         many pods), fails, or the deadline passes. ``baseline``: the pods that existed
-        before the operation (their earlier exits are not held against them)."""
+        before the operation (their earlier exits are not held against them). Stops with
+        BackendError once the lock is lost."""
+        self._waiting.add(session.changes)
+        try:
+            return self._wait_loop(
+                target, session, process, watched, deadline, reporter, baseline, replicas
+            )
+        finally:
+            self._waiting.discard(session.changes)
+
+    def _wait_loop(
+        self,
+        target: Target,
+        session: _Session,
+        process: str,
+        watched: list[Watched],
+        deadline: float,
+        reporter: Reporter,
+        baseline: Mapping[str, Mapping[str, Any]] | None,
+        replicas: int | None,
+    ) -> Failure | None:
         initial = session.pods.initial if baseline is None else baseline
         judges = [Judge(w, self.tuning, initial) for w in watched]
         started = time.monotonic()
@@ -685,6 +735,7 @@ class KubernetesBackend:
                 version = session.changes.version
                 deployments = dict(session.deployments.objects)
                 pods = list(session.pods.objects.values())
+            self._hold(target)
             for live in (session.deployments, session.pods):
                 if live.error:
                     raise BackendError(f"watching {live.what} in {self.namespace}: {live.error}")
@@ -706,7 +757,14 @@ class KubernetesBackend:
                 return None
             if now >= deadline:
                 return self._timeout(process, verdicts, watched, now - started, pods)
-            wake = min([deadline, *(v.recheck_at for v in verdicts if v.recheck_at)])
+            lock = self._lock_wake(now)
+            wake = min(
+                [
+                    deadline,
+                    *(v.recheck_at for v in verdicts if v.recheck_at),
+                    *([lock] if lock is not None else []),
+                ]
+            )
             session.changes.wait_past(version, wake - now)
 
     def _timeout(
@@ -806,6 +864,7 @@ class KubernetesBackend:
     ) -> Failure | None:
         clearance.require_covers(target)
         self._check(target)
+        self._hold(target)
         self._secrets.update(secrets)
         body = render.release_job(release, self.namespace, list(command))
         name = body["metadata"]["name"]
@@ -817,11 +876,13 @@ class KubernetesBackend:
         )
         with self._edge(f"watching Job {name}"):
             jobs.start()
+        self._waiting.add(changes)
         try:
             while True:
                 with changes.cond:
                     version = changes.version
                     job = jobs.objects.get(name)
+                self._hold(target)
                 if jobs.error:
                     raise BackendError(f"watching Job {name}: {jobs.error}")
                 conditions = {
@@ -840,8 +901,10 @@ class KubernetesBackend:
                         message=f"the release command (Job {name}) did not finish in time",
                         details=tuple(self._events({"involvedObject.name": name})),
                     )
-                changes.wait_past(version, deadline - now)
+                lock = self._lock_wake(now)
+                changes.wait_past(version, min(deadline, lock or deadline) - now)
         finally:
+            self._waiting.discard(changes)
             jobs.stop()
 
     def _job_failure(self, name: str, condition: Mapping[str, Any]) -> Failure:
@@ -974,6 +1037,7 @@ class KubernetesBackend:
         generation an Ingress routes to is never put to sleep."""
         clearance.require_covers(target)
         self._check(target)
+        self._hold(target)
         generation = self._generation_of(step)
         name = render.workload_name(self.app.name, step.process, generation)
         with self._edge(f"scaling {name} to {step.replicas}"):
@@ -1045,6 +1109,7 @@ class KubernetesBackend:
             # earlier exits are not held against it
             baseline = self._session.pods.initial if self._session else None
             return self._wait(
+                target,
                 watches,
                 step.process,
                 [watched],
@@ -1108,6 +1173,7 @@ class KubernetesBackend:
         that Ingress; if that fails, the Ingress is put back and the step fails."""
         clearance.require_covers(target)
         self._check(target)
+        self._hold(target)
         generation = self._generation_of(step)
         name = render.ingress_name(self.app.name, step.host)
         with self._edge(f"pointing {step.host} at generation {generation}"):
@@ -1201,6 +1267,7 @@ class KubernetesBackend:
         already routes elsewhere, so it never fails the switch."""
         clearance.require_covers(target)
         self._check(target)
+        self._hold(target)
         generation = self._generation_of(step)
         name = render.ingress_name(self.app.name, step.host)
         try:
@@ -1268,6 +1335,7 @@ class KubernetesBackend:
         Secrets, ConfigMaps). The generation an Ingress routes to is refused."""
         clearance.require_covers(target)
         self._check(target)
+        self._hold(target)
         labels = self._gen_labels(generation)
         with self._edge(f"deleting generation {generation}"):
             served = self._routed_hosts(generation)
@@ -1296,6 +1364,7 @@ class KubernetesBackend:
         """Scale every process of the slot to zero (records and objects stay)."""
         clearance.require_covers(target)
         self._check(target)
+        self._hold(target)
         with self._edge(f"stopping {target}"):
             for dep in self.client.list(
                 Deployment, namespace=self.namespace, labels=self._labels()
