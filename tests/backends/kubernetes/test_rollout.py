@@ -310,6 +310,23 @@ def test_transient_pull_errors_are_counted_not_doomed() -> None:
     assert [v.failure is not None for v in verdicts] == [False, False, True]
 
 
+def test_a_pull_error_then_a_crash_are_two_failures() -> None:
+    # one pod, allowance 1: a transient pull error, then the container runs and exits once
+    judge = Judge(Watched("web", "app-web", "t", 1, 2), Tuning())
+    dep = deployment(observedGeneration=2, desired=1)
+    pulling = pod("ErrImagePull", "i/o timeout")
+    assert judge.assess(dep, [pulling], 0.0).failure is None
+    crashed = copy.deepcopy(pod("CrashLoopBackOff", "back-off"))
+    crashed["status"]["containerStatuses"][0]["restartCount"] = 1
+    verdict = judge.assess(dep, [crashed], 1.0)
+    assert verdict.failure is not None and verdict.failure.reason == "CrashLoopBackOff"
+    assert "2 failures in 1 new pod (allowance 1)" in verdict.failure.message
+    # seen again, the same exit is not counted twice
+    assert sum(judge.strikes.values()) == 2
+    judge.assess(dep, [crashed], 2.0)
+    assert sum(judge.strikes.values()) == 2
+
+
 def test_readiness_window_comes_from_the_probe() -> None:
     dep: dict[str, Any] = {
         "spec": {

@@ -205,6 +205,7 @@ class Judge:
             for cs in _statuses(pod):
                 self.baseline[(_name(pod), cs.get("name", ""))] = _exits(cs)
         self.strikes: dict[tuple[str, str], int] = {}
+        self.exits_seen: dict[tuple[str, str], int] = {}
         self.last_waiting: dict[tuple[str, str], str] = {}
         self.first_seen: dict[tuple[str, str], float] = {}
         self.latest: Signal | None = None
@@ -323,14 +324,18 @@ class Judge:
                 self._strike(key, Signal(reason, message or reason, pod, container))
             return None
 
+        # Exits are counted apart from the strikes: a container's strikes also hold its
+        # pull and create errors, and only the exits it had since we last looked are new.
         exits = _exits(cs) - self.baseline.get(key, 0)
-        if exits > self.strikes.get(key, 0):
+        seen = self.exits_seen.get(key, 0)
+        if exits > seen:
             last = _last_exit(cs)
             why = "OOMKilled" if last.get("reason") == "OOMKilled" else "CrashLoopBackOff"
             text = f"container {container} exited"
             if last.get("reason"):
                 text += f" ({last['reason']})"
-            self.strikes[key] = exits
+            self.exits_seen[key] = exits
+            self.strikes[key] = self.strikes.get(key, 0) + exits - seen
             self.latest = Signal(why, text, pod, container, last.get("exitCode"))
         return None
 
