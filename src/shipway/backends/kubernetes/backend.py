@@ -1335,6 +1335,9 @@ class KubernetesBackend:
         Secrets, ConfigMaps). The generation an Ingress routes to is refused."""
         clearance.require_covers(target)
         self._check(target)
+        if not generation.strip():
+            # without a name the label query would match every generation's objects
+            raise InputError(f"which generation of {target} to delete? (none was named)")
         self._hold(target)
         labels = self._gen_labels(generation)
         with self._edge(f"deleting generation {generation}"):
