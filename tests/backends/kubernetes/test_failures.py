@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 
 import pytest
-from lightkube.models.core_v1 import ResourceQuotaSpec
+from lightkube.models.core_v1 import ObjectReference, ResourceQuotaSpec
 from lightkube.models.meta_v1 import ObjectMeta
-from lightkube.resources.core_v1 import ResourceQuota
+from lightkube.resources.core_v1 import Event, ResourceQuota
 
 from shipway.engine.outcome import RollbackFailed, Rolled, RolledBack
 from tests.backends.kubernetes.conftest import TOKEN, Slot
@@ -109,3 +109,27 @@ def test_a_rollout_that_is_not_done_in_time_times_out_with_its_state(slot: Slot)
     assert outcome.failure.message.startswith("not ready after 4s: shop-web: desired 2")
     assert any("(Pod shop-web-" in d for d in outcome.failure.details)
     assert slot.images()["shop-web"] == "registry.example/shop:1"
+
+
+def test_a_deployment_s_failure_details_hold_the_events_of_its_own_replica_sets_only(
+    slot: Slot,
+) -> None:
+    app = slot.write()
+    for n, replica_set in enumerate(
+        ["shop-web-7d4b9c8f5b", "shop-web-worker-5f6c8d9b7", "shop-web-test1-20250101-120000-6b8f"]
+    ):
+        slot.client.create(
+            Event(
+                metadata=ObjectMeta(name=f"e{n}", namespace=slot.namespace),
+                involvedObject=ObjectReference(
+                    kind="ReplicaSet", name=replica_set, namespace=slot.namespace
+                ),
+                reason="FailedCreate",
+                message=f"about {replica_set}",
+                type="Warning",
+            )
+        )
+    details = slot.backend(app)._events_of_deployment("shop-web")
+    assert [d for d in details if "FailedCreate" in d] == [
+        "event Warning FailedCreate (ReplicaSet shop-web-7d4b9c8f5b): about shop-web-7d4b9c8f5b"
+    ]

@@ -18,6 +18,7 @@ from shipway.backends.kubernetes.rollout import (
     Verdict,
     Watched,
     deployment_state,
+    is_replica_set_of,
     readiness_window,
 )
 
@@ -361,3 +362,20 @@ def test_a_done_rollout_forgives_earlier_failures() -> None:
         observedGeneration=2, desired=1, updatedReplicas=1, replicas=1, availableReplicas=1
     )
     assert judge.assess(done, [crashed], 1).done
+
+
+def test_a_deployment_s_replica_sets_are_its_name_and_a_template_hash() -> None:
+    assert is_replica_set_of("shop-web-7d4b9c8f5b", "shop-web")
+    assert is_replica_set_of("shop-web-5f6c8d", "shop-web")
+    assert is_replica_set_of("shop-web-1234567890", "shop-web")  # decimal hashes of old
+    # another process whose name starts alike, and its ReplicaSets
+    assert not is_replica_set_of("shop-web-worker", "shop-web")
+    assert not is_replica_set_of("shop-web-worker-7d4b9c8f5b", "shop-web")
+    # a generation's Deployment and its ReplicaSets
+    assert not is_replica_set_of("shop-web-test1-20250101-120000", "shop-web")
+    assert not is_replica_set_of("shop-web-test1-20250101-120000-7d4b9c8f5b", "shop-web")
+    assert is_replica_set_of(
+        "shop-web-test1-20250101-120000-7d4b9c8f5b", "shop-web-test1-20250101-120000"
+    )
+    assert not is_replica_set_of("shop-web", "shop-web")
+    assert not is_replica_set_of("shop-web-", "shop-web")

@@ -26,7 +26,7 @@ import contextlib
 import copy
 import difflib
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import httpx2
@@ -59,6 +59,7 @@ from shipway.backends.kubernetes.rollout import (
     Tuning,
     Verdict,
     Watched,
+    is_replica_set_of,
     new_pods,
     readiness_window,
 )
@@ -810,13 +811,17 @@ class KubernetesBackend:
             details=tuple(self._redact(d) for d in details),
         )
 
-    def _events(self, fields: Mapping[str, str], prefix: str | None = None) -> list[str]:
+    def _events(
+        self, fields: Mapping[str, str], of: Callable[[str], bool] | None = None
+    ) -> list[str]:
+        """The most recent events matching ``fields`` (and, with ``of``, whose object's
+        name it accepts)."""
         try:
             events = list(self.client.list(Event, namespace=self.namespace, fields=dict(fields)))
         except (ApiError, httpx2.HTTPError) as exc:
             return [f"events: unavailable ({exc})"]
-        if prefix is not None:
-            events = [e for e in events if e.involvedObject.name.startswith(prefix)]
+        if of is not None:
+            events = [e for e in events if of(str(e.involvedObject.name or ""))]
 
         def when(e: Any) -> str:
             t = e.lastTimestamp or e.eventTime or e.metadata.creationTimestamp
@@ -832,7 +837,8 @@ class KubernetesBackend:
 
     def _events_of_deployment(self, deployment: str) -> list[str]:
         return self._events(
-            {"involvedObject.kind": "ReplicaSet"}, prefix=f"{deployment}-"
+            {"involvedObject.kind": "ReplicaSet"},
+            of=lambda name: is_replica_set_of(name, deployment),
         ) + self._events({"involvedObject.name": deployment})
 
     def _log_tail(self, pod: str, container: str | None) -> list[str]:

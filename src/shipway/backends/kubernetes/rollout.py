@@ -25,6 +25,7 @@ time, so it is deterministic under test.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -119,6 +120,20 @@ def readiness_window(deployment: Mapping[str, Any], tuning: Tuning) -> float:
     if not budgets:
         return max(tuning.readiness_default, min_ready + tuning.readiness_slack)
     return float(max(budgets)) + min_ready + tuning.readiness_slack
+
+
+# The suffix the Deployment controller gives its ReplicaSets: the pod-template-hash, a 32-bit
+# hash safe-encoded in an alphabet without vowels (so it never spells a word such as a
+# process name) and without 0, 1, 3; decimal in old versions.
+_TEMPLATE_HASH = re.compile(r"[bcdfghjklmnpqrstvwxz2456789]{1,10}|[0-9]{1,10}")
+
+
+def is_replica_set_of(name: str, deployment: str) -> bool:
+    """Whether a ReplicaSet called ``name`` is one of ``deployment``'s: its name is the
+    Deployment's plus ``-<pod-template-hash>``. Not a prefix match: ``shop-web-worker`` and a
+    generation's ``shop-web-<gen>`` (and their ReplicaSets) are not ``shop-web``'s."""
+    head = f"{deployment}-"
+    return name.startswith(head) and _TEMPLATE_HASH.fullmatch(name[len(head) :]) is not None
 
 
 def _conditions(obj: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
