@@ -260,6 +260,48 @@ def test_replica_failure_fails_after_its_window() -> None:
     assert "exceeded quota" in later.failure.message
 
 
+def replica_failure(since: str, generation: int = 2) -> dict[str, Any]:
+    return deployment(
+        generation=generation,
+        observedGeneration=generation,
+        conditions=[
+            {
+                "type": "ReplicaFailure",
+                "status": "True",
+                "reason": "FailedCreate",
+                "message": 'pods "app-web-1-x" is forbidden: exceeded quota',
+                "lastTransitionTime": since,
+            }
+        ],
+    )
+
+
+def test_a_replica_failure_the_deployment_showed_before_the_apply_is_not_held_against_it() -> None:
+    # an OLD ReplicaSet's failure, copied onto the Deployment before this apply, stays there
+    before = replica_failure("2026-01-01T12:00:00Z", generation=1)
+    judge = Judge(
+        Watched("web", "app-web", "t", 2, 2), Tuning(replica_failure_window=10), before=before
+    )
+    same = replica_failure("2026-01-01T12:00:00Z")
+    assert judge.assess(same, [], 100.0).failure is None
+    assert judge.assess(same, [], 200.0).failure is None
+    # one that arose after it is the new ReplicaSet's: it fails after its window
+    later = replica_failure("2026-01-01T12:05:00Z")
+    assert judge.assess(later, [], 300.0).failure is None
+    verdict = judge.assess(later, [], 310.0)
+    assert verdict.failure is not None and verdict.failure.reason == "FailedCreate"
+
+
+def test_a_replica_failure_counts_when_the_deployment_showed_none_before() -> None:
+    before = deployment(generation=1, observedGeneration=1)
+    judge = Judge(
+        Watched("web", "app-web", "t", 2, 2), Tuning(replica_failure_window=10), before=before
+    )
+    failure = replica_failure("2026-01-01T12:00:00Z")
+    assert judge.assess(failure, [], 100.0).failure is None
+    assert judge.assess(failure, [], 110.0).failure is not None
+
+
 def pod(waiting: str, message: str, template: str = "t") -> dict[str, Any]:
     return {
         "metadata": {

@@ -702,16 +702,18 @@ class KubernetesBackend:
         reporter: Reporter,
         *,
         baseline: Mapping[str, Mapping[str, Any]] | None = None,
+        before: Mapping[str, Mapping[str, Any]] | None = None,
         replicas: int | None = None,
     ) -> Failure | None:
         """Until every watched Deployment is done (and, with ``replicas``, asks for that
         many pods), fails, or the deadline passes. ``baseline``: the pods that existed
-        before the operation (their earlier exits are not held against them). Stops with
-        BackendError once the lock is lost."""
+        before the operation (their earlier exits are not held against them); ``before``:
+        the Deployments as they were then (a ReplicaFailure they showed already is not
+        the new ReplicaSet's). Stops with BackendError once the lock is lost."""
         self._waiting.add(session.changes)
         try:
             return self._wait_loop(
-                target, session, process, watched, deadline, reporter, baseline, replicas
+                target, session, process, watched, deadline, reporter, baseline, before, replicas
             )
         finally:
             self._waiting.discard(session.changes)
@@ -725,10 +727,14 @@ class KubernetesBackend:
         deadline: float,
         reporter: Reporter,
         baseline: Mapping[str, Mapping[str, Any]] | None,
+        before: Mapping[str, Mapping[str, Any]] | None,
         replicas: int | None,
     ) -> Failure | None:
         initial = session.pods.initial if baseline is None else baseline
-        judges = [Judge(w, self.tuning, initial) for w in watched]
+        earlier = session.deployments.initial if before is None else before
+        judges = [
+            Judge(w, self.tuning, initial, before=earlier.get(w.deployment)) for w in watched
+        ]
         started = time.monotonic()
         version = -1
         while True:
@@ -1114,6 +1120,7 @@ class KubernetesBackend:
             # pods that ran before this operation (a generation woken earlier): their
             # earlier exits are not held against it
             baseline = self._session.pods.initial if self._session else None
+            before = self._session.deployments.initial if self._session else None
             return self._wait(
                 target,
                 watches,
@@ -1122,6 +1129,7 @@ class KubernetesBackend:
                 deadline,
                 reporter,
                 baseline=baseline,
+                before=before,
                 replicas=step.replicas,
             )
         finally:

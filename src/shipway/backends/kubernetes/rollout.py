@@ -16,7 +16,9 @@ kubelets report (see REFERENCE.md and docs/kubernetes.md):
   exits (CrashLoopBackOff, Error, OOMKilled), other image pull errors, CreateContainerError,
   RunContainerError. Exits a pod had before tracking began are not counted;
 * after a window: Unschedulable, ReplicaFailure (FailedCreate), a running pod that never
-  becomes ready (window from its readiness probe's own budget).
+  becomes ready (window from its readiness probe's own budget). A ReplicaFailure counts
+  only when it is newer than the one the Deployment showed before the apply: the
+  controller copies an OLD ReplicaSet's failure onto the Deployment too.
 
 Once a rollout is done, earlier errors are forgiven. A :class:`Judge` keeps what it saw
 between snapshots (strikes never go down; windows start at first sight) and is told the
@@ -28,6 +30,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from shipway.backends.kubernetes.render import COMPONENT, TEMPLATE
@@ -140,6 +143,38 @@ def _conditions(obj: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     return {c.get("type", ""): c for c in obj.get("status", {}).get("conditions") or []}
 
 
+def _time(value: Any) -> datetime | None:
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    if not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def new_replica_failure(
+    deployment: Mapping[str, Any], before: Mapping[str, Any] | None
+) -> Mapping[str, Any] | None:
+    """The Deployment's ReplicaFailure condition, if it arose after ``before`` (the
+    Deployment as it was before this operation's apply): the controller copies a failure
+    of ANY of its ReplicaSets, an old one's included, so a failure already shown then is
+    not the new ReplicaSet's doing. It keeps a condition's lastTransitionTime while its
+    reason stays the same, so only a later transition is told apart as new."""
+    failure = _conditions(deployment).get("ReplicaFailure")
+    if failure is None or failure.get("status") != "True":
+        return None
+    old = _conditions(before).get("ReplicaFailure") if before else None
+    if old is None or old.get("status") != "True":
+        return failure
+    now, then = _time(failure.get("lastTransitionTime")), _time(old.get("lastTransitionTime"))
+    if now is not None and then is not None and now > then:
+        return failure
+    return None
+
+
 def deployment_state(dep: Mapping[str, Any], generation: int | None) -> tuple[str, Counts, str]:
     """kubectl's rule: ("done" | "waiting" | "failed", counts, why)."""
     spec, status = dep.get("spec", {}), dep.get("status") or {}
@@ -211,9 +246,12 @@ class Judge:
         watched: Watched,
         tuning: Tuning,
         baseline: Mapping[str, Mapping[str, Any]] | None = None,
+        before: Mapping[str, Any] | None = None,
     ) -> None:
         self.watched = watched
         self.tuning = tuning
+        # The Deployment before this operation applied it (None: it did not exist).
+        self.before = before
         # Pods that existed before tracking: exits they had then are not counted.
         self.baseline: dict[tuple[str, str], int] = {}
         for pod in (baseline or {}).values():
@@ -270,9 +308,9 @@ class Judge:
     def _deployment_conditions(
         self, deployment: Mapping[str, Any], now: float, rechecks: list[float]
     ) -> Signal | None:
-        failure = _conditions(deployment).get("ReplicaFailure")
+        failure = new_replica_failure(deployment, self.before)
         key = ("(deployment)", "ReplicaFailure")
-        if failure is None or failure.get("status") != "True":
+        if failure is None:
             self._forget(key)
             return None
         over, at = self._window(key, now, self.tuning.replica_failure_window)
