@@ -9,6 +9,7 @@ from lightkube.models.core_v1 import ObjectReference, ResourceQuotaSpec
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Event, ResourceQuota
 
+from shipway.backends.kubernetes.rollout import Counts, Signal, Verdict, Watched
 from shipway.engine.outcome import RollbackFailed, Rolled, RolledBack
 from tests.backends.kubernetes.conftest import TOKEN, Slot
 
@@ -133,3 +134,28 @@ def test_a_deployment_s_failure_details_hold_the_events_of_its_own_replica_sets_
     assert [d for d in details if "FailedCreate" in d] == [
         "event Warning FailedCreate (ReplicaSet shop-web-7d4b9c8f5b): about shop-web-7d4b9c8f5b"
     ]
+
+
+def test_failure_details_mask_the_live_secret_values_when_nothing_was_applied(
+    slot: Slot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A wake or a switch applies nothing, so the backend was given no secret values; the
+    # env Secret in the namespace has them, and whatever the pods print may contain them.
+    # (The simulated kubelet keeps no logs: the failure's own helpers are called with
+    # texts that carry the value.)
+    app = slot.write()
+    outcome, lines = slot.deploy(app)
+    assert isinstance(outcome, Rolled), lines.text
+    monkeypatch.delenv("SHOP_TOKEN")  # and this machine cannot resolve the spec's secret
+    app = slot.app()
+    backend = slot.backend(app)
+    watched = [Watched("web", "shop-web", "t", 2)]
+    leaked = f"connecting with {TOKEN} failed"
+
+    failure = backend._failure("web", Signal("CrashLoopBackOff", leaked, None), watched)
+    assert TOKEN not in failure.message and "connecting with" in failure.message
+    job = backend._job_failure("shop-release-r9", {"reason": "Failed", "message": leaked})
+    assert TOKEN not in job.message and "connecting with" in job.message
+    verdict = Verdict(counts=Counts(desired=2), note=leaked)
+    timeout = backend._timeout("web", [verdict], watched, 5.0, [])
+    assert TOKEN not in timeout.message and "connecting with" in timeout.message

@@ -427,14 +427,22 @@ class KubernetesBackend:
             values |= {v.reveal() for v in resolve_all(self.app.secrets).values()}
         return sorted((v for v in values if len(v) >= 4), key=len, reverse=True)
 
-    def logs(self, target: Target, process: str | None, follow: bool, lines: int) -> Iterator[str]:
-        self._check(target)
+    def _masker(self) -> Callable[[str], str]:
+        """Masks every secret value the slot's pods may print (see ``_secret_values``):
+        also those of the live env Secrets, when this operation applied none (a wake, a
+        switch)."""
         values = self._secret_values()
 
         def masked(text: str) -> str:
             for value in values:
                 text = text.replace(value, MASK)
             return text
+
+        return masked
+
+    def logs(self, target: Target, process: str | None, follow: bool, lines: int) -> Iterator[str]:
+        self._check(target)
+        masked = self._masker()
 
         labels = self._labels()
         if process:
@@ -795,11 +803,12 @@ class KubernetesBackend:
         if unready:
             name = unready[0]["metadata"]["name"]
             details += self._events({"involvedObject.name": name})
+        mask = self._masker()
         return Failure(
             reason="Timeout",
-            message=f"not ready after {waited:.0f}s: {notes}",
+            message=mask(f"not ready after {waited:.0f}s: {notes}"),
             process=process,
-            details=tuple(details),
+            details=tuple(mask(d) for d in details),
         )
 
     def _failure(self, process: str, signal: Signal, watched: list[Watched]) -> Failure:
@@ -809,12 +818,13 @@ class KubernetesBackend:
             details += self._log_tail(signal.pod, signal.container)
         else:
             details += self._events_of_deployment(watched[0].deployment)
+        mask = self._masker()
         return Failure(
             reason=signal.reason,
-            message=self._redact((f"pod {signal.pod}: " if signal.pod else "") + signal.message),
+            message=mask((f"pod {signal.pod}: " if signal.pod else "") + signal.message),
             process=process,
             exit_code=signal.exit_code,
-            details=tuple(self._redact(d) for d in details),
+            details=tuple(mask(d) for d in details),
         )
 
     def _events(
@@ -908,10 +918,13 @@ class KubernetesBackend:
                     return self._job_failure(name, failed)
                 now = time.monotonic()
                 if now >= deadline:
+                    mask = self._masker()
                     return Failure(
                         reason="Timeout",
                         message=f"the release command (Job {name}) did not finish in time",
-                        details=tuple(self._events({"involvedObject.name": name})),
+                        details=tuple(
+                            mask(d) for d in self._events({"involvedObject.name": name})
+                        ),
                     )
                 lock = self._lock_wake(now)
                 changes.wait_past(version, min(deadline, lock or deadline) - now)
@@ -933,13 +946,14 @@ class KubernetesBackend:
                     exit_code = term.exitCode
             details += self._events({"involvedObject.name": pod.metadata.name})
             details += self._log_tail(pod.metadata.name, "release")
+        mask = self._masker()
         return Failure(
             reason="ReleaseCommandFailed",
-            message=self._redact(
+            message=mask(
                 f"Job {name}: {condition.get('reason', 'Failed')}: {condition.get('message', '')}"
             ).rstrip(": "),
             exit_code=exit_code,
-            details=tuple(self._redact(d) for d in details),
+            details=tuple(mask(d) for d in details),
         )
 
     # -- generations (blue/green) ------------------------------------------------------
