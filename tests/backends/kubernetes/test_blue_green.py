@@ -37,7 +37,7 @@ from shipway import api
 from shipway.backends.kubernetes import render
 from shipway.backends.kubernetes.lease import lease_name
 from shipway.engine.outcome import Rolled, RolledBack
-from shipway.errors import BackendError
+from shipway.errors import BackendError, InputError
 from shipway.plan.model import Scale
 from tests.backends.kubernetes.conftest import TOKEN, Lines, Slot
 from tests.backends.kubernetes.test_rbac import documented, documented_role
@@ -444,6 +444,27 @@ def test_switch_back_to_an_asleep_generation_then_wake_and_sleep(slot: Slot) -> 
     with pytest.raises(BackendError, match=f"generation {g1} serves {host(slot)}: it is not put"):
         backend.scale(clearance, target, Scale("web", 0, g1), Lines())
     assert replicas(slot, "web", g1) == 2
+
+
+def test_deleting_a_generation_without_a_name_is_refused_and_deletes_nothing(slot: Slot) -> None:
+    app = slot.write(slot_extra=blue_green(slot))
+    gen = "test1-20250101-120000"
+    labels = {**render.selector_labels("shop", "test1"), render.GENERATION: gen}
+    slot.client.create(
+        Secret(
+            metadata=ObjectMeta(name=f"shop-env-{gen}", namespace=slot.namespace, labels=labels),
+            stringData={"LOG_LEVEL": "info"},
+        )
+    )
+    backend, clearance, target = (
+        slot.backend(app),
+        api.clear(app, "test1"),
+        app.slots.target("test1"),
+    )
+    for nameless in ("", " "):
+        with pytest.raises(InputError, match="which generation of shop/test1 to delete"):
+            backend.delete_generation(clearance, target, nameless, Lines())
+    assert slot.secret(f"shop-env-{gen}").metadata.labels[render.GENERATION] == gen
 
 
 def test_gc_deletes_old_asleep_generations_and_never_the_live_one(slot: Slot) -> None:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import time
 
 import pytest
-from lightkube.models.core_v1 import ResourceQuotaSpec
+from lightkube.models.core_v1 import ObjectReference, ResourceQuotaSpec
 from lightkube.models.meta_v1 import ObjectMeta
-from lightkube.resources.core_v1 import ResourceQuota
+from lightkube.resources.core_v1 import Event, ResourceQuota
 
+from shipway.backends.kubernetes.rollout import Counts, Signal, Verdict, Watched
 from shipway.engine.outcome import RollbackFailed, Rolled, RolledBack
 from tests.backends.kubernetes.conftest import TOKEN, Slot
 
@@ -109,3 +110,52 @@ def test_a_rollout_that_is_not_done_in_time_times_out_with_its_state(slot: Slot)
     assert outcome.failure.message.startswith("not ready after 4s: shop-web: desired 2")
     assert any("(Pod shop-web-" in d for d in outcome.failure.details)
     assert slot.images()["shop-web"] == "registry.example/shop:1"
+
+
+def test_a_deployment_s_failure_details_hold_the_events_of_its_own_replica_sets_only(
+    slot: Slot,
+) -> None:
+    app = slot.write()
+    for n, replica_set in enumerate(
+        ["shop-web-7d4b9c8f5b", "shop-web-worker-5f6c8d9b7", "shop-web-test1-20250101-120000-6b8f"]
+    ):
+        slot.client.create(
+            Event(
+                metadata=ObjectMeta(name=f"e{n}", namespace=slot.namespace),
+                involvedObject=ObjectReference(
+                    kind="ReplicaSet", name=replica_set, namespace=slot.namespace
+                ),
+                reason="FailedCreate",
+                message=f"about {replica_set}",
+                type="Warning",
+            )
+        )
+    details = slot.backend(app)._events_of_deployment("shop-web")
+    assert [d for d in details if "FailedCreate" in d] == [
+        "event Warning FailedCreate (ReplicaSet shop-web-7d4b9c8f5b): about shop-web-7d4b9c8f5b"
+    ]
+
+
+def test_failure_details_mask_the_live_secret_values_when_nothing_was_applied(
+    slot: Slot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A wake or a switch applies nothing, so the backend was given no secret values; the
+    # env Secret in the namespace has them, and whatever the pods print may contain them.
+    # (The simulated kubelet keeps no logs: the failure's own helpers are called with
+    # texts that carry the value.)
+    app = slot.write()
+    outcome, lines = slot.deploy(app)
+    assert isinstance(outcome, Rolled), lines.text
+    monkeypatch.delenv("SHOP_TOKEN")  # and this machine cannot resolve the spec's secret
+    app = slot.app()
+    backend = slot.backend(app)
+    watched = [Watched("web", "shop-web", "t", 2)]
+    leaked = f"connecting with {TOKEN} failed"
+
+    failure = backend._failure("web", Signal("CrashLoopBackOff", leaked, None), watched)
+    assert TOKEN not in failure.message and "connecting with" in failure.message
+    job = backend._job_failure("shop-release-r9", {"reason": "Failed", "message": leaked})
+    assert TOKEN not in job.message and "connecting with" in job.message
+    verdict = Verdict(counts=Counts(desired=2), note=leaked)
+    timeout = backend._timeout("web", [verdict], watched, 5.0, [])
+    assert TOKEN not in timeout.message and "connecting with" in timeout.message

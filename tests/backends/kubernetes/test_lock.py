@@ -1,6 +1,7 @@
 """The slot's Lease: refused while held, taken over after expiry (naming the holder),
 renewed while held, released on every exit path; a deploy that died leaves a pending
-release that the next deploy resolves."""
+release that the next deploy resolves; once the lock is lost (taken over, or not renewed
+within its duration) the backend mutates nothing more and its waits stop."""
 
 from __future__ import annotations
 
@@ -10,16 +11,20 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from lightkube.core.exceptions import ApiError
 from lightkube.models.coordination_v1 import LeaseSpec
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.coordination_v1 import Lease
-from lightkube.resources.core_v1 import Secret
+from lightkube.resources.core_v1 import ConfigMap, Secret
 
 from shipway.backends.kubernetes.lease import lease_name
 from shipway.backends.kubernetes.records import record_name
+from shipway.backends.protocol import LockHolder
 from shipway.engine import Engine, Rolled
+from shipway.errors import BackendError
 from shipway.guard import Guard
+from shipway.release.artifact import Unit
 from tests.backends.kubernetes.conftest import Lines, Slot
 from tests.testenv.k8s import wait_for
 
@@ -165,3 +170,105 @@ def test_a_pending_release_left_by_a_killed_deploy_is_resolved_by_the_next(slot:
     assert "rolled shop/test1 from r1 to r3" in out
     assert slot.statuses(app) == {1: "superseded", 2: "failed", 3: "deployed"}
     assert slot.images()["shop-web"] == "registry.example/shop:3"
+
+
+LOST = "lost the lock on shop/test1: {}; another operation may have taken it over — stopping"
+
+
+def config_map(slot: Slot, name: str) -> Unit:
+    body = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": slot.namespace},
+        "data": {"k": "v"},
+    }
+    return Unit(f"ConfigMap/{name}", "ConfigMap", body, phase=0)
+
+
+def config_maps(slot: Slot) -> set[str]:
+    return {c.metadata.name for c in slot.client.list(ConfigMap, namespace=slot.namespace)}
+
+
+def take_over(slot: Slot, holder: str = OTHER) -> None:
+    """Another operation writes itself into the Lease (as if it had found it expired)."""
+    for _ in range(20):  # our renewals may move the resourceVersion under us
+        current = lease(slot)
+        current.spec.holderIdentity = holder
+        current.spec.renewTime = datetime.now(UTC)
+        try:
+            slot.client.replace(current)
+            return
+        except ApiError as exc:
+            if exc.status.code != 409:
+                raise
+    raise AssertionError("could not write another holder into the Lease")
+
+
+def test_a_lock_taken_over_stops_every_mutation(slot: Slot) -> None:
+    app = slot.write()
+    backend = slot.backend(app)
+    target = app.slots.target("test1")
+    clearance = Guard(app.slots).clear("test1")
+    with backend.lock(clearance, target, LockHolder.me(ttl=1.5), Lines()):
+        backend.apply(clearance, target, config_map(slot, "before"), "create", {}, Lines())
+        assert backend.lease is not None
+        take_over(slot)
+        # the next renewal (every 0.5 s) meets the other holder's write
+        assert backend.lease.lost_event.wait(timeout=30)
+        refused = LOST.format(r"it changed hands \(409 Conflict\)")
+        with pytest.raises(BackendError, match=refused):
+            backend.apply(clearance, target, config_map(slot, "after"), "create", {}, Lines())
+        with pytest.raises(BackendError, match=refused):
+            backend.write_records(clearance, target, [])
+    assert "before" in config_maps(slot) and "after" not in config_maps(slot)
+    assert lease(slot).spec.holderIdentity == OTHER  # not released under its new holder
+
+
+def test_a_lock_not_renewed_within_its_duration_stops_every_mutation(slot: Slot) -> None:
+    app = slot.write()
+    backend = slot.backend(app)
+    target = app.slots.target("test1")
+    clearance = Guard(app.slots).clear("test1")
+    with backend.lock(clearance, target, LockHolder.me(ttl=60), Lines()):
+        assert backend.lease is not None
+        held = backend.lease
+        start = held.clock()
+        # no renewal succeeds (its first tick is 20 s away) while 61 s pass on its clock
+        held.clock = lambda: start + 61
+        refused = LOST.format(r"it was last renewed 6\d\.\ds ago, beyond its 60s duration")
+        with pytest.raises(BackendError, match=refused):
+            backend.apply(clearance, target, config_map(slot, "late"), "create", {}, Lines())
+        with pytest.raises(BackendError, match=refused):
+            backend.write_records(clearance, target, [])
+    assert "late" not in config_maps(slot)
+
+
+def test_a_deploy_waiting_when_its_lock_is_taken_over_stops_there(slot: Slot) -> None:
+    app = slot.write()
+    assert slot.cli("deploy", "test1").returncode == 0
+    backend = slot.backend(app)
+    lines = Lines()
+    engine = Engine(backend, lines, lock_ttl=1.5)
+    clearance = Guard(app.slots).clear("test1")
+    done: list[Any] = []
+
+    def deploy() -> None:
+        try:
+            image = "registry.example/shop:neverready"
+            done.append(engine.deploy(clearance, app, "test1", image=image))
+        except Exception as exc:  # what the engine makes of it is the engine's business
+            done.append(exc)
+
+    worker = threading.Thread(target=deploy)
+    worker.start()
+    try:
+        wait_walking(slot, "neverready")
+        take_over(slot)
+    finally:
+        worker.join(timeout=60)
+    assert not worker.is_alive()
+    assert done and "lost the lock on shop/test1" in str(done[0]) + lines.text
+    # nothing was written after the lock changed hands: no rollback, no record, no release
+    assert slot.images()["shop-web"] == "registry.example/shop:neverready"
+    assert slot.statuses(app)[2] == "pending"
+    assert lease(slot).spec.holderIdentity == OTHER

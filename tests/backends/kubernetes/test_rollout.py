@@ -18,6 +18,7 @@ from shipway.backends.kubernetes.rollout import (
     Verdict,
     Watched,
     deployment_state,
+    is_replica_set_of,
     readiness_window,
 )
 
@@ -259,6 +260,48 @@ def test_replica_failure_fails_after_its_window() -> None:
     assert "exceeded quota" in later.failure.message
 
 
+def replica_failure(since: str, generation: int = 2) -> dict[str, Any]:
+    return deployment(
+        generation=generation,
+        observedGeneration=generation,
+        conditions=[
+            {
+                "type": "ReplicaFailure",
+                "status": "True",
+                "reason": "FailedCreate",
+                "message": 'pods "app-web-1-x" is forbidden: exceeded quota',
+                "lastTransitionTime": since,
+            }
+        ],
+    )
+
+
+def test_a_replica_failure_the_deployment_showed_before_the_apply_is_not_held_against_it() -> None:
+    # an OLD ReplicaSet's failure, copied onto the Deployment before this apply, stays there
+    before = replica_failure("2026-01-01T12:00:00Z", generation=1)
+    judge = Judge(
+        Watched("web", "app-web", "t", 2, 2), Tuning(replica_failure_window=10), before=before
+    )
+    same = replica_failure("2026-01-01T12:00:00Z")
+    assert judge.assess(same, [], 100.0).failure is None
+    assert judge.assess(same, [], 200.0).failure is None
+    # one that arose after it is the new ReplicaSet's: it fails after its window
+    later = replica_failure("2026-01-01T12:05:00Z")
+    assert judge.assess(later, [], 300.0).failure is None
+    verdict = judge.assess(later, [], 310.0)
+    assert verdict.failure is not None and verdict.failure.reason == "FailedCreate"
+
+
+def test_a_replica_failure_counts_when_the_deployment_showed_none_before() -> None:
+    before = deployment(generation=1, observedGeneration=1)
+    judge = Judge(
+        Watched("web", "app-web", "t", 2, 2), Tuning(replica_failure_window=10), before=before
+    )
+    failure = replica_failure("2026-01-01T12:00:00Z")
+    assert judge.assess(failure, [], 100.0).failure is None
+    assert judge.assess(failure, [], 110.0).failure is not None
+
+
 def pod(waiting: str, message: str, template: str = "t") -> dict[str, Any]:
     return {
         "metadata": {
@@ -310,6 +353,23 @@ def test_transient_pull_errors_are_counted_not_doomed() -> None:
     assert [v.failure is not None for v in verdicts] == [False, False, True]
 
 
+def test_a_pull_error_then_a_crash_are_two_failures() -> None:
+    # one pod, allowance 1: a transient pull error, then the container runs and exits once
+    judge = Judge(Watched("web", "app-web", "t", 1, 2), Tuning())
+    dep = deployment(observedGeneration=2, desired=1)
+    pulling = pod("ErrImagePull", "i/o timeout")
+    assert judge.assess(dep, [pulling], 0.0).failure is None
+    crashed = copy.deepcopy(pod("CrashLoopBackOff", "back-off"))
+    crashed["status"]["containerStatuses"][0]["restartCount"] = 1
+    verdict = judge.assess(dep, [crashed], 1.0)
+    assert verdict.failure is not None and verdict.failure.reason == "CrashLoopBackOff"
+    assert "2 failures in 1 new pod (allowance 1)" in verdict.failure.message
+    # seen again, the same exit is not counted twice
+    assert sum(judge.strikes.values()) == 2
+    judge.assess(dep, [crashed], 2.0)
+    assert sum(judge.strikes.values()) == 2
+
+
 def test_readiness_window_comes_from_the_probe() -> None:
     dep: dict[str, Any] = {
         "spec": {
@@ -344,3 +404,20 @@ def test_a_done_rollout_forgives_earlier_failures() -> None:
         observedGeneration=2, desired=1, updatedReplicas=1, replicas=1, availableReplicas=1
     )
     assert judge.assess(done, [crashed], 1).done
+
+
+def test_a_deployment_s_replica_sets_are_its_name_and_a_template_hash() -> None:
+    assert is_replica_set_of("shop-web-7d4b9c8f5b", "shop-web")
+    assert is_replica_set_of("shop-web-5f6c8d", "shop-web")
+    assert is_replica_set_of("shop-web-1234567890", "shop-web")  # decimal hashes of old
+    # another process whose name starts alike, and its ReplicaSets
+    assert not is_replica_set_of("shop-web-worker", "shop-web")
+    assert not is_replica_set_of("shop-web-worker-7d4b9c8f5b", "shop-web")
+    # a generation's Deployment and its ReplicaSets
+    assert not is_replica_set_of("shop-web-test1-20250101-120000", "shop-web")
+    assert not is_replica_set_of("shop-web-test1-20250101-120000-7d4b9c8f5b", "shop-web")
+    assert is_replica_set_of(
+        "shop-web-test1-20250101-120000-7d4b9c8f5b", "shop-web-test1-20250101-120000"
+    )
+    assert not is_replica_set_of("shop-web", "shop-web")
+    assert not is_replica_set_of("shop-web-", "shop-web")

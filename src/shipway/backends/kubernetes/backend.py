@@ -26,7 +26,7 @@ import contextlib
 import copy
 import difflib
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import httpx2
@@ -59,6 +59,7 @@ from shipway.backends.kubernetes.rollout import (
     Tuning,
     Verdict,
     Watched,
+    is_replica_set_of,
     new_pods,
     readiness_window,
 )
@@ -164,6 +165,9 @@ class KubernetesBackend:
         # Ingresses point_host may take the host from (the engine asked, and allowed it)
         self._owners_seen: dict[str, list[tuple[str, str]]] = {}
         self._owner_scope: str | None = None
+        # the slot's lock while an operation holds it, and the waits its loss must wake
+        self.lease: SlotLease | None = None
+        self._waiting: set[Changes] = set()
 
     # -- plumbing ---------------------------------------------------------------------
 
@@ -201,6 +205,25 @@ class KubernetesBackend:
             raise BackendError(
                 f"this backend is connected to {self.app.name}/{self.slot.name}, not {target}"
             )
+
+    def _hold(self, target: Target) -> None:
+        """Refuse to go on once the lock is lost or was not renewed within its duration:
+        another operation may own the slot now."""
+        why = self.lease.problem() if self.lease is not None else None
+        if why is not None:
+            raise BackendError(
+                f"lost the lock on {target}: {why}; another operation may have taken it "
+                "over — stopping"
+            )
+
+    def _wake_waits(self) -> None:
+        for changes in list(self._waiting):
+            changes.bump()
+
+    def _lock_wake(self, now: float) -> float | None:
+        """When a wait must look at the lock again (it runs out then, unless renewed)."""
+        left = self.lease.remaining() if self.lease is not None else None
+        return None if left is None else now + max(0.0, left)
 
     def _redact(self, text: str) -> str:
         return redact(text, self._secrets)
@@ -404,14 +427,22 @@ class KubernetesBackend:
             values |= {v.reveal() for v in resolve_all(self.app.secrets).values()}
         return sorted((v for v in values if len(v) >= 4), key=len, reverse=True)
 
-    def logs(self, target: Target, process: str | None, follow: bool, lines: int) -> Iterator[str]:
-        self._check(target)
+    def _masker(self) -> Callable[[str], str]:
+        """Masks every secret value the slot's pods may print (see ``_secret_values``):
+        also those of the live env Secrets, when this operation applied none (a wake, a
+        switch)."""
         values = self._secret_values()
 
         def masked(text: str) -> str:
             for value in values:
                 text = text.replace(value, MASK)
             return text
+
+        return masked
+
+    def logs(self, target: Target, process: str | None, follow: bool, lines: int) -> Iterator[str]:
+        self._check(target)
+        masked = self._masker()
 
         labels = self._labels()
         if process:
@@ -480,8 +511,10 @@ class KubernetesBackend:
                 config=self.client.config, namespace=self.namespace, field_manager=render.MANAGER
             ),
         )
+        lease.on_lost = self._wake_waits
         with self._edge(f"taking the lock of {target}"):
             lease.acquire()
+        self.lease = lease
         try:
             lease.start_renewing()
             # Watch from before the first apply: pods that exist now are the old ones,
@@ -491,6 +524,7 @@ class KubernetesBackend:
             yield
         finally:
             self._end_session()
+            self.lease = None
             try:
                 lease.release()
             except (ApiError, httpx2.HTTPError) as exc:
@@ -549,6 +583,7 @@ class KubernetesBackend:
     ) -> None:
         clearance.require_covers(target)
         self._check(target)
+        self._hold(target)
         with self._edge(f"writing the release records of {target}"):
             self._store().write(records)
 
@@ -557,6 +592,7 @@ class KubernetesBackend:
     ) -> None:
         clearance.require_covers(target)
         self._check(target)
+        self._hold(target)
         with self._edge(f"deleting old release records of {target}"):
             self._store().delete(revisions)
 
@@ -573,6 +609,7 @@ class KubernetesBackend:
     ) -> None:
         clearance.require_covers(target)
         self._check(target)
+        self._hold(target)
         self._secrets.update(secrets)
         body = _manifest(unit, secrets)
         with self._edge(f"applying {unit.key}"):
@@ -603,6 +640,7 @@ class KubernetesBackend:
     ) -> None:
         clearance.require_covers(target)
         self._check(target)
+        self._hold(target)
         kind, name = render.split_key(step.unit)
         if kind == "Namespace" or kind not in RESOURCES:
             raise CleanupFailed(
@@ -657,13 +695,14 @@ class KubernetesBackend:
         with self._edge(f"watching the rollout of {step.process}"):
             session = self._start_session()
         try:
-            return self._wait(session, step.process, watched, deadline, reporter)
+            return self._wait(target, session, step.process, watched, deadline, reporter)
         finally:
             if temporary:
                 self._end_session()
 
     def _wait(
         self,
+        target: Target,
         session: _Session,
         process: str,
         watched: list[Watched],
@@ -671,13 +710,39 @@ class KubernetesBackend:
         reporter: Reporter,
         *,
         baseline: Mapping[str, Mapping[str, Any]] | None = None,
+        before: Mapping[str, Mapping[str, Any]] | None = None,
         replicas: int | None = None,
     ) -> Failure | None:
         """Until every watched Deployment is done (and, with ``replicas``, asks for that
         many pods), fails, or the deadline passes. ``baseline``: the pods that existed
-        before the operation (their earlier exits are not held against them)."""
+        before the operation (their earlier exits are not held against them); ``before``:
+        the Deployments as they were then (a ReplicaFailure they showed already is not
+        the new ReplicaSet's). Stops with BackendError once the lock is lost."""
+        self._waiting.add(session.changes)
+        try:
+            return self._wait_loop(
+                target, session, process, watched, deadline, reporter, baseline, before, replicas
+            )
+        finally:
+            self._waiting.discard(session.changes)
+
+    def _wait_loop(
+        self,
+        target: Target,
+        session: _Session,
+        process: str,
+        watched: list[Watched],
+        deadline: float,
+        reporter: Reporter,
+        baseline: Mapping[str, Mapping[str, Any]] | None,
+        before: Mapping[str, Mapping[str, Any]] | None,
+        replicas: int | None,
+    ) -> Failure | None:
         initial = session.pods.initial if baseline is None else baseline
-        judges = [Judge(w, self.tuning, initial) for w in watched]
+        earlier = session.deployments.initial if before is None else before
+        judges = [
+            Judge(w, self.tuning, initial, before=earlier.get(w.deployment)) for w in watched
+        ]
         started = time.monotonic()
         version = -1
         while True:
@@ -685,6 +750,7 @@ class KubernetesBackend:
                 version = session.changes.version
                 deployments = dict(session.deployments.objects)
                 pods = list(session.pods.objects.values())
+            self._hold(target)
             for live in (session.deployments, session.pods):
                 if live.error:
                     raise BackendError(f"watching {live.what} in {self.namespace}: {live.error}")
@@ -706,7 +772,14 @@ class KubernetesBackend:
                 return None
             if now >= deadline:
                 return self._timeout(process, verdicts, watched, now - started, pods)
-            wake = min([deadline, *(v.recheck_at for v in verdicts if v.recheck_at)])
+            lock = self._lock_wake(now)
+            wake = min(
+                [
+                    deadline,
+                    *(v.recheck_at for v in verdicts if v.recheck_at),
+                    *([lock] if lock is not None else []),
+                ]
+            )
             session.changes.wait_past(version, wake - now)
 
     def _timeout(
@@ -730,11 +803,12 @@ class KubernetesBackend:
         if unready:
             name = unready[0]["metadata"]["name"]
             details += self._events({"involvedObject.name": name})
+        mask = self._masker()
         return Failure(
             reason="Timeout",
-            message=f"not ready after {waited:.0f}s: {notes}",
+            message=mask(f"not ready after {waited:.0f}s: {notes}"),
             process=process,
-            details=tuple(details),
+            details=tuple(mask(d) for d in details),
         )
 
     def _failure(self, process: str, signal: Signal, watched: list[Watched]) -> Failure:
@@ -744,21 +818,26 @@ class KubernetesBackend:
             details += self._log_tail(signal.pod, signal.container)
         else:
             details += self._events_of_deployment(watched[0].deployment)
+        mask = self._masker()
         return Failure(
             reason=signal.reason,
-            message=self._redact((f"pod {signal.pod}: " if signal.pod else "") + signal.message),
+            message=mask((f"pod {signal.pod}: " if signal.pod else "") + signal.message),
             process=process,
             exit_code=signal.exit_code,
-            details=tuple(self._redact(d) for d in details),
+            details=tuple(mask(d) for d in details),
         )
 
-    def _events(self, fields: Mapping[str, str], prefix: str | None = None) -> list[str]:
+    def _events(
+        self, fields: Mapping[str, str], of: Callable[[str], bool] | None = None
+    ) -> list[str]:
+        """The most recent events matching ``fields`` (and, with ``of``, whose object's
+        name it accepts)."""
         try:
             events = list(self.client.list(Event, namespace=self.namespace, fields=dict(fields)))
         except (ApiError, httpx2.HTTPError) as exc:
             return [f"events: unavailable ({exc})"]
-        if prefix is not None:
-            events = [e for e in events if e.involvedObject.name.startswith(prefix)]
+        if of is not None:
+            events = [e for e in events if of(str(e.involvedObject.name or ""))]
 
         def when(e: Any) -> str:
             t = e.lastTimestamp or e.eventTime or e.metadata.creationTimestamp
@@ -774,7 +853,8 @@ class KubernetesBackend:
 
     def _events_of_deployment(self, deployment: str) -> list[str]:
         return self._events(
-            {"involvedObject.kind": "ReplicaSet"}, prefix=f"{deployment}-"
+            {"involvedObject.kind": "ReplicaSet"},
+            of=lambda name: is_replica_set_of(name, deployment),
         ) + self._events({"involvedObject.name": deployment})
 
     def _log_tail(self, pod: str, container: str | None) -> list[str]:
@@ -806,6 +886,7 @@ class KubernetesBackend:
     ) -> Failure | None:
         clearance.require_covers(target)
         self._check(target)
+        self._hold(target)
         self._secrets.update(secrets)
         body = render.release_job(release, self.namespace, list(command))
         name = body["metadata"]["name"]
@@ -817,11 +898,13 @@ class KubernetesBackend:
         )
         with self._edge(f"watching Job {name}"):
             jobs.start()
+        self._waiting.add(changes)
         try:
             while True:
                 with changes.cond:
                     version = changes.version
                     job = jobs.objects.get(name)
+                self._hold(target)
                 if jobs.error:
                     raise BackendError(f"watching Job {name}: {jobs.error}")
                 conditions = {
@@ -835,13 +918,18 @@ class KubernetesBackend:
                     return self._job_failure(name, failed)
                 now = time.monotonic()
                 if now >= deadline:
+                    mask = self._masker()
                     return Failure(
                         reason="Timeout",
                         message=f"the release command (Job {name}) did not finish in time",
-                        details=tuple(self._events({"involvedObject.name": name})),
+                        details=tuple(
+                            mask(d) for d in self._events({"involvedObject.name": name})
+                        ),
                     )
-                changes.wait_past(version, deadline - now)
+                lock = self._lock_wake(now)
+                changes.wait_past(version, min(deadline, lock or deadline) - now)
         finally:
+            self._waiting.discard(changes)
             jobs.stop()
 
     def _job_failure(self, name: str, condition: Mapping[str, Any]) -> Failure:
@@ -858,13 +946,14 @@ class KubernetesBackend:
                     exit_code = term.exitCode
             details += self._events({"involvedObject.name": pod.metadata.name})
             details += self._log_tail(pod.metadata.name, "release")
+        mask = self._masker()
         return Failure(
             reason="ReleaseCommandFailed",
-            message=self._redact(
+            message=mask(
                 f"Job {name}: {condition.get('reason', 'Failed')}: {condition.get('message', '')}"
             ).rstrip(": "),
             exit_code=exit_code,
-            details=tuple(self._redact(d) for d in details),
+            details=tuple(mask(d) for d in details),
         )
 
     # -- generations (blue/green) ------------------------------------------------------
@@ -974,6 +1063,7 @@ class KubernetesBackend:
         generation an Ingress routes to is never put to sleep."""
         clearance.require_covers(target)
         self._check(target)
+        self._hold(target)
         generation = self._generation_of(step)
         name = render.workload_name(self.app.name, step.process, generation)
         with self._edge(f"scaling {name} to {step.replicas}"):
@@ -1044,13 +1134,16 @@ class KubernetesBackend:
             # pods that ran before this operation (a generation woken earlier): their
             # earlier exits are not held against it
             baseline = self._session.pods.initial if self._session else None
+            before = self._session.deployments.initial if self._session else None
             return self._wait(
+                target,
                 watches,
                 step.process,
                 [watched],
                 deadline,
                 reporter,
                 baseline=baseline,
+                before=before,
                 replicas=step.replicas,
             )
         finally:
@@ -1108,6 +1201,7 @@ class KubernetesBackend:
         that Ingress; if that fails, the Ingress is put back and the step fails."""
         clearance.require_covers(target)
         self._check(target)
+        self._hold(target)
         generation = self._generation_of(step)
         name = render.ingress_name(self.app.name, step.host)
         with self._edge(f"pointing {step.host} at generation {generation}"):
@@ -1201,6 +1295,7 @@ class KubernetesBackend:
         already routes elsewhere, so it never fails the switch."""
         clearance.require_covers(target)
         self._check(target)
+        self._hold(target)
         generation = self._generation_of(step)
         name = render.ingress_name(self.app.name, step.host)
         try:
@@ -1268,6 +1363,10 @@ class KubernetesBackend:
         Secrets, ConfigMaps). The generation an Ingress routes to is refused."""
         clearance.require_covers(target)
         self._check(target)
+        if not generation.strip():
+            # without a name the label query would match every generation's objects
+            raise InputError(f"which generation of {target} to delete? (none was named)")
+        self._hold(target)
         labels = self._gen_labels(generation)
         with self._edge(f"deleting generation {generation}"):
             served = self._routed_hosts(generation)
@@ -1296,6 +1395,7 @@ class KubernetesBackend:
         """Scale every process of the slot to zero (records and objects stay)."""
         clearance.require_covers(target)
         self._check(target)
+        self._hold(target)
         with self._edge(f"stopping {target}"):
             for dep in self.client.list(
                 Deployment, namespace=self.namespace, labels=self._labels()

@@ -10,7 +10,11 @@ What must never happen, and how it is prevented:
 * a lock left behind — it is released on every exit path (the engine's ``with`` block;
   signals become exceptions there);
 * releasing a lock someone else now holds — release is a replace at the resourceVersion
-  of our last write, so it fails instead if the Lease changed hands.
+  of our last write, so it fails instead if the Lease changed hands;
+* acting on a lock we no longer hold — :meth:`SlotLease.problem` says why the lock may not
+  be relied on any more (a renewal found it changed hands or gone, or no renewal succeeded
+  within its duration, after which another operation may take it over), and the backend
+  checks it before every mutation and in its waits.
 
 Releasing clears ``holderIdentity`` and keeps the object (like client-go's leader election),
 so the next deploy reads it (one request) and writes itself in (one more).
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -116,6 +121,15 @@ class SlotLease:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.lost: str | None = None
+        self.lost_event = threading.Event()
+        # called (from the renewing thread) when the lock is found lost: wakes the waits
+        self.on_lost: Callable[[], None] | None = None
+        self.clock: Callable[[], float] = time.monotonic
+        # the duration written in the Lease: others may take it over that long after our
+        # last successful write, which we time from before its request was sent
+        self.duration = max(1, round(holder.ttl))
+        self._written_at: float | None = None
+        self._last_error: str | None = None
 
     # -- the object ---------------------------------------------------------------
 
@@ -139,7 +153,7 @@ class SlotLease:
             metadata=meta,
             spec=LeaseSpec(
                 holderIdentity=self.holder.holder,
-                leaseDurationSeconds=max(1, round(self.holder.ttl)),
+                leaseDurationSeconds=self.duration,
                 acquireTime=now,
                 renewTime=now,
                 leaseTransitions=transitions,
@@ -157,26 +171,31 @@ class SlotLease:
                 raise
             current = None
         if current is None:
+            sent = self.clock()
             try:
                 self._lease = self.client.create(self._body())
             except ApiError as exc:
                 if exc.status.code == 404:  # the namespace itself does not exist yet
                     self.ensure_namespace()
+                    sent = self.clock()
                     self._lease = self.client.create(self._body())
                 elif exc.status.code == 409:
                     self._refuse(self.client.get(Lease, self.name, namespace=self.namespace))
                 else:
                     raise
+            self._written_at = sent
             return
         state = LeaseState.of(current)
         if state.held(_now()):
             self._refuse(current)
+        sent = self.clock()
         try:
             self._lease = self.client.replace(self._body(current))
         except ApiError as exc:
             if exc.status.code == 409:  # someone else took it between our read and write
                 self._refuse(self.client.get(Lease, self.name, namespace=self.namespace))
             raise
+        self._written_at = sent
         if state.holder:
             end = state.expires()
             self.reporter.line(
@@ -197,7 +216,8 @@ class SlotLease:
 
     # -- renewal ------------------------------------------------------------------
 
-    def _renew_once(self, client: Client) -> None:
+    def renew(self, client: Client) -> None:
+        """One renewal (the background thread's tick)."""
         from lightkube.core.exceptions import ApiError
 
         with self._guard:
@@ -205,12 +225,49 @@ class SlotLease:
             if lease is None or self.lost:
                 return
             lease.spec.renewTime = _now()
+            sent = self.clock()
             try:
                 self._lease = client.replace(lease)
             except ApiError as exc:
-                if exc.status.code in (404, 409):
-                    self.lost = f"the Lease changed hands or vanished ({exc.status.message})"
-                # any other error: try again at the next tick; the Lease has slack
+                status = exc.status
+                if status.code in (404, 409):
+                    why = "it changed hands" if status.code == 409 else "the Lease was deleted"
+                    self._mark_lost(f"{why} ({status.code} {status.reason or status.message})")
+                    return
+                # any other error: try again at the next tick, while the Lease has slack
+                self._last_error = f"{status.code} {status.reason or ''}: {status.message}"
+                return
+            self._written_at = sent
+            self._last_error = None
+
+    def _mark_lost(self, why: str) -> None:
+        self.lost = why
+        self.lost_event.set()
+        if self.on_lost is not None:
+            self.on_lost()
+
+    def problem(self) -> str | None:
+        """Why the lock may not be relied on any more, or None while we hold it: a renewal
+        found it changed hands or gone, or no write of ours succeeded within the Lease's
+        duration (another operation may then have taken it over as expired)."""
+        if self.lost:
+            return self.lost
+        if self._written_at is None:
+            return None
+        age = self.clock() - self._written_at
+        if age < self.duration:
+            return None
+        return (
+            f"it was last renewed {age:.1f}s ago, beyond its {self.duration}s duration"
+            + (f" (renewing failed: {self._last_error})" if self._last_error else "")
+        )
+
+    def remaining(self) -> float | None:
+        """Seconds until the lock runs out unless a renewal succeeds before (None when it
+        was never taken)."""
+        if self._written_at is None:
+            return None
+        return self._written_at + self.duration - self.clock()
 
     def _renew_loop(self) -> None:
         interval = max(0.5, self.holder.ttl / 3)
@@ -218,9 +275,9 @@ class SlotLease:
         while not self._stop.wait(interval):
             try:
                 client = client or (self.renew_client() if self.renew_client else self.client)
-                self._renew_once(client)
-            except Exception:  # pragma: no cover - network trouble; retried next tick
-                continue
+                self.renew(client)
+            except Exception as exc:  # network trouble; retried next tick
+                self._last_error = f"{type(exc).__name__}: {exc}"
         if client is not None and client is not self.client:
             client.close()
 

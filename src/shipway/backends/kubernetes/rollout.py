@@ -16,7 +16,9 @@ kubelets report (see REFERENCE.md and docs/kubernetes.md):
   exits (CrashLoopBackOff, Error, OOMKilled), other image pull errors, CreateContainerError,
   RunContainerError. Exits a pod had before tracking began are not counted;
 * after a window: Unschedulable, ReplicaFailure (FailedCreate), a running pod that never
-  becomes ready (window from its readiness probe's own budget).
+  becomes ready (window from its readiness probe's own budget). A ReplicaFailure counts
+  only when it is newer than the one the Deployment showed before the apply: the
+  controller copies an OLD ReplicaSet's failure onto the Deployment too.
 
 Once a rollout is done, earlier errors are forgiven. A :class:`Judge` keeps what it saw
 between snapshots (strikes never go down; windows start at first sight) and is told the
@@ -25,8 +27,10 @@ time, so it is deterministic under test.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from shipway.backends.kubernetes.render import COMPONENT, TEMPLATE
@@ -121,8 +125,54 @@ def readiness_window(deployment: Mapping[str, Any], tuning: Tuning) -> float:
     return float(max(budgets)) + min_ready + tuning.readiness_slack
 
 
+# The suffix the Deployment controller gives its ReplicaSets: the pod-template-hash, a 32-bit
+# hash safe-encoded in an alphabet without vowels (so it never spells a word such as a
+# process name) and without 0, 1, 3; decimal in old versions.
+_TEMPLATE_HASH = re.compile(r"[bcdfghjklmnpqrstvwxz2456789]{1,10}|[0-9]{1,10}")
+
+
+def is_replica_set_of(name: str, deployment: str) -> bool:
+    """Whether a ReplicaSet called ``name`` is one of ``deployment``'s: its name is the
+    Deployment's plus ``-<pod-template-hash>``. Not a prefix match: ``shop-web-worker`` and a
+    generation's ``shop-web-<gen>`` (and their ReplicaSets) are not ``shop-web``'s."""
+    head = f"{deployment}-"
+    return name.startswith(head) and _TEMPLATE_HASH.fullmatch(name[len(head) :]) is not None
+
+
 def _conditions(obj: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     return {c.get("type", ""): c for c in obj.get("status", {}).get("conditions") or []}
+
+
+def _time(value: Any) -> datetime | None:
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    if not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def new_replica_failure(
+    deployment: Mapping[str, Any], before: Mapping[str, Any] | None
+) -> Mapping[str, Any] | None:
+    """The Deployment's ReplicaFailure condition, if it arose after ``before`` (the
+    Deployment as it was before this operation's apply): the controller copies a failure
+    of ANY of its ReplicaSets, an old one's included, so a failure already shown then is
+    not the new ReplicaSet's doing. It keeps a condition's lastTransitionTime while its
+    reason stays the same, so only a later transition is told apart as new."""
+    failure = _conditions(deployment).get("ReplicaFailure")
+    if failure is None or failure.get("status") != "True":
+        return None
+    old = _conditions(before).get("ReplicaFailure") if before else None
+    if old is None or old.get("status") != "True":
+        return failure
+    now, then = _time(failure.get("lastTransitionTime")), _time(old.get("lastTransitionTime"))
+    if now is not None and then is not None and now > then:
+        return failure
+    return None
 
 
 def deployment_state(dep: Mapping[str, Any], generation: int | None) -> tuple[str, Counts, str]:
@@ -196,15 +246,19 @@ class Judge:
         watched: Watched,
         tuning: Tuning,
         baseline: Mapping[str, Mapping[str, Any]] | None = None,
+        before: Mapping[str, Any] | None = None,
     ) -> None:
         self.watched = watched
         self.tuning = tuning
+        # The Deployment before this operation applied it (None: it did not exist).
+        self.before = before
         # Pods that existed before tracking: exits they had then are not counted.
         self.baseline: dict[tuple[str, str], int] = {}
         for pod in (baseline or {}).values():
             for cs in _statuses(pod):
                 self.baseline[(_name(pod), cs.get("name", ""))] = _exits(cs)
         self.strikes: dict[tuple[str, str], int] = {}
+        self.exits_seen: dict[tuple[str, str], int] = {}
         self.last_waiting: dict[tuple[str, str], str] = {}
         self.first_seen: dict[tuple[str, str], float] = {}
         self.latest: Signal | None = None
@@ -254,9 +308,9 @@ class Judge:
     def _deployment_conditions(
         self, deployment: Mapping[str, Any], now: float, rechecks: list[float]
     ) -> Signal | None:
-        failure = _conditions(deployment).get("ReplicaFailure")
+        failure = new_replica_failure(deployment, self.before)
         key = ("(deployment)", "ReplicaFailure")
-        if failure is None or failure.get("status") != "True":
+        if failure is None:
             self._forget(key)
             return None
         over, at = self._window(key, now, self.tuning.replica_failure_window)
@@ -323,14 +377,18 @@ class Judge:
                 self._strike(key, Signal(reason, message or reason, pod, container))
             return None
 
+        # Exits are counted apart from the strikes: a container's strikes also hold its
+        # pull and create errors, and only the exits it had since we last looked are new.
         exits = _exits(cs) - self.baseline.get(key, 0)
-        if exits > self.strikes.get(key, 0):
+        seen = self.exits_seen.get(key, 0)
+        if exits > seen:
             last = _last_exit(cs)
             why = "OOMKilled" if last.get("reason") == "OOMKilled" else "CrashLoopBackOff"
             text = f"container {container} exited"
             if last.get("reason"):
                 text += f" ({last['reason']})"
-            self.strikes[key] = exits
+            self.exits_seen[key] = exits
+            self.strikes[key] = self.strikes.get(key, 0) + exits - seen
             self.latest = Signal(why, text, pod, container, last.get("exitCode"))
         return None
 
