@@ -143,6 +143,8 @@ class DockerBackend:
         self.journal: dict[str, list[str]] = {}
         #: something failed during the current operation (the report is printed at its end)
         self._trouble = False
+        #: the slot's lock while this backend holds it (every mutation checks it first)
+        self._slot_lock: SlotLock | None = None
 
     # -- plumbing ----------------------------------------------------------------------
 
@@ -175,6 +177,12 @@ class DockerBackend:
             raise BackendError(
                 f"this docker backend serves {self.app.name}/{self.slot.name}, not {target}"
             )
+
+    def _still_locked(self) -> None:
+        """Refuse to mutate once the lock this backend holds is lost or was not renewed
+        within its TTL (someone may have broken it and started an operation of their own)."""
+        if self._slot_lock is not None:
+            self._slot_lock.check()
 
     def _each_host(self, work: Callable[[HostConnection], T]) -> dict[str, T]:
         """Run ``work`` on every host at once; the first error (in host order) is raised."""
@@ -551,9 +559,11 @@ class DockerBackend:
             held = slot_lock.held(holder, reporter)
             held.__enter__()
         self.journal, self._trouble = {}, False
+        self._slot_lock = slot_lock
         try:
             yield
         except BaseException:
+            self._slot_lock = None
             self._trouble = True
             self._final_report(reporter)
             with edge(f"host {self.primary}: unlock"):
@@ -561,6 +571,7 @@ class DockerBackend:
             if not suppressed:
                 raise
         else:
+            self._slot_lock = None
             self._final_report(reporter)
             with edge(f"host {self.primary}: unlock"):
                 held.__exit__(None, None, None)
@@ -578,6 +589,7 @@ class DockerBackend:
     ) -> None:
         clearance.require_covers(target)
         self._mine(target)
+        self._still_locked()
         client = self._client(self.primary)
         with edge(f"host {self.primary}: write release records"):
             RecordStore(client, self.app.name, self.slot.name).write(records)
@@ -587,6 +599,7 @@ class DockerBackend:
     ) -> None:
         clearance.require_covers(target)
         self._mine(target)
+        self._still_locked()
         client = self._client(self.primary)
         with edge(f"host {self.primary}: delete release records"):
             RecordStore(client, self.app.name, self.slot.name).delete(revisions)
@@ -604,6 +617,7 @@ class DockerBackend:
     ) -> None:
         clearance.require_covers(target)
         self._mine(target)
+        self._still_locked()
         conn = self._conn(unit.host)
         client = self._client(unit.host)
         appliers = {
@@ -901,6 +915,7 @@ class DockerBackend:
     ) -> None:
         clearance.require_covers(target)
         self._mine(target)
+        self._still_locked()
         conn = self._conn(step.host)
         try:
             with edge(f"host {conn.name}: remove {step.unit}"):
@@ -1022,6 +1037,7 @@ class DockerBackend:
     ) -> Failure | None:
         clearance.require_covers(target)
         self._mine(target)
+        self._still_locked()
         containers = [u for u in release.artifact if u.kind == "container"]
         host = next((u.host for u in containers), None) or self.primary
         conn = self._conn(host)
@@ -1128,6 +1144,7 @@ class DockerBackend:
         stay, so the deployed release is still the anchor."""
         clearance.require_covers(target)
         self._mine(target)
+        self._still_locked()
 
         def stop_host(conn: HostConnection) -> list[str]:
             done: list[str] = []
