@@ -756,10 +756,11 @@ class DockerBackend:
             else:
                 existing.start()
             return f"started {name}"
-        if existing is not None:
-            self._remove_container(existing, int(body.get("stop_timeout", 10)))
+        # what the new one needs first: an image that cannot be had leaves the old running
         self._ensure_network(client, str(body["network"]))
         self._ensure_image(client, str(body["image"]))
+        if existing is not None:
+            self._remove_container(existing, int(body.get("stop_timeout", 10)))
         env = {k: str(v) for k, v in reveal(body["env"], secrets).items()}
         resources = body.get("resources") or {}
         container = create(
@@ -805,10 +806,10 @@ class DockerBackend:
         if action == "start" and existing is not None:
             existing.start()
             return f"started proxy {name}"
+        self._ensure_network(client, str(body["network"]))
+        self._ensure_image(client, str(body["image"]))  # before the old proxy goes
         if existing is not None:
             self._remove_container(existing, 10)
-        self._ensure_network(client, str(body["network"]))
-        self._ensure_image(client, str(body["image"]))
         volume = str(body["volume"])
         with contextlib.suppress(docker.errors.APIError):
             client.volumes.create(
