@@ -25,6 +25,7 @@ from shipway.release.artifact import Unit
 from shipway.release.model import Release, ReleaseStatus
 from tests.backends.docker.conftest import SLOT, Deployment, Lines
 from tests.backends.docker.test_interrupt import _plant_lock
+from tests.testenv.docker import DockerHost
 
 
 def wait_until(condition: Callable[[], bool], timeout: float = 20, what: str = "") -> None:
@@ -183,3 +184,37 @@ def test_a_lock_whose_first_renewal_fails_is_released(deployment: Deployment, re
         raise AssertionError("the lock was held without its first renewal")
     assert deployment.containers(deployment.env.a, kind="lock") == []
     renew.close()
+
+
+def test_a_lock_that_cannot_be_released_is_a_warning_not_the_outcome(
+    deployment: Deployment, relay: Relay
+) -> None:
+    env = deployment.env
+    # the slot's only host is engine A, reached through the relay
+    through = DockerHost("relay", f"unix://{relay.path}", env.a.address, env.a.socket)
+    app = deployment.write(hosts=[through])
+    backend = deployment.backend()
+    target = app.slots.target(SLOT)
+    clearance = Guard(app.slots).clear(SLOT)
+    lines = Lines()
+    with backend.lock(clearance, target, LockHolder.me(ttl=30), lines):
+        relay.cut()  # the engine stops answering before the lock is released
+    name = labels.lock(deployment.name, SLOT)
+    text = lines.text()
+    assert "warning: releasing the lock of slot 'test' failed" in text, text
+    assert "expires by itself at the latest 30s after its last renewal" in text, text
+    assert f"removing the container {name} on host relay" in text, text
+
+    # an operation that failed still ends with its own error, not the unlock's
+    relay.restore()
+    for c in deployment.containers(env.a, kind="lock"):
+        c.remove(force=True)
+    lines = Lines()
+    with (
+        pytest.raises(RuntimeError, match="the operation's own failure"),
+        backend.lock(clearance, target, LockHolder.me(ttl=30), lines),
+    ):
+        relay.cut()
+        raise RuntimeError("the operation's own failure")
+    assert "warning: releasing the lock of slot 'test' failed" in lines.text()
+    backend.close()

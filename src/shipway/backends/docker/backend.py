@@ -566,15 +566,34 @@ class DockerBackend:
             self._slot_lock = None
             self._trouble = True
             self._final_report(reporter)
-            with edge(f"host {self.primary}: unlock"):
-                suppressed = held.__exit__(*sys.exc_info())
-            if not suppressed:
+            if not self._unlock(held, sys.exc_info(), holder, reporter):
                 raise
         else:
             self._slot_lock = None
             self._final_report(reporter)
+            self._unlock(held, (None, None, None), holder, reporter)
+
+    def _unlock(
+        self,
+        held: contextlib.AbstractContextManager[None],
+        exc_info: tuple[Any, Any, Any],
+        holder: LockHolder,
+        reporter: Reporter,
+    ) -> bool:
+        """Release the lock; a failure to do so is a warning (the lock expires by its TTL),
+        never what the operation ends with. True when ``held`` suppressed the exception."""
+        try:
             with edge(f"host {self.primary}: unlock"):
-                held.__exit__(None, None, None)
+                return bool(held.__exit__(*exc_info))
+        except BackendError as exc:
+            name = labels.lock(self.app.name, self.slot.name)
+            reporter.line(
+                f"warning: releasing the lock of slot {self.slot.name!r} failed ({exc}); it "
+                f"expires by itself at the latest {holder.ttl:g}s after its last renewal, or "
+                f"clear it now by removing the container {name} on host {self.primary} "
+                f"(docker rm -f {name})"
+            )
+            return False
 
     def _final_report(self, reporter: Reporter) -> None:
         """After an operation in which something failed (and whatever undo followed):
