@@ -1283,7 +1283,7 @@ class LocalBackend:
             "SHIPWAY_SLOT": target.slot,
             "SHIPWAY_RELEASE": f"r{release.revision}",
         }
-        words = [expand(w, env) for w in command]
+        words = [expand(w, env, keep=secrets.keys()) for w in command]  # never a secret in argv
         d.logs.mkdir(parents=True, exist_ok=True)
         log = d.logs / f"_release-r{release.revision}.log"
         redact = self._redactor(d)
