@@ -11,13 +11,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from shipway import api
 from shipway.engine import Rolled, RolledBack
-from shipway.errors import StalePlan
+from shipway.errors import BackendError, StalePlan
+from shipway.guard import Guard
 from shipway.plan.model import ApplyObject, NoOp, Plan, Remove
 from shipway.release.model import ReleaseStatus
 from tests.backends.docker.conftest import SLOT, Deployment, Lines
@@ -243,3 +245,26 @@ def test_cli_plan_shows_the_repair_per_host(deployment: Deployment) -> None:
     assert "per host:" in out
     assert f"  docker-a ({env.a.url}): no change" in out
     assert f"  {env.b.address} ({env.b.url}): 1 start, 1 wait-rollout" in out
+
+
+def test_a_replacement_whose_image_cannot_be_had_leaves_the_old_container_running(
+    deployment: Deployment,
+) -> None:
+    env = deployment.env
+    app = deployment.write(hosts=[env.a])
+    assert isinstance(deployment.deploy(), Rolled)
+    backend = deployment.backend()
+    target = app.slots.target(SLOT)
+    clearance = Guard(app.slots).clear(SLOT)
+    (release,) = backend.read_records(target)
+    missing = env.images.v1.rsplit(":", 1)[0] + ":no-such-tag"  # the test registry has none
+    before = {c.name: c.id for c in deployment.containers(env.a)}
+    for kind in ("container", "proxy"):
+        (unit,) = [u for u in release.artifact if u.kind == kind]
+        replacement = replace(unit, body={**unit.body, "image": missing})
+        with pytest.raises(BackendError, match="no-such-tag"):
+            backend.apply(clearance, target, replacement, "update", {}, Lines())
+        name = str(unit.body["name"])
+        (c,) = [c for c in deployment.containers(env.a) if c.name == name]
+        assert (c.id, c.status) == (before[name], "running"), kind
+    assert deployment.get(env.a) == (200, "v1\n")  # still served, through the old proxy

@@ -128,3 +128,39 @@ def test_replicas_run_as_instances_on_their_own_ports_behind_the_router(slot: Sl
     logs = slot.run("logs", "local", "web").out
     assert 'web.1@r1 | 127.0.0.1 "GET / HTTP/1.1" 200' in logs
     assert 'web.2@r1 | 127.0.0.1 "GET / HTTP/1.1" 200' in logs
+
+
+def test_a_secret_named_in_a_command_stays_out_of_its_command_line(slot: Slot) -> None:
+    token = "s3cr3t-argv-4567"
+    spec = slot.spec.read_text()
+    spec = spec.replace(
+        'command = "python3 app.py"',
+        "command = ['python3', 'app.py', '--token', '$API_TOKEN', '${API_TOKEN}', '$GREETING']",
+    )
+    # a shell still sees the secret: it reads it from its environment
+    spec = spec.replace(
+        'command = "python3 worker.py"',
+        "command = ['sh', '-c', 'case \"$API_TOKEN\" in s3cr3t-*) exec python3 worker.py;; "
+        "esac; exit 3']",
+    )
+    spec = spec.replace(
+        'name = "hello"',
+        'name = "hello"\n'
+        "release_command = ['python3', '-c', 'import sys; print(\"argv\", sys.argv[1:])', "
+        "'$API_TOKEN']",
+    )
+    slot.spec.write_text(spec + '\n[secrets]\nAPI_TOKEN = { from_env = "HELLO_TOKEN" }\n')
+    slot.env["HELLO_TOKEN"] = token
+    slot.deploy()
+    procs = slot.processes()
+    for process in ("web", "worker"):
+        pid = procs[process]["pid"]
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        assert not any(token.encode() in word for word in argv), (process, argv)
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        assert f"API_TOKEN={token}".encode() in environ, process
+    web = Path(f"/proc/{procs['web']['pid']}/cmdline").read_bytes().split(b"\0")
+    assert web[-4:] == [b"$API_TOKEN", b"${API_TOKEN}", b"hello", b""]  # other names expand
+    assert procs["worker"]["state"] == "running"  # its shell matched the value
+    log = slot.state / "hello" / "local" / "logs" / "_release-r1.log"
+    assert "argv ['$API_TOKEN']" in log.read_text()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import select
 import signal
+from typing import Any
 
 from tests.backends.local.conftest import Slot, eventually
 
@@ -71,3 +72,53 @@ def test_logs_prints_and_follows(slot: Slot) -> None:
     eventually(got_line, what="the followed request in logs -f")
     follower.send_signal(signal.SIGINT)
     assert follower.wait(timeout=10) == 0
+
+
+def test_starting_a_program_with_one_replica_down_leaves_the_running_one_alone(
+    slot: Slot,
+) -> None:
+    slot.edit_spec(
+        '[processes.web]\ncommand = "python3 app.py"\n',
+        '[processes.web]\ncommand = "python3 app.py"\nreplicas = 2\n',
+    )
+    slot.deploy()
+    first = {r["process"]: r for r in slot.status()["processes"]}
+    # web.1 crashed once long ago (supervisord restarted it): that start is not held
+    # against it by the health gate of the repair
+    os.kill(first["web.1"]["pid"], signal.SIGKILL)
+
+    def web1_back() -> dict[str, Any] | None:
+        rows = {r["process"]: r for r in slot.status()["processes"]}
+        ok = rows["web.1"]["restarts"] == 1 and rows["web.1"]["health"] == "ok"
+        return rows if ok else None
+
+    before = eventually(web1_back, timeout=30, what="web.1 to be restarted")
+    # web.2 goes down and stays down (supervisord stops it: nothing restarts it)
+    (down,) = [
+        n for n in slot.programs() if n.startswith("sw.hello.local.web.") and n.endswith(".1")
+    ]
+    slot.supervisor().stop(down)
+    eventually(
+        lambda: (
+            {r["process"]: r for r in slot.status()["processes"]}["web.2"]["state"] == "stopped"
+        ),
+        what="web.2 to be stopped",
+    )
+    plan = slot.run("plan", "local", "--repair")
+    assert plan.code == 0 and "start program/web@" in plan.out, plan.text
+
+    r = slot.run("repair", "local")
+    assert r.code == 0, r.text
+    after = {r["process"]: r for r in slot.status()["processes"]}
+    # the running replica: same process, same port, never restarted
+    assert (after["web.1"]["pid"], after["web.1"]["port"]) == (
+        before["web.1"]["pid"],
+        before["web.1"]["port"],
+    )
+    assert after["web.1"]["restarts"] == 1
+    # the one that was down: started again on its recorded port (the route points there)
+    assert after["web.2"]["port"] == before["web.2"]["port"]
+    assert after["web.2"]["pid"] not in (None, before["web.2"]["pid"])
+    assert after["web.2"]["health"] == "ok"
+    assert after["worker"]["pid"] == before["worker"]["pid"]
+    assert slot.get("/") == (200, "hello from r1\n")

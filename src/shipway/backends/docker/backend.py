@@ -143,6 +143,8 @@ class DockerBackend:
         self.journal: dict[str, list[str]] = {}
         #: something failed during the current operation (the report is printed at its end)
         self._trouble = False
+        #: the slot's lock while this backend holds it (every mutation checks it first)
+        self._slot_lock: SlotLock | None = None
 
     # -- plumbing ----------------------------------------------------------------------
 
@@ -175,6 +177,12 @@ class DockerBackend:
             raise BackendError(
                 f"this docker backend serves {self.app.name}/{self.slot.name}, not {target}"
             )
+
+    def _still_locked(self) -> None:
+        """Refuse to mutate once the lock this backend holds is lost or was not renewed
+        within its TTL (someone may have broken it and started an operation of their own)."""
+        if self._slot_lock is not None:
+            self._slot_lock.check()
 
     def _each_host(self, work: Callable[[HostConnection], T]) -> dict[str, T]:
         """Run ``work`` on every host at once; the first error (in host order) is raised."""
@@ -551,19 +559,41 @@ class DockerBackend:
             held = slot_lock.held(holder, reporter)
             held.__enter__()
         self.journal, self._trouble = {}, False
+        self._slot_lock = slot_lock
         try:
             yield
         except BaseException:
+            self._slot_lock = None
             self._trouble = True
             self._final_report(reporter)
-            with edge(f"host {self.primary}: unlock"):
-                suppressed = held.__exit__(*sys.exc_info())
-            if not suppressed:
+            if not self._unlock(held, sys.exc_info(), holder, reporter):
                 raise
         else:
+            self._slot_lock = None
             self._final_report(reporter)
+            self._unlock(held, (None, None, None), holder, reporter)
+
+    def _unlock(
+        self,
+        held: contextlib.AbstractContextManager[None],
+        exc_info: tuple[Any, Any, Any],
+        holder: LockHolder,
+        reporter: Reporter,
+    ) -> bool:
+        """Release the lock; a failure to do so is a warning (the lock expires by its TTL),
+        never what the operation ends with. True when ``held`` suppressed the exception."""
+        try:
             with edge(f"host {self.primary}: unlock"):
-                held.__exit__(None, None, None)
+                return bool(held.__exit__(*exc_info))
+        except BackendError as exc:
+            name = labels.lock(self.app.name, self.slot.name)
+            reporter.line(
+                f"warning: releasing the lock of slot {self.slot.name!r} failed ({exc}); it "
+                f"expires by itself at the latest {holder.ttl:g}s after its last renewal, or "
+                f"clear it now by removing the container {name} on host {self.primary} "
+                f"(docker rm -f {name})"
+            )
+            return False
 
     def _final_report(self, reporter: Reporter) -> None:
         """After an operation in which something failed (and whatever undo followed):
@@ -578,6 +608,7 @@ class DockerBackend:
     ) -> None:
         clearance.require_covers(target)
         self._mine(target)
+        self._still_locked()
         client = self._client(self.primary)
         with edge(f"host {self.primary}: write release records"):
             RecordStore(client, self.app.name, self.slot.name).write(records)
@@ -587,6 +618,7 @@ class DockerBackend:
     ) -> None:
         clearance.require_covers(target)
         self._mine(target)
+        self._still_locked()
         client = self._client(self.primary)
         with edge(f"host {self.primary}: delete release records"):
             RecordStore(client, self.app.name, self.slot.name).delete(revisions)
@@ -604,6 +636,7 @@ class DockerBackend:
     ) -> None:
         clearance.require_covers(target)
         self._mine(target)
+        self._still_locked()
         conn = self._conn(unit.host)
         client = self._client(unit.host)
         appliers = {
@@ -742,10 +775,11 @@ class DockerBackend:
             else:
                 existing.start()
             return f"started {name}"
-        if existing is not None:
-            self._remove_container(existing, int(body.get("stop_timeout", 10)))
+        # what the new one needs first: an image that cannot be had leaves the old running
         self._ensure_network(client, str(body["network"]))
         self._ensure_image(client, str(body["image"]))
+        if existing is not None:
+            self._remove_container(existing, int(body.get("stop_timeout", 10)))
         env = {k: str(v) for k, v in reveal(body["env"], secrets).items()}
         resources = body.get("resources") or {}
         container = create(
@@ -791,10 +825,10 @@ class DockerBackend:
         if action == "start" and existing is not None:
             existing.start()
             return f"started proxy {name}"
+        self._ensure_network(client, str(body["network"]))
+        self._ensure_image(client, str(body["image"]))  # before the old proxy goes
         if existing is not None:
             self._remove_container(existing, 10)
-        self._ensure_network(client, str(body["network"]))
-        self._ensure_image(client, str(body["image"]))
         volume = str(body["volume"])
         with contextlib.suppress(docker.errors.APIError):
             client.volumes.create(
@@ -901,6 +935,7 @@ class DockerBackend:
     ) -> None:
         clearance.require_covers(target)
         self._mine(target)
+        self._still_locked()
         conn = self._conn(step.host)
         try:
             with edge(f"host {conn.name}: remove {step.unit}"):
@@ -1022,6 +1057,7 @@ class DockerBackend:
     ) -> Failure | None:
         clearance.require_covers(target)
         self._mine(target)
+        self._still_locked()
         containers = [u for u in release.artifact if u.kind == "container"]
         host = next((u.host for u in containers), None) or self.primary
         conn = self._conn(host)
@@ -1128,6 +1164,7 @@ class DockerBackend:
         stay, so the deployed release is still the anchor."""
         clearance.require_covers(target)
         self._mine(target)
+        self._still_locked()
 
         def stop_host(conn: HostConnection) -> list[str]:
             done: list[str] = []

@@ -189,6 +189,10 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+class LockLost(BackendError):
+    """The lock container is gone or someone else's: renewing it is over."""
+
+
 class SlotLock:
     """The lock of one slot: take, renew in a thread while held, release on every exit."""
 
@@ -203,6 +207,12 @@ class SlotLock:
         self.client, self.renew_client = client, renew_client
         self.app, self.slot, self.host_name = app, slot, host_name
         self.name = labels.lock(app, slot)
+        self._state = threading.Lock()
+        #: why the lock is no longer ours (set by the renewal thread), None while it is
+        self.lost: str | None = None
+        #: time.monotonic() of the start of the last successful renewal (None: not held)
+        self.renewed_at: float | None = None
+        self.ttl = 60.0
 
     def _labels(self, holder: LockHolder) -> dict[str, str]:
         return {
@@ -276,35 +286,95 @@ class SlotLock:
                 self.client.api.remove_container(str(container.id), force=True)
         raise BackendError(f"could not take the lock of slot {self.slot!r}: it kept changing hands")
 
-    def _renew(self, container_id: str) -> None:
-        stamp = datetime.now(UTC).isoformat(timespec="seconds").encode()
-        self.renew_client.api.put_archive(container_id, "/", tar_of({RENEWED_FILE: (stamp, 0o644)}))
+    def _renew(self, container_id: str, holder: LockHolder) -> None:
+        """Rewrite the renewal stamp, after checking the lock is still ours (raises
+        :class:`LockLost` when it is gone or someone else's)."""
+        try:
+            found: dict[str, Any] = self.renew_client.api.inspect_container(self.name)
+        except docker.errors.NotFound as exc:
+            raise LockLost("its lock container was removed") from exc
+        tags: dict[str, Any] = found["Config"]["Labels"] or {}
+        if (
+            str(found["Id"]) != container_id
+            or tags.get(labels.LOCK_PID) != str(holder.pid)
+            or tags.get(labels.LOCK_SINCE) != holder.since
+        ):
+            who = tags.get(labels.LOCK_HOLDER, "?")
+            raise LockLost(f"it is now held by {who} since {tags.get(labels.LOCK_SINCE, '?')}")
+        stamp = datetime.now(UTC).isoformat().encode()  # microseconds: no rounding down
+        try:
+            self.renew_client.api.put_archive(
+                container_id, "/", tar_of({RENEWED_FILE: (stamp, 0o644)})
+            )
+        except docker.errors.NotFound as exc:
+            raise LockLost("its lock container was removed") from exc
+
+    def check(self) -> None:
+        """Raise BackendError unless the lock is still ours and was renewed within its TTL
+        (what every mutation under the lock checks first)."""
+        with self._state:
+            lost, renewed, ttl = self.lost, self.renewed_at, self.ttl
+        if lost is None and renewed is not None and time.monotonic() - renewed > ttl:
+            lost = (
+                f"its last successful renewal was {time.monotonic() - renewed:.0f}s ago, "
+                f"longer than its TTL ({ttl:g}s)"
+            )
+        if lost is not None:
+            raise BackendError(
+                f"the lock of slot {self.slot!r} (on host {self.host_name}) is no longer held: "
+                f"{lost}; another operation may have taken over the slot, so shipway refuses "
+                "to change anything more (check `shipway status`, then run again)"
+            )
 
     @contextlib.contextmanager
     def held(self, holder: LockHolder, reporter: Reporter) -> Iterator[None]:
+        # until the first renewal, others count the TTL from the holder's `since` label
+        since = _parse_time(holder.since) or datetime.now(UTC)
+        taken_at = time.monotonic() - max((datetime.now(UTC) - since).total_seconds(), 0.0)
         container = self._take(holder, reporter)
         container_id = str(container.id)
         stop = threading.Event()
-        lost: list[str] = []
+        with self._state:
+            self.lost, self.renewed_at, self.ttl = None, taken_at, holder.ttl
+
+        def renew_once() -> None:
+            started = time.monotonic()  # the stamp written is no earlier than this
+            self._renew(container_id, holder)
+            with self._state:
+                self.renewed_at = started
 
         def renew_loop() -> None:
             interval = max(holder.ttl / 3, 0.5)
+            failing = False
             while not stop.wait(interval):
                 try:
-                    self._renew(container_id)
-                except docker.errors.DockerException as exc:
-                    lost.append(str(exc))
-                    reporter.line(f"warning: could not renew the lock of slot {self.slot!r}: {exc}")
-                    return
+                    renew_once()
+                except LockLost as exc:
+                    with self._state:
+                        self.lost = str(exc)
+                    reporter.line(f"warning: lost the lock of slot {self.slot!r}: {exc}")
+                    return  # someone else's now: nothing left to renew
+                except Exception as exc:  # the engine or the connection: retried next tick
+                    if not failing:
+                        reporter.line(
+                            f"warning: could not renew the lock of slot {self.slot!r} "
+                            f"(retrying every {interval:g}s): {exc}"
+                        )
+                    failing = True
+                    continue
+                if failing:
+                    reporter.line(f"renewed the lock of slot {self.slot!r} again")
+                failing = False
 
-        self._renew(container_id)
         thread = threading.Thread(target=renew_loop, name="shipway-lock-renewal", daemon=True)
-        thread.start()
         try:
+            renew_once()
+            thread.start()
             yield
         finally:
             stop.set()
-            thread.join(timeout=10)
+            if thread.is_alive():
+                thread.join(timeout=10)
             self._release(container_id, holder)
 
     def _release(self, container_id: str, holder: LockHolder) -> None:

@@ -690,10 +690,12 @@ class LocalBackend:
     ) -> None:
         programs = self._programs(d)
         existing = programs.get(unit.key)
-        if existing is not None and (action != "start" or existing.get("unit") != unit.digest):
+        if existing is not None and action == "start" and existing.get("unit") == unit.digest:
+            self._start_down_instances(d, unit, existing, secrets, reporter)
+            return
+        if existing is not None:
             self._stop_program(d, unit.key, existing, drain=False, reporter=reporter)
             programs = self._programs(d)
-            existing = None
         body = unit.body
         process, dep_id = str(body["process"]), str(body["deployment_id"])
         snap = self._snapshot_dir(d, str(body["snapshot"]))
@@ -701,8 +703,6 @@ class LocalBackend:
         replicas = int(body["replicas"])
         names = [f"{prefix}.{i}" for i in range(replicas)]
         ports = self._allocate_ports(replicas, prefix)
-        if existing is not None:
-            self._release_ports([i["port"] for i in existing.get("instances", [])])
         private_dir(d.run)
         d.logs.mkdir(parents=True, exist_ok=True)
         instances: list[dict[str, Any]] = []
@@ -737,26 +737,74 @@ class LocalBackend:
         with contextlib.suppress(BackendError):
             self.router(self.router_port).ensure(wait=False)  # warm up while we start
         for inst in instances:
-            env = {**env_base, "PORT": str(inst["port"])}
-            write_json(Path(inst["env"]), {"env": env, "secret_names": secret_names}, 0o600)
-            with contextlib.suppress(FileNotFoundError):
-                Path(inst["counter"]).unlink()
-            conf = program_conf(
-                inst["name"],
-                [
-                    sys.executable,
-                    str(LAUNCHER),
-                    inst["env"],
-                    inst["counter"],
-                    "--",
-                    *body["command"],
-                ],
-                snap,
-                Path(inst["log"]),
-            )
-            self.supervisor.add(inst["name"], conf)
+            self._start_instance(inst, body, snap, env_base, secret_names)
         ports_text = ", ".join(str(p) for p in ports) or "no instances"
         reporter.line(f"  {process} {body.get('release')} starting on 127.0.0.1:{ports_text}")
+        self._refresh_tables(d, reporter, only_program=unit.key)
+
+    def _start_instance(
+        self,
+        inst: Mapping[str, Any],
+        body: Mapping[str, Any],
+        snap: Path,
+        env_base: Mapping[str, str],
+        secret_names: Sequence[str],
+    ) -> None:
+        """Write one instance's env file (0600), reset its start counter and (re)add it to
+        supervisord, which starts it."""
+        env = {**env_base, "PORT": str(inst["port"])}
+        write_json(Path(inst["env"]), {"env": env, "secret_names": list(secret_names)}, 0o600)
+        with contextlib.suppress(FileNotFoundError):
+            Path(inst["counter"]).unlink()
+        conf = program_conf(
+            inst["name"],
+            [sys.executable, str(LAUNCHER), inst["env"], inst["counter"], "--", *body["command"]],
+            snap,
+            Path(inst["log"]),
+        )
+        self.supervisor.add(inst["name"], conf)
+
+    def _start_down_instances(
+        self,
+        d: SlotDirs,
+        unit: Unit,
+        rec: dict[str, Any],
+        secrets: Mapping[str, Secret],
+        reporter: Reporter,
+    ) -> None:
+        """``start`` of a recorded, up-to-date program: its instances keep their names and
+        ports (the routes point at them); those running are left alone (same pid, no
+        restart), only those down are started again."""
+        body = unit.body
+        snap = Path(str(rec["snapshot"]))
+        if not snap.is_dir():
+            snap = self._snapshot_dir(d, str(body["snapshot"]))
+            rec["snapshot"] = str(snap)
+        self.supervisor.ensure()
+        infos = self.supervisor.info()
+        env_base = {**self._base_env(), **reveal(dict(body["env"]), secrets)}
+        secret_names = sorted(n for n in secrets if n in env_base)
+        private_dir(d.run)
+        d.logs.mkdir(parents=True, exist_ok=True)
+        started, kept = [], []
+        for inst in rec.get("instances", []):
+            if state_of(infos.get(inst["name"])) in RUNNING_STATES:
+                # its earlier starts are not held against it by the health gate
+                inst["starts_before"] = max(gate_starts(inst) - 1, 0)
+                kept.append(inst)
+            else:
+                inst.pop("starts_before", None)
+                started.append(inst)
+        programs = self._programs(d)
+        programs[unit.key] = rec
+        self._save_programs(d, programs)
+        for inst in started:
+            self._start_instance(inst, body, snap, env_base, secret_names)
+        ports_text = ", ".join(str(i["port"]) for i in started) or "none"
+        reporter.line(
+            f"  {rec['process']} {body.get('release')}: starting the instances that were down "
+            f"on 127.0.0.1:{ports_text}; {len(kept)} running left alone"
+        )
         self._refresh_tables(d, reporter, only_program=unit.key)
 
     # generation programs: a record and an env template; instances come and go by scale --
@@ -1235,7 +1283,7 @@ class LocalBackend:
             "SHIPWAY_SLOT": target.slot,
             "SHIPWAY_RELEASE": f"r{release.revision}",
         }
-        words = [expand(w, env) for w in command]
+        words = [expand(w, env, keep=secrets.keys()) for w in command]  # never a secret in argv
         d.logs.mkdir(parents=True, exist_ok=True)
         log = d.logs / f"_release-r{release.revision}.log"
         redact = self._redactor(d)

@@ -60,7 +60,8 @@ def health_gate(
                 continue
             info = infos.get(name)
             state = state_of(info)
-            started_times = starts(inst)
+            # starts before this gate (an instance left running by a ``start``) do not count
+            started_times = starts(inst) - int(inst.get("starts_before", 0))
             if started_times > 1 or state in ("BACKOFF", "EXITED", "FATAL"):
                 code = supervisor.last_exit(name)
                 return fail(

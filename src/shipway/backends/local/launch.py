@@ -4,11 +4,16 @@ Standalone on purpose (standard library only, no shipway import): supervisord ru
 every start and restart, so it must be quick and must not depend on anything but Python.
 
 It reads the instance's environment from ENVFILE (JSON, mode 0600: it may hold secret
-values, which therefore never appear in a command line or a supervisord config), counts
-the start in COUNTER (``status`` shows restarts = starts - 1), expands ``$NAME`` and
-``${NAME}`` in the command's words from that environment (as a Procfile runner does:
+values, which therefore never appear in a supervisord config), counts the start in COUNTER
+(``status`` shows restarts = starts - 1), expands ``$NAME`` and ``${NAME}`` in the
+command's words from that environment (as a Procfile runner does:
 ``--bind 127.0.0.1:$PORT``), and replaces itself with the command — same pid, so
 supervisord signals the app itself.
+
+The names of secrets (ENVFILE's ``secret_names``) are NOT expanded: ``$API_TOKEN`` stays
+as written, so a secret value never lands in the process's command line (readable by
+every user in ``/proc/<pid>/cmdline`` and ``ps``). The process has it in its environment;
+a shell command (``sh -c '... $API_TOKEN'``) expands it there itself.
 """
 
 from __future__ import annotations
@@ -17,14 +22,18 @@ import json
 import os
 import re
 import sys
+from collections.abc import Collection, Mapping
 
 _VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 
 
-def expand(word: str, env: dict[str, str]) -> str:
+def expand(word: str, env: Mapping[str, str], keep: Collection[str] = ()) -> str:
+    """``$NAME`` / ``${NAME}`` replaced from ``env``; unknown names, and the names in
+    ``keep`` (secrets), are left as written."""
+
     def sub(m: re.Match[str]) -> str:
         name = m.group(1) or m.group(2)
-        return env.get(name, m.group(0))
+        return m.group(0) if name in keep else env.get(name, m.group(0))
 
     return _VAR.sub(sub, word)
 
@@ -47,9 +56,11 @@ def main(argv: list[str]) -> int:
         return 2
     envfile, counter, command = argv[0], argv[1], argv[3:]
     with open(envfile) as f:
-        env = {str(k): str(v) for k, v in json.load(f)["env"].items()}
+        doc = json.load(f)
+    env = {str(k): str(v) for k, v in doc["env"].items()}
+    secret_names = {str(n) for n in doc.get("secret_names", [])}
     count_start(counter)
-    words = [expand(w, env) for w in command]
+    words = [expand(w, env, keep=secret_names) for w in command]
     try:
         os.execvpe(words[0], words, env)
     except OSError as exc:
