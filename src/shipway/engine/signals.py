@@ -6,7 +6,7 @@ from __future__ import annotations
 import signal
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from types import FrameType
 
 
@@ -22,16 +22,16 @@ class Interrupted(BaseException):
         return 128 + self.signum
 
 
+Handler = Callable[[int, FrameType | None], None]
+
+
 @contextmanager
-def signals_raise() -> Iterator[None]:
-    """Within the block, SIGINT and SIGTERM raise Interrupted (main thread only)."""
+def _handling(handler: Handler) -> Iterator[None]:
+    """SIGINT and SIGTERM go to ``handler`` within the block, then back to what they were
+    (main thread only: elsewhere nothing changes)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        raise Interrupted(signum)
-
     previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
@@ -40,14 +40,19 @@ def signals_raise() -> Iterator[None]:
             signal.signal(s, h)
 
 
-@contextmanager
-def signals_deferred(say: Callable[[str], None]) -> Iterator[None]:
+def signals_raise() -> AbstractContextManager[None]:
+    """Within the block, SIGINT and SIGTERM raise Interrupted (main thread only)."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise Interrupted(signum)
+
+    return _handling(handler)
+
+
+def signals_deferred(say: Callable[[str], None]) -> AbstractContextManager[None]:
     """Within the block (a short write that must not be cut in half, like recording a
     release that is live), a first SIGINT/SIGTERM is said and the block finishes; a second
     one raises Interrupted there and then (main thread only)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
     got: list[int] = []
 
     def handler(signum: int, frame: FrameType | None) -> None:
@@ -59,9 +64,4 @@ def signals_deferred(say: Callable[[str], None]) -> Iterator[None]:
             "(signal again to stop now)"
         )
 
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
+    return _handling(handler)
