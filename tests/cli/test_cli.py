@@ -5,9 +5,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 
+import shipway.cli
 from shipway.cli import cli
 
 SPEC = """
@@ -108,3 +110,19 @@ def test_help_imports_no_engine_client_libraries() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+@pytest.mark.parametrize("pressed", [KeyboardInterrupt, click.exceptions.Abort])
+def test_ctrl_c_at_the_confirmation_prompt_exits_130(
+    spec: Path, monkeypatch: pytest.MonkeyPatch, pressed: type[BaseException]
+) -> None:
+    """Ctrl-C while the prompt waits (click turns it into Abort) or while connecting, before
+    the engine handles signals itself: 130 and a line, not 1 and "Aborted!"."""
+
+    def ctrl_c(*args: object) -> None:
+        raise pressed()
+
+    monkeypatch.setattr(shipway.cli, "_confirmation", ctrl_c)
+    code, _, err = run("-f", str(spec), "deploy", "prod")
+    assert code == 130
+    assert "error: interrupted by SIGINT" in err

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import pty
 import select
-import signal
 import subprocess
 import sys
 import time
@@ -25,8 +24,7 @@ state_dir = "{state}"
 """
 
 
-def run_on_tty(args: list[str], answer: str | None, cwd: Path) -> tuple[int, str]:
-    """Answer the confirmation prompt with ``answer``; None: press Ctrl-C (SIGINT) there."""
+def run_on_tty(args: list[str], answer: str, cwd: Path) -> tuple[int, str]:
     leader, follower = pty.openpty()
     proc = subprocess.Popen(
         [sys.executable, "-m", "shipway", *args],
@@ -48,10 +46,7 @@ def run_on_tty(args: list[str], answer: str | None, cwd: Path) -> tuple[int, str
                 break
             seen += chunk
         if not answered and b"type its name to confirm" in seen:
-            if answer is None:
-                proc.send_signal(signal.SIGINT)
-            else:
-                os.write(leader, answer.encode() + b"\r")
+            os.write(leader, answer.encode() + b"\r")
             answered = True
         if proc.poll() is not None and not ready:
             break
@@ -79,13 +74,3 @@ def test_typing_the_slot_name_passes_the_guard(app_dir: Path) -> None:
     # past the guard, the engine itself answers: there is nothing to restart yet
     assert code == 2
     assert "nothing is deployed in slot 'prod'" in out
-
-
-def test_ctrl_c_at_the_prompt_exits_130_and_touches_nothing(app_dir: Path) -> None:
-    code, out = run_on_tty(["deploy", "prod"], None, app_dir)
-    assert "type its name to confirm" in out
-    assert code == 130, out
-    assert "interrupted" in out
-    assert not (app_dir / "state" / "shop").exists() or not any(
-        (app_dir / "state" / "shop").rglob("*.release*")
-    )
