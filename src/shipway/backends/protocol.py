@@ -120,6 +120,17 @@ class LockHolder:
         }
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid runs on this machine (a lock holder's, say)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it runs, as another user
+        return True
+    return True
+
+
 @dataclass(frozen=True)
 class ResolvedImage:
     """What will run: a reference, its digest when known, and its metadata when the image

@@ -41,7 +41,7 @@ import docker.errors
 from docker.models.containers import Container
 
 from shipway.backends.docker import labels
-from shipway.backends.protocol import LockHolder, Reporter
+from shipway.backends.protocol import LockHolder, Reporter, pid_alive
 from shipway.errors import BackendError, RecordError, SlotLocked
 from shipway.release import codec
 from shipway.release.model import Release
@@ -179,16 +179,6 @@ def _parse_time(text: str) -> datetime | None:
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 class LockLost(BackendError):
     """The lock container is gone or someone else's: renewing it is over."""
 
@@ -249,7 +239,7 @@ class SlotLock:
                 pid = int(tags.get(labels.LOCK_PID, ""))
             except ValueError:
                 return None
-            if pid != os.getpid() and not _pid_alive(pid):
+            if pid != os.getpid() and not pid_alive(pid):
                 return f"its process {pid} is gone from this machine"
         return None
 

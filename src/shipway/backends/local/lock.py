@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from shipway.backends.protocol import LockHolder, Reporter
+from shipway.backends.protocol import LockHolder, Reporter, pid_alive
 from shipway.errors import BackendError, SlotLocked
 
 
@@ -35,16 +35,6 @@ def _read_holder(fd: int) -> dict[str, Any] | None:
     except ValueError:
         return {"holder": "an unknown holder (unreadable lock file)"}
     return doc if isinstance(doc, dict) else None
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 @contextlib.contextmanager
@@ -73,7 +63,7 @@ def slot_lock(path: Path, slot: str, holder: LockHolder, reporter: Reporter) -> 
         left = _read_holder(fd)
         if left:
             pid = left.get("pid")
-            alive = isinstance(pid, int) and _pid_alive(pid)
+            alive = isinstance(pid, int) and pid_alive(pid)
             why = (
                 "that process is no longer running"
                 if not alive
