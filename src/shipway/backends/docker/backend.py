@@ -1266,7 +1266,7 @@ class _Gate:
                 message=f"container {self.name} {status} (restarts: "
                 f"{c.attrs.get('RestartCount') or 0})",
                 process=process,
-                exit_code=state.get("ExitCode"),
+                exit_code=_last_exit_code(client, c, state),
                 details=tuple(_tail(c)),
             )
         if status != "running":
@@ -1321,6 +1321,37 @@ def _started(state: Mapping[str, Any]) -> datetime | None:
         return None
     micros = int((frac + "000000")[:6]) if frac.isdigit() else 0
     return base.replace(microsecond=micros)
+
+
+def _last_exit_code(
+    client: docker.DockerClient, c: Container, state: Mapping[str, Any]
+) -> int | None:
+    """The code its last run exited with. A container the engine already started again
+    shows ``ExitCode`` 0 (its current run's): the engine's last ``die`` event of it keeps
+    the code."""
+    code = state.get("ExitCode")
+    if state.get("Status") in ("exited", "dead") or not int(c.attrs.get("RestartCount") or 0):
+        return int(code) if code is not None else None
+    created = _started({"StartedAt": c.attrs.get("Created")})
+    since = int(created.timestamp()) - 1 if created else None
+    found: int | None = None
+    try:
+        events = client.events(
+            since=since,
+            until=int(time.time()) + 1,
+            filters={"container": c.id, "event": "die"},
+            decode=True,
+        )
+        try:
+            for event in events:
+                exit_code = ((event.get("Actor") or {}).get("Attributes") or {}).get("exitCode")
+                if exit_code is not None and str(exit_code).lstrip("-").isdigit():
+                    found = int(exit_code)
+        finally:
+            events.close()
+    except docker.errors.DockerException:
+        pass
+    return found if found is not None else (int(code) if code is not None else None)
 
 
 def _tail(c: Container) -> list[str]:
