@@ -545,18 +545,10 @@ def history(obj: Context, slot: str) -> None:
 
     def body() -> int:
         from shipway import api
-        from shipway.cli.report import emit_json, table
 
-        records = api.history(obj.app(), slot)
-        rows = [r.summary() for r in records]
-        if obj.json:
-            emit_json({"slot": slot, "releases": rows})
-            return 0
-        if not rows:
-            click.echo(f"no releases in slot {slot!r}")
-        for line in table(rows, ["revision", "status", "updated_at", "image", "description"]):
-            click.echo(line)
-        return 0
+        rows = [r.summary() for r in api.history(obj.app(), slot)]
+        columns = ["revision", "status", "updated_at", "image", "description"]
+        return _list(obj, slot, "releases", rows, columns)
 
     _run(obj, body)
 
@@ -570,22 +562,31 @@ def gens(obj: Context, slot: str) -> None:
 
     def body() -> int:
         from shipway import api
-        from shipway.cli.report import emit_json, table
 
-        found = api.generations(obj.app(), slot)
-        rows = [g.to_json() for g in found]
-        if obj.json:
-            emit_json({"slot": slot, "generations": rows})
-            return 0
-        if not rows:
-            click.echo(f"no generations in slot {slot!r}")
-        for row in rows:
-            row["age"] = _age(str(row["created_at"]))
-        for line in table(rows, ["name", "state", "release", "age"]):
-            click.echo(line)
-        return 0
+        rows = [g.to_json() for g in api.generations(obj.app(), slot)]
+        if not obj.json:
+            for row in rows:
+                row["age"] = _age(str(row["created_at"]))
+        return _list(obj, slot, "generations", rows, ["name", "state", "release", "age"])
 
     _run(obj, body)
+
+
+def _list(
+    obj: Context, slot: str, what: str, rows: list[dict[str, Any]], columns: list[str]
+) -> int:
+    """``{"slot": SLOT, WHAT: rows}`` with -o json, else a table (or a line saying there
+    is none)."""
+    from shipway.cli.report import emit_json, table
+
+    if obj.json:
+        emit_json({"slot": slot, what: rows})
+        return 0
+    if not rows:
+        click.echo(f"no {what} in slot {slot!r}")
+    for line in table(rows, columns):
+        click.echo(line)
+    return 0
 
 
 def _age(stamp: str) -> str:
