@@ -67,6 +67,18 @@ def condition(pod: Pod, kind: str) -> str | None:
     return None
 
 
+def in_phase(client: Client, namespace: str, name: str, phase: str, timeout: float) -> Pod:
+    """The pod once its phase is ``phase`` (WaitTimeout after ``timeout`` seconds)."""
+    return wait_for(
+        client,
+        Pod,
+        name,
+        lambda p: p.status is not None and p.status.phase == phase,
+        namespace=namespace,
+        timeout=timeout,
+    )
+
+
 def container(pod: Pod) -> ContainerStatus | None:
     statuses = pod.status.containerStatuses if pod.status else None
     return statuses[0] if statuses else None
@@ -248,14 +260,7 @@ def test_image_pull_failure(k8s_client: Client, k8s_namespace: str, selector: st
 @pytest.mark.parametrize("selector", SELECTORS)
 def test_never_ready(k8s_client: Client, k8s_namespace: str, selector: str) -> None:
     name = make_pod(k8s_client, k8s_namespace, "neverready", selector)
-    pod = wait_for(
-        k8s_client,
-        Pod,
-        name,
-        lambda p: p.status is not None and p.status.phase == "Running",
-        namespace=k8s_namespace,
-        timeout=10,
-    )
+    pod = in_phase(k8s_client, k8s_namespace, name, "Running", 10)
     cs = container(pod)
     assert cs is not None and cs.state is not None and cs.state.running is not None
     assert cs.started and not cs.ready
@@ -308,14 +313,7 @@ def test_slow_start(k8s_client: Client, k8s_namespace: str, selector: str) -> No
 
 def test_slow_start_defaults_to_five_seconds(k8s_client: Client, k8s_namespace: str) -> None:
     name = make_pod(k8s_client, k8s_namespace, "slow", "tag")
-    wait_for(
-        k8s_client,
-        Pod,
-        name,
-        lambda p: p.status is not None and p.status.phase == "Running",
-        namespace=k8s_namespace,
-        timeout=10,
-    )
+    in_phase(k8s_client, k8s_namespace, name, "Running", 10)
     with pytest.raises(WaitTimeout):
         wait_for(
             k8s_client,
@@ -343,14 +341,7 @@ def test_annotation_wins_over_image_tag(k8s_client: Client, k8s_namespace: str) 
         ),
         namespace=k8s_namespace,
     )
-    pod = wait_for(
-        k8s_client,
-        Pod,
-        "mixed",
-        lambda p: p.status is not None and p.status.phase == "Running",
-        namespace=k8s_namespace,
-        timeout=10,
-    )
+    pod = in_phase(k8s_client, k8s_namespace, "mixed", "Running", 10)
     with pytest.raises(WaitTimeout):
         wait_for(
             k8s_client,
@@ -367,14 +358,7 @@ def test_crash_with_restart_policy_never_fails_the_pod(
     k8s_client: Client, k8s_namespace: str
 ) -> None:
     name = make_pod(k8s_client, k8s_namespace, "crashloop", "tag", restart_policy="Never")
-    pod = wait_for(
-        k8s_client,
-        Pod,
-        name,
-        lambda p: p.status is not None and p.status.phase == "Failed",
-        namespace=k8s_namespace,
-        timeout=15,
-    )
+    pod = in_phase(k8s_client, k8s_namespace, name, "Failed", 15)
     cs = container(pod)
     assert cs is not None and cs.state is not None and cs.state.terminated is not None
     assert cs.state.terminated.exitCode == 1 and cs.restartCount == 0
