@@ -19,6 +19,7 @@ Detection follows dokku (``common.IsImageCnbBased`` / ``IsImageHerokuishBased``)
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +36,10 @@ CNB_PROCESS_DIR = "/cnb/process"
 CNB_WORKING_DIR = "/workspace"
 HEROKUISH_USER = "herokuishuser"
 HEROKUISH_WORKING_DIR = "/app"
+DOCKER_HUB = "docker.io"
+DOCKER_HUB_API = "registry-1.docker.io"
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+REPOSITORY = re.compile(rf"{_COMPONENT}(?:/{_COMPONENT})*")
 
 
 def _config(attrs: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -103,7 +108,7 @@ def repo_digest(attrs: Mapping[str, Any], ref: str) -> str | None:
     repo = repository_of(ref)
     for entry in digests:
         name, digest = entry.split("@", 1)
-        if name == repo:
+        if same_repository(name, repo):
             return digest
     return None
 
@@ -115,6 +120,62 @@ def repository_of(ref: str) -> str:
     if ":" in last:
         return ref[: len(ref) - len(last)] + last.split(":", 1)[0]
     return ref
+
+
+@dataclass(frozen=True)
+class ImageRef:
+    """A parsed image reference, normalised the way Docker does: ``web`` is
+    ``docker.io/library/web:latest``; a first component with a dot, a colon or
+    ``localhost`` names a registry."""
+
+    registry: str
+    repository: str
+    tag: str | None = None
+    digest: str | None = None
+
+    @classmethod
+    def parse(cls, ref: str) -> ImageRef:
+        rest, _, digest = ref.partition("@")
+        first, slash, remainder = rest.partition("/")
+        if slash and ("." in first or ":" in first or first == "localhost"):
+            registry, path = first, remainder
+        else:
+            registry, path = DOCKER_HUB, rest
+        tag: str | None = None
+        last = path.rsplit("/", 1)[-1]
+        if ":" in last:
+            tag = last.split(":", 1)[1]
+            path = path[: len(path) - len(last)] + last.split(":", 1)[0]
+        if registry in (DOCKER_HUB, "index.docker.io") and "/" not in path:
+            path = f"library/{path}"
+        if registry == "index.docker.io":
+            registry = DOCKER_HUB
+        if not path or not REPOSITORY.fullmatch(path):
+            raise ValueError(f"not an image reference: {ref!r}")
+        return cls(registry, path, tag if tag or digest else "latest", digest or None)
+
+    @property
+    def reference(self) -> str:
+        """What the manifest is asked for: the digest when pinned, else the tag."""
+        return self.digest or self.tag or "latest"
+
+    @property
+    def api_host(self) -> str:
+        return DOCKER_HUB_API if self.registry == DOCKER_HUB else self.registry
+
+    @property
+    def name(self) -> str:
+        """``registry/repository``: the form ``RepoDigests`` entries take."""
+        return f"{self.registry}/{self.repository}"
+
+
+def same_repository(a: str, b: str) -> bool:
+    """Whether two references (or ``RepoDigests`` names) name one repository, Docker Hub's
+    implicit ``docker.io/library/`` included (``nginx`` is ``docker.io/library/nginx``)."""
+    try:
+        return ImageRef.parse(a).name == ImageRef.parse(b).name
+    except ValueError:
+        return a == b
 
 
 @dataclass(frozen=True)

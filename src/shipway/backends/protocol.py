@@ -134,11 +134,14 @@ def pid_alive(pid: int) -> bool:
 @dataclass(frozen=True)
 class ResolvedImage:
     """What will run: a reference, its digest when known, and its metadata when the image
-    could be inspected (None: the engine falls back to the recorded release)."""
+    could be inspected or read from its registry (None: the engine falls back to the
+    recorded release, then to the spec's ``image_type``)."""
 
     ref: str
     digest: str | None = None
     meta: ImageMeta | None = None
+    #: when ``meta`` is None: why the image could not be read (the registry's answer)
+    unknown_because: str = ""
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from shipway.backends.protocol import (
     LockHolder,
     NullReporter,
     Reporter,
+    ResolvedImage,
 )
 from shipway.engine.ids import fresh_ids, restart_ids
 from shipway.engine.outcome import NoAnchor, Outcome, RollbackFailed, Rolled, RolledBack
@@ -186,7 +187,7 @@ class Engine:
         view = app.in_slot(slot_name)
         target = app.slots.target(slot_name)
         resolved = self.backend.resolve_image(target, view, image)
-        meta = self._image_meta(resolved.ref, resolved.digest, resolved.meta, records, view)
+        meta = self._image_meta(resolved, records, view)
         release = Release(
             app=app.name,
             slot=slot_name,
@@ -416,27 +417,32 @@ class Engine:
 
     def _image_meta(
         self,
-        ref: str,
-        digest: str | None,
-        inspected: ImageMeta | None,
+        resolved: ResolvedImage,
         records: Sequence[Release],
         app: App,
+        ref: str | None = None,
+        digest: str | None = None,
     ) -> ImageMeta:
-        """Invariant 5: inspected image, else the recorded release of that image, else the
-        type the spec declares, else a clear error — never a silent default."""
-        if inspected is not None:
-            return inspected
+        """Invariant 5: the image itself (inspected on an engine, or its config read from
+        its registry), else the recorded release of that image, else the type the spec
+        declares, else a clear error — never a silent default."""
+        if resolved.meta is not None:
+            return resolved.meta
+        ref = ref or resolved.ref
+        digest = digest or resolved.digest
         for record in sorted(records, key=lambda r: -r.revision):
             same = record.image == ref or (digest is not None and record.digest == digest)
             if same and record.image_meta is not None:
                 return record.image_meta
         if app.image_type is not None:
             return ImageMeta(source_type=app.image_type)
+        registry = f" ({resolved.unknown_because})" if resolved.unknown_because else ""
         raise ImageMetadataMissing(
-            f"cannot tell what kind of image {ref} is: it is not present in a reachable Docker "
-            "engine to inspect, and no recorded release of this slot ran it (hint: make the "
-            "image available to the local Docker engine, or declare app.image_type = "
-            '"dockerfile" | "herokuish" | "pack" in the spec)'
+            f"cannot tell what kind of image {ref} is: no reachable Docker engine has it to "
+            f"inspect, its registry could not be read{registry}, and no recorded release of "
+            "this slot ran it (hint: push the image to the registry it names, make it "
+            'available to a Docker engine, or declare app.image_type = "dockerfile" | '
+            '"herokuish" | "pack" in the spec)'
         )
 
     # -- mutating --------------------------------------------------------------------
@@ -662,9 +668,7 @@ class Engine:
         targets = {process} if process else set(names)
         target = app.slots.target(slot_name)
         resolved = self.backend.resolve_image(target, recorded, anchor.image)
-        meta = self._image_meta(
-            anchor.image or resolved.ref, anchor.digest, resolved.meta, records, recorded
-        )
+        meta = self._image_meta(resolved, records, recorded, anchor.image, anchor.digest)
         release = replace(
             self._successor(anchor, records, f"restart {process or 'all processes'}"),
             image_meta=meta,

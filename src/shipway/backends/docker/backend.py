@@ -56,6 +56,7 @@ from shipway.backends.protocol import (
     Reporter,
     ResolvedImage,
 )
+from shipway.backends.registry import RegistryLookupFailed, insecure_registries, lookup
 from shipway.errors import BackendError, CleanupFailed, InputError, ShipwayError
 from shipway.guard import Clearance
 from shipway.plan.model import (
@@ -145,6 +146,8 @@ class DockerBackend:
         self._trouble = False
         #: the slot's lock while this backend holds it (every mutation checks it first)
         self._slot_lock: SlotLock | None = None
+        #: the primary host's insecure registries (asked once, when the registry is read)
+        self._insecure: tuple[str, ...] | None = None
 
     # -- plumbing ----------------------------------------------------------------------
 
@@ -245,7 +248,24 @@ class DockerBackend:
             local = repo_digest(attrs, chosen)
             if registry is None or local == registry:
                 return ResolvedImage(chosen, registry or local, classify(attrs))
-        return ResolvedImage(chosen, registry, None)
+        # no host has it (a new host, or a reaped image): the registry it names tells
+        try:
+            found = lookup(chosen, insecure=self._insecure_registries())
+        except RegistryLookupFailed as exc:
+            return ResolvedImage(chosen, registry, None, unknown_because=str(exc))
+        return ResolvedImage(chosen, registry or found.digest, classify(found.attrs))
+
+    def _insecure_registries(self) -> tuple[str, ...]:
+        """The registries the primary host's engine reaches over plain HTTP (its
+        ``insecure-registries``): shipway reads them the way that engine would pull."""
+        if self._insecure is None:
+            try:
+                with edge(f"host {self.primary}: engine info"):
+                    info = self._client(self.primary).info()
+            except BackendError:
+                info = {}
+            self._insecure = insecure_registries(info)
+        return self._insecure
 
     def observe(self, target: Target) -> Observed:
         self._mine(target)
