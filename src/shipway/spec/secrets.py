@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -135,10 +135,53 @@ def _value_of(name: str, secrets: Mapping[str, Secret]) -> str:
     return secrets[name].reveal()
 
 
+#: values this long or longer are masked wherever they appear, inside words too
+MASK_ANYWHERE = 4
+_WORD = r"[A-Za-z0-9_]"
+
+
+class Masker:
+    """The one place shipway hides secret values in the text it shows or keeps: engine
+    messages, failure details, logs, release-command output, recorded error texts.
+
+    The rule (documented in docs/security.md):
+
+    * a value of ``MASK_ANYWHERE`` (4) characters or more is masked wherever it appears;
+    * a shorter value (1 to 3 characters) is masked wherever it stands as a whole token —
+      not inside a longer word or number: ``pw=abc`` and ``"abc"`` become ``pw=***`` and
+      ``"***"``, while ``abcdef`` stays as it is (masking every ``ab`` in every word would
+      garble all output and tell a reader the value anyway, by elimination);
+    * an empty value masks nothing.
+
+    Longer values are matched first, so a secret that contains another is masked whole.
+    """
+
+    __slots__ = ("_pattern",)
+
+    def __init__(self, values: Iterable[str | Secret] = ()) -> None:
+        plain = {v.reveal() if isinstance(v, Secret) else v for v in values}
+        parts = []
+        for value in sorted((v for v in plain if v), key=len, reverse=True):
+            escaped = re.escape(value)
+            if len(value) >= MASK_ANYWHERE:
+                parts.append(escaped)
+            else:
+                parts.append(f"(?<!{_WORD}){escaped}(?!{_WORD})")
+        self._pattern = re.compile("|".join(parts)) if parts else None
+
+    @classmethod
+    def of(cls, secrets: Mapping[str, Secret]) -> Masker:
+        return cls(secrets.values())
+
+    def __call__(self, text: str) -> str:
+        if self._pattern is None or not text:
+            return text
+        return self._pattern.sub(MASK, text)
+
+    def __bool__(self) -> bool:
+        return self._pattern is not None
+
+
 def redact(text: str, secrets: Mapping[str, Secret]) -> str:
-    """Mask any secret value that appears in a text (engine messages, logs) before output."""
-    for secret in secrets.values():
-        value = secret.reveal()
-        if len(value) >= 4:
-            text = text.replace(value, MASK)
-    return text
+    """Mask every secret value in a text before output (:class:`Masker`'s rule)."""
+    return Masker.of(secrets)(text)

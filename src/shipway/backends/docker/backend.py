@@ -76,7 +76,7 @@ from shipway.release import history
 from shipway.release.artifact import Artifact, Unit, digest_of
 from shipway.release.model import Release
 from shipway.spec.model import App, Slot, Target
-from shipway.spec.secrets import MASK, Secret, placeholder, reveal
+from shipway.spec.secrets import Masker, Secret, placeholder, redact, reveal
 
 T = TypeVar("T")
 POLL = 0.15
@@ -529,23 +529,16 @@ class DockerBackend:
                 yield item
 
     @staticmethod
-    def _redactor(c: Container) -> Callable[[str], str]:
+    def _redactor(c: Container) -> Masker:
         """Masks the secret values this container actually got (found through the
         placeholders in its unit body)."""
         body, _ = drift.body_of(c.labels)
         env = drift._env_of(c.attrs)
-        values = [
+        return Masker(
             env[k]
             for k, v in ((body or {}).get("env") or {}).items()
-            if "${secrets." in str(v) and len(env.get(k, "")) >= 4
-        ]
-
-        def mask(text: str) -> str:
-            for value in values:
-                text = text.replace(value, MASK)
-            return text
-
-        return mask
+            if "${secrets." in str(v) and k in env
+        )
 
     def live_digest(self, target: Target, release: Release) -> str | None:
         self._mine(target)
@@ -675,7 +668,7 @@ class DockerBackend:
             self._note(unit.host, f"{action} {unit.key} FAILED")
             for line in self.host_report():
                 reporter.line(f"  {line}")
-            raise BackendError(_redact(str(exc), secrets)) from exc
+            raise BackendError(redact(str(exc), secrets)) from exc
         self._note(unit.host, done)
 
     def _ensure_network(self, client: docker.DockerClient, name: str) -> None:
@@ -1133,7 +1126,7 @@ class DockerBackend:
             finally:
                 with contextlib.suppress(docker.errors.DockerException):
                     c.remove(force=True)
-        shown = tuple(_redact(line, secrets) for line in tail)
+        shown = tuple(redact(line, secrets) for line in tail)
         if code != 0:
             self._trouble = True
             self._note(host, f"release command failed (exit {code})")
@@ -1233,14 +1226,6 @@ def _listener_migration(client: docker.DockerClient) -> dict[str, str]:
 def _logs(c: Container, tail: int) -> str:
     data = c.logs(tail=tail)
     return data.decode(errors="replace") if isinstance(data, bytes) else ""
-
-
-def _redact(text: str, secrets: Mapping[str, Secret]) -> str:
-    for secret in secrets.values():
-        value = secret.reveal()
-        if len(value) >= 4:
-            text = text.replace(value, MASK)
-    return text
 
 
 class _Gate:

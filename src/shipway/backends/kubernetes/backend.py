@@ -92,7 +92,7 @@ from shipway.release.artifact import Artifact, Unit
 from shipway.release.model import Release
 from shipway.spec.model import App, Route, Slot, Target
 from shipway.spec.parse import from_snapshot
-from shipway.spec.secrets import MASK, Secret, redact, resolve_all, reveal
+from shipway.spec.secrets import MASK, Masker, Secret, redact, resolve_all, reveal
 
 RESOURCES: dict[str, type[Any]] = {
     "Namespace": Namespace,
@@ -425,20 +425,13 @@ class KubernetesBackend:
                 }
         with contextlib.suppress(InputError):
             values |= {v.reveal() for v in resolve_all(self.app.secrets).values()}
-        return sorted((v for v in values if len(v) >= 4), key=len, reverse=True)
+        return sorted(values)
 
-    def _masker(self) -> Callable[[str], str]:
+    def _masker(self) -> Masker:
         """Masks every secret value the slot's pods may print (see ``_secret_values``):
         also those of the live env Secrets, when this operation applied none (a wake, a
         switch)."""
-        values = self._secret_values()
-
-        def masked(text: str) -> str:
-            for value in values:
-                text = text.replace(value, MASK)
-            return text
-
-        return masked
+        return Masker(self._secret_values())
 
     def logs(self, target: Target, process: str | None, follow: bool, lines: int) -> Iterator[str]:
         self._check(target)

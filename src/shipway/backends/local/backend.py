@@ -39,7 +39,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -105,7 +105,7 @@ from shipway.release import codec, history
 from shipway.release.artifact import Artifact, Unit
 from shipway.release.model import ImageMeta, Release
 from shipway.spec.model import App, Slot, Target
-from shipway.spec.secrets import MASK, Secret, resolve_all, reveal
+from shipway.spec.secrets import Masker, Secret, resolve_all, reveal
 
 KEEP_SNAPSHOTS = 5
 DRAIN_TIMEOUT = 30.0
@@ -191,17 +191,10 @@ class LocalBackend:
                     values.update(doc["env"][n] for n in doc.get("secret_names", []))
         with contextlib.suppress(BackendError, InputError):
             values.update(s.reveal() for s in resolve_all(self.app.secrets, self.environ).values())
-        return sorted((v for v in values if len(v) >= 4), key=len, reverse=True)
+        return sorted(values)
 
-    def _redactor(self, d: SlotDirs) -> Callable[[str], str]:
-        values = self._secret_values(d)
-
-        def redact(line: str) -> str:
-            for v in values:
-                line = line.replace(v, MASK)
-            return line
-
-        return redact
+    def _redactor(self, d: SlotDirs) -> Masker:
+        return Masker(self._secret_values(d))
 
     # -- pure ----------------------------------------------------------------------------
 
