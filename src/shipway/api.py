@@ -47,13 +47,7 @@ def _backend(app: App, slot: str, given: Backend | None) -> Iterator[Backend]:
     try:
         yield opened
     finally:
-        _close(opened)
-
-
-def _close(backend: Backend) -> None:
-    close = getattr(backend, "close", None)
-    if callable(close):
-        close()
+        opened.close()
 
 
 @contextmanager

@@ -16,10 +16,12 @@ from dataclasses import dataclass, field
 
 from shipway.backends.protocol import (
     Failure,
+    GenerationBackend,
     GenerationInfo,
     HostOwner,
     LockHolder,
     ProcessStatus,
+    Reason,
     Reporter,
     ResolvedImage,
 )
@@ -96,6 +98,9 @@ class MemoryBackend:
 
     def mutations(self) -> list[tuple[str, str]]:
         return [c for c in self.calls if c[0] in MUTATING]
+
+    def close(self) -> None:
+        self._note("close")
 
     # -- pure ----------------------------------------------------------------------
     def render(self, app: App, slot: Slot, release: Release) -> Artifact:
@@ -257,7 +262,9 @@ class MemoryBackend:
     ) -> Failure | None:
         self._note("wait", step.process)
         if self.broken:
-            return Failure(reason="EngineUnavailable", message="no answer", process=step.process)
+            return Failure(
+                reason=Reason.ENGINE_UNAVAILABLE, message="no answer", process=step.process
+            )
         for key in step.units:
             image = artifact.get(key).body.get("image")
             if image in self.doomed_images:
@@ -283,7 +290,7 @@ class MemoryBackend:
         clearance.require_covers(target)
         self._note("run_release_command", " ".join(command))
         if self.failing_release_command:
-            return Failure(reason="ReleaseCommandFailed", message="exit 3", exit_code=3)
+            return Failure(reason=Reason.RELEASE_COMMAND_FAILED, message="exit 3", exit_code=3)
         return None
 
     def scale(self, clearance: Clearance, target: Target, step: Scale, reporter: Reporter) -> None:
@@ -368,3 +375,6 @@ def expire_lock(backend: MemoryBackend) -> None:
     backend.lock_taken_at = time.monotonic() - 10 * (
         backend.lock_holder.ttl if backend.lock_holder else 1
     )
+
+
+_: type[GenerationBackend] = MemoryBackend  # mypy checks it keeps the whole protocol

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from shipway.errors import InputError
 from shipway.guard import Clearance
 from shipway.plan.model import (
     DropHost,
@@ -50,6 +51,25 @@ class NullReporter:
 
     def progress(self, process: str, counts: Mapping[str, int], note: str = "") -> None:
         pass
+
+
+class Reason:
+    """The ``Failure.reason`` values shipway itself gives, one vocabulary for every backend.
+    An engine's own reasons (Kubernetes' ``CrashLoopBackOff``, ``ErrImagePull``,
+    ``OOMKilled`` …) pass through as the engine names them."""
+
+    CRASHED = "Crashed"  #: a process or container exited while it was starting
+    OOM_KILLED = "OOMKilled"  #: killed for memory (Docker's State.OOMKilled, the kubelet's)
+    HEALTHCHECK_FAILED = "HealthcheckFailed"  #: its health check failed all its attempts
+    NOT_STARTED = "NotStarted"  #: what should run is not known to its supervisor or engine
+    NOT_SCALED = "NotScaled"  #: a generation could not be brought to its replicas
+    NOT_FOUND = "NotFound"  #: what a wait needs is gone
+    TIMEOUT = "Timeout"  #: not ready (or not finished) before the deadline
+    RELEASE_COMMAND_FAILED = "ReleaseCommandFailed"
+    RELEASE_COMMAND_TIMEOUT = "ReleaseCommandTimeout"
+    STEP_FAILED = "StepFailed"  #: a step's engine call failed (the message says which)
+    UNDO_FAILED = "UndoFailed"  #: an undo could not be planned or walked
+    ENGINE_UNAVAILABLE = "EngineUnavailable"  #: the engine did not answer
 
 
 @dataclass(frozen=True)
@@ -197,17 +217,26 @@ class HostOwner:
         return f"{self.app}/{self.slot}{gen}{at}"
 
 
-@runtime_checkable
-class Backend(Protocol):
-    name: str
+# -- the protocol, in small named parts ------------------------------------------------
+#
+# A backend is composed of these (Helm's storage driver is four tiny interfaces, likewise).
+# Each backend module states its conformance in one line mypy checks, e.g.
+# ``_: type[GenerationBackend] = LocalBackend``, so a missing method fails ``mypy --strict``
+# rather than a test at run time.
 
-    # -- pure ----------------------------------------------------------------------
+
+class Renders(Protocol):
+    """Pure: what a release means on this engine."""
+
     def render(self, app: App, slot: Slot, release: Release) -> Artifact:
         """What ``release`` of ``app`` means on this engine. Pure: no I/O, no subprocess.
         Secret values appear only as placeholders."""
         ...
 
-    # -- reading -------------------------------------------------------------------
+
+class Reads(Protocol):
+    """What a backend reads from its target. Nothing here mutates anything."""
+
     def resolve_image(self, target: Target, app: App, ref: str | None) -> ResolvedImage: ...
 
     def observe(self, target: Target) -> Observed:
@@ -231,14 +260,9 @@ class Backend(Protocol):
         """The digest actually running for ``release`` (promotion checks it)."""
         ...
 
-    # -- mutating (each requires a clearance covering target) ----------------------
-    def lock(
-        self, clearance: Clearance, target: Target, holder: LockHolder, reporter: Reporter
-    ) -> AbstractContextManager[None]:
-        """Hold the slot's lock for the block; renew it while held; release it on every
-        exit path. Break an expired (or dead-holder) lock with a line naming its holder;
-        otherwise raise SlotLocked."""
-        ...
+
+class Records(Protocol):
+    """The release records the target itself keeps (each call requires a clearance)."""
 
     def write_records(
         self, clearance: Clearance, target: Target, records: Sequence[Release]
@@ -247,6 +271,22 @@ class Backend(Protocol):
     def delete_records(
         self, clearance: Clearance, target: Target, revisions: Sequence[int]
     ) -> None: ...
+
+
+class Locks(Protocol):
+    """The slot's lock, kept in the target."""
+
+    def lock(
+        self, clearance: Clearance, target: Target, holder: LockHolder, reporter: Reporter
+    ) -> AbstractContextManager[None]:
+        """Hold the slot's lock for the block; renew it while held; release it on every
+        exit path. Break an expired (or dead-holder) lock with a line naming its holder;
+        otherwise raise SlotLocked."""
+        ...
+
+
+class Steps(Protocol):
+    """The steps of a rolling plan, one at a time (each mutation requires a clearance)."""
 
     def apply(
         self,
@@ -285,30 +325,19 @@ class Backend(Protocol):
         reporter: Reporter,
     ) -> Failure | None: ...
 
-    def scale(
-        self, clearance: Clearance, target: Target, step: Scale, reporter: Reporter
-    ) -> None: ...
-
-    def wait_replicas(
-        self, target: Target, step: WaitReplicas, deadline: float, reporter: Reporter
-    ) -> Failure | None: ...
-
-    def point_host(
-        self, clearance: Clearance, target: Target, step: PointHost, reporter: Reporter
-    ) -> None: ...
-
-    def drop_host(
-        self, clearance: Clearance, target: Target, step: DropHost, reporter: Reporter
-    ) -> None:
-        """Best effort: raise CleanupFailed with the manual fix when it cannot be done."""
-        ...
-
     def stop(self, clearance: Clearance, target: Target, reporter: Reporter) -> None: ...
 
 
-@runtime_checkable
-class GenerationBackend(Backend, Protocol):
-    """A backend that can keep whole generations of an app side by side (blue/green).
+class Closes(Protocol):
+    """What a backend holds open (watch threads, connections, SSH sessions) ends here. The
+    API closes every backend it opens; closing twice is harmless."""
+
+    def close(self) -> None: ...
+
+
+class Generations(Protocol):
+    """What a blue-green backend adds: whole generations side by side, scaled, waited on,
+    and hosts moved between them (the :class:`~shipway.plan.model.GenerationStep` s).
 
     A generation's units carry its name (``Unit.generation``); ``Scale``/``WaitReplicas``
     steps name the generation; ``PointHost``/``DropHost`` move host names between them.
@@ -329,3 +358,43 @@ class GenerationBackend(Backend, Protocol):
     def delete_generation(
         self, clearance: Clearance, target: Target, generation: str, reporter: Reporter
     ) -> None: ...
+
+    def scale(
+        self, clearance: Clearance, target: Target, step: Scale, reporter: Reporter
+    ) -> None: ...
+
+    def wait_replicas(
+        self, target: Target, step: WaitReplicas, deadline: float, reporter: Reporter
+    ) -> Failure | None: ...
+
+    def point_host(
+        self, clearance: Clearance, target: Target, step: PointHost, reporter: Reporter
+    ) -> None: ...
+
+    def drop_host(
+        self, clearance: Clearance, target: Target, step: DropHost, reporter: Reporter
+    ) -> None:
+        """Best effort: raise CleanupFailed with the manual fix when it cannot be done."""
+        ...
+
+
+@runtime_checkable
+class Backend(Renders, Reads, Records, Locks, Steps, Closes, Protocol):
+    """Every backend: renders, reads, keeps records and the lock, performs rolling steps."""
+
+    name: str
+
+
+@runtime_checkable
+class GenerationBackend(Backend, Generations, Protocol):
+    """A backend that also keeps generations (blue/green): local and Kubernetes."""
+
+
+def generations_of(backend: Backend) -> GenerationBackend:
+    """The backend as a blue-green one, or an InputError saying it keeps no generations."""
+    if not isinstance(backend, GenerationBackend):
+        raise InputError(
+            f"the {backend.name} backend does not keep generations "
+            '(hint: use strategy = "rolling" for this slot)'
+        )
+    return backend

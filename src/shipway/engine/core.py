@@ -28,8 +28,10 @@ from shipway.backends.protocol import (
     GenerationInfo,
     LockHolder,
     NullReporter,
+    Reason,
     Reporter,
     ResolvedImage,
+    generations_of,
 )
 from shipway.engine.ids import fresh_ids, restart_ids
 from shipway.engine.outcome import NoAnchor, Outcome, RollbackFailed, Rolled, RolledBack
@@ -216,12 +218,7 @@ class Engine:
     # -- generations (blue/green) ----------------------------------------------------
 
     def _generations(self) -> GenerationBackend:
-        if not isinstance(self.backend, GenerationBackend):
-            raise InputError(
-                f"the {self.backend.name} backend does not keep generations "
-                '(hint: use strategy = "rolling" for this slot)'
-            )
-        return self.backend
+        return generations_of(self.backend)
 
     def generations(self, app: App, slot_name: str) -> list[GenerationInfo]:
         return self._generations().generations(app.slots.target(slot_name))
@@ -813,7 +810,7 @@ class Engine:
         except ShipwayError as exc:
             failed = walker.result
             failed.failure = Failure(
-                reason="UndoFailed",
+                reason=Reason.UNDO_FAILED,
                 message=f"{label.strip()}: {redact(str(exc), secrets)}",
                 process=getattr(failed.current, "process", None),
             )

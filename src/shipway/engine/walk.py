@@ -11,12 +11,13 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from shipway.backends.protocol import Backend, Failure, Reporter
+from shipway.backends.protocol import Backend, Failure, Reason, Reporter, generations_of
 from shipway.errors import BackendError, CleanupFailed, InputError
 from shipway.guard import Clearance
 from shipway.plan.model import (
     ApplyObject,
     DropHost,
+    GenerationStep,
     NoOp,
     PointHost,
     Remove,
@@ -88,7 +89,7 @@ class Walker:
                     failure = None
                 else:
                     failure = Failure(
-                        reason="StepFailed",
+                        reason=Reason.STEP_FAILED,
                         message=f"{step.describe()}: {redact(str(exc), self.secrets)}",
                         process=getattr(step, "process", None),
                     )
@@ -118,20 +119,29 @@ class Walker:
             )
         elif isinstance(step, Remove):
             b.remove(c, t, step, r)
-        elif isinstance(step, Scale):
-            if step.delay:
-                time.sleep(step.delay)
-            b.scale(c, t, step, r)
-        elif isinstance(step, WaitReplicas):
-            return b.wait_replicas(t, step, deadline, r)
-        elif isinstance(step, PointHost):
-            b.point_host(c, t, step, r)
-        elif isinstance(step, DropHost):
-            b.drop_host(c, t, step, r)
+        elif isinstance(step, GenerationStep):
+            return self._do_generation(step, deadline)
         elif isinstance(step, NoOp):
             pass
         else:  # pragma: no cover - every step type is handled above
             raise TypeError(f"unknown step {step!r}")
+        return None
+
+
+    def _do_generation(self, step: GenerationStep, deadline: float) -> Failure | None:
+        gb, c, t, r = generations_of(self.backend), self.clearance, self.target, self.reporter
+        if isinstance(step, Scale):
+            if step.delay:
+                time.sleep(step.delay)  # the drain delay the plan asks for, not a wait
+            gb.scale(c, t, step, r)
+        elif isinstance(step, WaitReplicas):
+            return gb.wait_replicas(t, step, deadline, r)
+        elif isinstance(step, PointHost):
+            gb.point_host(c, t, step, r)
+        elif isinstance(step, DropHost):
+            gb.drop_host(c, t, step, r)
+        else:  # pragma: no cover - every generation step is handled above
+            raise TypeError(f"unknown generation step {step!r}")
         return None
 
 

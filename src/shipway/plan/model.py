@@ -156,7 +156,14 @@ class WaitRollout(Step):
 
 
 @dataclass(frozen=True)
-class Scale(Step):
+class GenerationStep(Step):
+    """A step only a blue-green backend performs (:class:`~shipway.backends.protocol.
+    GenerationBackend`): scaling, waiting on, and moving hosts between generations. A
+    rolling plan never holds one."""
+
+
+@dataclass(frozen=True)
+class Scale(GenerationStep):
     """Scale a process (of a generation). ``delay``: seconds to let connections drain first."""
 
     name: ClassVar[str] = "scale"
@@ -172,7 +179,7 @@ class Scale(Step):
 
 
 @dataclass(frozen=True)
-class WaitReplicas(Step):
+class WaitReplicas(GenerationStep):
     name: ClassVar[str] = "wait-replicas"
     mutates: ClassVar[bool] = False
     process: str
@@ -184,7 +191,7 @@ class WaitReplicas(Step):
 
 
 @dataclass(frozen=True)
-class PointHost(Step):
+class PointHost(GenerationStep):
     name: ClassVar[str] = "point-host"
     host: str
     process: str
@@ -195,7 +202,7 @@ class PointHost(Step):
 
 
 @dataclass(frozen=True)
-class DropHost(Step):
+class DropHost(GenerationStep):
     name: ClassVar[str] = "drop-host"
     best_effort: ClassVar[bool] = True
     host: str

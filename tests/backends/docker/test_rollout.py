@@ -10,6 +10,7 @@ import urllib.request
 from collections import Counter
 
 from shipway import api
+from shipway.backends.protocol import Reason
 from shipway.engine import NoAnchor, Rolled, RolledBack
 from shipway.release.model import ReleaseStatus
 from tests.backends.docker.conftest import SLOT, Deployment, Lines
@@ -147,7 +148,7 @@ def test_a_crashing_image_fails_fast_with_its_exit_code_and_logs(deployment: Dep
     outcome = deployment.deploy(image=env.images.crash)
     assert isinstance(outcome, RolledBack), outcome.line()
     assert time.monotonic() - started < 30  # not the 120 s deploy timeout
-    assert outcome.failure.reason in ("CrashLoop", "ContainerExited")
+    assert outcome.failure.reason == Reason.CRASHED
     assert outcome.failure.exit_code == 3
     assert any("CRASH_ON_START is set" in d for d in outcome.failure.details)
     assert deployment.get(env.a) == (200, "v1\n")

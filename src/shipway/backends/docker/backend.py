@@ -50,9 +50,11 @@ from shipway.backends.docker.store import (
 )
 from shipway.backends.imagemeta import classify, repo_digest, start_command
 from shipway.backends.protocol import (
+    Backend,
     Failure,
     LockHolder,
     ProcessStatus,
+    Reason,
     Reporter,
     ResolvedImage,
 )
@@ -61,15 +63,11 @@ from shipway.errors import BackendError, CleanupFailed, InputError, ShipwayError
 from shipway.guard import Clearance
 from shipway.plan.model import (
     ApplyObject,
-    DropHost,
     Observed,
     ObservedUnit,
     Plan,
-    PointHost,
     Remove,
-    Scale,
     UnitState,
-    WaitReplicas,
     WaitRollout,
 )
 from shipway.release import history
@@ -1034,7 +1032,7 @@ class DockerBackend:
                     return self._failed(
                         step,
                         Failure(
-                            reason="Timeout",
+                            reason=Reason.TIMEOUT,
                             message=f"{ready}/{len(gates)} ready on {conn.name} when the "
                             "deploy timeout ran out",
                             process=step.process,
@@ -1118,7 +1116,7 @@ class DockerBackend:
                     self._trouble = True
                     self._note(host, "release command timed out")
                     return Failure(
-                        reason="ReleaseCommandTimeout",
+                        reason=Reason.RELEASE_COMMAND_TIMEOUT,
                         message=f"the release command did not finish on {host} in time",
                     )
                 code = int(result.get("StatusCode", -1))
@@ -1131,7 +1129,7 @@ class DockerBackend:
             self._trouble = True
             self._note(host, f"release command failed (exit {code})")
             return Failure(
-                reason="ReleaseCommandFailed",
+                reason=Reason.RELEASE_COMMAND_FAILED,
                 message=f"{' '.join(command)} exited with {code} on {host}",
                 exit_code=code,
                 details=shown,
@@ -1140,35 +1138,6 @@ class DockerBackend:
         for line in shown:
             reporter.line(f"  release command: {line}")
         return None
-
-    # -- generations: not on docker hosts -------------------------------------------------
-
-    def _no_generations(self) -> BackendError:
-        return BackendError(
-            "the docker backend has no generations (blue/green on Docker hosts is every "
-            "deploy: new containers beside the old, then the proxy switches)"
-        )
-
-    def scale(self, clearance: Clearance, target: Target, step: Scale, reporter: Reporter) -> None:
-        clearance.require_covers(target)
-        raise self._no_generations()
-
-    def wait_replicas(
-        self, target: Target, step: WaitReplicas, deadline: float, reporter: Reporter
-    ) -> Failure | None:
-        return Failure(reason="Unsupported", message=str(self._no_generations()))
-
-    def point_host(
-        self, clearance: Clearance, target: Target, step: PointHost, reporter: Reporter
-    ) -> None:
-        clearance.require_covers(target)
-        raise self._no_generations()
-
-    def drop_host(
-        self, clearance: Clearance, target: Target, step: DropHost, reporter: Reporter
-    ) -> None:
-        clearance.require_covers(target)
-        raise CleanupFailed(str(self._no_generations()), "nothing to do")
 
     # -- stopping ------------------------------------------------------------------------
 
@@ -1253,7 +1222,7 @@ class _Gate:
         try:
             c: Container = client.containers.get(self.name)
         except docker.errors.NotFound:
-            return Failure("ContainerMissing", f"container {self.name} is gone", process)
+            return Failure(Reason.NOT_FOUND, f"container {self.name} is gone", process)
         state = c.attrs.get("State") or {}
         status = str(state.get("Status"))
         if (
@@ -1262,9 +1231,7 @@ class _Gate:
             or state.get("Restarting")
         ):
             reason = (
-                "OOMKilled"
-                if state.get("OOMKilled")
-                else ("ContainerExited" if status in ("exited", "dead") else "CrashLoop")
+                Reason.OOM_KILLED if state.get("OOMKilled") else Reason.CRASHED
             )
             return Failure(
                 reason=reason,
@@ -1306,7 +1273,7 @@ class _Gate:
         self.next_probe = time.monotonic() + float(self.health.get("interval") or 1.0)
         if self.failed_attempts >= int(self.health.get("attempts") or 30):
             return Failure(
-                reason="HealthcheckFailed",
+                reason=Reason.HEALTHCHECK_FAILED,
                 message=f"{self.name}: {why} ({self.failed_attempts} attempts)",
                 process=process,
                 details=tuple(_tail(c)),
@@ -1366,3 +1333,6 @@ def _tail(c: Container) -> list[str]:
     except docker.errors.DockerException:
         return ["(no logs)"]
     return [f"log: {mask(line)}" for line in text.splitlines()[-LOG_TAIL:]]
+
+
+_: type[Backend] = DockerBackend  # mypy checks it keeps the protocol (no generations)

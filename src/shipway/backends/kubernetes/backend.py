@@ -66,10 +66,12 @@ from shipway.backends.kubernetes.rollout import (
 from shipway.backends.kubernetes.watch import Changes, LiveSet, WatchLoop
 from shipway.backends.protocol import (
     Failure,
+    GenerationBackend,
     GenerationInfo,
     HostOwner,
     LockHolder,
     ProcessStatus,
+    Reason,
     Reporter,
     ResolvedImage,
 )
@@ -798,7 +800,7 @@ class KubernetesBackend:
             details += self._events({"involvedObject.name": name})
         mask = self._masker()
         return Failure(
-            reason="Timeout",
+            reason=Reason.TIMEOUT,
             message=mask(f"not ready after {waited:.0f}s: {notes}"),
             process=process,
             details=tuple(mask(d) for d in details),
@@ -913,7 +915,7 @@ class KubernetesBackend:
                 if now >= deadline:
                     mask = self._masker()
                     return Failure(
-                        reason="Timeout",
+                        reason=Reason.TIMEOUT,
                         message=f"the release command (Job {name}) did not finish in time",
                         details=tuple(
                             mask(d) for d in self._events({"involvedObject.name": name})
@@ -941,7 +943,7 @@ class KubernetesBackend:
             details += self._log_tail(pod.metadata.name, "release")
         mask = self._masker()
         return Failure(
-            reason="ReleaseCommandFailed",
+            reason=Reason.RELEASE_COMMAND_FAILED,
             message=mask(
                 f"Job {name}: {condition.get('reason', 'Failed')}: {condition.get('message', '')}"
             ).rstrip(": "),
@@ -1110,7 +1112,7 @@ class KubernetesBackend:
             live = watches.deployments.snapshot().get(name)
             if live is None:
                 return Failure(
-                    reason="NotFound",
+                    reason=Reason.NOT_FOUND,
                     message=f"generation {generation} has no Deployment {name}",
                     process=step.process,
                 )
@@ -1493,3 +1495,6 @@ def _indent(lines: Sequence[str] | str, prefix: str) -> list[str]:
     if isinstance(lines, str):
         lines = lines.splitlines()
     return [prefix + line for line in lines]
+
+
+_: type[GenerationBackend] = KubernetesBackend  # mypy checks it keeps the whole protocol

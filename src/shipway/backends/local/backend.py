@@ -79,10 +79,12 @@ from shipway.backends.local.supervisor import (
 )
 from shipway.backends.protocol import (
     Failure,
+    GenerationBackend,
     GenerationInfo,
     HostOwner,
     LockHolder,
     ProcessStatus,
+    Reason,
     Reporter,
     ResolvedImage,
 )
@@ -1215,7 +1217,7 @@ class LocalBackend:
             rec = programs.get(key)
             if rec is None:
                 return Failure(
-                    reason="NotStarted",
+                    reason=Reason.NOT_STARTED,
                     message=f"{key} is not recorded as started",
                     process=step.process,
                 )
@@ -1291,7 +1293,7 @@ class LocalBackend:
             )
         except OSError as exc:
             return Failure(
-                reason="ReleaseCommandFailed",
+                reason=Reason.RELEASE_COMMAND_FAILED,
                 message=f"cannot run {words[0]!r}: {exc.strerror or exc}",
             )
         assert proc.stdout is not None
@@ -1312,7 +1314,7 @@ class LocalBackend:
                     proc.kill()
                     proc.wait()
                     return Failure(
-                        reason="ReleaseCommandTimeout",
+                        reason=Reason.RELEASE_COMMAND_TIMEOUT,
                         message=f"{' '.join(command)} did not finish before the deadline",
                         details=tuple(f"| {redact(t)}" for t in logfiles.tail(log, LOG_TAIL)),
                     )
@@ -1321,7 +1323,7 @@ class LocalBackend:
         code = proc.returncode
         if code != 0:
             return Failure(
-                reason="ReleaseCommandFailed",
+                reason=Reason.RELEASE_COMMAND_FAILED,
                 message=f"{' '.join(command)} exited with code {code}",
                 exit_code=code,
                 details=(
@@ -1376,7 +1378,7 @@ class LocalBackend:
         found = self._generation_programs(d, step.generation or "", step.process)
         if not found:
             return Failure(
-                reason="NotStarted",
+                reason=Reason.NOT_STARTED,
                 message=f"generation {step.generation} has no {step.process} program",
                 process=step.process,
             )
@@ -1384,7 +1386,7 @@ class LocalBackend:
         have = len(rec.get("instances", []))
         if have < step.replicas:
             return Failure(
-                reason="NotScaled",
+                reason=Reason.NOT_SCALED,
                 message=f"{key} has {have} of {step.replicas} instances",
                 process=step.process,
             )
@@ -1534,6 +1536,10 @@ class LocalBackend:
         except OSError as exc:
             raise BackendError(f"deleting generation {generation}: {exc}") from exc
 
+    def close(self) -> None:
+        """Nothing stays open between calls: supervisord and the router are their own
+        processes, and every file is closed after use."""
+
     def stop(self, clearance: Clearance, target: Target, reporter: Reporter) -> None:
         """Take the slot's hosts off the router, drain and stop its processes (a blue-green
         slot's generations are put to sleep, kept); then stop the supervisor (and routers)
@@ -1574,3 +1580,6 @@ class LocalBackend:
         if not others and self.supervisor.running():
             self.supervisor.shutdown()
             reporter.line(f"  nothing else runs in {self.root}: supervisor and router stopped")
+
+
+_: type[GenerationBackend] = LocalBackend  # mypy checks it keeps the whole protocol

@@ -18,7 +18,7 @@ from typing import Any
 
 from shipway.backends.local import health
 from shipway.backends.local.supervisor import Supervisor, state_of
-from shipway.backends.protocol import Failure, Reporter
+from shipway.backends.protocol import Failure, Reason, Reporter
 
 #: builds the Failure for one instance: (instance, reason, message, exit code)
 FailureOf = Callable[[Mapping[str, Any], str, str, int | None], Failure]
@@ -66,13 +66,13 @@ def health_gate(
                 code = supervisor.last_exit(name)
                 return fail(
                     inst,
-                    "Crashed",
+                    Reason.CRASHED,
                     f"the process exited{f' with code {code}' if code is not None else ''} "
                     f"while starting (state {state}, started {max(started_times, 1)} times)",
                     code,
                 )
             if state == "ABSENT":
-                return fail(inst, "NotStarted", "supervisord does not know it", None)
+                return fail(inst, Reason.NOT_STARTED, "supervisord does not know it", None)
             if mode == "uptime":
                 # up since its (only) start: the launcher wrote the counter then
                 needed = float(check.get("initial_delay", 1.0))
@@ -100,7 +100,7 @@ def health_gate(
                 what = "health check" if mode == "http" else "port check"
                 return fail(
                     inst,
-                    "HealthcheckFailed",
+                    Reason.HEALTHCHECK_FAILED,
                     f"{why} — {what} failed {attempts[name]} times "
                     f"(every {float(check.get('interval', 1.0)):g}s)",
                     None,
@@ -113,7 +113,7 @@ def health_gate(
             inst = next(i for i in instances if i["name"] not in ready)
             return fail(
                 inst,
-                "Timeout",
+                Reason.TIMEOUT,
                 f"not ready before the deadline ({last.get(inst['name'], 'no answer')})",
                 None,
             )
