@@ -17,7 +17,13 @@
     ├── StalePlan                     exit 5  the world changed since a saved plan was made
     └── BackendError                  exit 1  an engine (Kubernetes, Docker, OS) said no;
         ├── RecordError                       translated at the backend edge
-        └── CleanupFailed                     best-effort cleanup failed (carries the manual fix)
+        ├── CleanupFailed                     best-effort cleanup failed (carries the manual fix)
+        ├── LockLost                          the slot's lock was taken over or deleted while
+        │                                     held: the operation stops
+        ├── RegistryLookupFailed              a registry could not tell an image's config
+        └── HostKeyRefused                    an SSH host key is not trusted; nothing was sent
+            ├── UnknownHostKey                    not in known_hosts (with the line to add)
+            └── HostKeyMismatch                   known_hosts records another key
 
 Library exceptions (lightkube, docker, OSError …) never cross a backend's edge: they are
 translated into these, most specific first, with ``raise ... from exc``.
@@ -155,3 +161,74 @@ class CleanupFailed(BackendError):
     def __init__(self, message: str, manual_fix: str) -> None:
         self.manual_fix = manual_fix
         super().__init__(message)
+
+
+class LockLost(BackendError):
+    """The slot's lock is gone or someone else's while this operation held it: renewing is
+    over and every further mutation is refused."""
+
+
+class RegistryLookupFailed(BackendError):
+    """The registry could not tell (unreachable, refused, no such image). The message says
+    which call and why, never a credential."""
+
+
+class HostKeyRefused(BackendError):
+    """The host's SSH key is not trusted; nothing was sent to the host."""
+
+
+class UnknownHostKey(HostKeyRefused):
+    """A host whose key is not in known_hosts: refused, with its fingerprint and the exact
+    line that would trust it (after the user checked the fingerprint)."""
+
+    def __init__(
+        self,
+        host: str,
+        hostname: str,
+        port: int | None,
+        key_type: str,
+        key_line: str,
+        fingerprint: str,
+        known_hosts: str,
+    ) -> None:
+        self.host, self.key_type, self.fingerprint, self.line = (
+            host,
+            key_type,
+            fingerprint,
+            key_line,
+        )
+        short = key_type.removeprefix("ssh-").removeprefix("ecdsa-sha2-")
+        flag = f"-p {port} " if port not in (None, 22) else ""
+        super().__init__(
+            f"host {host}: its SSH host key is not in {known_hosts}, so shipway refuses "
+            f"to connect (it never accepts an unknown key). The host presented a "
+            f"{key_type} key with fingerprint {fingerprint}.\n"
+            f"To trust it: check that fingerprint against the host's own, on the host itself "
+            f"or from its provider (e.g. `ssh-keygen -lf /etc/ssh/ssh_host_{short}_key.pub` "
+            f"on {hostname}); if they match, add the key:\n"
+            f"  ssh-keyscan -t {key_type} {flag}{hostname} >> {known_hosts}\n"
+            f"or append exactly this line to {known_hosts}:\n"
+            f"  {key_line}"
+        )
+
+
+class HostKeyMismatch(HostKeyRefused):
+    """A host presenting another key than known_hosts records: refused, loudly."""
+
+    def __init__(
+        self,
+        host: str,
+        hostname: str,
+        got: tuple[str, str],
+        expected: tuple[str, str],
+        known_hosts: str,
+    ) -> None:
+        (got_type, self.fingerprint), (expected_type, self.expected) = got, expected
+        self.host = host
+        super().__init__(
+            f"HOST KEY MISMATCH for {host}: {known_hosts} records a {expected_type} "
+            f"key {self.expected}, but the host presented a {got_type} key "
+            f"{self.fingerprint}. Someone may be intercepting the connection (or the host was "
+            f"reinstalled). shipway refuses to connect. If, and only if, you have verified the "
+            f"new key: ssh-keygen -R {hostname} -f {known_hosts}, then add the new one."
+        )

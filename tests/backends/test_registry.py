@@ -11,11 +11,8 @@ import uuid
 import pytest
 
 from shipway.backends.imagemeta import ImageRef, classify, same_repository
-from shipway.backends.registry import (
-    RegistryLookupFailed,
-    insecure_registries,
-    lookup,
-)
+from shipway.backends.registry import insecure_registries, lookup
+from shipway.errors import RegistryLookupFailed
 from shipway.release.model import ImageMeta
 from tests.testenv.docker import DockerEnv
 

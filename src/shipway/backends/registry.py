@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shipway.backends.imagemeta import ImageRef
-from shipway.errors import BackendError
+from shipway.errors import RegistryLookupFailed
 
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -48,11 +48,6 @@ ACCEPT = ", ".join((OCI_INDEX, OCI_MANIFEST, DOCKER_LIST, DOCKER_MANIFEST))
 INDEXES = (OCI_INDEX, DOCKER_LIST)
 TIMEOUT = 5.0
 MAX_DOCUMENT = 4 * 1024 * 1024  # a manifest or config larger than this is not an image's
-
-
-class RegistryLookupFailed(BackendError):
-    """The registry could not tell (unreachable, refused, no such image). The message says
-    which call and why, never a credential."""
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import paramiko
 import pytest
 
 from shipway import api
-from shipway.backends.docker.trust import HostKeyMismatch, UnknownHostKey
+from shipway.errors import HostKeyMismatch, UnknownHostKey
 from tests.backends.docker.conftest import SLOT, Deployment
 
 

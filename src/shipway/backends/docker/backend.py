@@ -58,8 +58,14 @@ from shipway.backends.protocol import (
     Reporter,
     ResolvedImage,
 )
-from shipway.backends.registry import RegistryLookupFailed, insecure_registries, lookup
-from shipway.errors import BackendError, CleanupFailed, InputError, ShipwayError
+from shipway.backends.registry import insecure_registries, lookup
+from shipway.errors import (
+    BackendError,
+    CleanupFailed,
+    InputError,
+    RegistryLookupFailed,
+    ShipwayError,
+)
 from shipway.guard import Clearance
 from shipway.plan.model import (
     ApplyObject,

@@ -42,7 +42,7 @@ from docker.models.containers import Container
 
 from shipway.backends.docker import labels
 from shipway.backends.protocol import LockHolder, Reporter, pid_alive
-from shipway.errors import BackendError, RecordError, SlotLocked
+from shipway.errors import BackendError, LockLost, RecordError, SlotLocked
 from shipway.release import codec
 from shipway.release.model import Release
 
@@ -177,10 +177,6 @@ def _parse_time(text: str) -> datetime | None:
     except (TypeError, ValueError):
         return None
     return value if value.tzinfo else value.replace(tzinfo=UTC)
-
-
-class LockLost(BackendError):
-    """The lock container is gone or someone else's: renewing it is over."""
 
 
 class SlotLock:

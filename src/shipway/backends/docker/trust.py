@@ -26,49 +26,10 @@ from typing import Any, cast
 import paramiko
 
 from shipway.backends.docker.hosts import HostAddress
-from shipway.errors import BackendError
+from shipway.errors import BackendError, HostKeyMismatch, HostKeyRefused, UnknownHostKey
 
 KNOWN_HOSTS_ENV = "SHIPWAY_KNOWN_HOSTS"
 SSH_CONFIG_ENV = "SHIPWAY_SSH_CONFIG"
-
-
-class HostKeyRefused(BackendError):
-    """The host's SSH key is not trusted; nothing was sent to the host."""
-
-
-class UnknownHostKey(HostKeyRefused):
-    def __init__(
-        self, host: HostAddress, known_name: str, key: paramiko.PKey, known_hosts: Path
-    ) -> None:
-        self.host, self.key_type, self.fingerprint = host, key.get_name(), fingerprint(key)
-        self.line = f"{known_name} {key.get_name()} {key.get_base64()}"
-        short = key.get_name().removeprefix("ssh-").removeprefix("ecdsa-sha2-")
-        port = f"-p {host.port} " if host.port not in (None, 22) else ""
-        super().__init__(
-            f"host {host.name}: its SSH host key is not in {known_hosts}, so shipway refuses "
-            f"to connect (it never accepts an unknown key). The host presented a "
-            f"{key.get_name()} key with fingerprint {self.fingerprint}.\n"
-            f"To trust it: check that fingerprint against the host's own, on the host itself "
-            f"or from its provider (e.g. `ssh-keygen -lf /etc/ssh/ssh_host_{short}_key.pub` "
-            f"on {host.hostname}); if they match, add the key:\n"
-            f"  ssh-keyscan -t {key.get_name()} {port}{host.hostname} >> {known_hosts}\n"
-            f"or append exactly this line to {known_hosts}:\n"
-            f"  {self.line}"
-        )
-
-
-class HostKeyMismatch(HostKeyRefused):
-    def __init__(
-        self, host: HostAddress, got: paramiko.PKey, expected: paramiko.PKey, known_hosts: Path
-    ) -> None:
-        self.host, self.fingerprint, self.expected = host, fingerprint(got), fingerprint(expected)
-        super().__init__(
-            f"HOST KEY MISMATCH for {host.name}: {known_hosts} records a {expected.get_name()} "
-            f"key {self.expected}, but the host presented a {got.get_name()} key "
-            f"{self.fingerprint}. Someone may be intercepting the connection (or the host was "
-            f"reinstalled). shipway refuses to connect. If, and only if, you have verified the "
-            f"new key: ssh-keygen -R {host.hostname} -f {known_hosts}, then add the new one."
-        )
 
 
 def fingerprint(key: paramiko.PKey) -> str:
@@ -143,7 +104,15 @@ class _RefuseUnknown(paramiko.MissingHostKeyPolicy):
     def missing_host_key(
         self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey
     ) -> None:
-        raise UnknownHostKey(self.host, hostname, key, self.known_hosts)
+        raise UnknownHostKey(
+            self.host.name,
+            self.host.hostname or self.host.name,
+            self.host.port,
+            key.get_name(),
+            f"{hostname} {key.get_name()} {key.get_base64()}",
+            fingerprint(key),
+            str(self.known_hosts),
+        )
 
 
 def open_ssh(host: HostAddress, params: SshParams, timeout: float = 15.0) -> paramiko.SSHClient:
@@ -175,7 +144,13 @@ def open_ssh(host: HostAddress, params: SshParams, timeout: float = 15.0) -> par
         raise
     except paramiko.BadHostKeyException as exc:
         client.close()
-        raise HostKeyMismatch(host, exc.key, exc.expected_key, params.known_hosts) from exc
+        raise HostKeyMismatch(
+            host.name,
+            host.hostname or host.name,
+            (exc.key.get_name(), fingerprint(exc.key)),
+            (exc.expected_key.get_name(), fingerprint(exc.expected_key)),
+            str(params.known_hosts),
+        ) from exc
     except paramiko.AuthenticationException as exc:
         client.close()
         raise BackendError(

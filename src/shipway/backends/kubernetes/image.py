@@ -59,7 +59,8 @@ def _insecure(client: Any | None) -> tuple[str, ...]:
 def resolve(ref: str) -> ResolvedImage:
     """``ref`` with its digest (from the reference itself, else the engine or registry)
     and its kind."""
-    from shipway.backends.registry import RegistryLookupFailed, lookup
+    from shipway.backends.registry import lookup
+    from shipway.errors import RegistryLookupFailed
 
     digest = ref.split("@", 1)[1] if "@" in ref else None
     client = _engine()
