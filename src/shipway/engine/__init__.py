@@ -1,6 +1,7 @@
 """Sequencing: lock → anchor → record pending → apply → wait → record → rollback."""
 
-from shipway.engine.core import DEFAULT_ROLLBACK_TIMEOUT, DEFAULT_TIMEOUT, Engine
+from shipway.engine.context import DEFAULT_ROLLBACK_TIMEOUT, DEFAULT_TIMEOUT
+from shipway.engine.core import Engine
 from shipway.engine.outcome import (
     NoAnchor,
     Outcome,

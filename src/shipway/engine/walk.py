@@ -127,7 +127,6 @@ class Walker:
             raise TypeError(f"unknown step {step!r}")
         return None
 
-
     def _do_generation(self, step: GenerationStep, deadline: float) -> Failure | None:
         gb, c, t, r = generations_of(self.backend), self.clearance, self.target, self.reporter
         if isinstance(step, Scale):

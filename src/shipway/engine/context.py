@@ -1,0 +1,111 @@
+"""What every part of the engine shares: the backend it drives, where it reports, who acts,
+and the few primitives every operation uses (observing with the records' head, the
+secrets a recorded release refers to, a successor revision, marking a release failed).
+
+The engine is one class assembled from one module per concern, each a layer on the one
+before: ``context`` → ``recovery`` (undo and the recovery of an interrupted deploy) →
+``sequence`` (the shared lock → anchor → pending → walk → record sequence) → ``blue_green``
+(generations) → ``core`` (the verbs: deploy, rollback, repair, restart, stop).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import socket
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+
+from shipway.backends.protocol import Backend, NullReporter, Reporter
+from shipway.engine.walk import WalkResult
+from shipway.errors import InputError, SecretUnavailable
+from shipway.guard import Clearance
+from shipway.plan.model import Observed, Plan, Step
+from shipway.release import history
+from shipway.release.model import Release, ReleaseStatus, now_utc
+from shipway.spec.model import App, Target
+from shipway.spec.parse import from_snapshot
+from shipway.spec.secrets import Secret, resolve_all
+
+DEFAULT_TIMEOUT = 300.0
+DEFAULT_ROLLBACK_TIMEOUT = 300.0
+
+Build = Callable[[list[Release], Observed], Plan]
+Undo = Callable[[Target, WalkResult, Release | None], list[Step]]
+
+
+def default_actor() -> str:
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "unknown"
+    return f"{user}@{socket.gethostname()}"
+
+
+def head_of(records: Sequence[Release]) -> str:
+    if not records:
+        return "none"
+    top = max(records, key=lambda r: r.revision)
+    return f"r{top.revision}:{top.status}"
+
+
+class EngineContext:
+    """The backend, the reporter, the actor, and the primitives every operation uses."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        reporter: Reporter | None = None,
+        *,
+        actor: str | None = None,
+        lock_ttl: float = 60.0,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self.backend = backend
+        self.reporter = reporter or NullReporter()
+        self.actor = actor or default_actor()
+        self.lock_ttl = lock_ttl
+        self.environ = environ
+
+    def observe(self, target: Target, records: Sequence[Release]) -> Observed:
+        seen = self.backend.observe(target)
+        return Observed(seen.units, head=head_of(records))
+
+    def _successor(self, source: Release, records: Sequence[Release], description: str) -> Release:
+        """A new pending revision running what ``source`` ran (rollback, repair, restart,
+        switch): same image, spec and artifact, this actor, now."""
+        return replace(
+            source,
+            revision=history.next_revision(records),
+            status=ReleaseStatus.PENDING,
+            description=description,
+            created_at=now_utc(),
+            updated_at=now_utc(),
+            actor=self.actor,
+        )
+
+    def secrets(self, app: App) -> dict[str, Secret]:
+        return resolve_all(app.secrets, self.environ)
+
+    def _secrets_of(
+        self, release: Release | None, app: App, secrets: Mapping[str, Secret]
+    ) -> dict[str, Secret]:
+        """The secrets a recorded release refers to: its own spec's references (those that
+        resolve here), then the current spec's for the rest — a release deployed before a
+        secret left the spec still gets it back when it is restored."""
+        if release is None or not release.spec:
+            return dict(secrets)
+        try:
+            recorded = from_snapshot(release.spec, app.source_dir).secrets
+        except InputError:  # a snapshot this version cannot read: the current references
+            return dict(secrets)
+        own = {}
+        for name, ref in recorded.items():
+            with contextlib.suppress(SecretUnavailable):
+                own[name] = ref.resolve(self.environ)
+        return {**secrets, **own}
+
+    def _fail(self, clearance: Clearance, target: Target, release: Release, why: str) -> None:
+        self.backend.write_records(
+            clearance, target, [release.with_status(ReleaseStatus.FAILED, why)]
+        )

@@ -1,0 +1,172 @@
+"""Undo and recovery: putting the anchor back after a failed or interrupted rollout, and
+resolving a pending release an earlier, dead operation left behind.
+
+What must never happen here:
+  * an undo that stops short without saying the slot may be down — whatever stops it (an
+    error reading the target, a secret gone) is the undo's failure, never a silent exit;
+  * a slot stuck behind a dead deploy (invariant 13) — a pending release found under a
+    fresh lock is resolved: the anchor is re-asserted first, and only then is the stuck
+    release marked failed (if re-asserting fails it stays pending and the next run retries).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from shipway.backends.protocol import Failure, Reason, generations_of
+from shipway.engine.context import EngineContext, Undo
+from shipway.engine.walk import Walker, WalkResult
+from shipway.errors import BackendError, ShipwayError
+from shipway.guard import Clearance
+from shipway.plan.generation import switch_steps
+from shipway.plan.model import Step
+from shipway.plan.rollout import discard_steps, restore_steps
+from shipway.release import history
+from shipway.release.model import Release
+from shipway.spec.model import App, Target
+from shipway.spec.parse import from_snapshot
+from shipway.spec.secrets import Secret, redact
+
+
+class Recovery(EngineContext):
+    """Undo a rollout and recover from an interrupted one."""
+
+    def _walk_back(
+        self,
+        clearance: Clearance,
+        target: Target,
+        release: Release,
+        secrets: Mapping[str, Secret],
+        undo: Undo,
+        done: WalkResult,
+        anchor: Release | None,
+        timeout: float,
+        label: str,
+    ) -> WalkResult:
+        """Plan and walk an undo. Whatever stops it short (an error reading the target, a
+        secret gone) is the undo's failure — never an exit that hides that the slot may be
+        down."""
+        walker = Walker(self.backend, clearance, target, release, secrets, self.reporter)
+        try:
+            steps = undo(target, done, anchor)
+            if steps:
+                self.reporter.line(f"{label.strip()}: {len(steps)} steps")
+            return walker.run(steps, timeout, label)
+        except ShipwayError as exc:
+            failed = walker.result
+            failed.failure = Failure(
+                reason=Reason.UNDO_FAILED,
+                message=f"{label.strip()}: {redact(str(exc), secrets)}",
+                process=getattr(failed.current, "process", None),
+            )
+            return failed
+
+    def _undo_stopped(
+        self,
+        clearance: Clearance,
+        target: Target,
+        release: Release,
+        anchor: Release | None,
+        secrets: Mapping[str, Secret],
+        undo: Undo,
+        done: WalkResult,
+        timeout: float,
+        why: str,
+    ) -> None:
+        """An interrupted (or broken-off) rollout is undone like a failed one. A second
+        signal stops the undo."""
+        what = f"restoring r{anchor.revision}" if anchor else "removing what it started"
+        self.reporter.line(
+            f"{why}: r{release.revision} marked failed; {what} (signal again to stop)"
+        )
+        back = self._walk_back(
+            clearance, target, anchor or release, secrets, undo, done, anchor, timeout, "undo "
+        )
+        kind = why.split(" by ", 1)[0]  # "interrupted", "stopped"
+        if back.ok:
+            self.reporter.line(f"{kind}: {what} done; the lock is released")
+        else:
+            assert back.failure is not None
+            self.reporter.line(
+                f"{kind}: {what} failed ({back.failure.headline()}); the slot MAY BE DOWN or "
+                f"serving r{release.revision}: deploy again or roll back"
+            )
+
+    def _restore_anchor(
+        self, target: Target, result: WalkResult, anchor: Release | None
+    ) -> list[Step]:
+        """Undo for a rollout: put the anchor back; with no anchor, stop what was created.
+        Only the anchor's own generation is considered: other generations are not its to
+        prune."""
+        observed = self.backend.observe(target)
+        if anchor is None:
+            return discard_steps(result.created(), observed)
+        return restore_steps(anchor.artifact, observed.of_generation(anchor.generation))
+
+    def _reassert_steps(
+        self, target: Target, records: Sequence[Release], anchor: Release, stuck: Release
+    ) -> list[Step]:
+        """Steps that make the anchor what runs and serves again."""
+        if anchor.generation is None:
+            observed = self.observe(target, records)
+            return restore_steps(anchor.artifact, observed.of_generation(None))
+        gb = generations_of(self.backend)
+        recorded = from_snapshot(anchor.spec, Path("."))
+        slot = recorded.slots.get(target.slot)
+        return switch_steps(
+            to_generation=anchor.generation,
+            from_generation=stuck.generation,
+            replicas={name: p.replicas for name, p in recorded.processes.items()},
+            hosts=gb.hosts(recorded, slot),
+        )
+
+    def _recover(
+        self,
+        clearance: Clearance,
+        target: Target,
+        app: App,
+        records: list[Release],
+        secrets: Mapping[str, Secret],
+        timeout: float,
+    ) -> list[Release]:
+        """Invariant 10: a pending release found under our (fresh) lock belongs to a deploy
+        that died. Mark it failed and put the anchor back, saying so."""
+        stuck = history.pending(records)
+        if not stuck:
+            return records
+        for release in stuck:
+            self.reporter.line(
+                f"recovering: r{release.revision} was left pending by an interrupted operation "
+                f"({release.actor}, {release.created_at})"
+            )
+        anchor = history.deployed(records)
+        if anchor is None:
+            self.reporter.line("nothing was deployed before it: nothing to re-assert")
+        else:
+            self.reporter.line(f"re-asserting r{anchor.revision}, the deployed release")
+            back = self._walk_back(
+                clearance,
+                target,
+                anchor,
+                self._secrets_of(anchor, app, secrets),
+                lambda t, _done, a: self._reassert_steps(t, records, anchor, stuck[-1]),
+                WalkResult(),
+                anchor,
+                timeout,
+                "re-assert ",
+            )
+            if not back.ok:
+                # still pending: the next operation tries again
+                assert back.failure is not None
+                raise BackendError(
+                    f"could not re-assert r{anchor.revision}: {back.failure.headline()} "
+                    f"(r{stuck[-1].revision} stays pending; the next operation tries again)"
+                )
+        # only once the anchor is back (or there is none): marked failed
+        for release in stuck:
+            self._fail(
+                clearance, target, release, "interrupted: its operation stopped before finishing"
+            )
+            self.reporter.line(f"r{release.revision} marked failed")
+        return self.backend.read_records(target)

@@ -1,0 +1,134 @@
+"""Sequencing: lock → recover → anchor → record pending → walk → record → restore.
+
+What must never happen, and where it is prevented:
+  * a change without a clearance for exactly this slot — ``require_covers`` is the first
+    call of every mutating entry point, before the lock or any read;
+  * a patch before the anchor (what runs now) is read — records are read right after the
+    lock, before the plan is built or walked;
+  * a failure that leaves no trace — the pending record is written before the first step,
+    and every exit path (failure, signal, bug) rewrites it as failed;
+  * a slot stuck behind a dead deploy — a pending release found under a fresh lock is marked
+    failed and the anchor re-asserted, with a line saying so;
+  * a rollback starved by the deploy's timeout — the rollback has its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from shipway.backends.protocol import LockHolder
+from shipway.engine.context import Build, Undo
+from shipway.engine.outcome import NoAnchor, Outcome, RollbackFailed, Rolled, RolledBack
+from shipway.engine.recovery import Recovery
+from shipway.engine.signals import Interrupted, signals_deferred, signals_raise
+from shipway.engine.walk import Walker, WalkResult
+from shipway.errors import BackendError, InputError
+from shipway.guard import Clearance
+from shipway.release import history
+from shipway.release.model import Release
+from shipway.spec.model import App, Target
+from shipway.spec.secrets import Secret, redact
+
+
+class RolloutSequence(Recovery):
+    """The shared sequence of every mutating operation."""
+
+    def _rollout(
+        self,
+        clearance: Clearance,
+        target: Target,
+        app: App,
+        secrets: Mapping[str, Secret],
+        build: Build,
+        undo: Undo,
+        timeout: float,
+        rollback_timeout: float,
+    ) -> Outcome:
+        holder = LockHolder.me(self.lock_ttl)
+        with signals_raise(), self.backend.lock(clearance, target, holder, self.reporter):
+            records = self.backend.read_records(target)
+            records = self._recover(clearance, target, app, records, secrets, rollback_timeout)
+            anchor = history.deployed(records)  # the anchor: read before anything is patched
+            observed = self.observe(target, records)
+            plan = build(records, observed)
+            release = plan.release
+            if release is None:
+                raise InputError("the plan records no release")
+            for line in plan.describe():
+                self.reporter.line(line)
+            walker = Walker(self.backend, clearance, target, release, secrets, self.reporter)
+            # what undoes this release: the anchor, with the secrets its own spec refers to
+            back_secrets = self._secrets_of(anchor, app, secrets)
+            try:
+                # inside the try: a signal landing between the pending record and the first
+                # step is handled like any other interruption
+                self.backend.write_records(clearance, target, [release])
+                result = walker.run(plan.steps, timeout)
+            except BaseException as exc:
+                # a signal, or an error no step turned into a failure: undone like a failed
+                # rollout, so the slot never keeps serving what its history calls failed
+                why = (
+                    f"interrupted by {exc}"
+                    if isinstance(exc, Interrupted)
+                    else f"stopped by an error: {redact(str(exc), secrets)}"
+                )
+                self._fail(clearance, target, release, why)
+                self._undo_stopped(
+                    clearance,
+                    target,
+                    release,
+                    anchor,
+                    back_secrets,
+                    undo,
+                    walker.result,
+                    rollback_timeout,
+                    why,
+                )
+                raise
+            if result.ok:
+                with signals_deferred(self.reporter.line):  # never cut the record in half
+                    return self._succeed(clearance, target, app, records, release, anchor, result)
+            assert result.failure is not None
+            failure = result.failure
+            self._fail(clearance, target, release, failure.headline())
+            for line in failure.lines():
+                self.reporter.line(line)
+            label = f"rollback to r{anchor.revision} " if anchor else "cleanup "
+            back = self._walk_back(
+                clearance, target, anchor or release, back_secrets, undo, result, anchor,
+                rollback_timeout, label,
+            )  # fmt: skip
+            warnings = tuple(result.warnings + back.warnings)
+            if anchor is None:
+                return NoAnchor(str(target), release.revision, failure, warnings)
+            if back.ok:
+                return RolledBack(str(target), release.revision, anchor.revision, failure, warnings)
+            assert back.failure is not None
+            return RollbackFailed(
+                str(target), release.revision, anchor.revision, failure, back.failure, warnings
+            )
+
+    def _succeed(
+        self,
+        clearance: Clearance,
+        target: Target,
+        app: App,
+        records: Sequence[Release],
+        release: Release,
+        anchor: Release | None,
+        result: WalkResult,
+    ) -> Rolled:
+        written = history.promote_to_deployed(records, release)
+        self.backend.write_records(clearance, target, written)
+        warnings = list(result.warnings)
+        merged = {r.revision: r for r in records} | {r.revision: r for r in written}
+        limit = app.slots.get(target.slot).history_limit
+        drop = history.over_limit(list(merged.values()), limit)
+        if drop:
+            try:
+                self.backend.delete_records(clearance, target, drop)
+            except BackendError as exc:
+                warnings.append(f"pruning old release records failed: {exc}")
+        return Rolled(
+            str(target), anchor.revision if anchor else None, release.revision, tuple(warnings)
+        )
