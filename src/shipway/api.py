@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shipway import spec as _spec
 from shipway.backends import open_backend
@@ -24,6 +24,9 @@ from shipway.plan.model import Plan
 from shipway.release import history as _history
 from shipway.release.model import Release
 from shipway.spec.model import App
+
+if TYPE_CHECKING:
+    from shipway.backends.kubernetes.helm import HelmRelease
 
 
 def load(path: str | Path | None = None) -> App:
@@ -381,3 +384,35 @@ def gc(
     clearance = clear(app, slot, confirm)
     with _engine(app, slot, backend, reporter) as engine:
         return engine.gc(clearance, app, slot, keep)
+
+
+# -- Helm releases already in a cluster (read natively: no helm binary) -----------------
+
+
+def helm_release(
+    release: str,
+    *,
+    context: str | None = None,
+    namespace: str | None = None,
+    chart: str | None = None,
+) -> HelmRelease:
+    """The highest *deployed* revision of a Helm release (never a newer failed or pending
+    one), from Helm's own release Secrets; ``chart`` picks one chart's revisions where
+    several charts share the namespace."""
+    from shipway.backends.kubernetes.client import make_client
+    from shipway.backends.kubernetes.helm import read_deployed
+
+    client = make_client(context, namespace)
+    found = read_deployed(client, release, chart=chart)
+    return replace(found, namespace=found.namespace or client.namespace)
+
+
+def helm_history(
+    release: str, *, context: str | None = None, namespace: str | None = None
+) -> tuple[str, list[HelmRelease]]:
+    """Every revision of a Helm release, oldest first, and the namespace it was read in."""
+    from shipway.backends.kubernetes.client import make_client
+    from shipway.backends.kubernetes.helm import read_history
+
+    client = make_client(context, namespace)
+    return str(client.namespace), read_history(client, release)

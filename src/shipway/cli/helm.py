@@ -14,8 +14,6 @@ import click
 from shipway.cli import Context, _run, output_option
 
 if TYPE_CHECKING:
-    from lightkube import Client
-
     from shipway.backends.kubernetes.helm import HelmRelease
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -56,12 +54,6 @@ def values_output_option(f: F) -> F:
     )(f)
 
 
-def _client(context: str | None, namespace: str | None) -> Client:
-    from shipway.backends.kubernetes.client import make_client
-
-    return make_client(context, namespace)
-
-
 @click.group()
 def helm() -> None:
     """Read Helm releases in a cluster: values and history, from Helm's own records.
@@ -100,10 +92,9 @@ def values(
     """The values of RELEASE's deployed revision (user-supplied, or --all)."""
 
     def body() -> int:
-        from shipway.backends.kubernetes.helm import read_deployed
+        from shipway import api
 
-        client = _client(context, namespace)
-        revision = read_deployed(client, release, chart=chart)
+        revision = api.helm_release(release, context=context, namespace=namespace, chart=chart)
         result = revision.values(computed=computed)
         if output == "json":
             from shipway.cli.report import emit_json
@@ -115,7 +106,7 @@ def values(
         if output == "text":
             kind = "computed values" if computed else "user-supplied values"
             click.echo(
-                f"# {revision.name} in {revision.namespace or client.namespace}: revision "
+                f"# {revision.name} in {revision.namespace}: revision "
                 f"{revision.revision} ({revision.status}), chart {revision.chart}; {kind}"
             )
         click.echo(yaml.safe_dump(result, default_flow_style=False, sort_keys=True), nl=False)
@@ -133,14 +124,13 @@ def history(obj: Context, release: str, namespace: str | None, context: str | No
     """Every revision of RELEASE, oldest first: status, chart, app version, description."""
 
     def body() -> int:
-        from shipway.backends.kubernetes.helm import read_history
+        from shipway import api
         from shipway.cli.report import emit_json, table
 
-        client = _client(context, namespace)
-        revisions = read_history(client, release)
+        read_in, revisions = api.helm_history(release, context=context, namespace=namespace)
         rows = [r.summary() for r in revisions]
         if obj.json:
-            emit_json({"release": release, "namespace": client.namespace, "revisions": rows})
+            emit_json({"release": release, "namespace": read_in, "revisions": rows})
             return 0
         columns = ["revision", "updated", "status", "chart", "app_version", "description"]
         # A failure description can span lines; one row per revision in a table.

@@ -1,0 +1,83 @@
+"""The layers of DESIGN.md, checked on the source: cli → api → engine → plan (pure) →
+spec / guard / release, and backends for I/O only. Nothing imports upward, the engine
+never names a backend, and the CLI reaches the backends only through the API. Imports made
+only for type checking (``if TYPE_CHECKING:``) are not dependencies and are not counted."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "shipway"
+
+#: package (or module) → prefixes it must never import at run time
+FORBIDDEN = {
+    "cli": ("shipway.backends",),
+    "api": ("shipway.cli",),
+    "engine": (
+        "shipway.api",
+        "shipway.cli",
+        "shipway.backends.local",
+        "shipway.backends.docker",
+        "shipway.backends.kubernetes",
+    ),
+    "backends": ("shipway.api", "shipway.cli", "shipway.engine"),
+    "plan": ("shipway.api", "shipway.cli", "shipway.engine", "shipway.backends"),
+    "spec": ("shipway.api", "shipway.cli", "shipway.engine", "shipway.backends", "shipway.plan"),
+    "release": (
+        "shipway.api",
+        "shipway.cli",
+        "shipway.engine",
+        "shipway.backends",
+        "shipway.plan",
+    ),
+    "guard": ("shipway.api", "shipway.cli", "shipway.engine", "shipway.backends", "shipway.plan"),
+    "errors": ("shipway.",),
+}
+
+
+def _layer(path: Path) -> str:
+    rel = path.relative_to(SRC)
+    return rel.parts[0].removesuffix(".py")
+
+
+def _runtime_imports(tree: ast.AST) -> list[tuple[int, str]]:
+    """Every import outside an ``if TYPE_CHECKING:`` block, with its line."""
+    found: list[tuple[int, str]] = []
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            found.extend((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append((node.lineno, node.module))
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return found
+
+
+MODULES = sorted(p for p in SRC.rglob("*.py") if _layer(p) in FORBIDDEN)
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(SRC)))
+def test_nothing_imports_upward(path: Path) -> None:
+    forbidden = FORBIDDEN[_layer(path)]
+    tree = ast.parse(path.read_text(), filename=str(path))
+    wrong = [
+        f"{path.relative_to(SRC)}:{line}: imports {name}"
+        for line, name in _runtime_imports(tree)
+        if any(name == f.rstrip(".") or name.startswith(f.rstrip(".") + ".") for f in forbidden)
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_layer_table_covers_every_package() -> None:
+    layers = {_layer(p) for p in SRC.rglob("*.py")}
+    assert layers - {"__init__", "__main__"} <= set(FORBIDDEN), layers - set(FORBIDDEN)
