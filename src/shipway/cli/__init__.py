@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -157,10 +158,15 @@ def _roll(obj: Context, operation: Callable[[App, Reporter], Outcome]) -> None:
     slot's confirmation itself, after reading what it must read first), print it, exit
     with its code."""
 
+    from shipway.engine.signals import signals_raise
+
     def body() -> int:
         return _outcome(obj, operation(obj.app(), _reporter(obj)))
 
-    _run(obj, body)
+    # once the engine has settled the outcome, a signal while it is printed is said and
+    # the exit code stays the outcome's
+    with signals_raise():
+        _run(obj, body)
 
 
 def _outcome(obj: Context, outcome: Outcome) -> int:
@@ -773,4 +779,14 @@ cli.add_command(helm)
 
 
 def main() -> None:
-    cli(prog_name="shipway")
+    try:
+        cli(prog_name="shipway")
+    except SystemExit:
+        from shipway.engine.signals import settled_outcome
+
+        if settled_outcome() is not None:
+            # the outcome is recorded and its code is the exit code: a signal during the
+            # interpreter's own exit must not turn it into 130/143
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise

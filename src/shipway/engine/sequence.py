@@ -15,12 +15,13 @@ What must never happen, and where it is prevented:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TypeVar
 
 from shipway.backends.protocol import LockHolder
 from shipway.engine.context import Build, Undo
 from shipway.engine.outcome import NoAnchor, Outcome, RollbackFailed, Rolled, RolledBack
 from shipway.engine.recovery import Recovery
-from shipway.engine.signals import Interrupted, signals_deferred, signals_raise
+from shipway.engine.signals import Interrupted, settle, signals_deferred, signals_raise
 from shipway.engine.walk import Walker, WalkResult
 from shipway.errors import BackendError, InputError
 from shipway.guard import Clearance
@@ -28,6 +29,8 @@ from shipway.release import history
 from shipway.release.model import Release
 from shipway.spec.model import App, Target
 from shipway.spec.secrets import Secret, redact
+
+AnyOutcome = TypeVar("AnyOutcome", bound=Outcome)
 
 
 class RolloutSequence(Recovery):
@@ -87,7 +90,8 @@ class RolloutSequence(Recovery):
                 raise
             if result.ok:
                 with signals_deferred(self.reporter.line):  # never cut the record in half
-                    return self._succeed(clearance, target, app, records, release, anchor, result)
+                    rolled = self._succeed(clearance, target, app, records, release, anchor, result)
+                    return self._settled(rolled)
             assert result.failure is not None
             failure = result.failure
             self._fail(clearance, target, release, failure.headline())
@@ -100,13 +104,23 @@ class RolloutSequence(Recovery):
             )  # fmt: skip
             warnings = tuple(result.warnings + back.warnings)
             if anchor is None:
-                return NoAnchor(str(target), release.revision, failure, warnings)
+                return self._settled(NoAnchor(str(target), release.revision, failure, warnings))
             if back.ok:
-                return RolledBack(str(target), release.revision, anchor.revision, failure, warnings)
+                return self._settled(
+                    RolledBack(str(target), release.revision, anchor.revision, failure, warnings)
+                )
             assert back.failure is not None
-            return RollbackFailed(
-                str(target), release.revision, anchor.revision, failure, back.failure, warnings
+            return self._settled(
+                RollbackFailed(
+                    str(target), release.revision, anchor.revision, failure, back.failure, warnings
+                )
             )
+
+    def _settled(self, outcome: AnyOutcome) -> AnyOutcome:
+        """The outcome is recorded: from here on (releasing the lock, printing it) a signal
+        is said and cannot turn it into an interruption."""
+        settle(outcome.line(), self.reporter.line)
+        return outcome
 
     def _succeed(
         self,
