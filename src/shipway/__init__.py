@@ -3,11 +3,18 @@ back, and says honestly how each rollout ended.
 
 The public API is this module's ``__all__`` (a test pins it: growing it is a decision).
 Names are imported on first use, so ``shipway --help`` does not pay for the engine.
+
+``shipway.plan`` is the function, always. Importing a submodule sets it as an attribute of
+its package, and the ``shipway.plan`` subpackage (the pure planning layer) is imported by the
+engine — so without the guard below, ``shipway.plan(app, "staging")`` would call a module.
+The subpackage stays importable by name (``from shipway.plan import Plan``).
 """
 
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -71,6 +78,22 @@ _WHERE = {
     "shipway.spec": "App Slot Target",
 }
 _MODULE_OF = {name: module for module, names in _WHERE.items() for name in names.split()}
+
+
+class _Package(types.ModuleType):
+    """This package's module type: a submodule never shadows a public name (see above)."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if (
+            name in _MODULE_OF
+            and isinstance(value, types.ModuleType)
+            and value.__name__ == f"{__name__}.{name}"
+        ):
+            return  # the import system binding a submodule: the public name wins
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str) -> Any:

@@ -111,7 +111,7 @@ def test_unresolvable_secrets_are_all_reported(tmp_path: Path) -> None:
     with pytest.raises(SecretUnavailable) as err:
         resolve_all(refs, environ={})
     assert "NOPE_A is not set" in str(err.value)
-    assert "cannot read file" in str(err.value)
+    assert "missing does not exist" in str(err.value)
 
 
 def test_secrets_resolve_and_substitute_only_at_reveal(tmp_path: Path) -> None:

@@ -1,32 +1,48 @@
-"""Finding and reading a spec file (``shipway.toml``; YAML accepted too)."""
+"""Finding and reading a spec file (``shipway.toml``; YAML accepted too).
+
+Only a regular file is read, never more than ``MAX_SPEC_BYTES`` of it (spec/limits.py):
+a FIFO, a device, a directory or a symlink loop given as the spec is an InputError naming
+it, at once; what its text holds is judged by spec/syntax.py.
+"""
 
 from __future__ import annotations
 
-import tomllib
+import os
 from pathlib import Path
 from typing import Any
 
-from shipway.errors import InputError, SpecInvalid, SpecProblem
-from shipway.spec.locate import Locator, toml_locator, yaml_locator
+from shipway.errors import InputError
+from shipway.spec.limits import (
+    MAX_SPEC_BYTES,
+    Unreadable,
+    os_reason,
+    read_regular_file,
+    size_text,
+)
+from shipway.spec.locate import Locator
 from shipway.spec.model import App
 from shipway.spec.parse import parse
+from shipway.spec.syntax import decode, parse_toml, parse_yaml
 
 CANDIDATES = ("shipway.toml", "shipway.yaml", "shipway.yml")
+_HINT = "hint: pass -f PATH to a shipway.toml"
 
 
 def find(path: str | Path | None = None, cwd: Path | None = None) -> Path:
     """The spec at ``path``, else the first of shipway.toml/.yaml/.yml in ``cwd``."""
     if path is not None:
         p = Path(path)
-        if p.is_dir():
-            cwd, path = p, None
-        elif not p.exists():
-            raise InputError(f"{p}: no such file (hint: pass -f PATH to a shipway.toml)")
-        else:
-            return p
+        try:
+            if not p.is_dir():
+                p.stat()  # is_dir() hides why a path is unusable; stat() says it
+                return p
+        except OSError as exc:
+            raise InputError(f"{p}: {os_reason(exc)} ({_HINT})") from exc
+        cwd = p
     here = cwd or Path.cwd()
     for name in CANDIDATES:
-        if (here / name).is_file():
+        # Any entry by that name, even a FIFO or a dangling link: read() says what is wrong.
+        if os.path.lexists(here / name):
             return here / name
     raise InputError(
         f"no shipway.toml in {here} (hint: run in the app's directory, or pass -f PATH)"
@@ -34,28 +50,18 @@ def find(path: str | Path | None = None, cwd: Path | None = None) -> Path:
 
 
 def read(path: Path) -> tuple[Any, Locator]:
-    """Raw data and a line locator; syntax errors become SpecInvalid with their line."""
+    """Raw data and a line locator; every problem with the file or its text is an
+    InputError (SpecInvalid, with its line, for the text) naming the file."""
     try:
-        text = path.read_text()
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+        raw = read_regular_file(path, MAX_SPEC_BYTES)
+    except Unreadable as exc:
+        raise InputError(
+            f"{path}: {exc} ({_HINT}: a regular file of at most {size_text(MAX_SPEC_BYTES)})"
+        ) from exc
+    text = decode(raw, str(path))
     if path.suffix in (".yaml", ".yml"):
-        import yaml
-
-        try:
-            node = yaml.compose(text, Loader=yaml.SafeLoader)
-            data = yaml.safe_load(text)
-        except yaml.MarkedYAMLError as exc:
-            line = exc.problem_mark.line + 1 if exc.problem_mark else None
-            raise SpecInvalid(
-                [SpecProblem(str(path), "", f"not valid YAML: {exc.problem}", "", line)]
-            ) from exc
-        return ({} if data is None else data), yaml_locator(node)
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise SpecInvalid([SpecProblem(str(path), "", f"not valid TOML: {exc}")]) from exc
-    return data, toml_locator(text)
+        return parse_yaml(text, str(path))
+    return parse_toml(text, str(path))
 
 
 def load(path: str | Path | None = None) -> App:

@@ -33,6 +33,18 @@ def _split_dotted(text: str) -> tuple[str, ...]:
 
 
 def toml_locator(text: str) -> Locator:
+    """Scans the text on the first question only: a valid spec never asks."""
+    scanned: list[Locator] = []
+
+    def locate(path: KeyPath) -> int | None:
+        if not scanned:
+            scanned.append(_scan_toml(text))
+        return scanned[0](path)
+
+    return locate
+
+
+def _scan_toml(text: str) -> Locator:
     lines: dict[KeyPath, int] = {}
     array_counts: dict[tuple[str, ...], int] = {}
     current: KeyPath = ()
@@ -108,3 +120,15 @@ def _locator(lines: dict[KeyPath, int]) -> Locator:
 
 def no_lines(path: KeyPath) -> int | None:
     return None
+
+
+def render_path(path: KeyPath) -> str:
+    """``("slots", "prod", "routes", 0, "host")`` → ``slots.prod.routes[0].host``."""
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            text = part if re.fullmatch(r"[A-Za-z0-9_-]+", part) else f'"{part}"'
+            out += ("." if out else "") + text
+    return out

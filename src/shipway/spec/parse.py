@@ -6,14 +6,16 @@ Unknown keys are errors: a typo must never be silently ignored.
 
 from __future__ import annotations
 
-import difflib
+import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, cast
 
-from shipway.errors import SpecInvalid, SpecProblem
-from shipway.spec.locate import KeyPath, Locator, no_lines
+from shipway.errors import SpecInvalid
+from shipway.spec.check import Checker, kind_of, span
+from shipway.spec.limits import MAX_HEALTH_GATE
+from shipway.spec.locate import KeyPath, Locator, no_lines, render_path
 from shipway.spec.model import (
     BACKENDS,
     IMAGE_TYPES,
@@ -40,8 +42,7 @@ DNS_NAME = re.compile(
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 QUANTITY = re.compile(r"^([0-9]+(\.[0-9]+)?)(m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
 IMAGE_REF = re.compile(r"^[a-z0-9][a-z0-9._:/@-]*[a-z0-9]$|^[a-z0-9]$", re.IGNORECASE)
-DURATION = re.compile(r"^([0-9]+(\.[0-9]+)?)(ms|s|m|h)$")
-_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+_ANY = re.compile(r".")
 
 TOP_KEYS = ("app", "processes", "env", "secrets", "files", "routes", "slots")
 APP_KEYS = ("name", "image", "image_type", "release_command")
@@ -82,137 +83,12 @@ BACKEND_ONLY = {
     "router_port": "local",
 }
 
-T = TypeVar("T")
-
-
-def render_path(path: KeyPath) -> str:
-    out = ""
-    for part in path:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            text = part if re.fullmatch(r"[A-Za-z0-9_-]+", part) else f'"{part}"'
-            out += ("." if out else "") + text
-    return out
-
-
-class _Checker:
-    def __init__(self, file: str, locate: Locator) -> None:
-        self.file = file
-        self.locate = locate
-        self.problems: list[SpecProblem] = []
-
-    def error(self, path: KeyPath, message: str, hint: str = "") -> None:
-        self.problems.append(
-            SpecProblem(self.file, render_path(path), message, hint, self.locate(path))
-        )
-
-    def table(
-        self, value: Any, path: KeyPath, allowed: Iterable[str] | None = None
-    ) -> dict[str, Any] | None:
-        if not isinstance(value, Mapping):
-            self.error(path, f"must be a table, not {_kind(value)}")
-            return None
-        if allowed is not None:
-            allowed = tuple(allowed)
-            for key in value:
-                if key not in allowed:
-                    close = difflib.get_close_matches(str(key), allowed, n=1)
-                    hint = (
-                        f"did you mean {close[0]!r}?" if close else "allowed: " + ", ".join(allowed)
-                    )
-                    self.error((*path, str(key)), "unknown key", hint)
-        return dict(value)
-
-    def string(
-        self,
-        value: Any,
-        path: KeyPath,
-        *,
-        pattern: re.Pattern[str] | None = None,
-        what: str = "",
-        hint: str = "",
-        secret: bool = False,
-    ) -> str | None:
-        """``secret``: the value may be a secret typed in the wrong place; never echo it."""
-        if not isinstance(value, str):
-            self.error(path, f"must be a string, not {_kind(value)}", hint)
-            return None
-        if pattern is not None and not pattern.match(value):
-            shown = "the value (not shown: it may be a secret)" if secret else repr(value)
-            self.error(path, f"{shown} is not a valid {what}", hint)
-            return None
-        return value
-
-    def integer(self, value: Any, path: KeyPath, lo: int, hi: int) -> int | None:
-        if isinstance(value, bool) or not isinstance(value, int):
-            self.error(path, f"must be an integer, not {_kind(value)}")
-            return None
-        if not lo <= value <= hi:
-            self.error(path, f"{value} is out of range", f"use a value from {lo} to {hi}")
-            return None
-        return value
-
-    def boolean(self, value: Any, path: KeyPath) -> bool | None:
-        if not isinstance(value, bool):
-            self.error(path, f"must be true or false, not {_kind(value)}")
-            return None
-        return value
-
-    def duration(self, value: Any, path: KeyPath) -> float | None:
-        if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
-            return float(value)
-        if isinstance(value, str):
-            m = DURATION.match(value)
-            if m:
-                return float(m.group(1)) * _DURATION_UNITS[m.group(3)]
-        self.error(
-            path, f"{value!r} is not a duration", 'use seconds (2, 0.5) or "500ms", "2s", "1m"'
-        )
-        return None
-
-    def command(self, value: Any, path: KeyPath) -> tuple[str, ...] | None:
-        if isinstance(value, str):
-            import shlex
-
-            try:
-                parts = tuple(shlex.split(value))
-            except ValueError as exc:
-                self.error(path, f"cannot be split into words: {exc}", "check the quotes")
-                return None
-        elif isinstance(value, list) and all(isinstance(v, str) for v in value):
-            parts = tuple(value)
-        else:
-            self.error(path, f"must be a string or a list of strings, not {_kind(value)}")
-            return None
-        if not parts:
-            self.error(path, "is empty", "give the command to run")
-            return None
-        return parts
-
-    def choice(self, value: Any, path: KeyPath, choices: tuple[T, ...]) -> T | None:
-        if value not in choices:
-            self.error(path, f"{value!r} is not one of: {', '.join(map(str, choices))}")
-            return None
-        return cast(T, value)
-
-
-def _kind(value: Any) -> str:
-    return {
-        dict: "a table",
-        list: "a list",
-        str: "a string",
-        bool: "a boolean",
-        int: "an integer",
-        float: "a number",
-    }.get(type(value), type(value).__name__)
-
 
 def parse(
     raw: Any, *, file: str = "shipway.toml", locate: Locator = no_lines, base_dir: Path = Path(".")
 ) -> App:
     """Validate raw spec data and build the App, or raise SpecInvalid with every problem."""
-    c = _Checker(file, locate)
+    c = Checker(file, locate)
     top = c.table(raw, (), TOP_KEYS) or {}
 
     app_t = c.table(top.get("app", {}), ("app",), APP_KEYS) or {}
@@ -268,7 +144,7 @@ def parse(
     )
 
 
-def _processes(c: _Checker, raw: Any) -> dict[str, Process]:
+def _processes(c: Checker, raw: Any) -> dict[str, Process]:
     if raw is None:
         c.error(
             ("processes",),
@@ -291,8 +167,8 @@ def _processes(c: _Checker, raw: Any) -> dict[str, Process]:
         if p is None:
             continue
         command = c.command(p["command"], (*path, "command")) if "command" in p else None
-        port = c.integer(p["port"], (*path, "port"), 1, 65535) if "port" in p else None
-        replicas = c.integer(p.get("replicas", 1), (*path, "replicas"), 0, 1000)
+        port = c.integer(p["port"], (*path, "port"), "port") if "port" in p else None
+        replicas = c.integer(p.get("replicas", 1), (*path, "replicas"), "replicas")
         health = (
             _healthcheck(c, p["healthcheck"], (*path, "healthcheck"))
             if "healthcheck" in p
@@ -310,7 +186,7 @@ def _processes(c: _Checker, raw: Any) -> dict[str, Process]:
     return out
 
 
-def _healthcheck(c: _Checker, raw: Any, path: KeyPath) -> Healthcheck | None:
+def _healthcheck(c: Checker, raw: Any, path: KeyPath) -> Healthcheck | None:
     h = c.table(raw, path, HEALTH_KEYS)
     if h is None:
         return None
@@ -328,21 +204,30 @@ def _healthcheck(c: _Checker, raw: Any, path: KeyPath) -> Healthcheck | None:
                 hint='start it with "/", e.g. "/up"',
             )
     values = {
-        key: c.duration(h[key], (*path, key))
+        key: c.duration(h[key], (*path, key), key)
         for key in ("interval", "timeout", "initial_delay")
         if key in h
     }
-    attempts = c.integer(h.get("attempts", default.attempts), (*path, "attempts"), 1, 10000)
-    return Healthcheck(
+    attempts = c.integer(h.get("attempts", default.attempts), (*path, "attempts"), "attempts")
+    health = Healthcheck(
         path=hpath,
         interval=values.get("interval") or default.interval,
         timeout=values.get("timeout") or default.timeout,
         attempts=attempts or default.attempts,
         initial_delay=values.get("initial_delay") or default.initial_delay,
     )
+    gate = health.initial_delay + health.attempts * health.interval
+    if health.path is not None and gate > MAX_HEALTH_GATE:
+        c.error(
+            path,
+            f"would keep probing for up to {gate:g}s (initial_delay + attempts * interval), "
+            f"longer than {span(MAX_HEALTH_GATE)}",
+            "use fewer attempts or a shorter interval",
+        )
+    return health
 
 
-def _resources(c: _Checker, raw: Any, path: KeyPath) -> Resources:
+def _resources(c: Checker, raw: Any, path: KeyPath) -> Resources:
     r = c.table(raw, path, RESOURCE_KEYS) or {}
     found: dict[str, str | None] = {}
     for section in RESOURCE_KEYS:
@@ -367,7 +252,7 @@ def _resources(c: _Checker, raw: Any, path: KeyPath) -> Resources:
     )
 
 
-def _env(c: _Checker, raw: Any, path: KeyPath) -> dict[str, str]:
+def _env(c: Checker, raw: Any, path: KeyPath) -> dict[str, str]:
     table = c.table(raw, path) or {}
     out: dict[str, str] = {}
     for key, value in table.items():
@@ -383,11 +268,11 @@ def _env(c: _Checker, raw: Any, path: KeyPath) -> dict[str, str]:
         elif isinstance(value, str | int | float):
             out[key] = str(value)
         else:
-            c.error((*path, key), f"must be a string, number or boolean, not {_kind(value)}")
+            c.error((*path, key), f"must be a string, number or boolean, not {kind_of(value)}")
     return out
 
 
-def _secrets(c: _Checker, raw: Any, base_dir: Path) -> dict[str, SecretRef]:
+def _secrets(c: Checker, raw: Any, base_dir: Path) -> dict[str, SecretRef]:
     table = c.table(raw, ("secrets",)) or {}
     out: dict[str, SecretRef] = {}
     for name, value in table.items():
@@ -428,13 +313,28 @@ def _secrets(c: _Checker, raw: Any, base_dir: Path) -> dict[str, SecretRef]:
             if env:
                 out[name] = SecretRef(name=name, from_env=env)
         else:
-            file = c.string(ref["from_file"], (*path, "from_file"))
+            file = c.string(
+                ref["from_file"],
+                (*path, "from_file"),
+                pattern=_ANY,
+                what="path",
+                hint="the file that holds the value, relative to the spec",
+            )
             if file:
-                out[name] = SecretRef(name=name, from_file=str((base_dir / file).resolve()))
+                out[name] = SecretRef(name=name, from_file=_absolute(base_dir / file))
     return out
 
 
-def _files(c: _Checker, raw: Any, secrets: Mapping[str, SecretRef]) -> tuple[ConfigFile, ...]:
+def _absolute(path: Path) -> str:
+    """Resolved when it can be; a symlink loop is not the spec's problem until the secret is
+    read (then it is refused with its name), so it must not fail the spec here."""
+    try:
+        return str(path.resolve())
+    except (OSError, RuntimeError):  # RuntimeError: Python 3.11's "Symlink loop from …"
+        return os.path.abspath(path)
+
+
+def _files(c: Checker, raw: Any, secrets: Mapping[str, SecretRef]) -> tuple[ConfigFile, ...]:
     table = c.table(raw, ("files",)) or {}
     out: list[ConfigFile] = []
     for fpath, value in table.items():
@@ -465,10 +365,10 @@ def _files(c: _Checker, raw: Any, secrets: Mapping[str, SecretRef]) -> tuple[Con
 
 
 def _routes(
-    c: _Checker, raw: Any, path: KeyPath, processes: Mapping[str, Process]
+    c: Checker, raw: Any, path: KeyPath, processes: Mapping[str, Process]
 ) -> tuple[Route, ...]:
     if not isinstance(raw, list):
-        c.error(path, f"must be a list of tables ([[{render_path(path)}]]), not {_kind(raw)}")
+        c.error(path, f"must be a list of tables ([[{render_path(path)}]]), not {kind_of(raw)}")
         return ()
     out: list[Route] = []
     for i, item in enumerate(raw):
@@ -489,7 +389,7 @@ def _routes(
             hint="a lowercase DNS name such as app.example.com",
         )
         process = c.string(r["process"], (*rpath, "process"))
-        port = c.integer(r["port"], (*rpath, "port"), 1, 65535) if "port" in r else None
+        port = c.integer(r["port"], (*rpath, "port"), "port") if "port" in r else None
         tls = (
             c.string(r["tls_secret"], (*rpath, "tls_secret"), pattern=DNS_NAME, what="secret name")
             if "tls_secret" in r
@@ -515,7 +415,7 @@ def _routes(
 
 
 def _slots(
-    c: _Checker,
+    c: Checker,
     raw: Any,
     processes: Mapping[str, Process],
     routes: tuple[Route, ...],
@@ -546,7 +446,7 @@ def _slots(
 
 
 def _slot(
-    c: _Checker,
+    c: Checker,
     name: str,
     s: dict[str, Any],
     path: KeyPath,
@@ -559,8 +459,8 @@ def _slot(
     role = c.choice(s.get("role", "test"), (*path, "role"), ROLES)
     strategy = c.choice(s.get("strategy", "rolling"), (*path, "strategy"), STRATEGIES)
     guarded = c.boolean(s.get("guarded", False), (*path, "guarded"))
-    history = c.integer(s.get("history_limit", 10), (*path, "history_limit"), 1, 1000)
-    sleep_after = c.duration(s.get("sleep_after", 10.0), (*path, "sleep_after"))
+    history = c.integer(s.get("history_limit", 10), (*path, "history_limit"), "history_limit")
+    sleep_after = c.duration(s.get("sleep_after", 10.0), (*path, "sleep_after"), "sleep_after")
     if strategy == "blue-green" and backend == "docker":
         c.error(
             (*path, "strategy"),
@@ -609,16 +509,16 @@ def _slot(
         else None
     )
     proxy_port = (
-        c.integer(s["proxy_port"], (*path, "proxy_port"), 1, 65535) if "proxy_port" in s else None
+        c.integer(s["proxy_port"], (*path, "proxy_port"), "port") if "proxy_port" in s else None
     )
     drain_timeout = (
-        c.duration(s["drain_timeout"], (*path, "drain_timeout")) if "drain_timeout" in s else None
+        c.duration(s["drain_timeout"], (*path, "drain_timeout"), "drain_timeout")
+        if "drain_timeout" in s
+        else None
     )
     state_dir = c.string(s["state_dir"], (*path, "state_dir")) if "state_dir" in s else None
     router_port = (
-        c.integer(s["router_port"], (*path, "router_port"), 1, 65535)
-        if "router_port" in s
-        else None
+        c.integer(s["router_port"], (*path, "router_port"), "port") if "router_port" in s else None
     )
     replicas: dict[str, int] = {}
     for pname, value in (c.table(s.get("replicas", {}), (*path, "replicas")) or {}).items():
@@ -629,7 +529,7 @@ def _slot(
                 "declared: " + ", ".join(processes),
             )
             continue
-        count = c.integer(value, (*path, "replicas", pname), 0, 1000)
+        count = c.integer(value, (*path, "replicas", pname), "replicas")
         if count is not None:
             replicas[pname] = count
     env = _env(c, s.get("env", {}), (*path, "env"))
@@ -669,12 +569,12 @@ def _slot(
 
 
 def _docker_hosts(
-    c: _Checker, raw: Any, path: KeyPath, processes: Mapping[str, Process]
+    c: Checker, raw: Any, path: KeyPath, processes: Mapping[str, Process]
 ) -> tuple[DockerHost, ...]:
     if raw is None:
         return ()
     if not isinstance(raw, list):
-        c.error(path, f"must be a list, not {_kind(raw)}")
+        c.error(path, f"must be a list, not {kind_of(raw)}")
         return ()
     out: list[DockerHost] = []
     url_pattern = re.compile(r"^(unix://.+|ssh://[^@/\s]+@[^/\s]+|tcp://[^/\s]+)$")
@@ -707,7 +607,7 @@ def _docker_hosts(
     return tuple(out)
 
 
-def _check_chain(c: _Checker, slots: Mapping[str, Slot], declared: list[str]) -> None:
+def _check_chain(c: Checker, slots: Mapping[str, Slot], declared: list[str]) -> None:
     for name, slot in slots.items():
         target = slot.promotes_to
         if target is None:
@@ -733,7 +633,7 @@ def _check_chain(c: _Checker, slots: Mapping[str, Slot], declared: list[str]) ->
             target = slots[target].promotes_to
 
 
-def _check_hosts(c: _Checker, slots: Mapping[str, Slot], routes: tuple[Route, ...]) -> None:
+def _check_hosts(c: Checker, slots: Mapping[str, Slot], routes: tuple[Route, ...]) -> None:
     """A host name is served by one slot only; two slots claiming one host would fight."""
     owner: dict[str, str] = {}
     for name, slot in slots.items():
@@ -750,7 +650,7 @@ def _check_hosts(c: _Checker, slots: Mapping[str, Slot], routes: tuple[Route, ..
                 )
 
 
-def _check_namespaces(c: _Checker, slots: Mapping[str, Slot]) -> None:
+def _check_namespaces(c: Checker, slots: Mapping[str, Slot]) -> None:
     """Two kubernetes slots of one app in one namespace of one cluster would share their
     release records, lock and objects: each would overwrite and prune the other's."""
     owner: dict[tuple[str | None, str | None], str] = {}

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from shipway.errors import SecretUnavailable
+from shipway.spec.limits import MAX_SECRET_FILE_BYTES, Unreadable, read_regular_file, size_text
 
 PLACEHOLDER = re.compile(r"\$\{secrets\.([A-Za-z_][A-Za-z0-9_]*)\}")
 MASK = "***"
@@ -83,13 +84,23 @@ class SecretRef:
             return Secret(env[self.from_env])
         assert self.from_file is not None
         path = Path(self.from_file)
+        hint = (
+            f"a regular file of at most {size_text(MAX_SECRET_FILE_BYTES)} readable by this "
+            f"user, or change secrets.{self.name}.from_file"
+        )
         try:
-            return Secret(path.read_text().rstrip("\n"))
-        except OSError as exc:
+            raw = read_regular_file(path, MAX_SECRET_FILE_BYTES)
+        except Unreadable as exc:
             raise SecretUnavailable(
-                f"secrets.{self.name}: cannot read file {path}: {exc.strerror or exc} "
-                f"(hint: create it, readable by this user, or change secrets.{self.name}.from_file)"
+                f"secrets.{self.name}: file {path} {exc} (hint: {hint})"
             ) from exc
+        try:
+            return Secret(raw.decode("utf-8").rstrip("\n"))
+        except UnicodeDecodeError:
+            # Never the decoder's message: it quotes a byte of the secret.
+            raise SecretUnavailable(
+                f"secrets.{self.name}: file {path} is not UTF-8 text (hint: {hint})"
+            ) from None
 
     def to_json(self) -> dict[str, str]:
         if self.from_env:
