@@ -23,6 +23,8 @@ if TYPE_CHECKING:
         clear,
         deploy,
         diff,
+        helm_history,
+        helm_release,
         history,
         load,
         logs,
@@ -34,6 +36,7 @@ if TYPE_CHECKING:
         status,
         stop,
     )
+    from shipway.backends.protocol import Backend, Reporter
     from shipway.engine import (
         Engine,
         Interrupted,
@@ -64,9 +67,12 @@ __version__ = "0.1.0"
 
 _WHERE = {
     "shipway.api": (
-        "SlotStatus clear deploy diff history load logs plan promote repair restart rollback "
-        "status stop"
+        "SlotStatus clear deploy diff helm_history helm_release history load logs plan promote "
+        "repair restart rollback status stop"
     ),
+    # what api functions take: a backend of one's own (``backend=``), where progress goes
+    # (``reporter=``)
+    "shipway.backends.protocol": "Backend Reporter",
     "shipway.engine": "Engine Interrupted NoAnchor Outcome RollbackFailed Rolled RolledBack",
     "shipway.errors": (
         "BackendError ClearanceError ConfirmationMismatch ConfirmationRequired "
@@ -107,6 +113,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "App",
+    "Backend",
     "BackendError",
     "Clearance",
     "ClearanceError",
@@ -122,6 +129,7 @@ __all__ = [
     "Plan",
     "Release",
     "ReleaseStatus",
+    "Reporter",
     "RollbackFailed",
     "Rolled",
     "RolledBack",
@@ -136,6 +144,8 @@ __all__ = [
     "clear",
     "deploy",
     "diff",
+    "helm_history",
+    "helm_release",
     "history",
     "load",
     "logs",
