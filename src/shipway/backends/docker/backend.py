@@ -4,7 +4,7 @@ It never decides what to do (the plan does); it does one step on one host, and s
 did there. What must never happen here:
 
 * a change before the clearance is checked — every mutating method starts with
-  ``require_covers``;
+  ``_guard`` (the clearance covers the target, it is this backend's, the lock is ours);
 * a library exception escaping — everything that talks to an engine runs inside
   :func:`edge`, which turns docker/requests/paramiko/OS errors into shipway's;
 * traffic moving to a container that did not pass its health gate — containers start
@@ -48,6 +48,7 @@ from shipway.backends.docker.store import (
     read_tree,
     tar_of,
 )
+from shipway.backends.guarded import Guarded
 from shipway.backends.imagemeta import classify, repo_digest, start_command
 from shipway.backends.protocol import (
     Backend,
@@ -124,7 +125,7 @@ def _state(status: str) -> UnitState:
     return "stopped"
 
 
-class DockerBackend:
+class DockerBackend(Guarded):
     name = "docker"
 
     def __init__(self, app: App, slot: Slot, environ: Mapping[str, str] | None = None) -> None:
@@ -179,15 +180,13 @@ class DockerBackend:
             out.append(f"host {h.name}: " + ("; ".join(done) if done else "nothing done"))
         return out
 
-    def _mine(self, target: Target) -> None:
-        if (target.app, target.slot) != (self.app.name, self.slot.name):
-            raise BackendError(
-                f"this docker backend serves {self.app.name}/{self.slot.name}, not {target}"
-            )
-
-    def _still_locked(self) -> None:
+    def _still_ours(self, target: Target) -> None:
         """Refuse to mutate once the lock this backend holds is lost or was not renewed
-        within its TTL (someone may have broken it and started an operation of their own)."""
+        within its TTL (someone may have broken it and started an operation of their own).
+
+        Docker keeps its own wording of the refusal (the slot, the lock's host, what to do
+        next; docs/docker.md and the tests quote it), so :class:`SlotLock` raises it rather
+        than ``_lock_problem`` giving a reason for the generic one."""
         if self._slot_lock is not None:
             self._slot_lock.check()
 
@@ -229,7 +228,7 @@ class DockerBackend:
         host's engine can ask it (no pull), else a host's local one; metadata from the
         first host that has exactly that image (None when none has: the engine then falls
         back to the records)."""
-        self._mine(target)
+        self._serves(target)
         chosen = ref or app.image
         if not chosen:
             raise InputError(
@@ -272,7 +271,7 @@ class DockerBackend:
         return self._insecure
 
     def observe(self, target: Target) -> Observed:
-        self._mine(target)
+        self._serves(target)
         found = self._each_host(self._observe_host)
         units: list[ObservedUnit] = []
         self.drift = {}
@@ -384,13 +383,13 @@ class DockerBackend:
         )
 
     def read_records(self, target: Target) -> list[Release]:
-        self._mine(target)
+        self._serves(target)
         client = self._client(self.primary)
         with edge(f"host {self.primary}: read release records"):
             return RecordStore(client, self.app.name, self.slot.name).read()
 
     def status(self, target: Target) -> list[ProcessStatus]:
-        self._mine(target)
+        self._serves(target)
         deployed = history.deployed(self.read_records(target))
         if deployed is None:
             return []
@@ -422,7 +421,7 @@ class DockerBackend:
     def diff(self, target: Target, plan: Plan) -> list[str]:
         """Per host: what the plan does there, why drifted units are replaced, and which
         changes cannot be zero-downtime."""
-        self._mine(target)
+        self._serves(target)
         self.observe(target)
         release = plan.release
         artifact = release.artifact if release else Artifact()
@@ -477,7 +476,7 @@ class DockerBackend:
         return notes
 
     def logs(self, target: Target, process: str | None, follow: bool, lines: int) -> Iterator[str]:
-        self._mine(target)
+        self._serves(target)
         picked: list[tuple[str, Container]] = []
         for host in self.host_addresses:
             client = self._client(host.name)
@@ -545,7 +544,7 @@ class DockerBackend:
         )
 
     def live_digest(self, target: Target, release: Release) -> str | None:
-        self._mine(target)
+        self._serves(target)
         keys = {u.key: u for u in release.artifact if u.kind == "container"}
         for host in self.host_addresses:
             client = self._client(host.name)
@@ -566,8 +565,7 @@ class DockerBackend:
     def lock(
         self, clearance: Clearance, target: Target, holder: LockHolder, reporter: Reporter
     ) -> Iterator[None]:
-        clearance.require_covers(target)
-        self._mine(target)
+        self._guard(clearance, target)
         conn = self._conn(self.primary)
         with edge(f"host {self.primary}: lock"):
             slot_lock = SlotLock(
@@ -623,9 +621,7 @@ class DockerBackend:
     def write_records(
         self, clearance: Clearance, target: Target, records: Sequence[Release]
     ) -> None:
-        clearance.require_covers(target)
-        self._mine(target)
-        self._still_locked()
+        self._guard(clearance, target)
         client = self._client(self.primary)
         with edge(f"host {self.primary}: write release records"):
             RecordStore(client, self.app.name, self.slot.name).write(records)
@@ -633,9 +629,7 @@ class DockerBackend:
     def delete_records(
         self, clearance: Clearance, target: Target, revisions: Sequence[int]
     ) -> None:
-        clearance.require_covers(target)
-        self._mine(target)
-        self._still_locked()
+        self._guard(clearance, target)
         client = self._client(self.primary)
         with edge(f"host {self.primary}: delete release records"):
             RecordStore(client, self.app.name, self.slot.name).delete(revisions)
@@ -651,9 +645,7 @@ class DockerBackend:
         secrets: Mapping[str, Secret],
         reporter: Reporter,
     ) -> None:
-        clearance.require_covers(target)
-        self._mine(target)
-        self._still_locked()
+        self._guard(clearance, target)
         conn = self._conn(unit.host)
         client = self._client(unit.host)
         appliers = {
@@ -950,9 +942,7 @@ class DockerBackend:
     def remove(
         self, clearance: Clearance, target: Target, step: Remove, reporter: Reporter
     ) -> None:
-        clearance.require_covers(target)
-        self._mine(target)
-        self._still_locked()
+        self._guard(clearance, target)
         conn = self._conn(step.host)
         try:
             with edge(f"host {conn.name}: remove {step.unit}"):
@@ -1017,7 +1007,7 @@ class DockerBackend:
         deadline: float,
         reporter: Reporter,
     ) -> Failure | None:
-        self._mine(target)
+        self._serves(target)
         conn = self._conn(step.host)
         units = [artifact.get(k) for k in step.units]
         gates = [_Gate(unit) for unit in units]
@@ -1072,9 +1062,7 @@ class DockerBackend:
         deadline: float,
         reporter: Reporter,
     ) -> Failure | None:
-        clearance.require_covers(target)
-        self._mine(target)
-        self._still_locked()
+        self._guard(clearance, target)
         containers = [u for u in release.artifact if u.kind == "container"]
         host = next((u.host for u in containers), None) or self.primary
         conn = self._conn(host)
@@ -1150,9 +1138,7 @@ class DockerBackend:
     def stop(self, clearance: Clearance, target: Target, reporter: Reporter) -> None:
         """Remove what runs (containers, proxies, files volumes); the records and the lock
         stay, so the deployed release is still the anchor."""
-        clearance.require_covers(target)
-        self._mine(target)
-        self._still_locked()
+        self._guard(clearance, target)
 
         def stop_host(conn: HostConnection) -> list[str]:
             done: list[str] = []
