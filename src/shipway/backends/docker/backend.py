@@ -41,13 +41,8 @@ from shipway.backends.docker.connection import HostConnection
 from shipway.backends.docker.containers import ContainerSpec, create
 from shipway.backends.docker.health import http_probe, tcp_probe
 from shipway.backends.docker.hosts import HostAddress, addresses
-from shipway.backends.docker.store import (
-    RecordStore,
-    SlotLock,
-    ensure_holder_image,
-    read_tree,
-    tar_of,
-)
+from shipway.backends.docker.lock import SlotLock
+from shipway.backends.docker.store import RecordStore, ensure_holder_image, read_tree, tar_of
 from shipway.backends.guarded import Guarded
 from shipway.backends.imagemeta import classify, repo_digest, start_command
 from shipway.backends.protocol import (
