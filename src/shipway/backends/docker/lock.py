@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -25,9 +26,13 @@ import docker.errors
 from docker.models.containers import Container
 
 from shipway.backends.docker import labels
+from shipway.backends.docker.edge import edge
+from shipway.backends.docker.state import DockerState
 from shipway.backends.docker.store import ensure_holder_image, read_tree, tar_of
 from shipway.backends.protocol import LockHolder, Reporter, pid_alive
 from shipway.errors import BackendError, LockLost, SlotLocked
+from shipway.guard import Clearance
+from shipway.spec.model import Target
 
 RENEWED_FILE = "lock-renewed"
 
@@ -237,3 +242,65 @@ class SlotLock:
         ):
             with contextlib.suppress(docker.errors.NotFound):
                 self.client.api.remove_container(container_id, force=True)
+
+
+class DockerLock(DockerState):
+    """The backend's ``lock()``: holds the :class:`SlotLock` for the operation's block, and
+    at its end (after a failure) says what happened on each host."""
+
+    @contextlib.contextmanager
+    def lock(
+        self, clearance: Clearance, target: Target, holder: LockHolder, reporter: Reporter
+    ) -> Iterator[None]:
+        self._guard(clearance, target)
+        conn = self._conn(self.primary)
+        with edge(f"host {self.primary}: lock"):
+            slot_lock = SlotLock(
+                conn.client(), conn.new_client(), self.app.name, self.slot.name, self.primary
+            )
+            held = slot_lock.held(holder, reporter)
+            held.__enter__()
+        self.journal, self._trouble = {}, False
+        self._slot_lock = slot_lock
+        try:
+            yield
+        except BaseException:
+            self._slot_lock = None
+            self._trouble = True
+            self._final_report(reporter)
+            if not self._unlock(held, sys.exc_info(), holder, reporter):
+                raise
+        else:
+            self._slot_lock = None
+            self._final_report(reporter)
+            self._unlock(held, (None, None, None), holder, reporter)
+
+    def _unlock(
+        self,
+        held: contextlib.AbstractContextManager[None],
+        exc_info: tuple[Any, Any, Any],
+        holder: LockHolder,
+        reporter: Reporter,
+    ) -> bool:
+        """Release the lock; a failure to do so is a warning (the lock expires by its TTL),
+        never what the operation ends with. True when ``held`` suppressed the exception."""
+        try:
+            with edge(f"host {self.primary}: unlock"):
+                return bool(held.__exit__(*exc_info))
+        except BackendError as exc:
+            name = labels.lock(self.app.name, self.slot.name)
+            reporter.line(
+                f"warning: releasing the lock of slot {self.slot.name!r} failed ({exc}); it "
+                f"expires by itself at the latest {holder.ttl:g}s after its last renewal, or "
+                f"clear it now by removing the container {name} on host {self.primary} "
+                f"(docker rm -f {name})"
+            )
+            return False
+
+    def _final_report(self, reporter: Reporter) -> None:
+        """After an operation in which something failed (and whatever undo followed):
+        what happened on each host, in order."""
+        if self._trouble:
+            reporter.line("what happened on each host:")
+            for line in self.host_report():
+                reporter.line(f"  {line}")
