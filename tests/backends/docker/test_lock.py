@@ -17,7 +17,7 @@ import pytest
 import requests
 
 from shipway.backends.docker import labels
-from shipway.backends.docker.store import SlotLock
+from shipway.backends.docker.lock import SlotLock
 from shipway.backends.protocol import LockHolder
 from shipway.errors import BackendError
 from shipway.guard import Guard

@@ -76,3 +76,20 @@ def compose(routes: Mapping[str, Mapping[str, Any]], proxy: Mapping[str, Any]) -
 
 def dumps(data: Any) -> bytes:
     return (json.dumps(data, indent=1, sort_keys=True) + "\n").encode()
+
+
+def parse_routes(tree: Mapping[str, tuple[bytes, int]]) -> dict[str, dict[str, Any]]:
+    """The applied route units in a proxy's config files (``{path: (content, mode)}``);
+    none when ``routes.json`` is missing or not an object of objects."""
+    raw = tree.get(ROUTES_FILE)
+    if raw is None:
+        return {}
+    try:
+        data = json.loads(raw[0])
+    except ValueError:
+        return {}
+    return (
+        {str(k): v for k, v in data.items() if isinstance(v, dict)}
+        if isinstance(data, dict)
+        else {}
+    )

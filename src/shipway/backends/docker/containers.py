@@ -1,15 +1,25 @@
 """Creating a container exactly as a unit says, through the Engine API's create call (the
-SDK's high-level ``create`` cannot set everything a unit needs, e.g. the stop timeout)."""
+SDK's high-level ``create`` cannot set everything a unit needs, e.g. the stop timeout);
+what it needs first on its host (its network, its image, its files' mounts); removing one.
+
+Callers run these inside :func:`~shipway.backends.docker.edge.edge`.
+"""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 import docker
+import docker.errors
 import docker.types
 from docker.models.containers import Container
+from docker.utils import parse_repository_tag
+
+from shipway.backends.docker import labels
+from shipway.errors import BackendError
 
 
 @dataclass(frozen=True)
@@ -70,3 +80,60 @@ def create(client: docker.DockerClient, spec: ContainerSpec) -> Container:
         stop_timeout=spec.stop_timeout,
     )
     return client.containers.get(created["Id"])
+
+
+def ensure_network(client: docker.DockerClient, app: str, slot: str, name: str) -> None:
+    """The slot's network on this host (made, labelled as the slot's, unless it is there)."""
+    if client.networks.list(names=[name]):
+        return
+    try:
+        client.networks.create(
+            name,
+            driver="bridge",
+            labels=labels.base(app, slot, "network"),
+            check_duplicate=True,
+        )
+    except docker.errors.APIError as exc:
+        if exc.status_code != 409:
+            raise
+
+
+def ensure_image(client: docker.DockerClient, ref: str) -> None:
+    """The image on this host, pulled unless it is there (before anything old goes: an
+    image that cannot be had leaves what runs running)."""
+    try:
+        client.images.get(ref)
+        return
+    except docker.errors.ImageNotFound:
+        pass
+    repo, tag = parse_repository_tag(ref)
+    for chunk in client.api.pull(repo, tag=tag or "latest", stream=True, decode=True):
+        if isinstance(chunk, dict) and "error" in chunk:
+            raise BackendError(f"cannot pull image {ref}: {chunk['error']}")
+    client.images.get(ref)  # raises ImageNotFound when the pull made nothing
+
+
+def file_mounts(client: docker.DockerClient, body: Mapping[str, Any]) -> list[docker.types.Mount]:
+    """Each config file of the unit's files volume, bind-mounted read-only where the
+    process expects it (the volume's own directory on the host is the source)."""
+    if not body.get("volume") or not body.get("mounts"):
+        return []
+    source = client.volumes.get(str(body["volume"])).attrs["Mountpoint"]
+    return [
+        docker.types.Mount(
+            target=str(m["target"]),
+            source=f"{source}/{m['file']}",
+            type="bind",
+            read_only=True,
+        )
+        for m in body["mounts"]
+    ]
+
+
+def remove(c: Container, timeout: int) -> None:
+    """Stop it (giving it ``timeout`` seconds) and remove it; one already gone is fine."""
+    with contextlib.suppress(docker.errors.NotFound):
+        if c.status in ("running", "restarting", "paused"):
+            c.stop(timeout=timeout)
+    with contextlib.suppress(docker.errors.NotFound):
+        c.remove(force=True)

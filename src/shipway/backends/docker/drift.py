@@ -49,7 +49,8 @@ def env_hash(name: str, env: Mapping[str, str]) -> str:
     return labels.salted(name, json.dumps(dict(sorted(env.items())), separators=(",", ":")))
 
 
-def _env_of(attrs: Mapping[str, Any]) -> dict[str, str]:
+def env_of(attrs: Mapping[str, Any]) -> dict[str, str]:
+    """The environment a container runs with (revealed secrets included: never shown)."""
     out: dict[str, str] = {}
     for entry in (attrs.get("Config") or {}).get("Env") or []:
         key, _, value = str(entry).partition("=")
@@ -75,7 +76,7 @@ def container(attrs: Mapping[str, Any], body: Mapping[str, Any]) -> list[str]:
         reasons.append("entrypoint differs")
     if body.get("args") is not None and _norm(config.get("Cmd")) != _norm(body["args"]):
         reasons.append("command differs")
-    actual_env = _env_of(attrs)
+    actual_env = env_of(attrs)
     wanted = body.get("env") or {}
     for key in sorted(wanted):
         if key not in actual_env:

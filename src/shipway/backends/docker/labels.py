@@ -10,8 +10,11 @@ carries the unit's key, digest and body (``org.shipway.unit``: JSON with secret
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from typing import Any
+
+from shipway.release.artifact import Unit
 
 PREFIX = "org.shipway."
 APP = PREFIX + "app"
@@ -60,6 +63,17 @@ def slot_filter(app: str, slot: str, kind: str | None = None) -> dict[str, Any]:
 
 def base(app: str, slot: str, kind: str) -> dict[str, str]:
     return {APP: app, SLOT: slot, KIND: kind}
+
+
+def of_unit(app: str, slot: str, kind: str, unit: Unit) -> dict[str, str]:
+    """What a unit's container or volume carries: the slot's labels, and the unit's key,
+    digest and body (placeholders only), so observing finds the unit again."""
+    return {
+        **base(app, slot, kind),
+        KEY: unit.key,
+        DIGEST: unit.digest,
+        UNIT: json.dumps(unit.body, sort_keys=True, separators=(",", ":")),
+    }
 
 
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_.-]")

@@ -1,0 +1,48 @@
+"""The backend's edge: what the Docker SDK, requests, paramiko and the OS raise becomes
+shipway's errors here, and nowhere else.
+
+Every module of this package that talks to an engine runs its calls inside :func:`edge`,
+so no library exception ever reaches the engine layer: it always gets a
+:class:`~shipway.errors.BackendError` that says where it happened.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import docker.errors
+import paramiko
+import requests
+
+from shipway.errors import BackendError, ShipwayError
+
+
+@contextlib.contextmanager
+def edge(what: str) -> Iterator[None]:
+    """Translate what the Docker SDK, requests, paramiko and the OS raise into shipway's
+    errors (most specific first), each saying where it happened."""
+    try:
+        yield
+    except ShipwayError:
+        raise
+    except docker.errors.ImageNotFound as exc:
+        raise BackendError(f"{what}: image not found: {explain(exc)}") from exc
+    except docker.errors.NotFound as exc:
+        raise BackendError(f"{what}: not found: {explain(exc)}") from exc
+    except docker.errors.APIError as exc:
+        raise BackendError(f"{what}: the Docker engine refused: {explain(exc)}") from exc
+    except docker.errors.DockerException as exc:
+        raise BackendError(f"{what}: {exc}") from exc
+    except requests.exceptions.RequestException as exc:
+        raise BackendError(f"{what}: the Docker engine did not answer: {exc}") from exc
+    except paramiko.SSHException as exc:
+        raise BackendError(f"{what}: SSH failed: {exc}") from exc
+    except OSError as exc:
+        raise BackendError(f"{what}: {exc}") from exc
+
+
+def explain(exc: docker.errors.APIError) -> str:
+    """The engine's own words for a refusal (its ``explanation``), else the exception's."""
+    text = exc.explanation if isinstance(exc.explanation, str) else str(exc)
+    return text.strip() or str(exc)

@@ -1,0 +1,180 @@
+"""The proxy on each host and the routes it serves: the switch that moves traffic.
+
+One Caddy container per host listens on the slot's proxy port; its routes (a separate,
+later unit than the containers they name) are written into its volume and loaded by a
+graceful ``caddy reload``, so requests in flight finish where they started. What must never
+happen: a route written that the running proxy does not serve (a refused reload puts the
+previous files back), or traffic moved to a container before its health gate passed (the
+plan orders the route after the wait). Each switch stamps the host's drain clock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import docker
+import docker.errors
+import docker.types
+from docker.models.containers import Container
+
+from shipway.backends.docker import caddy, drift, labels
+from shipway.backends.docker.containers import (
+    ContainerSpec,
+    create,
+    ensure_image,
+    ensure_network,
+    remove,
+)
+from shipway.backends.docker.edge import explain
+from shipway.backends.docker.state import DockerState
+from shipway.backends.docker.store import read_tree, tar_of
+from shipway.errors import BackendError
+from shipway.plan.model import Remove
+from shipway.release.artifact import Unit
+from shipway.spec.secrets import Secret
+
+
+class DockerProxy(DockerState):
+    """Applying a host's proxy and its route units; dropping a route."""
+
+    def _apply_proxy(
+        self, client: docker.DockerClient, unit: Unit, action: str, secrets: Mapping[str, Secret]
+    ) -> str:
+        body = unit.body
+        name = str(body["name"])
+        existing = self._get(client, name)
+        if action == "start" and existing is not None:
+            existing.start()
+            return f"started proxy {name}"
+        ensure_network(client, self.app.name, self.slot.name, str(body["network"]))
+        ensure_image(client, str(body["image"]))  # before the old proxy goes
+        if existing is not None:
+            remove(existing, 10)
+        volume = str(body["volume"])
+        with contextlib.suppress(docker.errors.APIError):
+            client.volumes.create(
+                volume, labels=labels.base(self.app.name, self.slot.name, labels.PROXY)
+            )
+        config_dir = str(body.get("config_dir", caddy.CONFIG_DIR))
+        container = create(
+            client,
+            ContainerSpec(
+                image=str(body["image"]),
+                name=name,
+                command=["caddy", "run", "--config", f"{config_dir}/{caddy.CONFIG_FILE}"],
+                env={"XDG_CONFIG_HOME": "/config", "XDG_DATA_HOME": "/data"},
+                labels=labels.of_unit(self.app.name, self.slot.name, labels.PROXY, unit),
+                restart=str(body.get("restart", "unless-stopped")),
+                mounts=[docker.types.Mount(target=config_dir, source=volume, type="volume")],
+                ports={int(body["listen"]): int(body["port"])},
+                network=str(body["network"]),
+                stop_timeout=int(body.get("stop_timeout", 10)),
+                sysctls=_listener_migration(client),
+            ),
+        )
+        # the config it starts with: the routes already in its volume (a proxy recreated
+        # keeps serving them), else none
+        routes = caddy.parse_routes(read_tree(container, config_dir))
+        container.put_archive(config_dir, _config_tar(routes, body))
+        try:
+            container.start()
+        except docker.errors.APIError as exc:
+            raise BackendError(
+                f"the proxy {name} did not start: {explain(exc)} (hint: is port "
+                f"{body['port']} free on the host? set proxy_port in the slot)"
+            ) from exc
+        verb = "replaced" if action == "update" else "started"
+        return f"{verb} proxy {name} on port {body['port']}"
+
+    def _proxy_for(
+        self, client: docker.DockerClient, name: str
+    ) -> tuple[Container, dict[str, Any]]:
+        proxy = self._get(client, name)
+        if proxy is None:
+            raise BackendError(f"the proxy container {name} is missing")
+        body, _ = drift.body_of(proxy.labels)
+        if proxy.status != "running":
+            raise BackendError(f"the proxy container {name} is {proxy.status}, not running")
+        return proxy, dict(body or {})
+
+    def _reconfigure(
+        self,
+        proxy: Container,
+        proxy_body: Mapping[str, Any],
+        change: Callable[[dict[str, Any]], None],
+    ) -> None:
+        """Change the proxy's routes and reload it gracefully; put the previous files back
+        if the reload fails, so what is written is always what runs."""
+        config_dir = str(proxy_body.get("config_dir", caddy.CONFIG_DIR))
+        tree = read_tree(proxy, config_dir)
+        routes = caddy.parse_routes(tree)
+        change(routes)
+        proxy.put_archive(config_dir, _config_tar(routes, proxy_body))
+        result = proxy.exec_run(
+            ["caddy", "reload", "--config", f"{config_dir}/{caddy.CONFIG_FILE}", "--force"]
+        )
+        if result.exit_code != 0:
+            previous = {
+                k: v for k, v in tree.items() if k in (caddy.ROUTES_FILE, caddy.CONFIG_FILE)
+            }
+            if previous:
+                proxy.put_archive(config_dir, tar_of(previous))
+            raw = result.output if isinstance(result.output, bytes) else b""
+            output = raw.decode(errors="replace").strip().splitlines()
+            raise BackendError(
+                f"the proxy {proxy.name} refused its new configuration (exit {result.exit_code}): "
+                + (output[-1][:300] if output else "no output")
+            )
+
+    def _apply_route(
+        self, client: docker.DockerClient, unit: Unit, action: str, secrets: Mapping[str, Secret]
+    ) -> str:
+        proxy, proxy_body = self._proxy_for(client, str(unit.body["proxy"]))
+
+        def put(routes: dict[str, Any]) -> None:
+            routes[unit.key] = {"key": unit.key, "digest": unit.digest, "body": dict(unit.body)}
+
+        self._reconfigure(proxy, proxy_body, put)
+        self._switched_at[unit.host or ""] = time.monotonic()
+        targets = ", ".join(str(u).split(":")[0] for u in unit.body["upstreams"])
+        where = ", ".join(unit.body.get("hosts") or []) or "all requests"
+        return f"switched {where} to {targets}"
+
+    def _drop_route(self, client: docker.DockerClient, step: Remove) -> str:
+        """Take a route out of the host's proxy (gracefully, as a switch: the drain of the
+        containers it served starts now)."""
+        proxy = next(iter(self._labelled(client, labels.PROXY)), None)
+        if proxy is None or proxy.status != "running":
+            return f"{step.unit} already gone (no running proxy)"
+        body, _ = drift.body_of(proxy.labels)
+        self._reconfigure(proxy, body or {}, lambda routes: routes.pop(step.unit, None))
+        self._switched_at[step.host or ""] = time.monotonic()
+        return f"dropped route {step.unit}"
+
+
+def _config_tar(routes: Mapping[str, Any], proxy_body: Mapping[str, Any]) -> bytes:
+    """The proxy's two files for these routes: the routes themselves and Caddy's config."""
+    return tar_of(
+        {
+            caddy.ROUTES_FILE: (caddy.dumps(dict(routes)), 0o644),
+            caddy.CONFIG_FILE: (caddy.dumps(caddy.compose(routes, proxy_body)), 0o644),
+        }
+    )
+
+
+def _listener_migration(client: docker.DockerClient) -> dict[str, str]:
+    """``net.ipv4.tcp_migrate_req=1`` in the proxy's network namespace when the host's
+    kernel has it (Linux 5.14+). Caddy opens a new SO_REUSEPORT socket on every reload and
+    closes the old one; without migration, the connections still waiting in the old
+    socket's accept queue are reset — a handful per reload under load. With it, the kernel
+    hands them to the new socket."""
+    release = str(client.info().get("KernelVersion") or "")
+    parts = release.split(".")
+    try:
+        major, minor = int(parts[0]), int("".join(ch for ch in parts[1] if ch.isdigit()) or 0)
+    except (IndexError, ValueError):
+        return {}
+    return {"net.ipv4.tcp_migrate_req": "1"} if (major, minor) >= (5, 14) else {}

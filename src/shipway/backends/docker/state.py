@@ -1,0 +1,139 @@
+"""The typed state of the Docker backend, and the plumbing every part of it shares.
+
+What must never happen here: a host the slot does not list being talked to, a library
+exception escaping (:func:`~shipway.backends.docker.edge.edge` translates them), or a
+mutation after the slot's lock was lost (:meth:`DockerState._still_ours`, the last check of
+the one preamble :meth:`~shipway.backends.guarded.Guarded._guard`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, TypeVar
+
+import docker
+import docker.errors
+from docker.models.containers import Container
+
+from shipway.backends.docker import labels, render
+from shipway.backends.docker.connection import HostConnection
+from shipway.backends.docker.edge import edge
+from shipway.backends.docker.hosts import HostAddress, addresses
+from shipway.backends.docker.store import RecordStore
+from shipway.backends.guarded import Guarded
+from shipway.errors import BackendError, InputError
+from shipway.spec.model import App, Slot, Target
+
+if TYPE_CHECKING:  # lock.py's part derives from this class
+    from shipway.backends.docker.lock import SlotLock
+
+T = TypeVar("T")
+
+
+class DockerState(Guarded):
+    """One app's slot on its Docker hosts: the hosts' connections (opened on first use),
+    what the current operation did on each host, and the slot's lock while it is held.
+    Every part of :class:`~shipway.backends.docker.backend.DockerBackend` derives from it."""
+
+    def __init__(self, app: App, slot: Slot, environ: Mapping[str, str] | None = None) -> None:
+        self.app, self.slot = app, slot
+        self.settings = render.Settings.of(slot)
+        self.host_addresses: list[HostAddress] = addresses(slot.hosts)
+        if not self.host_addresses:
+            raise InputError(f"slot {slot.name!r} lists no docker hosts")
+        self.connections = {
+            h.name: HostConnection(
+                h, known_hosts=slot.known_hosts, base_dir=app.source_dir, environ=environ
+            )
+            for h in self.host_addresses
+        }
+        self.primary = self.host_addresses[0].name
+        #: host -> time.monotonic() of its proxy's last route switch (drain starts there)
+        self._switched_at: dict[str, float] = {}
+        #: unit key -> why it differs from its body (from the last observe)
+        self.drift: dict[str, list[str]] = {}
+        #: host -> what this operation did there, in order (the per-host report)
+        self.journal: dict[str, list[str]] = {}
+        #: something failed during the current operation (the report is printed at its end)
+        self._trouble = False
+        #: the slot's lock while this backend holds it (every mutation checks it first)
+        self._slot_lock: SlotLock | None = None
+        #: the primary host's insecure registries (asked once, when the registry is read)
+        self._insecure: tuple[str, ...] | None = None
+
+    # -- plumbing ----------------------------------------------------------------------
+
+    def _conn(self, host: str | None) -> HostConnection:
+        if host is None or host not in self.connections:
+            raise BackendError(
+                f"host {host!r} is not one of slot {self.slot.name!r}'s hosts "
+                f"({', '.join(self.connections)})"
+            )
+        return self.connections[host]
+
+    def _client(self, host: str | None) -> docker.DockerClient:
+        conn = self._conn(host)
+        with edge(f"host {conn.name}"):
+            return conn.client()
+
+    @contextlib.contextmanager
+    def _records(self, what: str) -> Iterator[RecordStore]:
+        """The release records on the primary host, for one call (``what``: read, write,
+        delete) inside the edge."""
+        client = self._client(self.primary)
+        with edge(f"host {self.primary}: {what} release records"):
+            yield RecordStore(client, self.app.name, self.slot.name)
+
+    def _note(self, host: str | None, text: str) -> None:
+        self.journal.setdefault(host or "?", []).append(text)
+
+    def host_report(self) -> list[str]:
+        """What this operation did on each host, in order (the per-host report)."""
+        out = []
+        for h in self.host_addresses:
+            done = self.journal.get(h.name)
+            out.append(f"host {h.name}: " + ("; ".join(done) if done else "nothing done"))
+        return out
+
+    def _still_ours(self, target: Target) -> None:
+        """Refuse to mutate once the lock this backend holds is lost or was not renewed
+        within its TTL (someone may have broken it and started an operation of their own).
+
+        Docker keeps its own wording of the refusal (the slot, the lock's host, what to do
+        next; docs/docker.md and the tests quote it), so :class:`SlotLock` raises it rather
+        than ``_lock_problem`` giving a reason for the generic one."""
+        if self._slot_lock is not None:
+            self._slot_lock.check()
+
+    def _each_host(self, work: Callable[[HostConnection], T]) -> dict[str, T]:
+        """Run ``work`` on every host at once; the first error (in host order) is raised."""
+        with ThreadPoolExecutor(max_workers=len(self.host_addresses)) as pool:
+            futures = {
+                h.name: pool.submit(work, self.connections[h.name]) for h in self.host_addresses
+            }
+            return {name: f.result() for name, f in futures.items()}
+
+    def _labelled(self, client: docker.DockerClient, kind: str | None = None) -> list[Container]:
+        found: list[Container] = client.containers.list(
+            all=True, filters=labels.slot_filter(self.app.name, self.slot.name, kind)
+        )
+        return found
+
+    def _by_key(self, client: docker.DockerClient, key: str) -> Container | None:
+        filters = labels.slot_filter(self.app.name, self.slot.name)
+        filters["label"].append(f"{labels.KEY}={key}")
+        found: list[Container] = client.containers.list(all=True, filters=filters)
+        return found[0] if found else None
+
+    def _get(self, client: docker.DockerClient, name: str) -> Container | None:
+        try:
+            return client.containers.get(name)
+        except docker.errors.NotFound:
+            return None
+
+    def close(self) -> None:
+        """Close every host's API clients and SSH connection (harmless twice)."""
+        for conn in self.connections.values():
+            conn.close()

@@ -1,0 +1,330 @@
+"""The steps of a rolling plan on the Docker hosts, one at a time, and the records' writes.
+
+Each mutation starts with the one preamble (:meth:`~shipway.backends.guarded.Guarded._guard`)
+and runs inside :func:`~shipway.backends.docker.edge.edge`. What must never happen here:
+
+* traffic moving to a container that did not pass its health gate — containers start
+  beside the old ones (:mod:`.health` gates them) and the proxy's route, a separate later
+  unit (:mod:`.proxy`), is what switches;
+* an old container stopped while requests may still be on their way to it — its removal
+  waits until ``drain_timeout`` has passed since its host's proxy was switched;
+* a secret value in an error — an engine's message is masked with this release's secrets.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Mapping, Sequence
+
+import docker
+import docker.errors
+
+from shipway.backends.docker import drift, labels
+from shipway.backends.docker.connection import HostConnection
+from shipway.backends.docker.containers import (
+    ContainerSpec,
+    create,
+    ensure_image,
+    ensure_network,
+    file_mounts,
+    remove,
+)
+from shipway.backends.docker.edge import edge, explain
+from shipway.backends.docker.health import Gate
+from shipway.backends.docker.proxy import DockerProxy
+from shipway.backends.docker.store import ensure_holder_image, tar_of
+from shipway.backends.protocol import Failure, Reason, Reporter
+from shipway.errors import BackendError, CleanupFailed
+from shipway.guard import Clearance
+from shipway.plan.model import Remove, WaitRollout
+from shipway.release.artifact import Artifact, Unit
+from shipway.release.model import Release
+from shipway.spec.model import Target
+from shipway.spec.secrets import Secret, redact, reveal
+
+#: seconds between two looks at the units a wait gates
+POLL = 0.15
+
+
+class DockerSteps(DockerProxy):
+    """write_records, delete_records, apply, remove, wait, stop (the proxy's and the routes'
+    units are applied by :class:`~shipway.backends.docker.proxy.DockerProxy`)."""
+
+    def write_records(
+        self, clearance: Clearance, target: Target, records: Sequence[Release]
+    ) -> None:
+        self._guard(clearance, target)
+        with self._records("write") as store:
+            store.write(records)
+
+    def delete_records(
+        self, clearance: Clearance, target: Target, revisions: Sequence[int]
+    ) -> None:
+        self._guard(clearance, target)
+        with self._records("delete") as store:
+            store.delete(revisions)
+
+    def apply(
+        self,
+        clearance: Clearance,
+        target: Target,
+        unit: Unit,
+        action: str,
+        secrets: Mapping[str, Secret],
+        reporter: Reporter,
+    ) -> None:
+        self._guard(clearance, target)
+        conn = self._conn(unit.host)
+        client = self._client(unit.host)
+        appliers = {
+            "files": self._apply_files,
+            "proxy": self._apply_proxy,
+            "container": self._apply_container,
+            "route": self._apply_route,
+        }
+        if unit.kind not in appliers:
+            raise BackendError(f"the docker backend cannot apply a {unit.kind!r} unit")
+        try:
+            with edge(f"host {conn.name}: {action} {unit.key}"):
+                done = appliers[unit.kind](client, unit, action, secrets)
+        except BackendError as exc:
+            self._trouble = True
+            self._note(unit.host, f"{action} {unit.key} FAILED")
+            for line in self.host_report():
+                reporter.line(f"  {line}")
+            raise BackendError(redact(str(exc), secrets)) from exc
+        self._note(unit.host, done)
+
+    def _apply_files(
+        self,
+        client: docker.DockerClient,
+        unit: Unit,
+        action: str,
+        secrets: Mapping[str, Secret],
+    ) -> str:
+        body = unit.body
+        volume = str(body["volume"])
+        files = {
+            str(f["path"]): (str(reveal(f["content"], secrets)), int(f["mode"], 8))
+            for f in body["files"]
+        }
+        content = {p: labels.salted(volume, text) for p, (text, _) in files.items()}
+        ensure_holder_image(client)
+        holder = self._get(client, volume)
+        if holder is not None and (
+            holder.labels.get(labels.DIGEST) != unit.digest
+            or json.loads(holder.labels.get(labels.CONTENT) or "{}") != content
+        ):
+            holder.remove(force=True)
+            holder = None
+        if holder is None:
+            client.volumes.create(
+                volume, labels=labels.base(self.app.name, self.slot.name, labels.FILES)
+            )
+            holder = client.containers.create(
+                labels.HOLDER_IMAGE,
+                name=volume,
+                labels={
+                    **labels.of_unit(self.app.name, self.slot.name, labels.FILES, unit),
+                    labels.CONTENT: json.dumps(content, sort_keys=True),
+                },
+                volumes={volume: {"bind": "/files", "mode": "rw"}},
+            )
+        holder.put_archive(
+            "/files", tar_of({p: (text.encode(), mode) for p, (text, mode) in files.items()})
+        )
+        verb = "wrote" if action == "update" else "created"
+        return f"{verb} {len(files)} config files in volume {volume}"
+
+    def _apply_container(
+        self,
+        client: docker.DockerClient,
+        unit: Unit,
+        action: str,
+        secrets: Mapping[str, Secret],
+    ) -> str:
+        body = unit.body
+        name = str(body["name"])
+        existing = self._get(client, name)
+        if action == "start" and existing is not None:
+            if existing.status == "paused":
+                existing.unpause()
+            else:
+                existing.start()
+            return f"started {name}"
+        # what the new one needs first: an image that cannot be had leaves the old running
+        ensure_network(client, self.app.name, self.slot.name, str(body["network"]))
+        ensure_image(client, str(body["image"]))
+        if existing is not None:
+            remove(existing, int(body.get("stop_timeout", 10)))
+        env = {k: str(v) for k, v in reveal(body["env"], secrets).items()}
+        resources = body.get("resources") or {}
+        container = create(
+            client,
+            ContainerSpec(
+                image=str(body["image"]),
+                name=name,
+                env=env,
+                labels={
+                    **labels.of_unit(self.app.name, self.slot.name, labels.APP_CONTAINER, unit),
+                    **body.get("labels", {}),
+                    labels.ENV_HASH: drift.env_hash(name, env),
+                },
+                entrypoint=body.get("entrypoint"),
+                command=body.get("args"),
+                network=str(body["network"]),
+                aliases=list(body.get("aliases") or []),
+                mounts=file_mounts(client, body),
+                restart=str(body.get("restart", "no")),
+                stop_timeout=int(body.get("stop_timeout", 10)),
+                memory=resources.get("memory"),
+                memory_reservation=resources.get("memory_reservation"),
+                nano_cpus=resources.get("nano_cpus"),
+                cpu_shares=resources.get("cpu_shares"),
+            ),
+        )
+        try:
+            container.start()
+        except docker.errors.APIError as exc:
+            raise BackendError(
+                f"created container {name} but it did not start: {explain(exc)} (it is kept, "
+                "state 'created', so the next run starts it instead of creating it twice)"
+            ) from exc
+        verb = "replaced" if action == "update" else "started"
+        return f"{verb} {name} ({container.short_id})"
+
+    # -- removing ------------------------------------------------------------------------
+
+    def remove(
+        self, clearance: Clearance, target: Target, step: Remove, reporter: Reporter
+    ) -> None:
+        self._guard(clearance, target)
+        conn = self._conn(step.host)
+        try:
+            with edge(f"host {conn.name}: remove {step.unit}"):
+                done = self._remove(conn.client(), step, reporter)
+        except BackendError as exc:
+            self._trouble = True
+            self._note(step.host, f"remove {step.unit} FAILED")
+            raise CleanupFailed(
+                str(exc),
+                f"on host {conn.name}, remove the Docker objects labelled "
+                f"{labels.KEY}={step.unit} (e.g. docker ps -a --filter "
+                f"label={labels.KEY}={step.unit})",
+            ) from exc
+        self._note(step.host, done)
+
+    def _remove(self, client: docker.DockerClient, step: Remove, reporter: Reporter) -> str:
+        if step.kind == "route":
+            return self._drop_route(client, step)
+        c = self._by_key(client, step.unit)
+        if c is None:
+            return f"{step.unit} already gone"
+        body, _ = drift.body_of(c.labels)
+        body = body or {}
+        if step.kind == "container":
+            switched = self._switched_at.get(step.host or "")
+            if body.get("port") and switched is not None and c.status == "running":
+                wait = switched + self.settings.drain - time.monotonic()
+                if wait > 0:
+                    reporter.line(
+                        f"draining {c.name} on {step.host}: {wait:.1f}s left of "
+                        f"{self.settings.drain:g}s since the switch"
+                    )
+                    time.sleep(wait)  # the drain window itself, not a stand-in for a condition
+            remove(c, int(body.get("stop_timeout", 10)))
+            return f"stopped and removed {c.name}"
+        if step.kind == "proxy":
+            remove(c, 10)
+            with contextlib.suppress(docker.errors.NotFound):
+                client.volumes.get(str(body.get("volume"))).remove()
+            return f"removed proxy {c.name}"
+        if step.kind == "files":
+            c.remove(force=True)
+            with contextlib.suppress(docker.errors.NotFound):
+                client.volumes.get(str(body.get("volume"))).remove()
+            return f"removed files volume {body.get('volume')}"
+        c.remove(force=True)
+        return f"removed {c.name}"
+
+    def wait(
+        self,
+        target: Target,
+        step: WaitRollout,
+        artifact: Artifact,
+        deadline: float,
+        reporter: Reporter,
+    ) -> Failure | None:
+        self._serves(target)
+        conn = self._conn(step.host)
+        units = [artifact.get(k) for k in step.units]
+        gates = [Gate(unit) for unit in units]
+        with edge(f"host {conn.name}: wait for {step.process}"):
+            client = conn.client()
+            while True:
+                for gate in gates:
+                    if not gate.ready:
+                        failure = gate.check(client, conn, step.process)
+                        if failure is not None:
+                            return self._failed(step, failure, reporter)
+                ready = sum(g.ready for g in gates)
+                reporter.progress(step.process, {"ready": ready, "desired": len(gates)}, conn.name)
+                if ready == len(gates):
+                    self._note(step.host, f"{step.process}: {ready} ready")
+                    return None
+                if time.monotonic() >= deadline:
+                    return self._failed(
+                        step,
+                        Failure(
+                            reason=Reason.TIMEOUT,
+                            message=f"{ready}/{len(gates)} ready on {conn.name} when the "
+                            "deploy timeout ran out",
+                            process=step.process,
+                            details=tuple(f"{g.unit.key}: {g.last}" for g in gates if not g.ready),
+                        ),
+                        reporter,
+                    )
+                time.sleep(POLL)
+
+    def _failed(self, step: WaitRollout, failure: Failure, reporter: Reporter) -> Failure:
+        self._trouble = True
+        self._note(step.host, f"{step.process}: {failure.reason}")
+        report = tuple(self.host_report())
+        return Failure(
+            reason=failure.reason,
+            message=f"on {step.host}: {failure.message}",
+            process=failure.process,
+            exit_code=failure.exit_code,
+            details=(*failure.details, "what happened on each host:", *report),
+        )
+
+    def stop(self, clearance: Clearance, target: Target, reporter: Reporter) -> None:
+        """Remove what runs (containers, proxies, files volumes); the records and the lock
+        stay, so the deployed release is still the anchor."""
+        self._guard(clearance, target)
+
+        def stop_host(conn: HostConnection) -> list[str]:
+            done: list[str] = []
+            with edge(f"host {conn.name}: stop"):
+                client = conn.client()
+                kinds = (labels.PROXY, labels.APP_CONTAINER, labels.FILES, labels.RELEASE_COMMAND)
+                for c in self._labelled(client):
+                    if c.labels.get(labels.KIND) in kinds:
+                        remove(c, 10)
+                        done.append(str(c.name))
+                for v in client.volumes.list(
+                    filters=labels.slot_filter(self.app.name, self.slot.name)
+                ):
+                    with contextlib.suppress(docker.errors.APIError):
+                        v.remove()
+                for n in client.networks.list(
+                    names=[labels.network(self.app.name, self.slot.name)]
+                ):
+                    with contextlib.suppress(docker.errors.APIError):
+                        n.remove()
+            return done
+
+        for host, done in self._each_host(stop_host).items():
+            reporter.line(f"host {host}: removed {len(done)} containers")
