@@ -37,33 +37,31 @@ from lightkube.core.exceptions import ApiError
 from lightkube.operators import exists
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.batch_v1 import Job
-from lightkube.resources.core_v1 import (
-    ConfigMap,
-    Event,
-    Namespace,
-    Pod,
-    Service,
-)
+from lightkube.resources.core_v1 import Event, Namespace, Pod, Service
 from lightkube.resources.core_v1 import Secret as SecretObject
 from lightkube.resources.networking_v1 import Ingress
 from lightkube.types import CascadeType, PatchType
 
 from shipway.backends.kubernetes import generations as gens
 from shipway.backends.kubernetes import render
-from shipway.backends.kubernetes.client import load_config
 from shipway.backends.kubernetes.lease import SlotLease
-from shipway.backends.kubernetes.records import RecordStore
 from shipway.backends.kubernetes.rollout import (
     Judge,
     Signal,
-    Tuning,
     Verdict,
     Watched,
     is_replica_set_of,
     new_pods,
     readiness_window,
 )
-from shipway.backends.kubernetes.watch import Changes, LiveSet, WatchLoop
+from shipway.backends.kubernetes.state import (
+    RESOURCES,
+    KubernetesState,
+    Session,
+    api_message,
+    short,
+)
+from shipway.backends.kubernetes.watch import Changes, LiveSet
 from shipway.backends.protocol import (
     Failure,
     GenerationBackend,
@@ -94,18 +92,11 @@ from shipway.release.artifact import Artifact, Unit
 from shipway.release.model import Release
 from shipway.spec.model import App, Route, Slot, Target
 from shipway.spec.parse import from_snapshot
-from shipway.spec.secrets import MASK, Masker, Secret, redact, resolve_all, reveal
+from shipway.spec.secrets import MASK, Secret, reveal
 
-RESOURCES: dict[str, type[Any]] = {
-    "Namespace": Namespace,
-    "Secret": SecretObject,
-    "ConfigMap": ConfigMap,
-    "Deployment": Deployment,
-    "Service": Service,
-    "Ingress": Ingress,
-}
 # What ``observe`` lists (by label) and may prune, in the order it lists them.
 OBSERVED_KINDS = ("Secret", "ConfigMap", "Deployment", "Service", "Ingress")
+
 VOLATILE_METADATA = (
     "managedFields",
     "resourceVersion",
@@ -114,144 +105,21 @@ VOLATILE_METADATA = (
     "creationTimestamp",
     "selfLink",
 )
+
 EVENTS_SHOWN = 5
+
 LOG_LINES = 10
-# Who sets a generation's replicas (through the scale subresource): not the applier, so a
-# later apply in that generation never reverts a scale.
-SCALE_MANAGER = "shipway-scale"
 
 
-def _api_message(exc: ApiError) -> str:
-    status = exc.status
-    return f"{status.code} {status.reason or ''}: {status.message or exc}".replace(" :", ":")
-
-
-class _Session:
-    """What one locked operation keeps: the watches of its rollout waits (and, one per
-    generation, those of its replica waits)."""
-
-    def __init__(self, changes: Changes, deployments: LiveSet, pods: LiveSet) -> None:
-        self.changes = changes
-        self.deployments = deployments
-        self.pods = pods
-
-    def stop(self) -> None:
-        self.deployments.stop()
-        self.pods.stop()
-
-
-class KubernetesBackend:
+class KubernetesBackend(KubernetesState):
     """One app's slot in one namespace of one cluster."""
 
     name = "kubernetes"
 
-    def __init__(
-        self,
-        app: App,
-        slot: Slot,
-        *,
-        tuning: Tuning | None = None,
-        client: Client | None = None,
-    ) -> None:
-        self.app = app
-        self.slot = slot
-        self.namespace = slot.namespace or render.instance_of(app.name, slot.name)
-        self.tuning = tuning or Tuning()
-        self._client = client
-        self._loop: WatchLoop | None = None
-        self._session: _Session | None = None
-        self._generations: dict[str, int] = {}
-        self._secrets: dict[str, Secret] = {}
-        self._generation_watches: dict[str, _Session] = {}
-        # host -> the other owners host_owner named for it in this operation: the only
-        # Ingresses point_host may take the host from (the engine asked, and allowed it)
-        self._owners_seen: dict[str, list[tuple[str, str]]] = {}
-        self._owner_scope: str | None = None
-        # the slot's lock while an operation holds it, and the waits its loss must wake
-        self.lease: SlotLease | None = None
-        self._waiting: set[Changes] = set()
-
-    # -- plumbing ---------------------------------------------------------------------
-
-    @property
-    def client(self) -> Any:
-        """The lightkube client (typed Any: its overloads over resource classes do not
-        survive our kind-by-name tables)."""
-        if self._client is None:
-            self._client = Client(
-                config=load_config(self.slot.context),
-                namespace=self.namespace,
-                field_manager=render.MANAGER,
-            )
-        return self._client
-
-    def _watch_loop(self) -> WatchLoop:
-        if self._loop is None:
-            self._loop = WatchLoop(self.client.config)
-        return self._loop
-
-    def close(self) -> None:
-        self._stop_generation_watches()
-        if self._session is not None:
-            self._session.stop()
-            self._session = None
-        if self._loop is not None:
-            self._loop.close()
-            self._loop = None
-        if self._client is not None:
-            self._client.close()
-            self._client = None
-
-    def _check(self, target: Target) -> None:
-        if (target.app, target.slot) != (self.app.name, self.slot.name):
-            raise BackendError(
-                f"this backend is connected to {self.app.name}/{self.slot.name}, not {target}"
-            )
-
-    def _hold(self, target: Target) -> None:
-        """Refuse to go on once the lock is lost or was not renewed within its duration:
-        another operation may own the slot now."""
-        why = self.lease.problem() if self.lease is not None else None
-        if why is not None:
-            raise BackendError(
-                f"lost the lock on {target}: {why}; another operation may have taken it "
-                "over — stopping"
-            )
-
-    def _wake_waits(self) -> None:
-        for changes in list(self._waiting):
-            changes.bump()
-
-    def _lock_wake(self, now: float) -> float | None:
-        """When a wait must look at the lock again (it runs out then, unless renewed)."""
-        left = self.lease.remaining() if self.lease is not None else None
-        return None if left is None else now + max(0.0, left)
-
-    def _redact(self, text: str) -> str:
-        return redact(text, self._secrets)
-
-    @contextlib.contextmanager
-    def _edge(self, doing: str) -> Iterator[None]:
-        """Library errors become BackendError here, most specific first, values masked."""
-        try:
-            yield
-        except ApiError as exc:
-            raise BackendError(self._redact(f"{doing}: {_api_message(exc)}")) from exc
-        except httpx2.HTTPError as exc:
-            server = self.client.config.cluster.server if self._client else "the cluster"
-            raise BackendError(
-                self._redact(f"{doing}: cannot reach {server}: {type(exc).__name__}: {exc}")
-            ) from exc
-
-    def _labels(self) -> dict[str, str]:
-        return render.selector_labels(self.app.name, self.slot.name)
-
-    # -- pure -------------------------------------------------------------------------
-
     def render(self, app: App, slot: Slot, release: Release) -> Artifact:
         return render.render(app, slot, release)
 
-    # -- reading ----------------------------------------------------------------------
+    # -- reads -------------------------------------------------------------------------------
 
     def resolve_image(self, target: Target, app: App, ref: str | None) -> ResolvedImage:
         chosen = ref or app.image
@@ -265,7 +133,7 @@ class KubernetesBackend:
         return image.resolve(chosen)
 
     def observe(self, target: Target) -> Observed:
-        self._check(target)
+        self._serves(target)
         units: list[ObservedUnit] = []
         namespace = self._observe_namespace()
         if namespace is not None:
@@ -292,31 +160,27 @@ class KubernetesBackend:
 
     def _observe_namespace(self) -> ObservedUnit | None:
         unit = render.namespace_unit(self.namespace)
-        try:
-            ns = self.client.get(Namespace, self.namespace)
-        except ApiError as exc:
-            if exc.status.code == 404:
-                return None
-            if exc.status.code == 403:
+        with self._edge(f"reading namespace {self.namespace}"):
+            try:
+                ns = self.client.get(Namespace, self.namespace)
+            except ApiError as exc:
+                if exc.status.code == 404:
+                    return None
+                if exc.status.code != 403:
+                    raise
                 # A namespace-scoped identity cannot read its Namespace; it exists (that
                 # identity was granted rights in it) and is someone else's to manage.
                 return ObservedUnit(unit.key, "Namespace", unit.digest, "present", phase=0)
-            raise BackendError(f"reading namespace {self.namespace}: {_api_message(exc)}") from exc
-        except httpx2.HTTPError as exc:
-            raise BackendError(f"reading namespace {self.namespace}: {exc}") from exc
         digest = (ns.metadata.annotations or {}).get(render.DIGEST) if ns.metadata else None
         return ObservedUnit(unit.key, "Namespace", digest, "present", phase=0)
 
-    def _store(self) -> RecordStore:
-        return RecordStore(self.client, self.namespace, self.app.name)
-
     def read_records(self, target: Target) -> list[Release]:
-        self._check(target)
+        self._serves(target)
         with self._edge(f"reading the release records of {target}"):
             return self._store().read()
 
     def status(self, target: Target) -> list[ProcessStatus]:
-        self._check(target)
+        self._serves(target)
         out = []
         with self._edge(f"reading the Deployments of {target}"):
             deployments = list(
@@ -347,10 +211,12 @@ class KubernetesBackend:
             )
         return sorted(out, key=lambda s: (s.generation or "", s.process))
 
+    # -- the diff ------------------------------------------------------------------
+
     def diff(self, target: Target, plan: Plan) -> list[str]:
         """How each object the plan applies would change, from a server-side dry run;
         Secret values masked. Read-only."""
-        self._check(target)
+        self._serves(target)
         if plan.release is None:
             return []
         lines: list[str] = []
@@ -372,22 +238,11 @@ class KubernetesBackend:
                 )
         return lines
 
-    def _live(self, kind: str, name: str) -> Any:
-        res = RESOURCES[kind]
-        try:
-            if kind == "Namespace":
-                return self.client.get(res, name)
-            return self.client.get(res, name, namespace=self.namespace)
-        except ApiError as exc:
-            if exc.status.code in (403, 404):
-                return None
-            raise
-
     def _diff_apply(self, unit: Unit) -> list[str]:
         kind, name = render.split_key(unit.key)
         with self._edge(f"diffing {unit.key}"):
             live = self._live(kind, name)
-            desired = _with_digest(unit)
+            desired = render.with_digest(unit)
             if live is None:
                 return [f"+ {unit.key} (new)", *_indent(_yaml(_masked(desired)), "+   ")]
             before = _comparable(live.to_dict())
@@ -407,36 +262,10 @@ class KubernetesBackend:
         )
         return [f"~ {unit.key}", *_indent(out[2:], "    ")] if out else [f"= {unit.key}"]
 
-    def _secret_values(self) -> list[str]:
-        """Every secret value the slot's pods may print: those given to them (the env
-        Secret), those applied in this process, those the spec resolves to here."""
-        values = {v.reveal() for v in self._secrets.values()}
-        with contextlib.suppress(ApiError, httpx2.HTTPError):
-            # the slot's env Secret, and each generation's
-            for env in self.client.list(
-                SecretObject, namespace=self.namespace, labels=self._labels()
-            ):
-                generation = (env.metadata.labels or {}).get(render.GENERATION)
-                if env.metadata.name != render.env_secret_name(self.app.name, generation):
-                    continue
-                data = env.data or {}
-                values |= {
-                    base64.b64decode(data[name]).decode(errors="replace")
-                    for name in self.app.secrets
-                    if name in data
-                }
-        with contextlib.suppress(InputError):
-            values |= {v.reveal() for v in resolve_all(self.app.secrets).values()}
-        return sorted(values)
-
-    def _masker(self) -> Masker:
-        """Masks every secret value the slot's pods may print (see ``_secret_values``):
-        also those of the live env Secrets, when this operation applied none (a wake, a
-        switch)."""
-        return Masker(self._secret_values())
+    # -- what runs -----------------------------------------------------------------
 
     def logs(self, target: Target, process: str | None, follow: bool, lines: int) -> Iterator[str]:
-        self._check(target)
+        self._serves(target)
         masked = self._masker()
 
         labels = self._labels()
@@ -454,14 +283,14 @@ class KubernetesBackend:
                 ):
                     yield masked(f"{pod}: {line.rstrip()}")
             except ApiError as exc:
-                yield masked(f"{pod}: no logs: {_short(_api_message(exc))}")
+                yield masked(f"{pod}: no logs: {short(api_message(exc))}")
             except httpx2.HTTPError as exc:
-                yield masked(f"{pod}: no logs: {_short(str(exc))}")
+                yield masked(f"{pod}: no logs: {short(str(exc))}")
 
     def live_digest(self, target: Target, release: Release) -> str | None:
         """The digest the Deployments run: from their image references (shipway pins them
         to the digest), else from the running containers' image IDs."""
-        self._check(target)
+        self._serves(target)
         labels: dict[str, Any] = self._labels()
         if release.generation:  # the generation that runs the release, not its neighbours
             labels[render.GENERATION] = release.generation
@@ -486,180 +315,7 @@ class KubernetesBackend:
         others = sorted(d for d in digests if d != release.digest)
         return others[0]
 
-    # -- the lock ---------------------------------------------------------------------
-
-    @contextlib.contextmanager
-    def lock(
-        self, clearance: Clearance, target: Target, holder: LockHolder, reporter: Reporter
-    ) -> Iterator[None]:
-        clearance.require_covers(target)
-        self._check(target)
-        lease = SlotLease(
-            self.client,
-            self.namespace,
-            self.app.name,
-            self.slot.name,
-            holder,
-            reporter,
-            ensure_namespace=lambda: self._ensure_namespace(reporter),
-            renew_client=lambda: Client(
-                config=self.client.config, namespace=self.namespace, field_manager=render.MANAGER
-            ),
-        )
-        lease.on_lost = self._wake_waits
-        with self._edge(f"taking the lock of {target}"):
-            lease.acquire()
-        self.lease = lease
-        try:
-            lease.start_renewing()
-            # Watch from before the first apply: pods that exist now are the old ones,
-            # and exits they had before this operation are not held against them.
-            with self._edge(f"watching the workloads of {target}"):
-                self._start_session()
-            yield
-        finally:
-            self._end_session()
-            self.lease = None
-            try:
-                lease.release()
-            except (ApiError, httpx2.HTTPError) as exc:
-                reporter.line(
-                    f"warning: releasing the lock of {target} failed ({exc}); it expires by "
-                    f"itself at the latest {holder.ttl:g}s after its last renewal"
-                )
-
-    def _ensure_namespace(self, reporter: Reporter) -> None:
-        body = render.namespace_unit(self.namespace)
-        with self._edge(f"creating namespace {self.namespace}"):
-            self.client.apply(from_dict(_with_digest(body)), force=True)
-        reporter.line(f"created namespace {self.namespace}")
-
-    def _start_session(self) -> _Session:
-        if self._session is None:
-            self._session = self._open_watches({})
-        return self._session
-
-    def _open_watches(self, extra_labels: dict[str, str]) -> _Session:
-        """One list and one watch each for this app and slot's Deployments and Pods (those
-        with ``extra_labels`` too); nothing left open if the second fails to start."""
-        loop = self._watch_loop()
-        changes = Changes()
-        labels = {
-            render.NAME: self.app.name,
-            render.INSTANCE: render.instance_of(self.app.name, self.slot.name),
-            **extra_labels,
-        }
-        deps = LiveSet(loop, Deployment, self.namespace, changes, labels=labels)
-        pods = LiveSet(loop, Pod, self.namespace, changes, labels=labels)
-        deps.start()
-        try:
-            pods.start()
-        except BaseException:
-            deps.stop()
-            raise
-        return _Session(changes, deps, pods)
-
-    def _end_session(self) -> None:
-        self._stop_generation_watches()
-        self._owners_seen.clear()
-        if self._session is not None:
-            self._session.stop()
-            self._session = None
-
-    def _stop_generation_watches(self) -> None:
-        for watches in self._generation_watches.values():
-            watches.stop()
-        self._generation_watches.clear()
-
-    # -- records ----------------------------------------------------------------------
-
-    def write_records(
-        self, clearance: Clearance, target: Target, records: Sequence[Release]
-    ) -> None:
-        clearance.require_covers(target)
-        self._check(target)
-        self._hold(target)
-        with self._edge(f"writing the release records of {target}"):
-            self._store().write(records)
-
-    def delete_records(
-        self, clearance: Clearance, target: Target, revisions: Sequence[int]
-    ) -> None:
-        clearance.require_covers(target)
-        self._check(target)
-        self._hold(target)
-        with self._edge(f"deleting old release records of {target}"):
-            self._store().delete(revisions)
-
-    # -- applying ---------------------------------------------------------------------
-
-    def apply(
-        self,
-        clearance: Clearance,
-        target: Target,
-        unit: Unit,
-        action: str,
-        secrets: Mapping[str, Secret],
-        reporter: Reporter,
-    ) -> None:
-        clearance.require_covers(target)
-        self._check(target)
-        self._hold(target)
-        self._secrets.update(secrets)
-        body = _manifest(unit, secrets)
-        with self._edge(f"applying {unit.key}"):
-            try:
-                applied = self.client.apply(from_dict(body), force=True)
-            except ApiError as exc:
-                if unit.kind != "Namespace" or exc.status.code != 403:
-                    raise
-                # We hold a Lease in it, so it exists; labelling it needs cluster rights.
-                reporter.line(
-                    f"namespace {self.namespace}: no rights to manage the Namespace object "
-                    "itself (a namespace-scoped identity); using it as it is"
-                )
-                return
-        if unit.kind == "Deployment" and applied.metadata is not None:
-            self._generations[unit.key] = int(applied.metadata.generation or 0)
-            live = applied.spec.replicas if applied.spec is not None else None
-            wanted = render.declared_replicas(unit.body)
-            if unit.generation and action in ("create", "start") and live != wanted:
-                # Applied without a count (it defaults to 1), or stopped: the declared
-                # count, set where Scale sets it.
-                name = str(unit.body["metadata"]["name"])
-                with self._edge(f"scaling {name} to {wanted}"):
-                    self._scale_to(name, wanted)
-
-    def remove(
-        self, clearance: Clearance, target: Target, step: Remove, reporter: Reporter
-    ) -> None:
-        clearance.require_covers(target)
-        self._check(target)
-        self._hold(target)
-        kind, name = render.split_key(step.unit)
-        if kind == "Namespace" or kind not in RESOURCES:
-            raise CleanupFailed(
-                f"{step.unit} is not removed by shipway",
-                f"delete {step.unit} yourself if it is no longer needed",
-            )
-        try:
-            self.client.delete(
-                RESOURCES[kind], name, namespace=self.namespace, cascade=CascadeType.BACKGROUND
-            )
-        except ApiError as exc:
-            if exc.status.code == 404:
-                return
-            raise CleanupFailed(
-                f"removing {step.unit}: {_api_message(exc)}",
-                f"delete {kind} {name} in namespace {self.namespace}",
-            ) from exc
-        except httpx2.HTTPError as exc:
-            raise CleanupFailed(
-                f"removing {step.unit}: {exc}",
-                f"delete {kind} {name} in namespace {self.namespace}",
-            ) from exc
-
-    # -- waiting ----------------------------------------------------------------------
+    # -- health ------------------------------------------------------------------------------
 
     def _watched(self, unit: Unit) -> Watched:
         body = unit.body
@@ -681,7 +337,7 @@ class KubernetesBackend:
         deadline: float,
         reporter: Reporter,
     ) -> Failure | None:
-        self._check(target)
+        self._serves(target)
         units = [artifact.get(k) for k in step.units]
         watched = [self._watched(u) for u in units if u.kind == "Deployment"]
         if not watched:
@@ -698,7 +354,7 @@ class KubernetesBackend:
     def _wait(
         self,
         target: Target,
-        session: _Session,
+        session: Session,
         process: str,
         watched: list[Watched],
         deadline: float,
@@ -712,7 +368,7 @@ class KubernetesBackend:
         many pods), fails, or the deadline passes. ``baseline``: the pods that existed
         before the operation (their earlier exits are not held against them); ``before``:
         the Deployments as they were then (a ReplicaFailure they showed already is not
-        the new ReplicaSet's). Stops with BackendError once the lock is lost."""
+        the new ReplicaSet's). Stops with LockLost once the lock is lost."""
         self._waiting.add(session.changes)
         try:
             return self._wait_loop(
@@ -724,7 +380,7 @@ class KubernetesBackend:
     def _wait_loop(
         self,
         target: Target,
-        session: _Session,
+        session: Session,
         process: str,
         watched: list[Watched],
         deadline: float,
@@ -745,7 +401,7 @@ class KubernetesBackend:
                 version = session.changes.version
                 deployments = dict(session.deployments.objects)
                 pods = list(session.pods.objects.values())
-            self._hold(target)
+            self._still_ours(target)
             for live in (session.deployments, session.pods):
                 if live.error:
                     raise BackendError(f"watching {live.what} in {self.namespace}: {live.error}")
@@ -776,6 +432,50 @@ class KubernetesBackend:
                 ]
             )
             session.changes.wait_past(version, wake - now)
+
+    def _wait_job(self, target: Target, name: str, deadline: float) -> Failure | None:
+        """Until the Job ``name`` is Complete (→ None) or Failed, or the deadline passes."""
+        changes = Changes()
+        jobs = LiveSet(
+            self._watch_loop(), Job, self.namespace, changes, fields={"metadata.name": name}
+        )
+        with self._edge(f"watching Job {name}"):
+            jobs.start()
+        self._waiting.add(changes)
+        try:
+            while True:
+                with changes.cond:
+                    version = changes.version
+                    job = jobs.objects.get(name)
+                self._still_ours(target)
+                if jobs.error:
+                    raise BackendError(f"watching Job {name}: {jobs.error}")
+                conditions = {
+                    c.get("type"): c
+                    for c in ((job or {}).get("status") or {}).get("conditions") or []
+                }
+                if conditions.get("Complete", {}).get("status") == "True":
+                    return None
+                failed = conditions.get("Failed", {})
+                if failed.get("status") == "True":
+                    return self._job_failure(name, failed)
+                now = time.monotonic()
+                if now >= deadline:
+                    mask = self._masker()
+                    return Failure(
+                        reason=Reason.TIMEOUT,
+                        message=f"the release command (Job {name}) did not finish in time",
+                        details=tuple(
+                            mask(d) for d in self._events({"involvedObject.name": name})
+                        ),
+                    )
+                lock = self._lock_wake(now)
+                changes.wait_past(version, min(deadline, lock or deadline) - now)
+        finally:
+            self._waiting.discard(changes)
+            jobs.stop()
+
+    # -- what a failure says ---------------------------------------------------------
 
     def _timeout(
         self,
@@ -822,6 +522,30 @@ class KubernetesBackend:
             details=tuple(mask(d) for d in details),
         )
 
+    def _job_failure(self, name: str, condition: Mapping[str, Any]) -> Failure:
+        details: list[str] = []
+        exit_code = None
+        try:
+            pods = list(self.client.list(Pod, namespace=self.namespace, labels={"job-name": name}))
+        except (ApiError, httpx2.HTTPError):
+            pods = []
+        for pod in pods[:1]:
+            for cs in (pod.status.containerStatuses or []) if pod.status else []:
+                term = cs.state.terminated if cs.state else None
+                if term is not None:
+                    exit_code = term.exitCode
+            details += self._events({"involvedObject.name": pod.metadata.name})
+            details += self._log_tail(pod.metadata.name, "release")
+        mask = self._masker()
+        return Failure(
+            reason=Reason.RELEASE_COMMAND_FAILED,
+            message=mask(
+                f"Job {name}: {condition.get('reason', 'Failed')}: {condition.get('message', '')}"
+            ).rstrip(": "),
+            exit_code=exit_code,
+            details=tuple(mask(d) for d in details),
+        )
+
     def _events(
         self, fields: Mapping[str, str], of: Callable[[str], bool] | None = None
     ) -> list[str]:
@@ -860,14 +584,83 @@ class KubernetesBackend:
                 )
             )
         except ApiError as exc:
-            return [f"log: none available ({_short(_api_message(exc))})"]
+            return [f"log: none available ({short(api_message(exc))})"]
         except httpx2.HTTPError as exc:
-            return [f"log: none available ({_short(str(exc))})"]
+            return [f"log: none available ({short(str(exc))})"]
         if not lines:
             return ["log: (empty)"]
         return [f"log: {line.rstrip()}" for line in lines]
 
-    # -- the release command --------------------------------------------------------------
+    # -- steps -------------------------------------------------------------------------------
+
+    def write_records(
+        self, clearance: Clearance, target: Target, records: Sequence[Release]
+    ) -> None:
+        self._guard(clearance, target)
+        with self._edge(f"writing the release records of {target}"):
+            self._store().write(records)
+
+    def delete_records(
+        self, clearance: Clearance, target: Target, revisions: Sequence[int]
+    ) -> None:
+        self._guard(clearance, target)
+        with self._edge(f"deleting old release records of {target}"):
+            self._store().delete(revisions)
+
+    def apply(
+        self,
+        clearance: Clearance,
+        target: Target,
+        unit: Unit,
+        action: str,
+        secrets: Mapping[str, Secret],
+        reporter: Reporter,
+    ) -> None:
+        self._guard(clearance, target)
+        self._secrets.update(secrets)
+        body = _manifest(unit, secrets)
+        with self._edge(f"applying {unit.key}"):
+            try:
+                applied = self.client.apply(from_dict(body), force=True)
+            except ApiError as exc:
+                if unit.kind != "Namespace" or exc.status.code != 403:
+                    raise
+                # We hold a Lease in it, so it exists; labelling it needs cluster rights.
+                reporter.line(
+                    f"namespace {self.namespace}: no rights to manage the Namespace object "
+                    "itself (a namespace-scoped identity); using it as it is"
+                )
+                return
+        if unit.kind == "Deployment" and applied.metadata is not None:
+            self._generations[unit.key] = int(applied.metadata.generation or 0)
+            live = applied.spec.replicas if applied.spec is not None else None
+            wanted = render.declared_replicas(unit.body)
+            if unit.generation and action in ("create", "start") and live != wanted:
+                # Applied without a count (it defaults to 1), or stopped: the declared
+                # count, set where Scale sets it.
+                name = str(unit.body["metadata"]["name"])
+                with self._edge(f"scaling {name} to {wanted}"):
+                    self._scale_to(name, wanted)
+
+    def remove(
+        self, clearance: Clearance, target: Target, step: Remove, reporter: Reporter
+    ) -> None:
+        self._guard(clearance, target)
+        kind, name = render.split_key(step.unit)
+        if kind == "Namespace" or kind not in RESOURCES:
+            raise CleanupFailed(
+                f"{step.unit} is not removed by shipway",
+                f"delete {step.unit} yourself if it is no longer needed",
+            )
+        fix = f"delete {kind} {name} in namespace {self.namespace}"
+        with self._edge(f"removing {step.unit}", cleanup_fix=fix):
+            try:
+                self.client.delete(
+                    RESOURCES[kind], name, namespace=self.namespace, cascade=CascadeType.BACKGROUND
+                )
+            except ApiError as exc:
+                if exc.status.code != 404:
+                    raise
 
     def run_release_command(
         self,
@@ -879,81 +672,79 @@ class KubernetesBackend:
         deadline: float,
         reporter: Reporter,
     ) -> Failure | None:
-        clearance.require_covers(target)
-        self._check(target)
-        self._hold(target)
+        """Run the release command as a Job of the release's image and wait until it is
+        Complete or Failed (or the deadline passes)."""
+        self._guard(clearance, target)
         self._secrets.update(secrets)
         body = render.release_job(release, self.namespace, list(command))
         name = body["metadata"]["name"]
         with self._edge(f"starting the release command (Job {name})"):
             self.client.apply(from_dict(body), force=True)
-        changes = Changes()
-        jobs = LiveSet(
-            self._watch_loop(), Job, self.namespace, changes, fields={"metadata.name": name}
+        return self._wait_job(target, name, deadline)
+
+    def stop(self, clearance: Clearance, target: Target, reporter: Reporter) -> None:
+        """Scale every process of the slot to zero (records and objects stay)."""
+        self._guard(clearance, target)
+        with self._edge(f"stopping {target}"):
+            for dep in self.client.list(
+                Deployment, namespace=self.namespace, labels=self._labels()
+            ):
+                self.client.patch(
+                    Deployment,
+                    dep.metadata.name,
+                    {"spec": {"replicas": 0}},
+                    namespace=self.namespace,
+                )
+                reporter.line(f"scaled {dep.metadata.name} to 0")
+
+    # -- lock --------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def lock(
+        self, clearance: Clearance, target: Target, holder: LockHolder, reporter: Reporter
+    ) -> Iterator[None]:
+        self._guard(clearance, target)
+        lease = SlotLease(
+            self.client,
+            self.namespace,
+            self.app.name,
+            self.slot.name,
+            holder,
+            reporter,
+            ensure_namespace=lambda: self._ensure_namespace(reporter),
+            renew_client=lambda: Client(
+                config=self.client.config, namespace=self.namespace, field_manager=render.MANAGER
+            ),
         )
-        with self._edge(f"watching Job {name}"):
-            jobs.start()
-        self._waiting.add(changes)
+        lease.on_lost = self._wake_waits
+        with self._edge(f"taking the lock of {target}"):
+            lease.acquire()
+        self.lease = lease
         try:
-            while True:
-                with changes.cond:
-                    version = changes.version
-                    job = jobs.objects.get(name)
-                self._hold(target)
-                if jobs.error:
-                    raise BackendError(f"watching Job {name}: {jobs.error}")
-                conditions = {
-                    c.get("type"): c
-                    for c in ((job or {}).get("status") or {}).get("conditions") or []
-                }
-                if conditions.get("Complete", {}).get("status") == "True":
-                    return None
-                failed = conditions.get("Failed", {})
-                if failed.get("status") == "True":
-                    return self._job_failure(name, failed)
-                now = time.monotonic()
-                if now >= deadline:
-                    mask = self._masker()
-                    return Failure(
-                        reason=Reason.TIMEOUT,
-                        message=f"the release command (Job {name}) did not finish in time",
-                        details=tuple(
-                            mask(d) for d in self._events({"involvedObject.name": name})
-                        ),
-                    )
-                lock = self._lock_wake(now)
-                changes.wait_past(version, min(deadline, lock or deadline) - now)
+            lease.start_renewing()
+            # Watch from before the first apply: pods that exist now are the old ones,
+            # and exits they had before this operation are not held against them.
+            with self._edge(f"watching the workloads of {target}"):
+                self._start_session()
+            yield
         finally:
-            self._waiting.discard(changes)
-            jobs.stop()
+            self._end_session()
+            self.lease = None
+            try:
+                lease.release()
+            except (ApiError, httpx2.HTTPError) as exc:
+                reporter.line(
+                    f"warning: releasing the lock of {target} failed ({exc}); it expires by "
+                    f"itself at the latest {holder.ttl:g}s after its last renewal"
+                )
 
-    def _job_failure(self, name: str, condition: Mapping[str, Any]) -> Failure:
-        details: list[str] = []
-        exit_code = None
-        try:
-            pods = list(self.client.list(Pod, namespace=self.namespace, labels={"job-name": name}))
-        except (ApiError, httpx2.HTTPError):
-            pods = []
-        for pod in pods[:1]:
-            for cs in (pod.status.containerStatuses or []) if pod.status else []:
-                term = cs.state.terminated if cs.state else None
-                if term is not None:
-                    exit_code = term.exitCode
-            details += self._events({"involvedObject.name": pod.metadata.name})
-            details += self._log_tail(pod.metadata.name, "release")
-        mask = self._masker()
-        return Failure(
-            reason=Reason.RELEASE_COMMAND_FAILED,
-            message=mask(
-                f"Job {name}: {condition.get('reason', 'Failed')}: {condition.get('message', '')}"
-            ).rstrip(": "),
-            exit_code=exit_code,
-            details=tuple(mask(d) for d in details),
-        )
+    def _ensure_namespace(self, reporter: Reporter) -> None:
+        body = render.namespace_unit(self.namespace)
+        with self._edge(f"creating namespace {self.namespace}"):
+            self.client.apply(from_dict(render.with_digest(body)), force=True)
+        reporter.line(f"created namespace {self.namespace}")
 
-    # -- generations (blue/green) ------------------------------------------------------
-    # A blue-green slot's generations live side by side in the slot's namespace; each host
-    # is one Ingress of the slot, pointed at one generation's Service (see the module doc).
+    # -- blue_green --------------------------------------------------------------------------
 
     def hosts(self, app: App, slot: Slot) -> list[tuple[str, str]]:
         return [(r.host, r.process) for r in app.routes]
@@ -989,7 +780,7 @@ class KubernetesBackend:
         """Oldest first. Live: the generation the slot's Ingresses route to (without hosts,
         the deployed release's while it runs); awake: its Deployments ask for pods; asleep:
         they are scaled to zero."""
-        self._check(target)
+        self._serves(target)
         with self._edge(f"listing the generations of {target}"):
             labels = self._gen_labels()
             deployments = [
@@ -1029,7 +820,7 @@ class KubernetesBackend:
     def host_owner(self, target: Target, host: str) -> HostOwner | None:
         """Who serves ``host`` now, from the Ingresses with a rule for it: another app's or
         slot's (or one shipway did not make) before this slot's own. Read-only."""
-        self._check(target)
+        self._serves(target)
         with self._edge(f"looking up who serves {host}"):
             serving = self._ingresses_serving(host)
         others = [i for i in serving if not self._ours(i)]
@@ -1043,22 +834,10 @@ class KubernetesBackend:
             return gens.owner_of(serving[0], ours)
         return None
 
-    def _scale_to(self, name: str, replicas: int) -> None:
-        self.client.patch(
-            Deployment.Scale,
-            name,
-            {"spec": {"replicas": replicas}},
-            namespace=self.namespace,
-            patch_type=PatchType.MERGE,
-            field_manager=SCALE_MANAGER,
-        )
-
     def scale(self, clearance: Clearance, target: Target, step: Scale, reporter: Reporter) -> None:
         """Set the replicas of a generation's process through the scale subresource. A
         generation an Ingress routes to is never put to sleep."""
-        clearance.require_covers(target)
-        self._check(target)
-        self._hold(target)
+        self._guard(clearance, target)
         generation = self._generation_of(step)
         name = render.workload_name(self.app.name, step.process, generation)
         with self._edge(f"scaling {name} to {step.replicas}"):
@@ -1085,7 +864,7 @@ class KubernetesBackend:
                 ) from exc
         reporter.line(f"  Deployment {name}: {step.replicas} replicas")
 
-    def _watch_generation(self, generation: str) -> _Session:
+    def _watch_generation(self, generation: str) -> Session:
         """One list and one watch each for the Deployments and Pods of a generation, opened
         at its first replica wait (after its scale) and shared by the others."""
         watches = self._generation_watches.get(generation)
@@ -1100,7 +879,7 @@ class KubernetesBackend:
         """The health gate of a generation: its Deployment asks for ``step.replicas`` and
         they are all updated and available, judged like a rollout (failing fast on doomed
         pods of its current template)."""
-        self._check(target)
+        self._serves(target)
         generation = self._generation_of(step)
         name = render.workload_name(self.app.name, step.process, generation)
         if step.replicas == 0:
@@ -1184,7 +963,7 @@ class KubernetesBackend:
         units = [u for u in record.artifact if u.key == key] if record else []
         if not units:
             raise BackendError(f"Service {name} is gone and no release record holds it")
-        self.client.apply(from_dict(_with_digest(units[0])), force=True)
+        self.client.apply(from_dict(render.with_digest(units[0])), force=True)
         reporter.line(f"  Service {name} re-created from r{record.revision if record else '?'}")
 
     def point_host(
@@ -1194,9 +973,7 @@ class KubernetesBackend:
         Service: one server-side apply, so traffic moves in one step. A host another app
         or slot served, which ``host_owner`` named in this operation, is then taken out of
         that Ingress; if that fails, the Ingress is put back and the step fails."""
-        clearance.require_covers(target)
-        self._check(target)
-        self._hold(target)
+        self._guard(clearance, target)
         generation = self._generation_of(step)
         name = render.ingress_name(self.app.name, step.host)
         with self._edge(f"pointing {step.host} at generation {generation}"):
@@ -1207,7 +984,7 @@ class KubernetesBackend:
             before = self._live("Ingress", name)
             body = render.host_ingress(app, self.slot.name, self.namespace, route, generation)
             unit = Unit(render.unit_key("Ingress", name), "Ingress", body, phase=2)
-            self.client.apply(from_dict(_with_digest(unit)), force=True)
+            self.client.apply(from_dict(render.with_digest(unit)), force=True)
         was = gens.routes_to(before.to_dict()) if before is not None else None
         try:
             self._take(step.host, reporter)
@@ -1288,12 +1065,11 @@ class KubernetesBackend:
         still routes to it. Dropped means gone: a delete the API refuses, or one that
         finalizers hold back, is reported with the manual fix (CleanupFailed) — the host
         already routes elsewhere, so it never fails the switch."""
-        clearance.require_covers(target)
-        self._check(target)
-        self._hold(target)
+        self._guard(clearance, target)
         generation = self._generation_of(step)
         name = render.ingress_name(self.app.name, step.host)
-        try:
+        doing = f"dropping {step.host} from generation {generation}"
+        with self._edge(doing, cleanup_fix=self._drop_fix(step.host, generation)):
             ingress = self._live("Ingress", name)
             if ingress is not None and gens.routes_to(ingress.to_dict()) == generation:
                 self.client.delete(Ingress, name, namespace=self.namespace)
@@ -1309,16 +1085,6 @@ class KubernetesBackend:
                 reporter.line(f"  Service {service} kept: {', '.join(still)} still route to it")
                 return
             self._delete_service(service, reporter)
-        except ApiError as exc:
-            raise CleanupFailed(
-                f"dropping {step.host} from generation {generation}: {_api_message(exc)}",
-                self._drop_fix(step.host, generation),
-            ) from exc
-        except httpx2.HTTPError as exc:
-            raise CleanupFailed(
-                f"dropping {step.host} from generation {generation}: {exc}",
-                self._drop_fix(step.host, generation),
-            ) from exc
 
     def _drop_fix(self, host: str, generation: str) -> str:
         try:
@@ -1356,12 +1122,10 @@ class KubernetesBackend:
     ) -> None:
         """Delete every object of the generation (its Deployments with their pods, Services,
         Secrets, ConfigMaps). The generation an Ingress routes to is refused."""
-        clearance.require_covers(target)
-        self._check(target)
+        self._guard(clearance, target)
         if not generation.strip():
             # without a name the label query would match every generation's objects
             raise InputError(f"which generation of {target} to delete? (none was named)")
-        self._hold(target)
         labels = self._gen_labels(generation)
         with self._edge(f"deleting generation {generation}"):
             served = self._routed_hosts(generation)
@@ -1386,25 +1150,8 @@ class KubernetesBackend:
         if not found:
             raise BackendError(f"no generation {generation} in {target}")
 
-    def stop(self, clearance: Clearance, target: Target, reporter: Reporter) -> None:
-        """Scale every process of the slot to zero (records and objects stay)."""
-        clearance.require_covers(target)
-        self._check(target)
-        self._hold(target)
-        with self._edge(f"stopping {target}"):
-            for dep in self.client.list(
-                Deployment, namespace=self.namespace, labels=self._labels()
-            ):
-                self.client.patch(
-                    Deployment,
-                    dep.metadata.name,
-                    {"spec": {"replicas": 0}},
-                    namespace=self.namespace,
-                )
-                reporter.line(f"scaled {dep.metadata.name} to 0")
 
-
-# -- manifests and diffs (pure helpers) ------------------------------------------------
+# -- pure helpers ----------------------------------------------------------------------
 
 
 def _state(kind: str, obj: Any) -> UnitState:
@@ -1413,34 +1160,6 @@ def _state(kind: str, obj: Any) -> UnitState:
     if kind != "Deployment":
         return "present"
     return "stopped" if obj.spec is not None and obj.spec.replicas == 0 else "running"
-
-
-def _ready(pod: Mapping[str, Any]) -> bool:
-    conditions = (pod.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-
-
-def _short(text: str, limit: int = 160) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _with_digest(unit: Unit) -> dict[str, Any]:
-    body = copy.deepcopy(dict(unit.body))
-    meta = body.setdefault("metadata", {})
-    meta["annotations"] = {**(meta.get("annotations") or {}), render.DIGEST: unit.digest}
-    return body
-
-
-def _manifest(unit: Unit, secrets: Mapping[str, Secret]) -> dict[str, Any]:
-    """What is sent: placeholders replaced by values, Secret ``stringData`` as ``data``
-    (server-side apply tracks ``data``; fields applied as stringData could never be
-    removed again), the unit digest as an annotation."""
-    body: dict[str, Any] = reveal(_with_digest(unit), secrets)
-    if body.get("kind") == "Secret" and "stringData" in body:
-        data = body.pop("stringData")
-        body["data"] = {k: base64.b64encode(str(v).encode()).decode() for k, v in data.items()}
-    return body
 
 
 def _comparable(obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -1495,6 +1214,22 @@ def _indent(lines: Sequence[str] | str, prefix: str) -> list[str]:
     if isinstance(lines, str):
         lines = lines.splitlines()
     return [prefix + line for line in lines]
+
+
+def _ready(pod: Mapping[str, Any]) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def _manifest(unit: Unit, secrets: Mapping[str, Secret]) -> dict[str, Any]:
+    """What is sent: placeholders replaced by values, Secret ``stringData`` as ``data``
+    (server-side apply tracks ``data``; fields applied as stringData could never be
+    removed again), the unit digest as an annotation."""
+    body: dict[str, Any] = reveal(render.with_digest(unit), secrets)
+    if body.get("kind") == "Secret" and "stringData" in body:
+        data = body.pop("stringData")
+        body["data"] = {k: base64.b64encode(str(v).encode()).decode() for k, v in data.items()}
+    return body
 
 
 _: type[GenerationBackend] = KubernetesBackend  # mypy checks it keeps the whole protocol
