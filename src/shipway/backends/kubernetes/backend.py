@@ -21,12 +21,11 @@ to it any more). What must never happen, and where it is prevented:
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import httpx2
-from lightkube import ALL_NS, Client
+from lightkube import ALL_NS
 from lightkube.codecs import from_dict
 from lightkube.core.exceptions import ApiError
 from lightkube.operators import exists
@@ -38,7 +37,7 @@ from lightkube.types import CascadeType, PatchType
 
 from shipway.backends.kubernetes import generations as gens
 from shipway.backends.kubernetes import render
-from shipway.backends.kubernetes.lease import SlotLease
+from shipway.backends.kubernetes.lock import KubernetesLock
 from shipway.backends.kubernetes.reads import KubernetesReads
 from shipway.backends.kubernetes.rollout import Watched, readiness_window
 from shipway.backends.kubernetes.state import RESOURCES, Session
@@ -48,7 +47,6 @@ from shipway.backends.protocol import (
     GenerationBackend,
     GenerationInfo,
     HostOwner,
-    LockHolder,
     Reason,
     Reporter,
 )
@@ -61,60 +59,13 @@ from shipway.spec.model import App, Route, Slot, Target
 from shipway.spec.parse import from_snapshot
 
 
-class KubernetesBackend(KubernetesReads, KubernetesSteps):
+class KubernetesBackend(KubernetesReads, KubernetesSteps, KubernetesLock):
     """One app's slot in one namespace of one cluster."""
 
     name = "kubernetes"
 
     def render(self, app: App, slot: Slot, release: Release) -> Artifact:
         return render.render(app, slot, release)
-
-    # -- lock --------------------------------------------------------------------------------
-
-    @contextlib.contextmanager
-    def lock(
-        self, clearance: Clearance, target: Target, holder: LockHolder, reporter: Reporter
-    ) -> Iterator[None]:
-        self._guard(clearance, target)
-        lease = SlotLease(
-            self.client,
-            self.namespace,
-            self.app.name,
-            self.slot.name,
-            holder,
-            reporter,
-            ensure_namespace=lambda: self._ensure_namespace(reporter),
-            renew_client=lambda: Client(
-                config=self.client.config, namespace=self.namespace, field_manager=render.MANAGER
-            ),
-        )
-        lease.on_lost = self._wake_waits
-        with self._edge(f"taking the lock of {target}"):
-            lease.acquire()
-        self.lease = lease
-        try:
-            lease.start_renewing()
-            # Watch from before the first apply: pods that exist now are the old ones,
-            # and exits they had before this operation are not held against them.
-            with self._edge(f"watching the workloads of {target}"):
-                self._start_session()
-            yield
-        finally:
-            self._end_session()
-            self.lease = None
-            try:
-                lease.release()
-            except (ApiError, httpx2.HTTPError) as exc:
-                reporter.line(
-                    f"warning: releasing the lock of {target} failed ({exc}); it expires by "
-                    f"itself at the latest {holder.ttl:g}s after its last renewal"
-                )
-
-    def _ensure_namespace(self, reporter: Reporter) -> None:
-        body = render.namespace_unit(self.namespace)
-        with self._edge(f"creating namespace {self.namespace}"):
-            self.client.apply(from_dict(render.with_digest(body)), force=True)
-        reporter.line(f"created namespace {self.namespace}")
 
     # -- blue_green --------------------------------------------------------------------------
 
