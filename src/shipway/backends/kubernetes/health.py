@@ -98,69 +98,53 @@ class KubernetesHealth(KubernetesState):
         before the operation (their earlier exits are not held against them); ``before``:
         the Deployments as they were then (a ReplicaFailure they showed already is not
         the new ReplicaSet's). Stops with LockLost once the lock is lost."""
-        self._waiting.add(session.changes)
-        try:
-            return self._wait_loop(
-                target, session, process, watched, deadline, reporter, baseline, before, replicas
-            )
-        finally:
-            self._waiting.discard(session.changes)
-
-    def _wait_loop(
-        self,
-        target: Target,
-        session: Session,
-        process: str,
-        watched: list[Watched],
-        deadline: float,
-        reporter: Reporter,
-        baseline: Mapping[str, Mapping[str, Any]] | None,
-        before: Mapping[str, Mapping[str, Any]] | None,
-        replicas: int | None,
-    ) -> Failure | None:
         initial = session.pods.initial if baseline is None else baseline
         earlier = session.deployments.initial if before is None else before
         judges = [
             Judge(w, self.tuning, initial, before=earlier.get(w.deployment)) for w in watched
         ]
         started = time.monotonic()
-        version = -1
-        while True:
-            with session.changes.cond:
-                version = session.changes.version
-                deployments = dict(session.deployments.objects)
-                pods = list(session.pods.objects.values())
-            self._still_ours(target)
-            for live in (session.deployments, session.pods):
-                if live.error:
-                    raise BackendError(f"watching {live.what} in {self.namespace}: {live.error}")
-            now = time.monotonic()
-            verdicts = [j.assess(deployments.get(j.watched.deployment), pods, now) for j in judges]
-            for v in verdicts:
-                reporter.progress(process, v.counts.to_dict(), v.note)
-            failed = next((v for v in verdicts if v.failure is not None), None)
-            if failed is not None:
-                assert failed.failure is not None
-                return self._failure(process, failed.failure, watched)
-            asked = [
-                ((deployments.get(w.deployment) or {}).get("spec") or {}).get("replicas")
-                for w in watched
-            ]
-            if all(v.done for v in verdicts) and (
-                replicas is None or all(n == replicas for n in asked)
-            ):
-                return None
-            if now >= deadline:
-                return self._timeout(process, verdicts, watched, now - started, pods)
-            lock = self._lock_wake(now)
-            wake = min(
-                [
-                    deadline,
-                    *(v.recheck_at for v in verdicts if v.recheck_at),
-                    *([lock] if lock is not None else []),
+        with self._woken_on_lock_loss(session.changes):
+            while True:
+                with session.changes.cond:
+                    version = session.changes.version
+                    deployments = dict(session.deployments.objects)
+                    pods = list(session.pods.objects.values())
+                self._still_ours(target)
+                for live in (session.deployments, session.pods):
+                    if live.error:
+                        raise BackendError(
+                            f"watching {live.what} in {self.namespace}: {live.error}"
+                        )
+                now = time.monotonic()
+                verdicts = [
+                    j.assess(deployments.get(j.watched.deployment), pods, now) for j in judges
                 ]
-            )
-            session.changes.wait_past(version, wake - now)
+                for v in verdicts:
+                    reporter.progress(process, v.counts.to_dict(), v.note)
+                failed = next((v for v in verdicts if v.failure is not None), None)
+                if failed is not None:
+                    assert failed.failure is not None
+                    return self._failure(process, failed.failure, watched)
+                asked = [
+                    ((deployments.get(w.deployment) or {}).get("spec") or {}).get("replicas")
+                    for w in watched
+                ]
+                if all(v.done for v in verdicts) and (
+                    replicas is None or all(n == replicas for n in asked)
+                ):
+                    return None
+                if now >= deadline:
+                    return self._timeout(process, verdicts, watched, now - started, pods)
+                lock = self._lock_wake(now)
+                wake = min(
+                    [
+                        deadline,
+                        *(v.recheck_at for v in verdicts if v.recheck_at),
+                        *([lock] if lock is not None else []),
+                    ]
+                )
+                session.changes.wait_past(version, wake - now)
 
     def _wait_job(self, target: Target, name: str, deadline: float) -> Failure | None:
         """Until the Job ``name`` is Complete (→ None) or Failed, or the deadline passes."""
@@ -170,38 +154,37 @@ class KubernetesHealth(KubernetesState):
         )
         with self._edge(f"watching Job {name}"):
             jobs.start()
-        self._waiting.add(changes)
         try:
-            while True:
-                with changes.cond:
-                    version = changes.version
-                    job = jobs.objects.get(name)
-                self._still_ours(target)
-                if jobs.error:
-                    raise BackendError(f"watching Job {name}: {jobs.error}")
-                conditions = {
-                    c.get("type"): c
-                    for c in ((job or {}).get("status") or {}).get("conditions") or []
-                }
-                if conditions.get("Complete", {}).get("status") == "True":
-                    return None
-                failed = conditions.get("Failed", {})
-                if failed.get("status") == "True":
-                    return self._job_failure(name, failed)
-                now = time.monotonic()
-                if now >= deadline:
-                    mask = self._masker()
-                    return Failure(
-                        reason=Reason.TIMEOUT,
-                        message=f"the release command (Job {name}) did not finish in time",
-                        details=tuple(
-                            mask(d) for d in self._events({"involvedObject.name": name})
-                        ),
-                    )
-                lock = self._lock_wake(now)
-                changes.wait_past(version, min(deadline, lock or deadline) - now)
+            with self._woken_on_lock_loss(changes):
+                while True:
+                    with changes.cond:
+                        version = changes.version
+                        job = jobs.objects.get(name)
+                    self._still_ours(target)
+                    if jobs.error:
+                        raise BackendError(f"watching Job {name}: {jobs.error}")
+                    conditions = {
+                        c.get("type"): c
+                        for c in ((job or {}).get("status") or {}).get("conditions") or []
+                    }
+                    if conditions.get("Complete", {}).get("status") == "True":
+                        return None
+                    failed = conditions.get("Failed", {})
+                    if failed.get("status") == "True":
+                        return self._job_failure(name, failed)
+                    now = time.monotonic()
+                    if now >= deadline:
+                        mask = self._masker()
+                        return Failure(
+                            reason=Reason.TIMEOUT,
+                            message=f"the release command (Job {name}) did not finish in time",
+                            details=tuple(
+                                mask(d) for d in self._events({"involvedObject.name": name})
+                            ),
+                        )
+                    lock = self._lock_wake(now)
+                    changes.wait_past(version, min(deadline, lock or deadline) - now)
         finally:
-            self._waiting.discard(changes)
             jobs.stop()
 
     # -- what a failure says ---------------------------------------------------------

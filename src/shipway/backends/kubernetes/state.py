@@ -148,6 +148,16 @@ class KubernetesState(Guarded):
         for changes in list(self._waiting):
             changes.bump()
 
+    @contextlib.contextmanager
+    def _woken_on_lock_loss(self, changes: Changes) -> Iterator[None]:
+        """For the block (a wait): losing the lock bumps ``changes``, so the wait looks at
+        the lock at once instead of at its next event or deadline."""
+        self._waiting.add(changes)
+        try:
+            yield
+        finally:
+            self._waiting.discard(changes)
+
     def _lock_wake(self, now: float) -> float | None:
         """When a wait must look at the lock again (it runs out then, unless renewed)."""
         left = self.lease.remaining() if self.lease is not None else None
