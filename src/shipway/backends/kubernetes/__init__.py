@@ -1,9 +1,12 @@
 """The Kubernetes backend: render → server-side apply → watch → records in Secrets.
 
-``connect(app, slot)`` is what :func:`shipway.backends.open_backend` calls. The pieces:
-``render`` (pure manifests), ``records`` (release records in Secrets), ``lease`` (the slot's
-lock), ``rollout`` (pure done / doomed rules), ``watch`` (list + watch), ``backend`` (the
-protocol, I/O at the edge). See docs/kubernetes.md.
+``connect(app, slot)`` is what :func:`shipway.backends.open_backend` calls. ``backend``
+assembles the class from one part per concern — ``state`` (the typed state, the guard
+preamble, the edge where library errors become shipway errors), ``reads``, ``steps``,
+``health`` (rollout and Job waits), ``blue_green`` (generations), ``lock`` — over the pure
+helpers ``render`` (manifests), ``rollout`` (done / doomed rules) and ``generations``, and
+``records`` (release records in Secrets), ``lease`` (the slot's Lease), ``watch`` (list +
+watch), ``client``, ``image``, ``helm``. See docs/kubernetes.md.
 """
 
 from __future__ import annotations

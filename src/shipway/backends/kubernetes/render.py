@@ -31,6 +31,7 @@ digest of this body, so it cannot be inside it).
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import math
@@ -186,6 +187,15 @@ def namespace_body(namespace: str) -> dict[str, Any]:
 
 def namespace_unit(namespace: str) -> Unit:
     return _unit(namespace_body(namespace))
+
+
+def with_digest(unit: Unit) -> dict[str, Any]:
+    """The body as it is applied: a copy carrying the unit's digest as an annotation, which
+    ``observe`` reads back to tell whether what runs is what a plan wants."""
+    body = copy.deepcopy(dict(unit.body))
+    meta = body.setdefault("metadata", {})
+    meta["annotations"] = {**(meta.get("annotations") or {}), DIGEST: unit.digest}
+    return body
 
 
 def render(app: App, slot: Slot, release: Release) -> Artifact:

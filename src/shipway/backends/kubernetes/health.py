@@ -1,0 +1,309 @@
+"""The health gate: waiting on what was applied until it is ready, doomed, or late.
+
+A rollout wait watches the Deployments it applied, pinned to the revision it applied, and
+judges them by kubectl's rules (:mod:`.rollout` holds the pure rules); a release command's
+Job is waited on until Complete or Failed. Both wake on every watch event and on the lock's
+expiry, and stop (LockLost) once the lock is lost: nothing may be judged, let alone rolled
+back, on a slot someone else may own now.
+
+A failure carries what a user needs to act — the reason, the message, the last exit code,
+recent events and a log tail of one failing pod — with every secret value masked.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import httpx2
+from lightkube.core.exceptions import ApiError
+from lightkube.resources.batch_v1 import Job
+from lightkube.resources.core_v1 import Event, Pod
+
+from shipway.backends.kubernetes import render
+from shipway.backends.kubernetes.rollout import (
+    Judge,
+    Signal,
+    Verdict,
+    Watched,
+    is_replica_set_of,
+    new_pods,
+    readiness_window,
+)
+from shipway.backends.kubernetes.state import KubernetesState, Session, api_message, short
+from shipway.backends.kubernetes.watch import Changes, LiveSet
+from shipway.backends.protocol import Failure, Reason, Reporter
+from shipway.errors import BackendError
+from shipway.plan.model import WaitRollout
+from shipway.release.artifact import Artifact, Unit
+from shipway.spec.model import Target
+
+EVENTS_SHOWN = 5
+LOG_LINES = 10
+
+
+class KubernetesHealth(KubernetesState):
+    """Rollout and Job waits, and the failures they report."""
+
+    def _watched(self, unit: Unit) -> Watched:
+        body = unit.body
+        template = body["spec"]["template"]["metadata"]["annotations"][render.TEMPLATE]
+        return Watched(
+            process=unit.process or body["metadata"]["name"],
+            deployment=body["metadata"]["name"],
+            template=template,
+            replicas=render.declared_replicas(body),
+            generation=self._generations.get(unit.key),
+            readiness_window=readiness_window(body, self.tuning),
+        )
+
+    def wait(
+        self,
+        target: Target,
+        step: WaitRollout,
+        artifact: Artifact,
+        deadline: float,
+        reporter: Reporter,
+    ) -> Failure | None:
+        self._serves(target)
+        units = [artifact.get(k) for k in step.units]
+        watched = [self._watched(u) for u in units if u.kind == "Deployment"]
+        if not watched:
+            return None
+        temporary = self._session is None
+        with self._edge(f"watching the rollout of {step.process}"):
+            session = self._start_session()
+        try:
+            return self._wait(target, session, step.process, watched, deadline, reporter)
+        finally:
+            if temporary:
+                self._end_session()
+
+    def _wait(
+        self,
+        target: Target,
+        session: Session,
+        process: str,
+        watched: list[Watched],
+        deadline: float,
+        reporter: Reporter,
+        *,
+        baseline: Mapping[str, Mapping[str, Any]] | None = None,
+        before: Mapping[str, Mapping[str, Any]] | None = None,
+        replicas: int | None = None,
+    ) -> Failure | None:
+        """Until every watched Deployment is done (and, with ``replicas``, asks for that
+        many pods), fails, or the deadline passes. ``baseline``: the pods that existed
+        before the operation (their earlier exits are not held against them); ``before``:
+        the Deployments as they were then (a ReplicaFailure they showed already is not
+        the new ReplicaSet's). Stops with LockLost once the lock is lost."""
+        initial = session.pods.initial if baseline is None else baseline
+        earlier = session.deployments.initial if before is None else before
+        judges = [
+            Judge(w, self.tuning, initial, before=earlier.get(w.deployment)) for w in watched
+        ]
+        started = time.monotonic()
+        with self._woken_on_lock_loss(session.changes):
+            while True:
+                with session.changes.cond:
+                    version = session.changes.version
+                    deployments = dict(session.deployments.objects)
+                    pods = list(session.pods.objects.values())
+                self._still_ours(target)
+                for live in (session.deployments, session.pods):
+                    if live.error:
+                        raise BackendError(
+                            f"watching {live.what} in {self.namespace}: {live.error}"
+                        )
+                now = time.monotonic()
+                verdicts = [
+                    j.assess(deployments.get(j.watched.deployment), pods, now) for j in judges
+                ]
+                for v in verdicts:
+                    reporter.progress(process, v.counts.to_dict(), v.note)
+                failed = next((v for v in verdicts if v.failure is not None), None)
+                if failed is not None:
+                    assert failed.failure is not None
+                    return self._failure(process, failed.failure, watched)
+                asked = [
+                    ((deployments.get(w.deployment) or {}).get("spec") or {}).get("replicas")
+                    for w in watched
+                ]
+                if all(v.done for v in verdicts) and (
+                    replicas is None or all(n == replicas for n in asked)
+                ):
+                    return None
+                if now >= deadline:
+                    return self._timeout(process, verdicts, watched, now - started, pods)
+                lock = self._lock_wake(now)
+                wake = min(
+                    [
+                        deadline,
+                        *(v.recheck_at for v in verdicts if v.recheck_at),
+                        *([lock] if lock is not None else []),
+                    ]
+                )
+                session.changes.wait_past(version, wake - now)
+
+    def _wait_job(self, target: Target, name: str, deadline: float) -> Failure | None:
+        """Until the Job ``name`` is Complete (→ None) or Failed, or the deadline passes."""
+        changes = Changes()
+        jobs = LiveSet(
+            self._watch_loop(), Job, self.namespace, changes, fields={"metadata.name": name}
+        )
+        with self._edge(f"watching Job {name}"):
+            jobs.start()
+        try:
+            with self._woken_on_lock_loss(changes):
+                while True:
+                    with changes.cond:
+                        version = changes.version
+                        job = jobs.objects.get(name)
+                    self._still_ours(target)
+                    if jobs.error:
+                        raise BackendError(f"watching Job {name}: {jobs.error}")
+                    conditions = {
+                        c.get("type"): c
+                        for c in ((job or {}).get("status") or {}).get("conditions") or []
+                    }
+                    if conditions.get("Complete", {}).get("status") == "True":
+                        return None
+                    failed = conditions.get("Failed", {})
+                    if failed.get("status") == "True":
+                        return self._job_failure(name, failed)
+                    now = time.monotonic()
+                    if now >= deadline:
+                        mask = self._masker()
+                        return Failure(
+                            reason=Reason.TIMEOUT,
+                            message=f"the release command (Job {name}) did not finish in time",
+                            details=tuple(
+                                mask(d) for d in self._events({"involvedObject.name": name})
+                            ),
+                        )
+                    lock = self._lock_wake(now)
+                    changes.wait_past(version, min(deadline, lock or deadline) - now)
+        finally:
+            jobs.stop()
+
+    # -- what a failure says ---------------------------------------------------------
+
+    def _timeout(
+        self,
+        process: str,
+        verdicts: list[Verdict],
+        watched: list[Watched],
+        waited: float,
+        pods: list[dict[str, Any]],
+    ) -> Failure:
+        pending = [(w, v) for w, v in zip(watched, verdicts, strict=True) if not v.done]
+        notes = "; ".join(
+            f"{w.deployment}: "
+            + " ".join(f"{k} {n}" for k, n in v.counts.to_dict().items())
+            + (f" ({v.note})" if v.note else "")
+            for w, v in pending
+        )
+        first = pending[0][0] if pending else watched[0]
+        details = self._events_of_deployment(first.deployment)
+        unready = [p for p in new_pods(pods, first) if not _ready(p)]
+        if unready:
+            name = unready[0]["metadata"]["name"]
+            details += self._events({"involvedObject.name": name})
+        mask = self._masker()
+        return Failure(
+            reason=Reason.TIMEOUT,
+            message=mask(f"not ready after {waited:.0f}s: {notes}"),
+            process=process,
+            details=tuple(mask(d) for d in details),
+        )
+
+    def _failure(self, process: str, signal: Signal, watched: list[Watched]) -> Failure:
+        details: list[str] = []
+        if signal.pod:
+            details += self._events(fields={"involvedObject.name": signal.pod})
+            details += self._log_tail(signal.pod, signal.container)
+        else:
+            details += self._events_of_deployment(watched[0].deployment)
+        mask = self._masker()
+        return Failure(
+            reason=signal.reason,
+            message=mask((f"pod {signal.pod}: " if signal.pod else "") + signal.message),
+            process=process,
+            exit_code=signal.exit_code,
+            details=tuple(mask(d) for d in details),
+        )
+
+    def _job_failure(self, name: str, condition: Mapping[str, Any]) -> Failure:
+        details: list[str] = []
+        exit_code = None
+        try:
+            pods = list(self.client.list(Pod, namespace=self.namespace, labels={"job-name": name}))
+        except (ApiError, httpx2.HTTPError):
+            pods = []
+        for pod in pods[:1]:
+            for cs in (pod.status.containerStatuses or []) if pod.status else []:
+                term = cs.state.terminated if cs.state else None
+                if term is not None:
+                    exit_code = term.exitCode
+            details += self._events({"involvedObject.name": pod.metadata.name})
+            details += self._log_tail(pod.metadata.name, "release")
+        mask = self._masker()
+        return Failure(
+            reason=Reason.RELEASE_COMMAND_FAILED,
+            message=mask(
+                f"Job {name}: {condition.get('reason', 'Failed')}: {condition.get('message', '')}"
+            ).rstrip(": "),
+            exit_code=exit_code,
+            details=tuple(mask(d) for d in details),
+        )
+
+    def _events(
+        self, fields: Mapping[str, str], of: Callable[[str], bool] | None = None
+    ) -> list[str]:
+        """The most recent events matching ``fields`` (and, with ``of``, whose object's
+        name it accepts)."""
+        try:
+            events = list(self.client.list(Event, namespace=self.namespace, fields=dict(fields)))
+        except (ApiError, httpx2.HTTPError) as exc:
+            return [f"events: unavailable ({exc})"]
+        if of is not None:
+            events = [e for e in events if of(str(e.involvedObject.name or ""))]
+
+        def when(e: Any) -> str:
+            t = e.lastTimestamp or e.eventTime or e.metadata.creationTimestamp
+            return t.isoformat() if t else ""
+
+        events.sort(key=when)
+        return [
+            f"event {e.type or ''} {e.reason or ''} ({e.involvedObject.kind} "
+            f"{e.involvedObject.name}{f', x{e.count}' if e.count and e.count > 1 else ''}): "
+            f"{(e.message or '').strip()}"
+            for e in events[-EVENTS_SHOWN:]
+        ]
+
+    def _events_of_deployment(self, deployment: str) -> list[str]:
+        return self._events(
+            {"involvedObject.kind": "ReplicaSet"},
+            of=lambda name: is_replica_set_of(name, deployment),
+        ) + self._events({"involvedObject.name": deployment})
+
+    def _log_tail(self, pod: str, container: str | None) -> list[str]:
+        try:
+            lines = list(
+                self.client.log(
+                    pod, namespace=self.namespace, container=container, tail_lines=LOG_LINES
+                )
+            )
+        except ApiError as exc:
+            return [f"log: none available ({short(api_message(exc))})"]
+        except httpx2.HTTPError as exc:
+            return [f"log: none available ({short(str(exc))})"]
+        if not lines:
+            return ["log: (empty)"]
+        return [f"log: {line.rstrip()}" for line in lines]
+
+
+def _ready(pod: Mapping[str, Any]) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)

@@ -1,0 +1,73 @@
+"""The slot's lock as the protocol holds it: the slot's Lease (:mod:`.lease`) taken for one
+operation, renewed while it runs, released on every exit path.
+
+While the lock is held the operation's watches are open, started before the first apply
+so that pods which exist then count as the old ones (their earlier exits are not held
+against the new release). Losing the Lease wakes every wait, which then stops (LockLost).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import httpx2
+from lightkube import Client
+from lightkube.codecs import from_dict
+from lightkube.core.exceptions import ApiError
+
+from shipway.backends.kubernetes import render
+from shipway.backends.kubernetes.lease import SlotLease
+from shipway.backends.kubernetes.state import KubernetesState
+from shipway.backends.protocol import LockHolder, Reporter
+from shipway.guard import Clearance
+from shipway.spec.model import Target
+
+
+class KubernetesLock(KubernetesState):
+    """``lock``: hold the slot's Lease for the block."""
+
+    @contextlib.contextmanager
+    def lock(
+        self, clearance: Clearance, target: Target, holder: LockHolder, reporter: Reporter
+    ) -> Iterator[None]:
+        self._guard(clearance, target)
+        lease = SlotLease(
+            self.client,
+            self.namespace,
+            self.app.name,
+            self.slot.name,
+            holder,
+            reporter,
+            ensure_namespace=lambda: self._ensure_namespace(reporter),
+            renew_client=lambda: Client(
+                config=self.client.config, namespace=self.namespace, field_manager=render.MANAGER
+            ),
+        )
+        lease.on_lost = self._wake_waits
+        with self._edge(f"taking the lock of {target}"):
+            lease.acquire()
+        self.lease = lease
+        try:
+            lease.start_renewing()
+            # Watch from before the first apply: pods that exist now are the old ones,
+            # and exits they had before this operation are not held against them.
+            with self._edge(f"watching the workloads of {target}"):
+                self._start_session()
+            yield
+        finally:
+            self._end_session()
+            self.lease = None
+            try:
+                lease.release()
+            except (ApiError, httpx2.HTTPError) as exc:
+                reporter.line(
+                    f"warning: releasing the lock of {target} failed ({exc}); it expires by "
+                    f"itself at the latest {holder.ttl:g}s after its last renewal"
+                )
+
+    def _ensure_namespace(self, reporter: Reporter) -> None:
+        body = render.namespace_unit(self.namespace)
+        with self._edge(f"creating namespace {self.namespace}"):
+            self.client.apply(from_dict(render.with_digest(body)), force=True)
+        reporter.line(f"created namespace {self.namespace}")

@@ -1,0 +1,150 @@
+"""The steps of a rolling plan, one at a time, and the release records they leave.
+
+Every method here mutates the slot, so each starts with the one guard preamble
+(``self._guard``): the clearance covers the target, the target is the one this backend
+serves, the Lease is still ours. Objects are sent by server-side apply (field manager
+``shipway``) with their placeholders replaced by the secret values, which are remembered
+so that no later message shows one.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from lightkube.codecs import from_dict
+from lightkube.core.exceptions import ApiError
+from lightkube.resources.apps_v1 import Deployment
+from lightkube.types import CascadeType
+
+from shipway.backends.kubernetes import render
+from shipway.backends.kubernetes.health import KubernetesHealth
+from shipway.backends.kubernetes.state import RESOURCES
+from shipway.backends.protocol import Failure, Reporter
+from shipway.errors import CleanupFailed
+from shipway.guard import Clearance
+from shipway.plan.model import Remove
+from shipway.release.artifact import Unit
+from shipway.release.model import Release
+from shipway.spec.model import Target
+from shipway.spec.secrets import Secret, reveal
+
+
+class KubernetesSteps(KubernetesHealth):
+    """Records, apply, remove, the release command and stop (the waits are health's)."""
+
+    def write_records(
+        self, clearance: Clearance, target: Target, records: Sequence[Release]
+    ) -> None:
+        self._guard(clearance, target)
+        with self._edge(f"writing the release records of {target}"):
+            self._store().write(records)
+
+    def delete_records(
+        self, clearance: Clearance, target: Target, revisions: Sequence[int]
+    ) -> None:
+        self._guard(clearance, target)
+        with self._edge(f"deleting old release records of {target}"):
+            self._store().delete(revisions)
+
+    def apply(
+        self,
+        clearance: Clearance,
+        target: Target,
+        unit: Unit,
+        action: str,
+        secrets: Mapping[str, Secret],
+        reporter: Reporter,
+    ) -> None:
+        self._guard(clearance, target)
+        self._secrets.update(secrets)
+        body = _manifest(unit, secrets)
+        with self._edge(f"applying {unit.key}"):
+            try:
+                applied = self.client.apply(from_dict(body), force=True)
+            except ApiError as exc:
+                if unit.kind != "Namespace" or exc.status.code != 403:
+                    raise
+                # We hold a Lease in it, so it exists; labelling it needs cluster rights.
+                reporter.line(
+                    f"namespace {self.namespace}: no rights to manage the Namespace object "
+                    "itself (a namespace-scoped identity); using it as it is"
+                )
+                return
+        if unit.kind == "Deployment" and applied.metadata is not None:
+            self._generations[unit.key] = int(applied.metadata.generation or 0)
+            live = applied.spec.replicas if applied.spec is not None else None
+            wanted = render.declared_replicas(unit.body)
+            if unit.generation and action in ("create", "start") and live != wanted:
+                # Applied without a count (it defaults to 1), or stopped: the declared
+                # count, set where Scale sets it.
+                name = str(unit.body["metadata"]["name"])
+                with self._edge(f"scaling {name} to {wanted}"):
+                    self._scale_to(name, wanted)
+
+    def remove(
+        self, clearance: Clearance, target: Target, step: Remove, reporter: Reporter
+    ) -> None:
+        self._guard(clearance, target)
+        kind, name = render.split_key(step.unit)
+        if kind == "Namespace" or kind not in RESOURCES:
+            raise CleanupFailed(
+                f"{step.unit} is not removed by shipway",
+                f"delete {step.unit} yourself if it is no longer needed",
+            )
+        fix = f"delete {kind} {name} in namespace {self.namespace}"
+        with self._edge(f"removing {step.unit}", cleanup_fix=fix):
+            try:
+                self.client.delete(
+                    RESOURCES[kind], name, namespace=self.namespace, cascade=CascadeType.BACKGROUND
+                )
+            except ApiError as exc:
+                if exc.status.code != 404:
+                    raise
+
+    def run_release_command(
+        self,
+        clearance: Clearance,
+        target: Target,
+        release: Release,
+        command: Sequence[str],
+        secrets: Mapping[str, Secret],
+        deadline: float,
+        reporter: Reporter,
+    ) -> Failure | None:
+        """Run the release command as a Job of the release's image and wait until it is
+        Complete or Failed (or the deadline passes)."""
+        self._guard(clearance, target)
+        self._secrets.update(secrets)
+        body = render.release_job(release, self.namespace, list(command))
+        name = body["metadata"]["name"]
+        with self._edge(f"starting the release command (Job {name})"):
+            self.client.apply(from_dict(body), force=True)
+        return self._wait_job(target, name, deadline)
+
+    def stop(self, clearance: Clearance, target: Target, reporter: Reporter) -> None:
+        """Scale every process of the slot to zero (records and objects stay)."""
+        self._guard(clearance, target)
+        with self._edge(f"stopping {target}"):
+            for dep in self.client.list(
+                Deployment, namespace=self.namespace, labels=self._labels()
+            ):
+                self.client.patch(
+                    Deployment,
+                    dep.metadata.name,
+                    {"spec": {"replicas": 0}},
+                    namespace=self.namespace,
+                )
+                reporter.line(f"scaled {dep.metadata.name} to 0")
+
+
+def _manifest(unit: Unit, secrets: Mapping[str, Secret]) -> dict[str, Any]:
+    """What is sent: placeholders replaced by values, Secret ``stringData`` as ``data``
+    (server-side apply tracks ``data``; fields applied as stringData could never be
+    removed again), the unit digest as an annotation."""
+    body: dict[str, Any] = reveal(render.with_digest(unit), secrets)
+    if body.get("kind") == "Secret" and "stringData" in body:
+        data = body.pop("stringData")
+        body["data"] = {k: base64.b64encode(str(v).encode()).decode() for k, v in data.items()}
+    return body
