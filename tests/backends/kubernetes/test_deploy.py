@@ -7,6 +7,7 @@ import gzip
 import json
 import os
 import threading
+from dataclasses import replace
 
 import pytest
 from lightkube.core.exceptions import ApiError
@@ -17,6 +18,7 @@ from shipway import api
 from shipway.backends.kubernetes import records, render
 from shipway.engine.outcome import NoAnchor, Rolled
 from shipway.errors import InputError, RecordError
+from shipway.spec.model import ConfigFile
 from tests.backends.kubernetes.conftest import TOKEN, Slot
 
 pytestmark = pytest.mark.k8s
@@ -153,8 +155,9 @@ def test_a_record_over_the_secret_limit_is_refused_before_anything_is_applied(
     slot: Slot,
 ) -> None:
     big = base64.b64encode(os.urandom(900 * 1024)).decode()
-    slot.write()
-    app = slot.append(f'\n[files]\n"blob.txt" = "{big}"\n')
+    # a spec file that large is refused by the loader itself (256 KiB): the app is given
+    # the file through the Python API instead, as a program building its App would
+    app = replace(slot.write(), files=(ConfigFile("blob.txt", big),))
     with pytest.raises(RecordError, match="over the 1048576-byte limit"):
         slot.deploy(app)
     assert list(slot.client.list(Deployment, namespace=slot.namespace)) == []
