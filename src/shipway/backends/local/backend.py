@@ -17,7 +17,7 @@ newest claim wins: one atomic switch) and ``drop_host`` removes the old generati
 (best effort: a stale claim loses anyway). Stopping instances always drains them first.
 
 What must never happen, and where it is prevented:
-  * a half-written state file — every write is a rename (:mod:`.state`);
+  * a half-written state file — every write is a rename (:mod:`.dirs`);
   * a slot stuck behind a dead deploy — the lock is an flock (:mod:`.lock`);
   * a dropped request on a switch — routes move atomically and old programs are drained
     before they stop (:mod:`.router`); a generation serving a host is never put to sleep;
@@ -45,6 +45,18 @@ from pathlib import Path
 from typing import Any
 
 from shipway.backends.local import health, logfiles, render, snapshot
+from shipway.backends.local.dirs import (
+    SlotDirs,
+    file_lock,
+    private_dir,
+    read_json,
+    read_records_file,
+    router_port,
+    state_root,
+    write_atomic,
+    write_json,
+    write_records_file,
+)
 from shipway.backends.local.gate import FailureOf, health_gate
 from shipway.backends.local.gate import starts as gate_starts
 from shipway.backends.local.generations import (
@@ -58,18 +70,6 @@ from shipway.backends.local.generations import (
 from shipway.backends.local.launch import expand
 from shipway.backends.local.lock import slot_lock
 from shipway.backends.local.routing import RouterControl
-from shipway.backends.local.state import (
-    SlotDirs,
-    file_lock,
-    private_dir,
-    read_json,
-    read_records_file,
-    router_port,
-    state_root,
-    write_atomic,
-    write_json,
-    write_records_file,
-)
 from shipway.backends.local.supervisor import (
     INHERITED_ENV,
     RUNNING_STATES,

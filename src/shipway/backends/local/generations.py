@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shipway.backends.local.state import SlotDirs, read_json, write_json
+from shipway.backends.local.dirs import SlotDirs, read_json, write_json
 
 Claims = dict[str, dict[str, dict[str, Any]]]
 

@@ -139,7 +139,8 @@ def file_lock(path: Path) -> Iterator[None]:
 
 @dataclass(frozen=True)
 class SlotDirs:
-    """The paths of one app in one slot, and of the machinery it shares with others."""
+    """The paths of one app in one slot (the machinery it shares with other slots —
+    supervisor, routers, ports — is found from ``root`` by its owner)."""
 
     root: Path
     app: str
@@ -188,20 +189,6 @@ class SlotDirs:
     @property
     def logs(self) -> Path:
         return self.base / "logs"
-
-    @property
-    def supervisor(self) -> Path:
-        return self.root / "supervisor"
-
-    @property
-    def ports(self) -> Path:
-        return self.root / "ports.json"
-
-    def router(self, port: int) -> Path:
-        return self.root / "router" / str(port)
-
-    def router_table(self, port: int) -> Path:
-        return self.router(port) / "tables" / f"{self.app}.{self.slot}.json"
 
 
 # -- release records --------------------------------------------------------------------
