@@ -32,14 +32,13 @@ What must never happen, and where it is prevented:
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -47,19 +46,17 @@ from typing import Any
 from shipway.backends.local import health, logfiles, render, snapshot
 from shipway.backends.local.dirs import (
     SlotDirs,
-    file_lock,
     private_dir,
-    read_json,
     read_records_file,
     router_port,
     state_root,
     write_atomic,
-    write_json,
     write_records_file,
 )
 from shipway.backends.local.gate import FailureOf, health_gate
-from shipway.backends.local.gate import starts as gate_starts
 from shipway.backends.local.generations import (
+    Generation,
+    claimed_ports,
     live_generation,
     read_claims,
     read_generations,
@@ -69,6 +66,21 @@ from shipway.backends.local.generations import (
 )
 from shipway.backends.local.launch import expand
 from shipway.backends.local.lock import slot_lock
+from shipway.backends.local.model import (
+    EnvFile,
+    Instance,
+    ProgramRecord,
+    Route,
+    SnapshotRecord,
+    read_current_snapshot,
+    read_programs,
+    read_routes,
+    write_current_snapshot,
+    write_programs,
+    write_routes,
+)
+from shipway.backends.local.ports import PortTable, owner_prefix
+from shipway.backends.local.render import ProgramBody, RouteBody, SnapshotBody
 from shipway.backends.local.routing import RouterControl
 from shipway.backends.local.supervisor import (
     INHERITED_ENV,
@@ -123,10 +135,6 @@ def _now_precise() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
-def _upstream(port: int) -> str:
-    return f"127.0.0.1:{port}"
-
-
 def _human(seconds: float) -> str:
     s = int(seconds)
     if s < 60:
@@ -148,6 +156,7 @@ class LocalBackend:
         self.root = state_root(slot, app.source_dir, self.environ)
         self.router_port = router_port(slot, self.environ)
         self.supervisor = Supervisor(self.root / "supervisor")
+        self.ports = PortTable(self.root, reserved=(self.router_port,))
         self._secrets: dict[str, Secret] = {}
 
     # -- helpers -----------------------------------------------------------------------
@@ -160,37 +169,17 @@ class LocalBackend:
     def router(self, port: int) -> RouterControl:
         return RouterControl(self.root, port, self.supervisor)
 
-    def _programs(self, d: SlotDirs) -> dict[str, dict[str, Any]]:
-        doc = read_json(d.programs, {}) or {}
-        return dict(doc.get("programs", {}))
-
-    def _save_programs(self, d: SlotDirs, programs: Mapping[str, Any]) -> None:
-        write_json(d.programs, {"programs": dict(programs)}, 0o600)
-
-    def _routes(self, d: SlotDirs) -> dict[str, dict[str, Any]]:
-        doc = read_json(d.routes, {}) or {}
-        return dict(doc.get("routes", {}))
-
-    def _save_routes(self, d: SlotDirs, routes: Mapping[str, Any]) -> None:
-        write_json(d.routes, {"routes": dict(routes)})
-
-    def _current_snapshot(self, d: SlotDirs) -> dict[str, Any] | None:
-        doc = read_json(d.base / "snapshot.json", None)
-        return doc if isinstance(doc, dict) else None
-
     def _instance_prefix(self, target: Target) -> str:
-        return f"sw.{target.app}.{target.slot}."
+        return owner_prefix(target.app, target.slot)
 
     def _secret_values(self, d: SlotDirs) -> list[str]:
         """Every secret value this slot's processes were given (to mask them in output)."""
         values = {s.reveal() for s in self._secrets.values()}
-        for rec in self._programs(d).values():
-            env_files = [i["env"] for i in rec.get("instances", [])]
-            env_files += [rec["env_template"]] if rec.get("env_template") else []
-            for path in env_files:
-                with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-                    doc = json.loads(Path(path).read_text())
-                    values.update(doc["env"][n] for n in doc.get("secret_names", []))
+        for rec in read_programs(d).values():
+            for path in rec.env_files():
+                with contextlib.suppress(BackendError):
+                    env = EnvFile.read(path)
+                    values.update(env.secret_values() if env else ())
         with contextlib.suppress(BackendError, InputError):
             values.update(s.reveal() for s in resolve_all(self.app.secrets, self.environ).values())
         return sorted(values)
@@ -198,16 +187,13 @@ class LocalBackend:
     def _redactor(self, d: SlotDirs) -> Masker:
         return Masker(self._secret_values(d))
 
-    # -- pure ----------------------------------------------------------------------------
+    def _base_env(self) -> dict[str, str]:
+        return {k: self.environ[k] for k in INHERITED_ENV if k in self.environ}
 
-    def render(self, app: App, slot: Slot, release: Release) -> Artifact:
-        port = self.router_port if slot.name == self.slot.name else router_port(slot, self.environ)
-        return render.render(app, slot, release, port)
-
-    # -- reading -------------------------------------------------------------------------
-
-    def _config_paths(self, app: App) -> list[str]:
-        return [f.path for f in app.files]
+    def _env_file(self, body: ProgramBody, secrets: Mapping[str, Secret]) -> EnvFile:
+        """The environment a program runs with: what it inherits, its env, secrets revealed."""
+        env = {**self._base_env(), **reveal(dict(body.env), secrets)}
+        return EnvFile.of(env, secrets)
 
     def _local_roots(self, app: App) -> list[tuple[Path, str]]:
         """(state root, slot) of every local slot of the app: where snapshots may be kept."""
@@ -223,6 +209,47 @@ class LocalBackend:
         roots = [mine] + [r for r in self._local_roots(app) if r != mine]
         return snapshot.find((root / app.name / slot / "releases" for root, slot in roots), digest)
 
+    def _snapshots_in_use(self, d: SlotDirs) -> set[str]:
+        """Snapshot directories something still needs: a program (running or asleep), the
+        rolling slot's current one, every kept generation's own."""
+        in_use = {rec.snapshot.name for rec in read_programs(d).values()}
+        current = read_current_snapshot(d)
+        if current and current.dir:
+            in_use.add(current.dir)
+        in_use.update(g.dir for g in read_generations(d).values() if g.dir)
+        return in_use
+
+    def _generation_snapshot(self, d: SlotDirs, generation: str) -> Path:
+        meta = read_generations(d).get(generation)
+        path = d.releases / meta.dir if meta and meta.dir else None
+        if path is None or not path.is_dir():
+            raise BackendError(
+                f"generation {generation} has no snapshot in {d.releases} "
+                "(hint: shipway gens SLOT; deploy again)"
+            )
+        return path
+
+    def _snapshot_dir(self, d: SlotDirs, digest: str) -> Path:
+        current = read_current_snapshot(d)
+        if current and current.dir and current.digest == digest:
+            path = d.releases / current.dir
+            if path.is_dir():
+                return path
+        found = snapshot.find([d.releases], digest)
+        if found is None:
+            raise BackendError(
+                f"no snapshot with digest {digest} in {d.releases} (hint: deploy again)"
+            )
+        return found
+
+    # -- pure ----------------------------------------------------------------------------
+
+    def render(self, app: App, slot: Slot, release: Release) -> Artifact:
+        port = self.router_port if slot.name == self.slot.name else router_port(slot, self.environ)
+        return render.render(app, slot, release, port)
+
+    # -- reading -------------------------------------------------------------------------
+
     def resolve_image(self, target: Target, app: App, ref: str | None) -> ResolvedImage:
         """The source a release runs, named ``local:<dir>@sha256:<content digest>``.
 
@@ -230,7 +257,7 @@ class LocalBackend:
         a recorded release): a kept snapshot with that digest, else the directory if it
         still hashes the same. A ref without one: that directory (``deploy --image DIR``).
         """
-        exclude = self._config_paths(app)
+        exclude = [f.path for f in app.files]
         if ref is None:
             source = app.source_dir.resolve()
             return self._resolve_dir(source, exclude)
@@ -275,39 +302,39 @@ class LocalBackend:
     def observe(self, target: Target) -> Observed:
         d = self.dirs(target)
         units: list[ObservedUnit] = []
-        current = self._current_snapshot(d)
+        current = read_current_snapshot(d)
         if current is not None:
             units.append(
-                ObservedUnit(key="snapshot", kind="snapshot", digest=current.get("unit"), phase=0)
+                ObservedUnit(key="snapshot", kind="snapshot", digest=current.unit, phase=0)
             )
         for name, meta in read_generations(d).items():
             units.append(
                 ObservedUnit(
                     key=f"gen/{name}/snapshot",
                     kind="snapshot",
-                    digest=meta.get("unit"),
+                    digest=meta.unit,
                     generation=name,
                     phase=0,
                 )
             )
         infos = self.supervisor.info()
-        programs = self._programs(d)
+        programs = read_programs(d)
         known: set[str] = set()
         for key, rec in programs.items():
-            names = [i["name"] for i in rec.get("instances", [])]
+            names = [i.name for i in rec.instances]
             known.update(names)
             up = all(state_of(infos.get(n)) in RUNNING_STATES for n in names)
             state: UnitState = "running" if up else "stopped"
-            if rec.get("generation") and not names:
+            if rec.generation and not names:
                 state = "asleep"
             units.append(
                 ObservedUnit(
                     key=key,
                     kind="program",
-                    digest=rec.get("unit"),
+                    digest=rec.unit,
                     state=state,
-                    process=rec.get("process"),
-                    generation=rec.get("generation"),
+                    process=rec.process,
+                    generation=rec.generation,
                     phase=1,
                 )
             )
@@ -321,13 +348,13 @@ class LocalBackend:
                         units.append(
                             ObservedUnit(key=key, kind="program", digest=None, process=parts[0])
                         )
-        for host, rec in self._routes(d).items():
+        for host, route in read_routes(d).items():
             units.append(
                 ObservedUnit(
                     key=f"route/{host}",
                     kind="route",
-                    digest=rec.get("unit"),
-                    process=rec.get("process"),
+                    digest=route.unit,
+                    process=route.process,
                     phase=2,
                 )
             )
@@ -340,95 +367,91 @@ class LocalBackend:
     def status(self, target: Target) -> list[ProcessStatus]:
         d = self.dirs(target)
         infos = self.supervisor.info()
-        routes = self._routes(d)
         urls: dict[str, list[str]] = {}
-        for host, r in routes.items():
-            urls.setdefault(r["program"], []).append(f"http://{host}:{r['router_port']}")
-        for host, (_, c) in serving(read_claims(d)).items():
-            urls.setdefault(c["program"], []).append(f"http://{host}:{c['router_port']}")
+        for host, route in read_routes(d).items():
+            urls.setdefault(route.program, []).append(f"http://{host}:{route.router_port}")
+        for host, (_, claim) in serving(read_claims(d)).items():
+            urls.setdefault(claim.program, []).append(f"http://{host}:{claim.router_port}")
         rows: list[ProcessStatus] = []
-        programs = sorted(self._programs(d).items(), key=lambda kv: (kv[1]["process"], kv[0]))
+        programs = sorted(read_programs(d).items(), key=lambda kv: (kv[1].process, kv[0]))
         for key, rec in programs:
-            instances = rec.get("instances", [])
-            if rec.get("generation") and not instances:
+            if rec.generation and not rec.instances:
                 rows.append(
                     ProcessStatus(
-                        process=rec["process"],
+                        process=rec.process,
                         desired=0,
                         ready=0,
-                        generation=rec["generation"],
+                        generation=rec.generation,
                         detail={
-                            "release": rec.get("release"),
+                            "release": rec.release,
                             "state": "asleep",
-                            "deployment_id": rec.get("deployment_id"),
+                            "deployment_id": rec.deployment_id,
                         },
                     )
                 )
-            for i, inst in enumerate(instances):
-                info = infos.get(inst["name"])
+            for i, inst in enumerate(rec.instances):
+                info = infos.get(inst.name)
                 state = state_of(info) if infos else "STOPPED"
                 running = state in RUNNING_STATES
-                starts = gate_starts(inst)
                 healthy, health_text = self._health_now(rec, inst, state)
                 uptime = None
                 if info and state == "RUNNING":
                     uptime = _human(max(0, int(info["now"]) - int(info["start"])))
-                label = rec["process"] if len(instances) == 1 else f"{rec['process']}.{i + 1}"
+                label = rec.process if len(rec.instances) == 1 else f"{rec.process}.{i + 1}"
                 rows.append(
                     ProcessStatus(
                         process=label,
                         desired=1,
                         ready=1 if healthy else 0,
-                        generation=rec.get("generation"),
+                        generation=rec.generation,
                         detail={
-                            "release": rec.get("release"),
+                            "release": rec.release,
                             "pid": info.get("pid") if info and running else None,
-                            "port": inst["port"],
+                            "port": inst.port,
                             "state": state.lower(),
                             "health": health_text,
                             "uptime": uptime,
-                            "restarts": max(0, starts - 1),
+                            "restarts": max(0, inst.starts() - 1),
                             "url": " ".join(urls.get(key, [])) or None,
-                            "deployment_id": rec.get("deployment_id"),
+                            "deployment_id": rec.deployment_id,
                         },
                     )
                 )
         return rows
 
-    def _health_now(
-        self, rec: Mapping[str, Any], inst: Mapping[str, Any], state: str
-    ) -> tuple[bool, str]:
+    def _health_now(self, rec: ProgramRecord, inst: Instance, state: str) -> tuple[bool, str]:
+        """One live probe of an instance, for ``status``."""
         if state not in RUNNING_STATES:
             return False, "down"
-        check = rec.get("health") or {}
-        mode = check.get("mode")
-        if mode == "http":
-            ok, why = health.http_probe(int(inst["port"]), str(check["path"]), 1.0)
+        check = rec.health
+        if check.mode == "http":
+            ok, why = health.http_probe(inst.port, str(check.path), 1.0)
             return ok, "ok" if ok else f"failing: {why}"
-        if mode == "tcp":
-            ok, why = health.tcp_probe(int(inst["port"]), 1.0)
+        if check.mode == "tcp":
+            ok, why = health.tcp_probe(inst.port, 1.0)
             return ok, "ok" if ok else f"failing: {why}"
         return state == "RUNNING", "running" if state == "RUNNING" else state.lower()
 
     def diff(self, target: Target, plan: Plan) -> list[str]:
         d = self.dirs(target)
-        routes = self._routes(d)
-        programs = self._programs(d)
+        routes = read_routes(d)
+        programs = read_programs(d)
         lines: list[str] = []
         for step in plan.steps:
             if isinstance(step, ApplyObject) and step.kind == "route" and plan.release:
-                unit = plan.release.artifact.get(step.unit)
-                was = routes.get(unit.body["host"], {}).get("program", "nothing")
-                lines.append(f"  {unit.body['host']}: {was} -> {unit.body['program']}")
+                body = RouteBody.of(plan.release.artifact.get(step.unit))
+                held = routes.get(body.host)
+                was = held.program if held else "nothing"
+                lines.append(f"  {body.host}: {was} -> {body.program}")
             elif isinstance(step, PointHost):
-                held = serving(read_claims(d)).get(step.host)
-                was = f"generation {held[0]}" if held else "nothing"
+                serves = serving(read_claims(d)).get(step.host)
+                was = f"generation {serves[0]}" if serves else "nothing"
                 lines.append(f"  {step.host}: {was} -> generation {step.generation}")
             elif isinstance(step, Remove) and step.kind == "program":
-                rec = programs.get(step.unit, {})
-                ports = ", ".join(str(i["port"]) for i in rec.get("instances", []))
+                rec = programs.get(step.unit)
+                ports = ", ".join(str(p) for p in rec.ports) if rec else ""
                 lines.append(
-                    f"  {step.unit} ({rec.get('release', '?')}, port {ports or '-'}): "
+                    f"  {step.unit} ({rec.release if rec else '?'}, port {ports or '-'}): "
                     "drained through the router, then stopped"
                 )
         return (["changes on this machine:", *lines]) if lines else []
@@ -444,16 +467,12 @@ class LocalBackend:
 
         def sources() -> list[tuple[str, Path]]:
             out: list[tuple[str, Path]] = []
-            recs = sorted(
-                self._programs(d).values(),
-                key=lambda r: (r["process"], int(str(r.get("release") or "r0")[1:] or 0)),
-            )
+            recs = sorted(read_programs(d).values(), key=lambda r: (r.process, r.revision))
             for rec in recs:
-                if process is not None and rec["process"] != process:
+                if process is not None and rec.process != process:
                     continue
-                for i, inst in enumerate(rec.get("instances", [])):
-                    label = f"{rec['process']}.{i + 1}@{rec.get('release')}"
-                    out.append((label, Path(inst["log"])))
+                for i, inst in enumerate(rec.instances):
+                    out.append((f"{rec.process}.{i + 1}@{rec.release}", inst.log))
             if out:
                 return out
             # Nothing runs (a failed first deploy, a stopped slot): the newest log of each.
@@ -469,14 +488,13 @@ class LocalBackend:
     def live_digest(self, target: Target, release: Release) -> str | None:
         d = self.dirs(target)
         infos = self.supervisor.info()
-        programs = self._programs(d)
+        programs = read_programs(d)
         for unit in release.artifact:
             rec = programs.get(unit.key)
             if unit.kind != "program" or rec is None:
                 continue
-            if any(state_of(infos.get(i["name"])) in RUNNING_STATES for i in rec["instances"]):
-                found = rec.get("snapshot_digest")
-                return str(found) if found else None
+            if any(state_of(infos.get(i.name)) in RUNNING_STATES for i in rec.instances):
+                return rec.snapshot_digest or None
         return None
 
     # -- mutating ------------------------------------------------------------------------
@@ -549,43 +567,31 @@ class LocalBackend:
     def _apply_snapshot(
         self, d: SlotDirs, unit: Unit, secrets: Mapping[str, Secret], reporter: Reporter
     ) -> None:
-        body = unit.body
-        digest = str(body["digest"])
-        revision = int(body["revision"])
-        files = list(body.get("files", []))
-        exclude = [f["path"] for f in files]
+        body = SnapshotBody.of(unit)
+        exclude = [f.path for f in body.files]
         private_dir(d.base)
         d.releases.mkdir(exist_ok=True)
-        dest = d.releases / f"r{revision}"
-        sidecar = d.releases / f"r{revision}.json"
-        meta = read_json(sidecar, {}) or {}
-        if not (dest.is_dir() and meta.get("digest") == digest):
+        dest = d.releases / f"r{body.revision}"
+        if not (dest.is_dir() and snapshot.digest_of_kept(dest) == body.digest):
             if dest.exists():
                 shutil.rmtree(dest)
-            self._make_snapshot(dest, digest, body.get("source"), exclude)
-            write_json(
-                sidecar,
-                {
-                    "revision": revision,
-                    "digest": digest,
-                    "source": body.get("source"),
-                    "created_at": _now(),
-                },
-            )
-            reporter.line(f"  snapshot r{revision}: {dest} ({digest[:19]})")
-        for f in files:
-            path = dest / f["path"]
+            self._make_snapshot(dest, body.digest, body.source, exclude)
+            snapshot.remember(dest, body.revision, body.digest, body.source, _now())
+            reporter.line(f"  snapshot r{body.revision}: {dest} ({body.digest[:19]})")
+        for f in body.files:
+            path = dest / f.path
             path.parent.mkdir(parents=True, exist_ok=True)
-            content = reveal(f["content"], secrets)
-            write_atomic(path, str(content).encode(), int(f["mode"], 8))
-        current = {"unit": unit.digest, "revision": revision, "dir": dest.name, "digest": digest}
+            content = reveal(f.content, secrets)
+            write_atomic(path, str(content).encode(), f.mode)
+        current = SnapshotRecord(unit.digest, body.revision, dest.name, body.digest)
         if unit.generation:  # the generation's own snapshot, kept as long as it exists
             generations = read_generations(d)
-            created = generations.get(unit.generation, {}).get("created_at") or _now_precise()
-            generations[unit.generation] = {**current, "created_at": created}
+            held = generations.get(unit.generation)
+            created = held.created_at if held and held.created_at else _now_precise()
+            generations[unit.generation] = Generation.of(current, created)
             write_generations(d, generations)
         else:
-            write_json(d.base / "snapshot.json", current)
+            write_current_snapshot(d, current)
         self._prune_snapshots(d, reporter)
 
     def _make_snapshot(
@@ -609,70 +615,7 @@ class LocalBackend:
                 f"  pruned snapshots {', '.join(dropped)} (keeping the last {KEEP_SNAPSHOTS})"
             )
 
-    def _snapshots_in_use(self, d: SlotDirs) -> set[str]:
-        """Snapshot directories something still needs: a program (running or asleep), the
-        rolling slot's current one, every kept generation's own."""
-        in_use = {Path(rec["snapshot"]).name for rec in self._programs(d).values()}
-        current = self._current_snapshot(d)
-        if current:
-            in_use.add(str(current.get("dir")))
-        in_use.update(str(g["dir"]) for g in read_generations(d).values() if g.get("dir"))
-        return in_use
-
-    def _generation_snapshot(self, d: SlotDirs, generation: str) -> Path:
-        meta = read_generations(d).get(generation)
-        path = d.releases / str(meta["dir"]) if meta and meta.get("dir") else None
-        if path is None or not path.is_dir():
-            raise BackendError(
-                f"generation {generation} has no snapshot in {d.releases} "
-                "(hint: shipway gens SLOT; deploy again)"
-            )
-        return path
-
-    def _snapshot_dir(self, d: SlotDirs, digest: str) -> Path:
-        current = self._current_snapshot(d)
-        if current and current.get("digest") == digest:
-            path = d.releases / str(current["dir"])
-            if path.is_dir():
-                return path
-        found = snapshot.find([d.releases], digest)
-        if found is None:
-            raise BackendError(
-                f"no snapshot with digest {digest} in {d.releases} (hint: deploy again)"
-            )
-        return found
-
-    def _allocate_ports(self, count: int, owner: str) -> list[int]:
-        """Fresh loopback ports, never one already handed to another program of this
-        state directory (it may be down for a moment and come back)."""
-        ports_file = self.root / "ports.json"
-        with file_lock(self.root / "ports.lock"):
-            taken: dict[str, str] = dict((read_json(ports_file, {}) or {}).get("ports", {}))
-            out: list[int] = []
-            for _ in range(count):
-                for _attempt in range(50):
-                    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-                        s.bind(("127.0.0.1", 0))
-                        port = int(s.getsockname()[1])
-                    if str(port) not in taken and port != self.router_port:
-                        break
-                else:
-                    raise BackendError("no free loopback port could be found")
-                taken[str(port)] = owner
-                out.append(port)
-            write_json(ports_file, {"ports": taken})
-        return out
-
-    def _release_ports(self, ports: Sequence[int]) -> None:
-        ports_file = self.root / "ports.json"
-        with file_lock(self.root / "ports.lock"):
-            taken: dict[str, str] = dict((read_json(ports_file, {}) or {}).get("ports", {}))
-            for p in ports:
-                taken.pop(str(p), None)
-            write_json(ports_file, {"ports": taken})
-
-    def _base_env(self) -> dict[str, str]:
-        return {k: self.environ[k] for k in INHERITED_ENV if k in self.environ}
+    # programs ---------------------------------------------------------------------------
 
     def _apply_program(
         self,
@@ -683,122 +626,93 @@ class LocalBackend:
         secrets: Mapping[str, Secret],
         reporter: Reporter,
     ) -> None:
-        programs = self._programs(d)
+        programs = read_programs(d)
         existing = programs.get(unit.key)
-        if existing is not None and action == "start" and existing.get("unit") == unit.digest:
+        if existing is not None and action == "start" and existing.unit == unit.digest:
             self._start_down_instances(d, unit, existing, secrets, reporter)
             return
         if existing is not None:
             self._stop_program(d, unit.key, existing, drain=False, reporter=reporter)
-            programs = self._programs(d)
-        body = unit.body
-        process, dep_id = str(body["process"]), str(body["deployment_id"])
-        snap = self._snapshot_dir(d, str(body["snapshot"]))
-        prefix = f"{self._instance_prefix(target)}{process}.{dep_id}"
-        replicas = int(body["replicas"])
-        names = [f"{prefix}.{i}" for i in range(replicas)]
-        ports = self._allocate_ports(replicas, prefix)
+            programs = read_programs(d)
+        body = ProgramBody.of(unit)
+        snap = self._snapshot_dir(d, body.snapshot)
+        prefix = f"{self._instance_prefix(target)}{body.process}.{body.deployment_id}"
+        ports = self.ports.allocate(body.replicas, prefix)
         private_dir(d.run)
         d.logs.mkdir(parents=True, exist_ok=True)
-        instances: list[dict[str, Any]] = []
-        for i, (name, port) in enumerate(zip(names, ports, strict=True)):
-            instances.append(
-                {
-                    "name": name,
-                    "port": port,
-                    "env": str(d.run / f"{process}.{dep_id}.{i}.env.json"),
-                    "counter": str(d.run / f"{process}.{dep_id}.{i}.starts"),
-                    "log": str(d.logs / f"{process}.{dep_id}.{i}.log"),
-                }
-            )
-        record = {
-            "unit": unit.digest,
-            "process": process,
-            "deployment_id": dep_id,
-            "release": body.get("release"),
-            "snapshot": str(snap),
-            "snapshot_digest": body["snapshot"],
-            "health": body.get("health"),
-            "instances": instances,
-            "created_at": _now(),
-        }
+        instances = tuple(
+            Instance.new(d, prefix, body.process, body.deployment_id, n, port)
+            for n, port in enumerate(ports)
+        )
         # Recorded before anything starts: a kill -9 from here on leaves a program the
         # next run can see (and stop), never an orphan nobody knows about.
-        programs[unit.key] = record
-        self._save_programs(d, programs)
-        env_base = {**self._base_env(), **reveal(dict(body["env"]), secrets)}
-        secret_names = sorted(n for n in secrets if n in env_base)
+        programs[unit.key] = ProgramRecord(
+            unit=unit.digest,
+            process=body.process,
+            deployment_id=body.deployment_id,
+            release=body.release,
+            snapshot=snap,
+            snapshot_digest=body.snapshot,
+            health=body.health,
+            instances=instances,
+            created_at=_now(),
+        )
+        write_programs(d, programs)
+        env = self._env_file(body, secrets)
         self.supervisor.ensure()
         with contextlib.suppress(BackendError):
             self.router(self.router_port).ensure(wait=False)  # warm up while we start
         for inst in instances:
-            self._start_instance(inst, body, snap, env_base, secret_names)
+            self._start_instance(inst, env, body.command, snap)
         ports_text = ", ".join(str(p) for p in ports) or "no instances"
-        reporter.line(f"  {process} {body.get('release')} starting on 127.0.0.1:{ports_text}")
+        reporter.line(f"  {body.process} {body.release} starting on 127.0.0.1:{ports_text}")
         self._refresh_tables(d, reporter, only_program=unit.key)
 
     def _start_instance(
-        self,
-        inst: Mapping[str, Any],
-        body: Mapping[str, Any],
-        snap: Path,
-        env_base: Mapping[str, str],
-        secret_names: Sequence[str],
+        self, inst: Instance, env: EnvFile, command: Sequence[str], snap: Path
     ) -> None:
         """Write one instance's env file (0600), reset its start counter and (re)add it to
         supervisord, which starts it."""
-        env = {**env_base, "PORT": str(inst["port"])}
-        write_json(Path(inst["env"]), {"env": env, "secret_names": list(secret_names)}, 0o600)
+        env.with_port(inst.port).write(inst.env)
         with contextlib.suppress(FileNotFoundError):
-            Path(inst["counter"]).unlink()
-        conf = program_conf(
-            inst["name"],
-            [sys.executable, str(LAUNCHER), inst["env"], inst["counter"], "--", *body["command"]],
-            snap,
-            Path(inst["log"]),
-        )
-        self.supervisor.add(inst["name"], conf)
+            inst.counter.unlink()
+        launch = [sys.executable, str(LAUNCHER), str(inst.env), str(inst.counter), "--"]
+        self.supervisor.add(inst.name, program_conf(inst.name, [*launch, *command], snap, inst.log))
 
     def _start_down_instances(
         self,
         d: SlotDirs,
         unit: Unit,
-        rec: dict[str, Any],
+        rec: ProgramRecord,
         secrets: Mapping[str, Secret],
         reporter: Reporter,
     ) -> None:
         """``start`` of a recorded, up-to-date program: its instances keep their names and
         ports (the routes point at them); those running are left alone (same pid, no
         restart), only those down are started again."""
-        body = unit.body
-        snap = Path(str(rec["snapshot"]))
-        if not snap.is_dir():
-            snap = self._snapshot_dir(d, str(body["snapshot"]))
-            rec["snapshot"] = str(snap)
+        body = ProgramBody.of(unit)
+        snap = rec.snapshot if rec.snapshot.is_dir() else self._snapshot_dir(d, body.snapshot)
         self.supervisor.ensure()
         infos = self.supervisor.info()
-        env_base = {**self._base_env(), **reveal(dict(body["env"]), secrets)}
-        secret_names = sorted(n for n in secrets if n in env_base)
+        env = self._env_file(body, secrets)
         private_dir(d.run)
         d.logs.mkdir(parents=True, exist_ok=True)
-        started, kept = [], []
-        for inst in rec.get("instances", []):
-            if state_of(infos.get(inst["name"])) in RUNNING_STATES:
+        instances: list[Instance] = []
+        started: list[Instance] = []
+        for inst in rec.instances:
+            if state_of(infos.get(inst.name)) in RUNNING_STATES:
                 # its earlier starts are not held against it by the health gate
-                inst["starts_before"] = max(gate_starts(inst) - 1, 0)
-                kept.append(inst)
+                instances.append(replace(inst, starts_before=max(inst.starts() - 1, 0)))
             else:
-                inst.pop("starts_before", None)
-                started.append(inst)
-        programs = self._programs(d)
-        programs[unit.key] = rec
-        self._save_programs(d, programs)
+                started.append(replace(inst, starts_before=0))
+                instances.append(started[-1])
+        self._save_program(d, unit.key, replace(rec, snapshot=snap, instances=tuple(instances)))
         for inst in started:
-            self._start_instance(inst, body, snap, env_base, secret_names)
-        ports_text = ", ".join(str(i["port"]) for i in started) or "none"
+            self._start_instance(inst, env, body.command, snap)
+        ports_text = ", ".join(str(i.port) for i in started) or "none"
         reporter.line(
-            f"  {rec['process']} {body.get('release')}: starting the instances that were down "
-            f"on 127.0.0.1:{ports_text}; {len(kept)} running left alone"
+            f"  {rec.process} {body.release}: starting the instances that were down "
+            f"on 127.0.0.1:{ports_text}; {len(instances) - len(started)} running left alone"
         )
         self._refresh_tables(d, reporter, only_program=unit.key)
 
@@ -815,39 +729,35 @@ class LocalBackend:
         """Record the program of a generation with its env template (the env it will always
         run with, secrets revealed: 0600), then start its instances. A program already
         recorded with this exact unit is only woken (``start``)."""
-        body = unit.body
-        generation = str(body["generation"])
-        existing = self._programs(d).get(unit.key)
-        if existing is not None and existing.get("unit") != unit.digest:
+        body = ProgramBody.of(unit)
+        generation = str(body.generation)
+        existing = read_programs(d).get(unit.key)
+        if existing is not None and existing.unit != unit.digest:
             self._stop_program(d, unit.key, existing, drain=True, reporter=reporter)
             existing = None
         if existing is None:
-            process, dep_id = str(body["process"]), str(body["deployment_id"])
             snap = self._generation_snapshot(d, generation)
             private_dir(d.run)
             d.logs.mkdir(parents=True, exist_ok=True)
-            template = d.run / f"{process}.{dep_id}.env.json"
-            env = {**self._base_env(), **reveal(dict(body["env"]), secrets)}
-            secret_names = sorted(n for n in secrets if n in env)
-            write_json(template, {"env": env, "secret_names": secret_names}, 0o600)
-            programs = self._programs(d)
-            programs[unit.key] = {
-                "unit": unit.digest,
-                "process": process,
-                "deployment_id": dep_id,
-                "generation": generation,
-                "release": body.get("release"),
-                "snapshot": str(snap),
-                "snapshot_digest": body["snapshot"],
-                "health": body.get("health"),
-                "command": list(body["command"]),
-                "env_template": str(template),
-                "replicas": 0,
-                "instances": [],
-                "created_at": _now_precise(),
-            }
-            self._save_programs(d, programs)
-        self._scale_program(target, d, unit.key, int(body["replicas"]), reporter)
+            template = d.run / f"{body.process}.{body.deployment_id}.env.json"
+            self._env_file(body, secrets).write(template)
+            rec = ProgramRecord(
+                unit=unit.digest,
+                process=body.process,
+                deployment_id=body.deployment_id,
+                release=body.release,
+                snapshot=snap,
+                snapshot_digest=body.snapshot,
+                health=body.health,
+                instances=(),
+                created_at=_now_precise(),
+                generation=generation,
+                command=body.command,
+                env_template=template,
+                replicas=0,
+            )
+            self._save_program(d, unit.key, rec)
+        self._scale_program(target, d, unit.key, body.replicas, reporter)
 
     def _scale_program(
         self, target: Target, d: SlotDirs, key: str, replicas: int, reporter: Reporter
@@ -856,113 +766,86 @@ class LocalBackend:
         (fresh ports, env from the template, start counter reset), restart those that are
         down, or take the extra ones out of the router, drain and stop them. Every change
         is recorded before it is made."""
-        rec = dict(self._programs(d)[key])
-        process, dep_id, gen = str(rec["process"]), str(rec["deployment_id"]), rec["generation"]
-        instances = [dict(i) for i in rec.get("instances", [])]
+        rec = read_programs(d)[key]
+        instances = list(rec.instances)
         if replicas < len(instances):
             keep, doomed = instances[:replicas], instances[replicas:]
-            self._save_program(d, key, {**rec, "instances": keep, "replicas": replicas})
+            self._save_program(d, key, rec.with_instances(keep, replicas))
             self._refresh_tables(d, reporter, only_program=key)  # out of the router first
-            self._drain([_upstream(i["port"]) for i in doomed], key, reporter)
-            for inst in doomed:
-                self.supervisor.remove(inst["name"])
-                for f in (inst["env"], inst["counter"]):
-                    with contextlib.suppress(FileNotFoundError):
-                        Path(f).unlink()
-            self._release_ports([i["port"] for i in doomed])
+            self._drain([i.upstream for i in doomed], key, reporter)
+            self._remove_instances(doomed)
             what = "asleep" if replicas == 0 else f"scaled to {replicas}"
-            reporter.line(f"  {process} of generation {gen}: {what}")
+            reporter.line(f"  {rec.process} of generation {rec.generation}: {what}")
             return
-        prefix = f"{self._instance_prefix(target)}{process}.{dep_id}"
+        prefix = f"{self._instance_prefix(target)}{rec.process}.{rec.deployment_id}"
         fresh = range(len(instances), replicas)
-        ports = self._allocate_ports(len(fresh), prefix)
-        for i, port in zip(fresh, ports, strict=True):
-            instances.append(
-                {
-                    "name": f"{prefix}.{i}",
-                    "port": port,
-                    "env": str(d.run / f"{process}.{dep_id}.{i}.env.json"),
-                    "counter": str(d.run / f"{process}.{dep_id}.{i}.starts"),
-                    "log": str(d.logs / f"{process}.{dep_id}.{i}.log"),
-                }
-            )
-        self._save_program(d, key, {**rec, "instances": instances, "replicas": replicas})
+        ports = self.ports.allocate(len(fresh), prefix)
+        for n, port in zip(fresh, ports, strict=True):
+            instances.append(Instance.new(d, prefix, rec.process, rec.deployment_id, n, port))
+        self._save_program(d, key, rec.with_instances(instances, replicas))
         self.supervisor.ensure()
         infos = self.supervisor.info()
         starting = [
             inst
             for inst in instances
-            if inst["port"] in ports or state_of(infos.get(inst["name"])) not in RUNNING_STATES
+            if inst.port in ports or state_of(infos.get(inst.name)) not in RUNNING_STATES
         ]
         if not starting:
             return
-        template = read_json(Path(rec["env_template"]), None)
-        if not isinstance(template, dict):
+        template = EnvFile.read(rec.env_template) if rec.env_template else None
+        if template is None:
             raise BackendError(
-                f"{key}: its env template {rec['env_template']} is missing "
+                f"{key}: its env template {rec.env_template} is missing "
                 "(hint: deploy again, or shipway gc the generation)"
             )
         with contextlib.suppress(BackendError):
             self.router(self.router_port).ensure(wait=False)  # warm up while we start
         for inst in starting:
-            env = {**template["env"], "PORT": str(inst["port"])}
-            secret_names = template.get("secret_names", [])
-            write_json(Path(inst["env"]), {"env": env, "secret_names": secret_names}, 0o600)
-            with contextlib.suppress(FileNotFoundError):
-                Path(inst["counter"]).unlink()
-            command = [sys.executable, str(LAUNCHER), inst["env"], inst["counter"], "--"]
-            conf = program_conf(
-                inst["name"], [*command, *rec["command"]], Path(rec["snapshot"]), Path(inst["log"])
-            )
-            self.supervisor.add(inst["name"], conf)
-        ports_text = ", ".join(str(i["port"]) for i in starting)
+            self._start_instance(inst, template, rec.command, rec.snapshot)
+        ports_text = ", ".join(str(i.port) for i in starting)
         reporter.line(
-            f"  {process} {rec.get('release')} of generation {gen} starting on "
+            f"  {rec.process} {rec.release} of generation {rec.generation} starting on "
             f"127.0.0.1:{ports_text}"
         )
         self._refresh_tables(d, reporter, only_program=key)
 
-    def _save_program(self, d: SlotDirs, key: str, rec: Mapping[str, Any]) -> None:
-        programs = self._programs(d)
-        programs[key] = dict(rec)
-        self._save_programs(d, programs)
+    def _save_program(self, d: SlotDirs, key: str, rec: ProgramRecord) -> None:
+        programs = read_programs(d)
+        programs[key] = rec
+        write_programs(d, programs)
 
     def _generation_programs(
         self, d: SlotDirs, generation: str, process: str | None = None
-    ) -> list[tuple[str, dict[str, Any]]]:
+    ) -> list[tuple[str, ProgramRecord]]:
         """The programs of a generation (of one process), newest first: a targeted restart
         leaves two of a process for a moment, and the newest is the one to scale or route."""
         found = [
             (key, rec)
-            for key, rec in self._programs(d).items()
-            if rec.get("generation") == generation and process in (None, rec.get("process"))
+            for key, rec in read_programs(d).items()
+            if rec.generation == generation and process in (None, rec.process)
         ]
-        return sorted(found, key=lambda kv: (str(kv[1].get("created_at", "")), kv[0]), reverse=True)
+        return sorted(found, key=lambda kv: (kv[1].created_at, kv[0]), reverse=True)
+
+    def _remove_instances(self, instances: Iterable[Instance]) -> None:
+        """Stop instances (already out of the router), forget their files, free their ports."""
+        gone = list(instances)
+        for inst in gone:
+            self.supervisor.remove(inst.name)
+            inst.forget_files()
+        self.ports.release(i.port for i in gone)
 
     def _stop_program(
-        self,
-        d: SlotDirs,
-        key: str,
-        rec: Mapping[str, Any],
-        *,
-        drain: bool,
-        reporter: Reporter,
+        self, d: SlotDirs, key: str, rec: ProgramRecord, *, drain: bool, reporter: Reporter
     ) -> None:
-        instances = list(rec.get("instances", []))
         if drain:
-            self._drain([_upstream(i["port"]) for i in instances], key, reporter)
-        for inst in instances:
-            self.supervisor.remove(inst["name"])
-            for f in (inst["env"], inst["counter"]):
-                with contextlib.suppress(FileNotFoundError):
-                    Path(f).unlink()
-        self._release_ports([i["port"] for i in instances])
-        if rec.get("env_template"):
+            self._drain(rec.upstreams, key, reporter)
+        self._remove_instances(rec.instances)
+        if rec.env_template:
             with contextlib.suppress(FileNotFoundError):
-                Path(rec["env_template"]).unlink()
-        programs = self._programs(d)
+                rec.env_template.unlink()
+        programs = read_programs(d)
         programs.pop(key, None)
-        self._save_programs(d, programs)
+        write_programs(d, programs)
 
     def _drain(self, upstreams: list[str], key: str, reporter: Reporter) -> None:
         ports = {self.router_port}
@@ -983,66 +866,79 @@ class LocalBackend:
     # routes -----------------------------------------------------------------------------
 
     def _apply_route(self, d: SlotDirs, unit: Unit, reporter: Reporter) -> None:
-        body = unit.body
-        host, program, port = str(body["host"]), str(body["program"]), int(body["router_port"])
-        rec = self._programs(d).get(program)
+        body = RouteBody.of(unit)
+        host, port = body.host, body.router_port
+        rec = read_programs(d).get(body.program)
         if rec is None:
-            raise BackendError(f"route {host} points at {program}, which is not running")
-        routes = self._routes(d)
+            raise BackendError(f"route {host} points at {body.program}, which is not running")
+        routes = read_routes(d)
         before = routes.get(host)
-        ports = {port} | ({int(before["router_port"])} if before else set())
+        ports = {port} | ({before.router_port} if before else set())
         for p in sorted(ports):  # the router must run before the record says it routes
             self.router(p).ensure(wait=True)
-        routes[host] = {
-            "unit": unit.digest,
-            "program": program,
-            "process": body["process"],
-            "router_port": port,
-            "since": self._next_since(port, host),
-        }
-        self._save_routes(d, routes)
-        try:
-            for p in sorted(ports):
-                self._write_tables(d, p)
-                self.router(p).reload()
-        except BaseException:
-            # put the record back as it was, so no one believes a route that may not be
-            routes = self._routes(d)
+        routes[host] = Route(
+            program=body.program,
+            process=body.process,
+            router_port=port,
+            since=self._next_since(port, host),
+            unit=unit.digest,
+        )
+        write_routes(d, routes)
+
+        def undo() -> None:
+            routes = read_routes(d)
             if before is None:
                 routes.pop(host, None)
             else:
                 routes[host] = before
-            self._save_routes(d, routes)
-            with contextlib.suppress(BackendError, OSError):
-                for p in sorted(ports):
-                    self._write_tables(d, p)
-                    self.router(p).reload()
-            raise
-        upstreams = ", ".join(_upstream(i["port"]) for i in rec["instances"])
+            write_routes(d, routes)
+
+        self._switch(d, ports, undo)
         reporter.line(
-            f"  serving http://{host}:{port}/ -> {body['process']} {rec.get('release')} "
-            f"({upstreams})"
+            f"  serving http://{host}:{port}/ -> {body.process} {rec.release} "
+            f"({', '.join(rec.upstreams)})"
         )
+
+    def _switch(self, d: SlotDirs, ports: Iterable[int], undo: Callable[[], None]) -> None:
+        """After a record moved a host: rewrite and reload the tables on ``ports``. When a
+        router does not take it, ``undo`` puts the record back and the tables follow it, so
+        no record says a host moved when it may not have."""
+        try:
+            self._retable(d, ports, must_reload=True)
+        except BaseException:
+            undo()
+            with contextlib.suppress(BackendError, OSError):
+                self._retable(d, ports, must_reload=True)
+            raise
+
+    def _retable(self, d: SlotDirs, ports: Iterable[int], *, must_reload: bool = False) -> None:
+        """Rewrite the slot's table files on these router ports, and reload each router that
+        runs (``must_reload``: every one, or an error)."""
+        for port in sorted(set(ports)):
+            self._write_tables(d, port)
+            router = self.router(port)
+            if must_reload or router.answering():
+                router.reload()
 
     def _write_tables(self, d: SlotDirs, port: int) -> None:
         """Rewrite the slot's table files for one router port from the records: the rolling
         routes, and one file per generation with claims there (others' files removed)."""
-        programs = self._programs(d)
+        programs = read_programs(d)
         router = self.router(port)
 
-        def entry(r: Mapping[str, Any]) -> dict[str, Any]:
-            rec = programs.get(r["program"], {})
+        def entry(route: Route) -> dict[str, Any]:
+            rec = programs.get(route.program)
             return {
-                "program": r["program"],
-                "upstreams": [_upstream(i["port"]) for i in rec.get("instances", [])],
-                "since": float(r.get("since", 0.0)),
+                "program": route.program,
+                "upstreams": rec.upstreams if rec else [],
+                "since": route.since,
             }
 
-        rolling = {h: entry(r) for h, r in self._routes(d).items() if int(r["router_port"]) == port}
+        rolling = {h: entry(r) for h, r in read_routes(d).items() if r.router_port == port}
         router.write_table(d.app, d.slot, rolling)
         claimed: set[str] = set()
         for generation, hosts in read_claims(d).items():
-            here = {h: entry(c) for h, c in hosts.items() if int(c["router_port"]) == port}
+            here = {h: entry(c) for h, c in hosts.items() if c.router_port == port}
             if here:
                 router.write_table(d.app, d.slot, here, generation)
                 claimed.add(generation)
@@ -1061,18 +957,10 @@ class LocalBackend:
         self, d: SlotDirs, reporter: Reporter, only_program: str | None = None
     ) -> None:
         """Rewrite and reload the router tables that name a program whose ports changed."""
-        named = [*self._routes(d).values()]
+        named = [*read_routes(d).values()]
         named += [c for hosts in read_claims(d).values() for c in hosts.values()]
-        ports = {
-            int(r["router_port"])
-            for r in named
-            if only_program is None or r["program"] == only_program
-        }
-        for port in sorted(ports):
-            self._write_tables(d, port)
-            router = self.router(port)
-            if router.answering():
-                router.reload()
+        ports = {r.router_port for r in named if only_program in (None, r.program)}
+        self._retable(d, ports)
 
     def remove(
         self, clearance: Clearance, target: Target, step: Remove, reporter: Reporter
@@ -1081,22 +969,18 @@ class LocalBackend:
         d = self.dirs(target)
         if step.kind == "route":
             host = step.unit.split("/", 1)[1]
-            routes = self._routes(d)
+            routes = read_routes(d)
             before = routes.pop(host, None)
-            self._save_routes(d, routes)
+            write_routes(d, routes)
             if before is not None:
-                port = int(before["router_port"])
-                self._write_tables(d, port)
-                router = self.router(port)
-                if router.answering():
-                    router.reload()
+                self._retable(d, [before.router_port])
             return
         if step.kind == "program":
-            rec = self._programs(d).get(step.unit)
-            if rec is not None and rec.get("generation"):
+            rec = read_programs(d).get(step.unit)
+            if rec is not None and rec.generation:
                 self._remove_generation_program(d, step.unit, rec, reporter)
                 return
-            routed = [h for h, r in self._routes(d).items() if r["program"] == step.unit]
+            routed = [h for h, r in read_routes(d).items() if r.program == step.unit]
             if routed:
                 raise CleanupFailed(
                     f"{step.unit} still serves {', '.join(routed)}",
@@ -1116,28 +1000,28 @@ class LocalBackend:
             return
         if step.kind == "snapshot":
             with contextlib.suppress(FileNotFoundError):
-                (d.base / "snapshot.json").unlink()
+                d.current_snapshot.unlink()
             return
         raise BackendError(f"the local backend cannot remove a {step.kind!r} unit")
 
     def _remove_generation_program(
-        self, d: SlotDirs, key: str, rec: Mapping[str, Any], reporter: Reporter
+        self, d: SlotDirs, key: str, rec: ProgramRecord, reporter: Reporter
     ) -> None:
         """Remove one program of a generation (a targeted restart replaced it): the hosts
         it serves move to its newest sibling of the same process (already through the
         gate), atomically, then it is drained and stopped. With no sibling, a host it
         really serves keeps it (CleanupFailed); stale claims of it are simply dropped."""
-        generation, process = str(rec["generation"]), str(rec["process"])
+        generation = str(rec.generation)
         claims = read_claims(d)
         mine = claims.get(generation, {})
-        pointing = sorted(h for h, c in mine.items() if c["program"] == key)
+        pointing = sorted(h for h, c in mine.items() if c.program == key)
         if pointing:
-            ports = {int(mine[h]["router_port"]) for h in pointing}
+            ports = {mine[h].router_port for h in pointing}
             sibling = next(
                 (
                     k
-                    for k, r in self._generation_programs(d, generation, process)
-                    if k != key and r.get("instances")
+                    for k, r in self._generation_programs(d, generation, rec.process)
+                    if k != key and r.instances
                 ),
                 None,
             )
@@ -1153,13 +1037,9 @@ class LocalBackend:
                     mine.pop(h)
             else:
                 for h in pointing:
-                    mine[h] = {**mine[h], "program": sibling}
+                    mine[h] = replace(mine[h], program=sibling)
             write_claims(d, claims)
-            for port in sorted(ports):
-                self._write_tables(d, port)
-                router = self.router(port)
-                if router.answering():
-                    router.reload()
+            self._retable(d, ports)
             if sibling is not None:
                 reporter.line(f"  {', '.join(pointing)} now served by {sibling}")
         self._stop_program(d, key, rec, drain=True, reporter=reporter)
@@ -1168,7 +1048,7 @@ class LocalBackend:
         """Hosts the router table says this generation of the slot serves (its claim wins)."""
         served = []
         for host, claim in read_claims(d).get(generation, {}).items():
-            held = self.router(int(claim["router_port"])).table().get(host.lower())
+            held = self.router(claim.router_port).table().get(host.lower())
             if held and (held["app"], held["slot"], held["generation"]) == (
                 d.app,
                 d.slot,
@@ -1183,22 +1063,16 @@ class LocalBackend:
         claims = read_claims(d)
         dropped = claims.pop(generation, {})
         write_claims(d, claims)
-        for port in sorted({int(c["router_port"]) for c in dropped.values()}):
-            self._write_tables(d, port)
-            router = self.router(port)
-            if router.answering():
-                router.reload()
+        self._retable(d, {c.router_port for c in dropped.values()})
         for key, rec in self._generation_programs(d, generation):
             self._stop_program(d, key, rec, drain=True, reporter=reporter)
             reporter.line(f"  removed {key}")
         generations = read_generations(d)
         meta = generations.pop(generation, None)
         write_generations(d, generations)
-        name = str(meta.get("dir") or "") if meta else ""
+        name = meta.dir if meta else ""
         if name and name not in self._snapshots_in_use(d):
-            shutil.rmtree(d.releases / name, ignore_errors=True)
-            with contextlib.suppress(FileNotFoundError):
-                (d.releases / f"{name}.json").unlink()
+            snapshot.discard(d.releases / name)
             reporter.line(f"  freed snapshot {name} of generation {generation}")
 
     # the health gate --------------------------------------------------------------------
@@ -1212,7 +1086,7 @@ class LocalBackend:
         reporter: Reporter,
     ) -> Failure | None:
         d = self.dirs(target)
-        programs = self._programs(d)
+        programs = read_programs(d)
         for key in step.units:
             rec = programs.get(key)
             if rec is None:
@@ -1226,23 +1100,20 @@ class LocalBackend:
                 return failure
         return None
 
-    def _fail_with(self, d: SlotDirs, rec: Mapping[str, Any]) -> FailureOf:
+    def _fail_with(self, d: SlotDirs, rec: ProgramRecord) -> FailureOf:
         """How a failure of one of ``rec``'s instances is told: the process, the reason, and
         the last lines of its log (secret values masked)."""
         redact = self._redactor(d)
-        process = str(rec["process"])
 
-        def failure(
-            inst: Mapping[str, Any], reason: str, message: str, code: int | None
-        ) -> Failure:
-            tail = [redact(line) for line in logfiles.tail(Path(inst["log"]), LOG_TAIL)]
-            details = [f"last lines of its log ({inst['log']}):", *(f"| {t}" for t in tail)]
+        def failure(inst: Instance, reason: str, message: str, code: int | None) -> Failure:
+            tail = [redact(line) for line in logfiles.tail(inst.log, LOG_TAIL)]
+            details = [f"last lines of its log ({inst.log}):", *(f"| {t}" for t in tail)]
             if not tail:
-                details = [f"its log ({inst['log']}) is empty"]
+                details = [f"its log ({inst.log}) is empty"]
             return Failure(
                 reason=reason,
                 message=message,
-                process=process,
+                process=rec.process,
                 exit_code=code,
                 details=tuple(details),
             )
@@ -1383,7 +1254,7 @@ class LocalBackend:
                 process=step.process,
             )
         key, rec = found[0]
-        have = len(rec.get("instances", []))
+        have = len(rec.instances)
         if have < step.replicas:
             return Failure(
                 reason=Reason.NOT_SCALED,
@@ -1402,9 +1273,7 @@ class LocalBackend:
         d = self.dirs(target)
         generation = step.generation or ""
         running = [
-            (k, r)
-            for k, r in self._generation_programs(d, generation, step.process)
-            if r.get("instances")
+            (k, r) for k, r in self._generation_programs(d, generation, step.process) if r.instances
         ]
         if not running:
             raise BackendError(
@@ -1413,33 +1282,23 @@ class LocalBackend:
             )
         key, rec = running[0]
         port = self.router_port
-        router = self.router(port)
         try:
-            router.ensure(wait=True)
+            self.router(port).ensure(wait=True)
             before = read_claims(d)
             claims = read_claims(d)
-            claims.setdefault(generation, {})[step.host] = {
-                "program": key,
-                "process": step.process,
-                "router_port": port,
-                "since": self._next_since(port, step.host),
-            }
+            claims.setdefault(generation, {})[step.host] = Route(
+                program=key,
+                process=step.process,
+                router_port=port,
+                since=self._next_since(port, step.host),
+            )
             write_claims(d, claims)
-            try:
-                self._write_tables(d, port)
-                router.reload()
-            except BaseException:
-                write_claims(d, before)
-                with contextlib.suppress(BackendError, OSError):
-                    self._write_tables(d, port)
-                    router.reload()
-                raise
+            self._switch(d, [port], lambda: write_claims(d, before))
         except OSError as exc:
             raise BackendError(f"pointing {step.host} at {generation}: {exc}") from exc
-        upstreams = ", ".join(_upstream(i["port"]) for i in rec["instances"])
         reporter.line(
-            f"  serving http://{step.host}:{port}/ -> {step.process} {rec.get('release')} of "
-            f"generation {generation} ({upstreams})"
+            f"  serving http://{step.host}:{port}/ -> {step.process} {rec.release} of "
+            f"generation {generation} ({', '.join(rec.upstreams)})"
         )
 
     def drop_host(
@@ -1456,13 +1315,12 @@ class LocalBackend:
         if claim is None:
             reporter.line(f"  {step.host} was not routed to generation {generation}")
             return
-        port = int(claim["router_port"])
+        port = claim.router_port
         router = self.router(port)
         table = router.table_file(d.app, d.slot, generation)
         try:
             write_claims(d, claims)
-            self._write_tables(d, port)
-            router.reload()
+            self._retable(d, [port], must_reload=True)
         except (BackendError, OSError) as exc:
             raise CleanupFailed(
                 f"the router on 127.0.0.1:{port} did not take the drop of {step.host} from "
@@ -1482,11 +1340,8 @@ class LocalBackend:
         if not known:
             return []
         records = self.read_records(target)
-        programs = self._programs(d)
         awake = {
-            str(r["generation"])
-            for r in programs.values()
-            if r.get("generation") and r["instances"]
+            str(r.generation) for r in read_programs(d).values() if r.generation and r.instances
         }
         claims = read_claims(d)
         live = live_generation(claims)
@@ -1495,14 +1350,14 @@ class LocalBackend:
             if deployed is not None and deployed.generation in awake:
                 live = deployed.generation
         out = []
-        for name, meta in sorted(known.items(), key=lambda kv: (str(kv[1]["created_at"]), kv[0])):
+        for name, meta in sorted(known.items(), key=lambda kv: (kv[1].created_at, kv[0])):
             ran = [r.revision for r in records if r.generation == name]
             out.append(
                 GenerationInfo(
                     name=name,
                     state="live" if name == live else "awake" if name in awake else "asleep",
-                    release=max(ran) if ran else meta.get("revision"),
-                    created_at=str(meta["created_at"]),
+                    release=max(ran) if ran else meta.revision,
+                    created_at=meta.created_at,
                 )
             )
         return out
@@ -1549,15 +1404,11 @@ class LocalBackend:
         claims = read_claims(d)
         if any(claims.values()):
             write_claims(d, {})
-        for port in sorted({int(c["router_port"]) for h in claims.values() for c in h.values()}):
-            self._write_tables(d, port)
-            router = self.router(port)
-            if router.answering():
-                router.reload()
+        self._retable(d, claimed_ports(claims))
         for generation, hosts in sorted(claims.items()):
             for host, c in sorted(hosts.items()):
-                reporter.line(f"  dropped http://{host}:{c['router_port']}/ ({generation})")
-        for host in sorted(self._routes(d)):
+                reporter.line(f"  dropped http://{host}:{c.router_port}/ ({generation})")
+        for host in sorted(read_routes(d)):
             self.remove(
                 clearance,
                 target,
@@ -1565,9 +1416,9 @@ class LocalBackend:
                 reporter,
             )
             reporter.line(f"  dropped http://{host}:{self.router_port}/")
-        for key, rec in sorted(self._programs(d).items()):
-            if rec.get("generation"):
-                if rec.get("instances"):
+        for key, rec in sorted(read_programs(d).items(), key=lambda kv: kv[0]):
+            if rec.generation:
+                if rec.instances:
                     self._scale_program(target, d, key, 0, reporter)
                 continue
             self._stop_program(d, key, rec, drain=True, reporter=reporter)

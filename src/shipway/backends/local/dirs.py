@@ -163,6 +163,10 @@ class SlotDirs:
         return self.base / "records.json.gz"
 
     @property
+    def current_snapshot(self) -> Path:
+        return self.base / "snapshot.json"
+
+    @property
     def releases(self) -> Path:
         return self.base / "releases"
 

@@ -12,56 +12,47 @@ Per instance, failing fast:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable
 
 from shipway.backends.local import health
+from shipway.backends.local.model import Instance, ProgramRecord
 from shipway.backends.local.supervisor import Supervisor, state_of
 from shipway.backends.protocol import Failure, Reason, Reporter
 
 #: builds the Failure for one instance: (instance, reason, message, exit code)
-FailureOf = Callable[[Mapping[str, Any], str, str, int | None], Failure]
-
-
-def starts(inst: Mapping[str, Any]) -> int:
-    """How many times the instance was started (the launcher counts each start)."""
-    try:
-        return int(Path(inst["counter"]).read_text().strip() or 0)
-    except (OSError, ValueError):
-        return 0
+FailureOf = Callable[[Instance, str, str, int | None], Failure]
 
 
 def health_gate(
     supervisor: Supervisor,
-    rec: Mapping[str, Any],
+    rec: ProgramRecord,
     deadline: float,
     reporter: Reporter,
     fail: FailureOf,
 ) -> Failure | None:
     """Every instance of a program healthy (→ None), or the first failure: a crash while
     starting, a check failing all its attempts, or the deadline."""
-    process = str(rec["process"])
-    check = dict(rec.get("health") or {"mode": "uptime", "initial_delay": 1.0})
-    mode = check.get("mode")
-    instances = list(rec.get("instances", []))
+    process = rec.process
+    check = rec.health
+    mode = check.mode
+    instances = list(rec.instances)
     total = len(instances)
     started = time.monotonic()
     ready: set[str] = set()
     attempts: dict[str, int] = {}
     last: dict[str, str] = {}
-    next_probe = started + float(check.get("initial_delay", 0.0)) if mode != "uptime" else 0
+    next_probe = started + check.initial_delay if mode != "uptime" else 0
     reporter.progress(process, {"ready": 0, "of": total})
     while len(ready) < total:
         infos = supervisor.info()
         for inst in instances:
-            name = inst["name"]
+            name = inst.name
             if name in ready:
                 continue
             info = infos.get(name)
             state = state_of(info)
             # starts before this gate (an instance left running by a ``start``) do not count
-            started_times = starts(inst) - int(inst.get("starts_before", 0))
+            started_times = inst.starts() - inst.starts_before
             if started_times > 1 or state in ("BACKOFF", "EXITED", "FATAL"):
                 code = supervisor.last_exit(name)
                 return fail(
@@ -75,9 +66,9 @@ def health_gate(
                 return fail(inst, Reason.NOT_STARTED, "supervisord does not know it", None)
             if mode == "uptime":
                 # up since its (only) start: the launcher wrote the counter then
-                needed = float(check.get("initial_delay", 1.0))
+                needed = check.initial_delay
                 try:
-                    up = time.time() - Path(inst["counter"]).stat().st_mtime
+                    up = time.time() - inst.counter.stat().st_mtime
                 except OSError:
                     up = 0.0
                 if state == "RUNNING" and up >= needed:
@@ -87,22 +78,20 @@ def health_gate(
                 continue
             if time.monotonic() < next_probe:
                 continue
-            timeout = float(check.get("timeout", 1.0))
             if mode == "http":
-                ok, why = health.http_probe(int(inst["port"]), str(check["path"]), timeout)
+                ok, why = health.http_probe(inst.port, str(check.path), check.timeout)
             else:
-                ok, why = health.tcp_probe(int(inst["port"]), timeout)
+                ok, why = health.tcp_probe(inst.port, check.timeout)
             attempts[name] = attempts.get(name, 0) + 1
             last[name] = why
             if ok:
                 ready.add(name)
-            elif attempts[name] >= int(check.get("attempts", 30)):
+            elif attempts[name] >= check.attempts:
                 what = "health check" if mode == "http" else "port check"
                 return fail(
                     inst,
                     Reason.HEALTHCHECK_FAILED,
-                    f"{why} — {what} failed {attempts[name]} times "
-                    f"(every {float(check.get('interval', 1.0)):g}s)",
+                    f"{why} — {what} failed {attempts[name]} times (every {check.interval:g}s)",
                     None,
                 )
         note = next(iter(last.values()), "") if len(ready) < total else ""
@@ -110,14 +99,14 @@ def health_gate(
         if len(ready) == total:
             break
         if time.monotonic() > deadline:
-            inst = next(i for i in instances if i["name"] not in ready)
+            inst = next(i for i in instances if i.name not in ready)
             return fail(
                 inst,
                 Reason.TIMEOUT,
-                f"not ready before the deadline ({last.get(inst['name'], 'no answer')})",
+                f"not ready before the deadline ({last.get(inst.name, 'no answer')})",
                 None,
             )
         if mode != "uptime" and time.monotonic() >= next_probe:
-            next_probe = time.monotonic() + float(check.get("interval", 1.0))
+            next_probe = time.monotonic() + check.interval
         time.sleep(0.05)
     return None
