@@ -19,8 +19,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from shipway.backends.local.dirs import private_dir
+from shipway.backends.local.state import LocalState
 from shipway.backends.protocol import LockHolder, Reporter, pid_alive
 from shipway.errors import BackendError, SlotLocked
+from shipway.guard import Clearance
+from shipway.spec.model import Target
 
 
 def _read_holder(fd: int) -> dict[str, Any] | None:
@@ -83,3 +87,17 @@ def slot_lock(path: Path, slot: str, holder: LockHolder, reporter: Reporter) -> 
             os.ftruncate(fd, 0)
     finally:
         os.close(fd)
+
+
+class LocalLock(LocalState):
+    """The slot's lock (the protocol's Locks), held for the whole operation."""
+
+    @contextlib.contextmanager
+    def lock(
+        self, clearance: Clearance, target: Target, holder: LockHolder, reporter: Reporter
+    ) -> Iterator[None]:
+        d = self._guarded(clearance, target)
+        private_dir(self.root)
+        private_dir(d.base)
+        with slot_lock(d.lock, target.slot, holder, reporter):
+            yield

@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from shipway.backends.local.dirs import SlotDirs, read_json, write_json
-from shipway.backends.local.render import HealthCheck
+from shipway.backends.local.render import HealthCheck, ProgramBody
 from shipway.errors import BackendError
+from shipway.release.artifact import Unit
 
 #: the format version of every record file this shipway writes (and the newest it reads)
 VERSION = 1
@@ -175,6 +176,28 @@ class ProgramRecord:
     command: tuple[str, ...] = ()
     env_template: Path | None = None
     replicas: int = 0
+
+    @classmethod
+    def of(
+        cls,
+        unit: Unit,
+        body: ProgramBody,
+        snapshot: Path,
+        instances: Iterable[Instance],
+        created_at: str,
+    ) -> ProgramRecord:
+        """The record of a program applied from ``unit`` (a generation's adds its own)."""
+        return cls(
+            unit=unit.digest,
+            process=body.process,
+            deployment_id=body.deployment_id,
+            release=body.release,
+            snapshot=snapshot,
+            snapshot_digest=body.snapshot,
+            health=body.health,
+            instances=tuple(instances),
+            created_at=created_at,
+        )
 
     @property
     def revision(self) -> int:
