@@ -66,9 +66,11 @@ def health_gate(
     deadline: float,
     reporter: Reporter,
     fail: FailureOf,
+    still_ours: Callable[[], None] = lambda: None,
 ) -> Failure | None:
     """Every instance of a program healthy (→ None), or the first failure: a crash while
-    starting, a check failing all its attempts, or the deadline."""
+    starting, a check failing all its attempts, or the deadline. ``still_ours`` raises
+    when the slot's lock is lost meanwhile: the wait stops there."""
     process = rec.process
     check = rec.health
     mode = check.mode
@@ -81,6 +83,7 @@ def health_gate(
     next_probe = started + check.initial_delay if mode != "uptime" else 0
     reporter.progress(process, {"ready": 0, "of": total})
     while len(ready) < total:
+        still_ours()
         infos = supervisor.info()
         for inst in instances:
             name = inst.name
@@ -168,13 +171,14 @@ class LocalHealth(LocalState):
     def _gate(
         self, target: Target, d: SlotDirs, rec: ProgramRecord, deadline: float, reporter: Reporter
     ) -> Failure | None:
-        """The health gate on one program of the slot."""
+        """The health gate on one program of the slot, for as long as the lock is ours."""
         return health_gate(
             self.supervisor,
             rec,
             deadline,
             reporter,
             self._fail_with(d, rec),
+            lambda: self._still_ours(target),
         )
 
     def _fail_with(self, d: SlotDirs, rec: ProgramRecord) -> FailureOf:

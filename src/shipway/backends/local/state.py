@@ -14,6 +14,7 @@ import os
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from shipway.backends.guarded import Guarded
 from shipway.backends.local import snapshot
@@ -35,6 +36,9 @@ from shipway.release import codec
 from shipway.release.model import Release
 from shipway.spec.model import App, Slot, Target
 from shipway.spec.secrets import Masker, Secret, resolve_all, reveal
+
+if TYPE_CHECKING:  # lock.py builds on this module
+    from shipway.backends.local.lock import HeldLock
 
 KEEP_SNAPSHOTS = 5
 DRAIN_TIMEOUT = 30.0
@@ -64,6 +68,11 @@ class LocalState(Guarded):
         self.supervisor = Supervisor(self.root / "supervisor")
         self.ports = PortTable(self.root, reserved=(self.router_port,))
         self._secrets: dict[str, Secret] = {}
+        self._held_lock: HeldLock | None = None  # while :meth:`.LocalLock.lock` holds it
+
+    def _lock_problem(self) -> str | None:
+        """The slot's lock file was deleted or replaced while this backend held it."""
+        return self._held_lock.problem() if self._held_lock is not None else None
 
     def dirs(self, target: Target) -> SlotDirs:
         """The files of the slot a read is about (refused: another app's or slot's)."""
