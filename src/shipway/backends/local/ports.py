@@ -2,7 +2,10 @@
 
 A port handed out stays taken while its program is recorded, even while an instance is
 down for a moment (it comes back on the same port: the router points there), so no two
-programs of the state dir — of any app or slot — are ever given the same one.
+programs of the state dir — of any app or slot — are ever given the same one. And a port
+is given back when its program is not recorded any more: before a slot is given new ports,
+its entries are rebuilt from its program records, so a port taken by a run killed before it
+recorded its program (or held by a program stopped unrecorded) does not stay taken forever.
 
 :class:`PortTable` is the file's one owner: nothing else reads or writes it. Every change
 is made under ``ports.lock`` (slots of one state dir deploy concurrently) and written
@@ -70,3 +73,22 @@ class PortTable:
         with file_lock(self.lock):
             taken = self.taken()
             self._write({p: o for p, o in taken.items() if p not in drop})
+
+    def rebuild(self, prefix: str, recorded: dict[int, str]) -> list[int]:
+        """Make the entries of one slot (owners starting with ``prefix``) exactly the ports
+        its program records hold (``recorded``: port -> owner); the other slots' entries are
+        kept as they are. Returns the ports given back: taken by an allocation whose program
+        was never recorded (a ``kill -9`` in between) or by a program stopped unrecorded.
+
+        Call it only under the slot's lock, when every port the slot was given is recorded
+        (the local backend records a program right after it allocates its ports)."""
+        with file_lock(self.lock):
+            taken = self.taken()
+            mine = {p for p, o in taken.items() if o.startswith(prefix)}
+            leaked = sorted(mine - set(recorded))
+            wanted = {p: o for p, o in taken.items() if p not in mine}
+            for port, owner in recorded.items():
+                wanted.setdefault(port, owner)  # never another slot's port
+            if wanted != taken:
+                self._write(wanted)
+        return leaked

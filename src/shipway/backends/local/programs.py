@@ -4,8 +4,9 @@ drained and stopped.
 A program is recorded (``programs.json``) before anything of it starts and its ports come
 from the one port table (:mod:`.ports`), so a ``kill -9`` at any point leaves a program the
 next run can see and stop, never an orphan. An instance's secrets are in its env file
-(0600), never in a command line. Stopping takes instances out of the router and drains
-their in-flight requests first (unless the program never served).
+(0600), never in a command line. Stopping a program drains its in-flight requests through
+the router first — except when a changed unit is re-applied under the same key, which
+replaces its program in place.
 
 A generation's program is a record and an env template; its instances come and go by
 scale (asleep: none). Removing one program of a generation moves the hosts it serves to
@@ -35,6 +36,7 @@ from shipway.backends.local.model import (
     read_programs,
     write_programs,
 )
+from shipway.backends.local.ports import owner_prefix
 from shipway.backends.local.render import ProgramBody
 from shipway.backends.local.routes import LocalRoutes
 from shipway.backends.local.state import DRAIN_TIMEOUT, LAUNCHER, now, now_precise
@@ -69,7 +71,7 @@ class LocalPrograms(LocalRoutes):
         body = ProgramBody.of(unit)
         snap = self._snapshot_dir(d, body.snapshot)
         prefix = f"{self._instance_prefix(target)}{body.process}.{body.deployment_id}"
-        ports = self.ports.allocate(body.replicas, prefix)
+        ports = self._fresh_ports(d, body.replicas, prefix)
         private_dir(d.run)
         d.logs.mkdir(parents=True, exist_ok=True)
         instances = tuple(
@@ -189,7 +191,7 @@ class LocalPrograms(LocalRoutes):
             return
         prefix = f"{self._instance_prefix(target)}{rec.process}.{rec.deployment_id}"
         fresh = range(len(instances), replicas)
-        ports = self.ports.allocate(len(fresh), prefix)
+        ports = self._fresh_ports(d, len(fresh), prefix)
         for n, port in zip(fresh, ports, strict=True):
             instances.append(Instance.new(d, prefix, rec.process, rec.deployment_id, n, port))
         self._save_program(d, key, rec.with_instances(instances, replicas))
@@ -223,6 +225,18 @@ class LocalPrograms(LocalRoutes):
         programs = read_programs(d)
         programs[key] = rec
         write_programs(d, programs)
+
+    def _fresh_ports(self, d: SlotDirs, count: int, owner: str) -> list[int]:
+        """Ports for new instances of the slot, once the slot's entries in the port table are
+        what its records hold: ports a killed run was given but never recorded come back.
+        (Under the slot's lock, and every allocation is recorded before the next.)"""
+        recorded = {
+            i.port: i.name.rsplit(".", 1)[0]
+            for rec in read_programs(d).values()
+            for i in rec.instances
+        }
+        self.ports.rebuild(owner_prefix(d.app, d.slot), recorded)
+        return self.ports.allocate(count, owner)
 
     def _remove_instances(self, instances: Iterable[Instance]) -> None:
         """Stop instances (already out of the router), forget their files, free their ports."""
