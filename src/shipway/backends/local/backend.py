@@ -4,7 +4,8 @@ It does one step at a time when the engine asks (the engine decides what and whe
 class is assembled from one part per concern, each a class over the shared state:
 
   state            LocalState: app, slot, state dir, supervisord, port table; the guard
-  reads            LocalReads: render, resolve_image, observe, records, status, diff, logs
+  backend          LocalBackend: the parts assembled, render (pure), connect()
+  reads            LocalReads: resolve_image, observe, records, status, diff, logs
   steps            LocalSteps: records, apply (snapshot, program, route), remove, wait, stop
   programs         LocalPrograms: instances started, scaled, drained, stopped
   routes           LocalRoutes: route records and claims -> router table files, reloads
@@ -31,16 +32,33 @@ What must never happen, and where it is prevented:
 
 from __future__ import annotations
 
+from shipway.backends.local import render
 from shipway.backends.local.blue_green import LocalBlueGreen
+from shipway.backends.local.dirs import router_port
 from shipway.backends.local.lock import LocalLock
 from shipway.backends.local.reads import LocalReads
 from shipway.backends.local.release_command import LocalReleaseCommand
 from shipway.backends.local.steps import LocalSteps
 from shipway.backends.protocol import GenerationBackend
+from shipway.release.artifact import Artifact
+from shipway.release.model import Release
+from shipway.spec.model import App, Slot
 
 
 class LocalBackend(LocalReads, LocalSteps, LocalBlueGreen, LocalReleaseCommand, LocalLock):
     """This machine's own processes, supervised, behind an HTTP router (docs/local.md)."""
+
+    def render(self, app: App, slot: Slot, release: Release) -> Artifact:
+        """Pure: the snapshot, program and route units a release means here (:mod:`.render`)."""
+        port = self.router_port if slot.name == self.slot.name else router_port(slot, self.environ)
+        return render.render(app, slot, release, port)
+
+
+def connect(app: App, slot: Slot) -> LocalBackend:
+    """What :func:`shipway.backends.open_backend` calls. It does no I/O: the state directory,
+    supervisord and the router are created or started only by the first mutating step, so
+    ``plan`` and ``status`` never start anything."""
+    return LocalBackend(app, slot)
 
 
 _: type[GenerationBackend] = LocalBackend  # mypy checks it keeps the whole protocol

@@ -1,5 +1,5 @@
-"""What the local backend tells the engine without changing anything: the render (pure), the
-image (a source directory named by content), what runs, the records, status, diff, logs.
+"""What the local backend tells the engine without changing anything: the image (a source
+directory named by content), what runs, the records, status, diff, logs.
 
 Reads never start supervisord or the router: with the daemon down, nothing runs, and they
 say so (``plan`` and ``status`` start no subprocess).
@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from shipway.backends.local import logfiles, render, snapshot
-from shipway.backends.local.dirs import router_port
 from shipway.backends.local.generations import read_claims, read_generations, serving
 from shipway.backends.local.health import LocalHealth
 from shipway.backends.local.model import read_current_snapshot, read_programs, read_routes
@@ -30,9 +29,8 @@ from shipway.plan.model import (
     Remove,
     UnitState,
 )
-from shipway.release.artifact import Artifact
 from shipway.release.model import ImageMeta, Release
-from shipway.spec.model import App, Slot, Target
+from shipway.spec.model import App, Target
 
 
 def _human(seconds: float) -> str:
@@ -47,12 +45,8 @@ def _human(seconds: float) -> str:
 
 
 class LocalReads(LocalHealth):
-    """What the backend renders and reads (the protocol's Renders and Reads); nothing
-    here writes a file or starts a process."""
-
-    def render(self, app: App, slot: Slot, release: Release) -> Artifact:
-        port = self.router_port if slot.name == self.slot.name else router_port(slot, self.environ)
-        return render.render(app, slot, release, port)
+    """What the backend reads (the protocol's Reads); nothing here writes a file or
+    starts a process."""
 
     def resolve_image(self, target: Target, app: App, ref: str | None) -> ResolvedImage:
         """The source a release runs, named ``local:<dir>@sha256:<content digest>``.

@@ -28,7 +28,7 @@ from shipway.backends.local.model import (
 )
 from shipway.backends.local.ports import PortTable, owner_prefix
 from shipway.backends.local.render import ProgramBody
-from shipway.backends.local.routing import RouterControl
+from shipway.backends.local.router_control import RouterControl
 from shipway.backends.local.supervisor import INHERITED_ENV, Supervisor
 from shipway.errors import BackendError, InputError
 from shipway.guard import Clearance
