@@ -19,7 +19,7 @@ import pytest
 
 from shipway import api
 from shipway.backends.local import LocalBackend
-from shipway.backends.local.routing import RouterControl
+from shipway.backends.local.router_control import RouterControl
 from shipway.engine import Rolled
 from tests.backends.local.conftest import Slot, eventually
 from tests.backends.local.test_zero_downtime import Client

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from shipway.backends.local.routing import RouterControl
+from shipway.backends.local.router_control import RouterControl
 from tests.backends.local.conftest import Slot, eventually
 
 

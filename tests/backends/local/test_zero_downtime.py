@@ -76,7 +76,7 @@ def test_no_request_fails_across_redeploys_and_a_web_restart(slot: Slot) -> None
 
 
 def test_a_slow_request_in_flight_is_drained_before_its_process_stops(slot: Slot) -> None:
-    from shipway.backends.local.routing import RouterControl
+    from shipway.backends.local.router_control import RouterControl
 
     slot.deploy()
     router = RouterControl(slot.state, slot.port, slot.supervisor())

@@ -16,11 +16,16 @@ import json
 import os
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from shipway.backends.local.dirs import private_dir
+from shipway.backends.local.state import LocalState
 from shipway.backends.protocol import LockHolder, Reporter, pid_alive
 from shipway.errors import BackendError, SlotLocked
+from shipway.guard import Clearance
+from shipway.spec.model import Target
 
 
 def _read_holder(fd: int) -> dict[str, Any] | None:
@@ -37,8 +42,31 @@ def _read_holder(fd: int) -> dict[str, Any] | None:
     return doc if isinstance(doc, dict) else None
 
 
+@dataclass(frozen=True)
+class HeldLock:
+    """The lock file this process holds the flock of, open as ``fd``."""
+
+    path: Path
+    fd: int
+
+    def problem(self) -> str | None:
+        """Why it is no longer ours (None: it is). An flock is never taken from a live
+        holder, but the file can be deleted or replaced under it — and then another deploy
+        can lock the new file at that path while this one still holds the old one."""
+        try:
+            named = os.stat(self.path)
+        except FileNotFoundError:
+            return f"its lock file {self.path} was deleted"
+        except OSError as exc:
+            return f"its lock file {self.path} cannot be read ({exc.strerror or exc})"
+        held = os.fstat(self.fd)
+        if (named.st_dev, named.st_ino) != (held.st_dev, held.st_ino):
+            return f"its lock file {self.path} was replaced by another file"
+        return None
+
+
 @contextlib.contextmanager
-def slot_lock(path: Path, slot: str, holder: LockHolder, reporter: Reporter) -> Iterator[None]:
+def slot_lock(path: Path, slot: str, holder: LockHolder, reporter: Reporter) -> Iterator[HeldLock]:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
@@ -78,8 +106,27 @@ def slot_lock(path: Path, slot: str, holder: LockHolder, reporter: Reporter) -> 
         os.pwrite(fd, record, 0)
         os.fsync(fd)
         try:
-            yield
+            yield HeldLock(path, fd)
         finally:
             os.ftruncate(fd, 0)
     finally:
         os.close(fd)
+
+
+class LocalLock(LocalState):
+    """The slot's lock (the protocol's Locks), held for the whole operation; while it is
+    held, every mutation checks it is still ours (:meth:`.LocalState._lock_problem`)."""
+
+    @contextlib.contextmanager
+    def lock(
+        self, clearance: Clearance, target: Target, holder: LockHolder, reporter: Reporter
+    ) -> Iterator[None]:
+        d = self._guarded(clearance, target)
+        private_dir(self.root)
+        private_dir(d.base)
+        with slot_lock(d.lock, target.slot, holder, reporter) as held:
+            self._held_lock = held
+            try:
+                yield
+            finally:
+                self._held_lock = None

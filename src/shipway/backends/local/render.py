@@ -25,6 +25,8 @@ backend reveals only when it writes the env file or config file.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from shipway.release.artifact import PREREQUISITE, ROUTING, WORKLOAD, Artifact, Unit
@@ -79,6 +81,114 @@ def _http(hc: Healthcheck) -> dict[str, Any]:
         "attempts": hc.attempts,
         "initial_delay": hc.initial_delay,
     }
+
+
+@dataclass(frozen=True)
+class HealthCheck:
+    """When an instance counts as ready (the gate is :mod:`.health`): ``http``, a GET of
+    ``path`` answering 2xx/3xx; ``tcp``, its port accepting connections; ``uptime``, up for
+    ``initial_delay`` seconds since its only start."""
+
+    mode: str
+    path: str | None = None
+    interval: float = 1.0
+    timeout: float = 1.0
+    attempts: int = 30
+    initial_delay: float = 0.0
+
+    @classmethod
+    def of(cls, doc: Mapping[str, Any] | None) -> HealthCheck:
+        """From its JSON form (:func:`health_of`); none at all: stay up ``MIN_UPTIME``."""
+        if not doc:
+            return cls("uptime", initial_delay=MIN_UPTIME)
+        mode = str(doc.get("mode", "uptime"))
+        path = doc.get("path")
+        return cls(
+            mode=mode,
+            path=str(path) if path is not None else None,
+            interval=float(doc.get("interval", 1.0)),
+            timeout=float(doc.get("timeout", 1.0)),
+            attempts=int(doc.get("attempts", 30)),
+            initial_delay=float(doc.get("initial_delay", MIN_UPTIME if mode == "uptime" else 0.0)),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"mode": self.mode, "initial_delay": self.initial_delay}
+        if self.mode != "uptime":
+            doc.update(interval=self.interval, timeout=self.timeout, attempts=self.attempts)
+        if self.path is not None:
+            doc["path"] = self.path
+        return doc
+
+
+# -- what the units' bodies say, read back by the backend when it applies them ------------
+
+
+@dataclass(frozen=True)
+class ConfigFileBody:
+    path: str
+    content: str  # with ${secrets.NAME} placeholders
+    mode: int
+
+
+@dataclass(frozen=True)
+class SnapshotBody:
+    revision: int
+    digest: str
+    source: str | None
+    files: tuple[ConfigFileBody, ...]
+
+    @classmethod
+    def of(cls, unit: Unit) -> SnapshotBody:
+        b = unit.body
+        files = tuple(
+            ConfigFileBody(str(f["path"]), str(f["content"]), int(str(f["mode"]), 8))
+            for f in b.get("files", [])
+        )
+        source = b.get("source")
+        return cls(int(b["revision"]), str(b["digest"]), str(source) if source else None, files)
+
+
+@dataclass(frozen=True)
+class ProgramBody:
+    process: str
+    deployment_id: str
+    release: str | None
+    command: tuple[str, ...]
+    replicas: int
+    snapshot: str  # the content digest of the snapshot it runs in
+    env: Mapping[str, str]  # with ${secrets.NAME} placeholders
+    health: HealthCheck
+    generation: str | None
+
+    @classmethod
+    def of(cls, unit: Unit) -> ProgramBody:
+        b = unit.body
+        release, generation = b.get("release"), b.get("generation")
+        return cls(
+            process=str(b["process"]),
+            deployment_id=str(b["deployment_id"]),
+            release=str(release) if release is not None else None,
+            command=tuple(str(w) for w in b["command"]),
+            replicas=int(b["replicas"]),
+            snapshot=str(b["snapshot"]),
+            env={str(k): str(v) for k, v in dict(b["env"]).items()},
+            health=HealthCheck.of(b.get("health")),
+            generation=str(generation) if generation else None,
+        )
+
+
+@dataclass(frozen=True)
+class RouteBody:
+    host: str
+    process: str
+    program: str  # the key of the program it points at
+    router_port: int
+
+    @classmethod
+    def of(cls, unit: Unit) -> RouteBody:
+        b = unit.body
+        return cls(str(b["host"]), str(b["process"]), str(b["program"]), int(b["router_port"]))
 
 
 def render(app: App, slot: Slot, release: Release, router_port: int) -> Artifact:

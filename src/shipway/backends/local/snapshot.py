@@ -20,6 +20,8 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
+from shipway.backends.local.dirs import write_json
+
 _REVISION_DIR = re.compile(r"^r(\d+)$")
 
 IGNORED = frozenset(
@@ -129,6 +131,19 @@ def digest_of_kept(path: Path) -> str | None:
     return str(found) if found else None
 
 
+def remember(path: Path, revision: int, digest: str, source: str | None, created_at: str) -> None:
+    """Write the sidecar naming a kept snapshot's digest (and where it was copied from)."""
+    doc = {"revision": revision, "digest": digest, "source": source, "created_at": created_at}
+    write_json(path.with_name(path.name + ".json"), doc)
+
+
+def discard(path: Path) -> None:
+    """Delete a kept snapshot and its sidecar."""
+    shutil.rmtree(path, ignore_errors=True)
+    with contextlib.suppress(FileNotFoundError):
+        path.with_name(path.name + ".json").unlink()
+
+
 def find(releases_dirs: Iterable[Path], digest: str) -> Path | None:
     """The newest kept snapshot with ``digest``, searching the directories in order."""
     for releases in releases_dirs:
@@ -171,8 +186,6 @@ def prune(releases: Path, keep: int, in_use: Iterable[str]) -> list[str]:
     for i, (rev, path) in enumerate(kept(releases)):
         if i < keep or path.name in busy:
             continue
-        shutil.rmtree(path, ignore_errors=True)
-        with contextlib.suppress(FileNotFoundError):
-            path.with_name(path.name + ".json").unlink()
+        discard(path)
         dropped.append(f"r{rev}")
     return sorted(dropped)

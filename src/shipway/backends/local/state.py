@@ -1,232 +1,182 @@
-"""The state directory: where the local backend keeps everything, and how it writes it.
+"""The typed state of a local backend, shared by all its parts (:mod:`.backend` assembles
+them): the app and slot it serves, the state directory, supervisord, the port table, the
+secrets it was given — and the preamble every operation passes (:class:`.guarded.Guarded`).
 
-Layout (``<state>`` is ``slot.state_dir``, else ``$SHIPWAY_STATE_DIR``, else
-``$XDG_STATE_HOME/shipway``, else ``~/.local/state/shipway``)::
-
-    <state>/
-      supervisor/            one supervisord per state dir: its config, socket, pid, log,
-        programs/*.conf      and one include file per supervised program
-      router/<port>/         one router per port: tables/<app>.<slot>.json, its log
-      ports.json             ports handed out to programs (guarded by ports.lock)
-      <app>/<slot>/
-        lock                 the slot's lock: flock-held, holder written inside
-        records.json.gz      the release records of the slot (written atomically)
-        releases/r<N>/       snapshot of the source for revision N (+ r<N>.json sidecar)
-        programs.json        supervised programs of the slot: ports, snapshot, names
-        routes.json          host -> program, per router port
-        generations.json     blue-green: the slot's generations (snapshot, creation)
-        claims.json          blue-green: generation -> host -> program, since when
-        run/                 per-program env files (0600) and start counters
-        logs/                one log per program instance, release-command logs
-
-What must never happen: a torn file. Every state file is written to a temporary name and
-renamed into place, so a ``kill -9`` at any instant leaves the old or the new version.
+Only reads and plumbing live here: which files hold a slot's records (:mod:`.dirs`,
+:mod:`.model`), which snapshot a release runs in, which secret values to mask. No method
+here starts, stops or writes anything.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import gzip
-import hashlib
-import json
 import os
-import tempfile
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from shipway.spec.model import Slot, Target
+from shipway.backends.guarded import Guarded
+from shipway.backends.local import snapshot
+from shipway.backends.local.dirs import SlotDirs, read_records_file, router_port, state_root
+from shipway.backends.local.generations import read_generations
+from shipway.backends.local.model import (
+    EnvFile,
+    ProgramRecord,
+    read_current_snapshot,
+    read_programs,
+)
+from shipway.backends.local.ports import PortTable, owner_prefix
+from shipway.backends.local.render import ProgramBody
+from shipway.backends.local.router_control import RouterControl
+from shipway.backends.local.supervisor import INHERITED_ENV, Supervisor
+from shipway.errors import BackendError, InputError
+from shipway.guard import Clearance
+from shipway.release import codec
+from shipway.release.model import Release
+from shipway.spec.model import App, Slot, Target
+from shipway.spec.secrets import Masker, Secret, resolve_all, reveal
 
-DEFAULT_ROUTER_PORT = 8800
-SOCKET_PATH_MAX = 100  # sun_path is 108 bytes on Linux; keep a margin
+if TYPE_CHECKING:  # lock.py builds on this module
+    from shipway.backends.local.lock import HeldLock
 
-
-def state_root(slot: Slot, base_dir: Path, environ: Mapping[str, str] | None = None) -> Path:
-    """Where a slot keeps its state. Pure: nothing is created here."""
-    env = os.environ if environ is None else environ
-    if slot.state_dir:
-        return (base_dir / os.path.expanduser(slot.state_dir)).resolve()
-    if env.get("SHIPWAY_STATE_DIR"):
-        return Path(os.path.expanduser(env["SHIPWAY_STATE_DIR"])).resolve()
-    xdg = env.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return Path(xdg).resolve() / "shipway"
-
-
-def router_port(slot: Slot, environ: Mapping[str, str] | None = None) -> int:
-    env = os.environ if environ is None else environ
-    if slot.router_port:
-        return slot.router_port
-    raw = env.get("SHIPWAY_ROUTER_PORT")
-    if raw:
-        try:
-            port = int(raw)
-        except ValueError:
-            port = -1
-        if not 0 < port < 65536:
-            from shipway.errors import InputError
-
-            raise InputError(f"SHIPWAY_ROUTER_PORT={raw!r} is not a port number (1-65535)")
-        return port
-    return DEFAULT_ROUTER_PORT
+KEEP_SNAPSHOTS = 5
+DRAIN_TIMEOUT = 30.0
+LOG_TAIL = 12
+LAUNCHER = Path(__file__).with_name("launch.py")
 
 
-def socket_path(preferred: Path) -> Path:
-    """A unix socket path short enough for the kernel: ``preferred`` when it fits, else a
-    private directory under the temp dir keyed by the preferred path."""
-    if len(str(preferred)) <= SOCKET_PATH_MAX:
-        return preferred
-    key = hashlib.sha256(str(preferred).encode()).hexdigest()[:16]
-    base = Path(tempfile.gettempdir()) / f"shipway-{os.getuid()}"
-    return base / key / preferred.name
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def private_dir(path: Path) -> Path:
-    """Create ``path`` (mode 0700) and refuse one owned by another user."""
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    st = path.stat()
-    if st.st_uid != os.getuid():
-        from shipway.errors import BackendError
-
-        raise BackendError(f"{path} belongs to another user; refusing to use it")
-    return path
+def now_precise() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
-def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
-    """Write ``data`` to ``path`` so a reader sees the old or the new file, never a torn one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+class LocalState(Guarded):
+    """What every part of the local backend knows and reads."""
 
+    name = "local"
 
-def write_json(path: Path, doc: Any, mode: int = 0o644) -> None:
-    write_atomic(path, (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode(), mode)
+    def __init__(self, app: App, slot: Slot, environ: Mapping[str, str] | None = None) -> None:
+        self.app = app
+        self.slot = slot
+        self.environ = dict(os.environ if environ is None else environ)
+        self.root = state_root(slot, app.source_dir, self.environ)
+        self.router_port = router_port(slot, self.environ)
+        self.supervisor = Supervisor(self.root / "supervisor")
+        self.ports = PortTable(self.root, reserved=(self.router_port,))
+        self._secrets: dict[str, Secret] = {}
+        self._held_lock: HeldLock | None = None  # while :meth:`.LocalLock.lock` holds it
 
+    def _lock_problem(self) -> str | None:
+        """The slot's lock file was deleted or replaced while this backend held it."""
+        return self._held_lock.problem() if self._held_lock is not None else None
 
-def read_json(path: Path, default: Any = None) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        return default
-    except (OSError, ValueError) as exc:
-        from shipway.errors import BackendError
+    def dirs(self, target: Target) -> SlotDirs:
+        """The files of the slot a read is about (refused: another app's or slot's)."""
+        self._serves(target)
+        return SlotDirs.of(self.root, target)
 
-        raise BackendError(f"{path} cannot be read: {exc}") from exc
+    def _guarded(self, clearance: Clearance, target: Target) -> SlotDirs:
+        """Before every mutation (:meth:`.Guarded._guard`): the clearance covers exactly
+        this target, it is the slot this backend serves, the lock held is still ours."""
+        self._guard(clearance, target)
+        return SlotDirs.of(self.root, target)
 
+    def router(self, port: int) -> RouterControl:
+        return RouterControl(self.root, port, self.supervisor)
 
-@contextlib.contextmanager
-def file_lock(path: Path) -> Iterator[None]:
-    """A short exclusive lock between processes (held by the kernel: freed if we die)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
+    def close(self) -> None:
+        """Nothing stays open between calls: supervisord and the router are their own
+        processes, and every file is closed after use."""
 
+    def _instance_prefix(self, target: Target) -> str:
+        return owner_prefix(target.app, target.slot)
 
-@dataclass(frozen=True)
-class SlotDirs:
-    """The paths of one app in one slot, and of the machinery it shares with others."""
+    def _records(self, d: SlotDirs) -> list[Release]:
+        """The slot's release records, oldest first."""
+        return [codec.from_json(r) for r in read_records_file(d.records)]
 
-    root: Path
-    app: str
-    slot: str
+    def _secret_values(self, d: SlotDirs) -> list[str]:
+        """Every secret value this slot's processes were given (to mask them in output)."""
+        values = {s.reveal() for s in self._secrets.values()}
+        for rec in read_programs(d).values():
+            for path in rec.env_files():
+                with contextlib.suppress(BackendError):
+                    env = EnvFile.read(path)
+                    values.update(env.secret_values() if env else ())
+        with contextlib.suppress(BackendError, InputError):
+            values.update(s.reveal() for s in resolve_all(self.app.secrets, self.environ).values())
+        return sorted(values)
 
-    @classmethod
-    def of(cls, root: Path, target: Target) -> SlotDirs:
-        return cls(root, target.app, target.slot)
+    def _redactor(self, d: SlotDirs) -> Masker:
+        return Masker(self._secret_values(d))
 
-    @property
-    def base(self) -> Path:
-        return self.root / self.app / self.slot
+    def _base_env(self) -> dict[str, str]:
+        return {k: self.environ[k] for k in INHERITED_ENV if k in self.environ}
 
-    @property
-    def lock(self) -> Path:
-        return self.base / "lock"
+    def _env_file(self, body: ProgramBody, secrets: Mapping[str, Secret]) -> EnvFile:
+        """The environment a program runs with: what it inherits, its env, secrets revealed."""
+        env = {**self._base_env(), **reveal(dict(body.env), secrets)}
+        return EnvFile.of(env, secrets)
 
-    @property
-    def records(self) -> Path:
-        return self.base / "records.json.gz"
+    def _local_roots(self, app: App) -> list[tuple[Path, str]]:
+        """(state root, slot) of every local slot of the app: where snapshots may be kept."""
+        out = []
+        for slot in app.slots:
+            if slot.backend == "local":
+                out.append((state_root(slot, app.source_dir, self.environ), slot.name))
+        return out
 
-    @property
-    def releases(self) -> Path:
-        return self.base / "releases"
+    def _find_snapshot(self, app: App, digest: str) -> Path | None:
+        """A kept snapshot with ``digest``, in this slot first, then in the app's others."""
+        mine = (self.root, self.slot.name)
+        roots = [mine] + [r for r in self._local_roots(app) if r != mine]
+        return snapshot.find((root / app.name / slot / "releases" for root, slot in roots), digest)
 
-    @property
-    def programs(self) -> Path:
-        return self.base / "programs.json"
+    def _snapshots_in_use(self, d: SlotDirs) -> set[str]:
+        """Snapshot directories something still needs: a program (running or asleep), the
+        rolling slot's current one, every kept generation's own."""
+        in_use = {rec.snapshot.name for rec in read_programs(d).values()}
+        current = read_current_snapshot(d)
+        if current and current.dir:
+            in_use.add(current.dir)
+        in_use.update(g.dir for g in read_generations(d).values() if g.dir)
+        return in_use
 
-    @property
-    def routes(self) -> Path:
-        return self.base / "routes.json"
+    def _generation_snapshot(self, d: SlotDirs, generation: str) -> Path:
+        meta = read_generations(d).get(generation)
+        path = d.releases / meta.dir if meta and meta.dir else None
+        if path is None or not path.is_dir():
+            raise BackendError(
+                f"generation {generation} has no snapshot in {d.releases} "
+                "(hint: shipway gens SLOT; deploy again)"
+            )
+        return path
 
-    @property
-    def generations(self) -> Path:
-        return self.base / "generations.json"
+    def _snapshot_dir(self, d: SlotDirs, digest: str) -> Path:
+        current = read_current_snapshot(d)
+        if current and current.dir and current.digest == digest:
+            path = d.releases / current.dir
+            if path.is_dir():
+                return path
+        found = snapshot.find([d.releases], digest)
+        if found is None:
+            raise BackendError(
+                f"no snapshot with digest {digest} in {d.releases} (hint: deploy again)"
+            )
+        return found
 
-    @property
-    def claims(self) -> Path:
-        return self.base / "claims.json"
-
-    @property
-    def run(self) -> Path:
-        return self.base / "run"
-
-    @property
-    def logs(self) -> Path:
-        return self.base / "logs"
-
-    @property
-    def supervisor(self) -> Path:
-        return self.root / "supervisor"
-
-    @property
-    def ports(self) -> Path:
-        return self.root / "ports.json"
-
-    def router(self, port: int) -> Path:
-        return self.root / "router" / str(port)
-
-    def router_table(self, port: int) -> Path:
-        return self.router(port) / "tables" / f"{self.app}.{self.slot}.json"
-
-
-# -- release records --------------------------------------------------------------------
-
-
-def read_records_file(path: Path) -> list[dict[str, Any]]:
-    """The stored records (codec JSON form). One gzip'd file, replaced atomically."""
-    from shipway.errors import RecordError
-
-    try:
-        blob = path.read_bytes()
-    except FileNotFoundError:
-        return []
-    except OSError as exc:
-        raise RecordError(f"{path} cannot be read: {exc}") from exc
-    try:
-        doc = json.loads(gzip.decompress(blob))
-    except (OSError, EOFError, ValueError) as exc:
-        raise RecordError(f"{path} is corrupt: {exc}") from exc
-    records = doc.get("records") if isinstance(doc, dict) else None
-    if not isinstance(records, list):
-        raise RecordError(f"{path} holds no list of records")
-    return records
-
-
-def write_records_file(path: Path, records: list[dict[str, Any]]) -> None:
-    raw = json.dumps({"format": 1, "records": records}, sort_keys=True).encode()
-    write_atomic(path, gzip.compress(raw, mtime=0), 0o600)
+    def _generation_programs(
+        self, d: SlotDirs, generation: str, process: str | None = None
+    ) -> list[tuple[str, ProgramRecord]]:
+        """The programs of a generation (of one process), newest first: a targeted restart
+        leaves two of a process for a moment, and the newest is the one to scale or route."""
+        found = [
+            (key, rec)
+            for key, rec in read_programs(d).items()
+            if rec.generation == generation and process in (None, rec.process)
+        ]
+        return sorted(found, key=lambda kv: (kv[1].created_at, kv[0]), reverse=True)

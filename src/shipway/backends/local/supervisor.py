@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from shipway.backends.local.state import file_lock, private_dir, socket_path, write_atomic
+from shipway.backends.local.dirs import file_lock, private_dir, socket_path, write_atomic
 from shipway.errors import BackendError
 
 # supervisord fault codes (supervisor.xmlrpc.Faults)

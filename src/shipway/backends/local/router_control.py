@@ -11,8 +11,8 @@ import xmlrpc.client
 from pathlib import Path
 from typing import Any
 
+from shipway.backends.local.dirs import private_dir, socket_path, write_json
 from shipway.backends.local.routetable import load_table
-from shipway.backends.local.state import private_dir, socket_path, write_json
 from shipway.backends.local.supervisor import Supervisor, _UnixConnection, program_conf, state_of
 from shipway.errors import BackendError
 

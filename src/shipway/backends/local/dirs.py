@@ -1,0 +1,223 @@
+"""The state directory: where the local backend keeps everything, and how it writes it.
+
+Layout (``<state>`` is ``slot.state_dir``, else ``$SHIPWAY_STATE_DIR``, else
+``$XDG_STATE_HOME/shipway``, else ``~/.local/state/shipway``)::
+
+    <state>/
+      supervisor/            one supervisord per state dir: its config, socket, pid, log,
+        programs/*.conf      and one include file per supervised program
+      router/<port>/         one router per port: tables/<app>.<slot>.json, its log
+      ports.json             ports handed out to programs (guarded by ports.lock)
+      <app>/<slot>/
+        lock                 the slot's lock: flock-held, holder written inside
+        records.json.gz      the release records of the slot (written atomically)
+        releases/r<N>/       snapshot of the source for revision N (+ r<N>.json sidecar)
+        programs.json        supervised programs of the slot: ports, snapshot, names
+        routes.json          host -> program, per router port
+        generations.json     blue-green: the slot's generations (snapshot, creation)
+        claims.json          blue-green: generation -> host -> program, since when
+        run/                 per-program env files (0600) and start counters
+        logs/                one log per program instance, release-command logs
+
+What must never happen: a torn file. Every state file is written to a temporary name and
+renamed into place, so a ``kill -9`` at any instant leaves the old or the new version.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import gzip
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from shipway.spec.model import Slot, Target
+
+DEFAULT_ROUTER_PORT = 8800
+SOCKET_PATH_MAX = 100  # sun_path is 108 bytes on Linux; keep a margin
+
+
+def state_root(slot: Slot, base_dir: Path, environ: Mapping[str, str] | None = None) -> Path:
+    """Where a slot keeps its state. Pure: nothing is created here."""
+    env = os.environ if environ is None else environ
+    if slot.state_dir:
+        return (base_dir / os.path.expanduser(slot.state_dir)).resolve()
+    if env.get("SHIPWAY_STATE_DIR"):
+        return Path(os.path.expanduser(env["SHIPWAY_STATE_DIR"])).resolve()
+    xdg = env.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(xdg).resolve() / "shipway"
+
+
+def router_port(slot: Slot, environ: Mapping[str, str] | None = None) -> int:
+    env = os.environ if environ is None else environ
+    if slot.router_port:
+        return slot.router_port
+    raw = env.get("SHIPWAY_ROUTER_PORT")
+    if raw:
+        try:
+            port = int(raw)
+        except ValueError:
+            port = -1
+        if not 0 < port < 65536:
+            from shipway.errors import InputError
+
+            raise InputError(f"SHIPWAY_ROUTER_PORT={raw!r} is not a port number (1-65535)")
+        return port
+    return DEFAULT_ROUTER_PORT
+
+
+def socket_path(preferred: Path) -> Path:
+    """A unix socket path short enough for the kernel: ``preferred`` when it fits, else a
+    private directory under the temp dir keyed by the preferred path."""
+    if len(str(preferred)) <= SOCKET_PATH_MAX:
+        return preferred
+    key = hashlib.sha256(str(preferred).encode()).hexdigest()[:16]
+    base = Path(tempfile.gettempdir()) / f"shipway-{os.getuid()}"
+    return base / key / preferred.name
+
+
+def private_dir(path: Path) -> Path:
+    """Create ``path`` (mode 0700) and refuse one owned by another user."""
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    st = path.stat()
+    if st.st_uid != os.getuid():
+        from shipway.errors import BackendError
+
+        raise BackendError(f"{path} belongs to another user; refusing to use it")
+    return path
+
+
+def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
+    """Write ``data`` to ``path`` so a reader sees the old or the new file, never a torn one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def write_json(path: Path, doc: Any, mode: int = 0o644) -> None:
+    write_atomic(path, (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode(), mode)
+
+
+def read_json(path: Path, default: Any = None) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return default
+    except (OSError, ValueError) as exc:
+        from shipway.errors import BackendError
+
+        raise BackendError(f"{path} cannot be read: {exc}") from exc
+
+
+@contextlib.contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """A short exclusive lock between processes (held by the kernel: freed if we die)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+@dataclass(frozen=True)
+class SlotDirs:
+    """The paths of one app in one slot (the machinery it shares with other slots —
+    supervisor, routers, ports — is found from ``root`` by its owner)."""
+
+    root: Path
+    app: str
+    slot: str
+
+    @classmethod
+    def of(cls, root: Path, target: Target) -> SlotDirs:
+        return cls(root, target.app, target.slot)
+
+    @property
+    def base(self) -> Path:
+        return self.root / self.app / self.slot
+
+    @property
+    def lock(self) -> Path:
+        return self.base / "lock"
+
+    @property
+    def records(self) -> Path:
+        return self.base / "records.json.gz"
+
+    @property
+    def current_snapshot(self) -> Path:
+        return self.base / "snapshot.json"
+
+    @property
+    def releases(self) -> Path:
+        return self.base / "releases"
+
+    @property
+    def programs(self) -> Path:
+        return self.base / "programs.json"
+
+    @property
+    def routes(self) -> Path:
+        return self.base / "routes.json"
+
+    @property
+    def generations(self) -> Path:
+        return self.base / "generations.json"
+
+    @property
+    def claims(self) -> Path:
+        return self.base / "claims.json"
+
+    @property
+    def run(self) -> Path:
+        return self.base / "run"
+
+    @property
+    def logs(self) -> Path:
+        return self.base / "logs"
+
+
+# -- release records --------------------------------------------------------------------
+
+
+def read_records_file(path: Path) -> list[dict[str, Any]]:
+    """The stored records (codec JSON form). One gzip'd file, replaced atomically."""
+    from shipway.errors import RecordError
+
+    try:
+        blob = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise RecordError(f"{path} cannot be read: {exc}") from exc
+    try:
+        doc = json.loads(gzip.decompress(blob))
+    except (OSError, EOFError, ValueError) as exc:
+        raise RecordError(f"{path} is corrupt: {exc}") from exc
+    records = doc.get("records") if isinstance(doc, dict) else None
+    if not isinstance(records, list):
+        raise RecordError(f"{path} holds no list of records")
+    return records
+
+
+def write_records_file(path: Path, records: list[dict[str, Any]]) -> None:
+    raw = json.dumps({"format": 1, "records": records}, sort_keys=True).encode()
+    write_atomic(path, gzip.compress(raw, mtime=0), 0o600)

@@ -1,0 +1,73 @@
+"""ports.json has one owner (PortTable): it hands ports out, takes them back, and rebuilds a
+slot's entries from the slot's records, so a port a killed run was given comes back."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+from shipway.backends.local.ports import PortTable, owner_prefix
+from tests.backends.local.conftest import Slot, free_port
+
+
+def test_ports_handed_out_are_free_distinct_never_reserved_and_kept_until_released(
+    tmp_path: Path,
+) -> None:
+    reserved = free_port()
+    table = PortTable(tmp_path, reserved=(reserved,))
+    first = table.allocate(3, "sw.shop.local.web.d1")
+    second = table.allocate(2, "sw.shop.local.worker.d1")
+    assert len(set(first + second)) == 5 and reserved not in first + second
+    for port in first + second:  # free when handed out: nothing listens there
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))
+    doc = json.loads((tmp_path / "ports.json").read_text())
+    assert doc["version"] == 1
+    assert doc["ports"][str(first[0])] == "sw.shop.local.web.d1"
+    table.release(first)
+    assert sorted(table.taken()) == sorted(second)
+
+
+def test_rebuild_makes_a_slots_entries_what_its_records_hold_and_keeps_other_slots(
+    tmp_path: Path,
+) -> None:
+    # an unversioned file, as the backend wrote it before the table had an owner
+    (tmp_path / "ports.json").write_text(json.dumps({"ports": {
+        "41001": "sw.shop.local.web.d1",      # recorded: stays
+        "41002": "sw.shop.local.web.killed",  # a run killed before it recorded its program
+        "41003": "sw.shop.staging.web.d1",    # another slot of the app: not this one's to judge
+        "41004": "sw.blog.local.web.d9",      # another app
+    }}))
+    table = PortTable(tmp_path)
+    recorded = {41001: "sw.shop.local.web.d1", 41005: "sw.shop.local.worker.d1"}
+    assert table.rebuild(owner_prefix("shop", "local"), recorded) == [41002]
+    assert table.taken() == {
+        41001: "sw.shop.local.web.d1",
+        41003: "sw.shop.staging.web.d1",
+        41004: "sw.blog.local.web.d9",
+        41005: "sw.shop.local.worker.d1",
+    }
+
+
+def test_a_port_leaked_by_a_killed_run_comes_back_at_the_next_start(slot: Slot) -> None:
+    slot.deploy()
+    ports_file = slot.state / "ports.json"
+    doc = json.loads(ports_file.read_text())
+    leaked, others = free_port(), free_port()
+    doc["ports"][str(leaked)] = "sw.hello.local.web.killedrun"
+    doc["ports"][str(others)] = "sw.blog.local.web.d9"
+    ports_file.write_text(json.dumps(doc))
+
+    r = slot.run("restart", "local", "web")  # a new web program: fresh ports
+    assert r.code == 0, r.text
+
+    taken = json.loads(ports_file.read_text())["ports"]
+    programs = json.loads((slot.state / "hello" / "local" / "programs.json").read_text())
+    recorded = {
+        str(i["port"]) for p in programs["programs"].values() for i in p["instances"]
+    }
+    mine = {p for p, owner in taken.items() if owner.startswith("sw.hello.local.")}
+    assert str(leaked) not in taken
+    assert mine == recorded  # exactly the ports the slot's running programs hold
+    assert taken[str(others)] == "sw.blog.local.web.d9"
