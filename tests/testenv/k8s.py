@@ -19,8 +19,9 @@ Fixtures:
   the charts under ``tests/charts`` with helm-python-sdk.
 
 Helpers for tests: :func:`wait_for` and :func:`wait_for_all` wait on watches, with a
-timeout, until a condition holds. Pods take their behaviour from the image tag or the
-``shipway.test/behaviour`` annotation (see ``scripts/k8s-testenv``).
+timeout, until a condition holds; :func:`audit_events` reads the audit events written from
+a point on, across the API server's rotation of its log. Pods take their behaviour from
+the image tag or the ``shipway.test/behaviour`` annotation (see ``scripts/k8s-testenv``).
 """
 
 from __future__ import annotations
@@ -209,6 +210,43 @@ def k8s_audit_log(k8s_kubeconfig: Path) -> Path:
     if not configured or not Path(configured).is_file():
         pytest.skip(f"no audit log: ${AUDIT_LOG_ENV} is not set to a file")
     return Path(configured)
+
+
+def audit_events(log: Path) -> Callable[[], list[dict[str, Any]]]:
+    """A reader of the audit events written from now on, in the order written.
+
+    The API server renames its log to ``audit-<time>.log`` when it reaches
+    ``--audit-log-maxsize`` (100 MB by default) and starts a new one; a busy run crosses
+    that. So the reader remembers the file it started in (its inode and offset) and, once the
+    log was rotated, reads the rest of that file first, then every newer one."""
+    import json
+
+    first = log.stat()
+    start = (first.st_ino, first.st_size)
+
+    def chain() -> list[Path]:
+        rotated = sorted(log.parent.glob(f"{log.stem}-*{log.suffix}"), key=lambda p: p.name)
+        files = [*rotated, log]
+        inodes = [p.stat().st_ino for p in files]
+        if start[0] not in inodes:  # rotated away and deleted: only what is left
+            return files
+        return files[inodes.index(start[0]) :]
+
+    def read() -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for i, path in enumerate(chain()):
+            with path.open("rb") as f:
+                if i == 0 and os.fstat(f.fileno()).st_ino == start[0]:
+                    f.seek(start[1])
+                raw = f.read().decode(errors="replace")
+            for line in raw.splitlines():
+                try:
+                    out.append(json.loads(line))
+                except json.JSONDecodeError:  # a line still being written
+                    continue
+        return out
+
+    return read
 
 
 @pytest.fixture(scope="session")

@@ -41,7 +41,7 @@ from shipway.errors import BackendError, InputError
 from shipway.plan.model import Scale
 from tests.backends.kubernetes.conftest import TOKEN, Lines, Slot
 from tests.backends.kubernetes.test_rbac import documented, documented_role
-from tests.testenv.k8s import wait_for, wait_for_all
+from tests.testenv.k8s import audit_events, wait_for, wait_for_all
 
 pytestmark = pytest.mark.k8s
 
@@ -123,21 +123,7 @@ def rolled(result: Any) -> str:
 @contextmanager
 def audited(log: Path) -> Iterator[Callable[[], list[dict[str, Any]]]]:
     """The audit events written from here on (read them with the yielded function)."""
-    start = log.stat().st_size
-
-    def events() -> list[dict[str, Any]]:
-        with log.open("rb") as f:
-            f.seek(start)
-            raw = f.read().decode(errors="replace")
-        out = []
-        for line in raw.splitlines():
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:  # a line still being written
-                continue
-        return out
-
-    yield events
+    yield audit_events(log)
 
 
 def operations(events: list[dict[str, Any]], namespace: str) -> list[dict[str, Any]]:
