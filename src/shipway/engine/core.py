@@ -18,7 +18,9 @@ from shipway.engine.outcome import Outcome
 from shipway.engine.signals import signals_raise
 from shipway.errors import ImageMetadataMissing, InputError, StalePlan
 from shipway.guard import Clearance
-from shipway.plan.model import Observed, Plan, changes_between
+from shipway.plan.change import Diff
+from shipway.plan.diff import drift, plan_diff
+from shipway.plan.model import NoOp, Observed, Plan, changes_between
 from shipway.plan.rollout import rollout_plan
 from shipway.release import history
 from shipway.release.artifact import Artifact
@@ -40,7 +42,9 @@ class Engine(BlueGreen):
         operation: str = "deploy",
         description: str = "",
         take_host: bool = False,
+        force: bool = False,
     ) -> Plan:
+        """What a deploy would do now, with what it changes. Mutates nothing."""
         target = app.slots.target(slot_name)
         records = self.backend.read_records(target)
         observed = self.observe(target, records)
@@ -54,6 +58,7 @@ class Engine(BlueGreen):
             operation,
             description,
             take_host,
+            force,
         )
 
     def _deploy_plan(
@@ -67,7 +72,13 @@ class Engine(BlueGreen):
         operation: str,
         description: str,
         take_host: bool = False,
+        force: bool = False,
     ) -> Plan:
+        """The deploy plan, and what it changes against the deployed release and the
+        target. Nothing differs and not ``force``: the "no changes" plan, which applies
+        nothing — a deploy gives every process a fresh deployment id (and the new
+        revision's number is in what it renders), so without this check every deploy of
+        an unchanged slot would roll every process."""
         slot = app.slots.get(slot_name)
         view = app.in_slot(slot_name)
         target = app.slots.target(slot_name)
@@ -87,16 +98,38 @@ class Engine(BlueGreen):
             description=description or f"{operation} {resolved.ref}",
             actor=self.actor,
         )
+        release = self._marked(release, secrets, records)
         if slot.strategy == "blue-green":
-            return self._generation_plan(app, slot_name, release, observed, operation, take_host)
-        release = replace(release, artifact=self.backend.render(view, slot, release))
-        return rollout_plan(
-            operation=operation,
-            backend=self.backend.name,
-            release=release,
-            observed=observed,
-            release_command=view.release_command,
-        )
+            plan = self._generation_plan(app, slot_name, release, observed, operation, take_host)
+        else:
+            release = replace(release, artifact=self.backend.render(view, slot, release))
+            plan = rollout_plan(
+                operation=operation,
+                backend=self.backend.name,
+                release=release,
+                observed=observed,
+                release_command=view.release_command,
+            )
+        assert plan.release is not None
+        diff = plan_diff(history.deployed(records), plan.release, observed)
+        if diff.empty and not force:
+            return self._unchanged_plan(
+                plan, diff, f"this {operation} would run what r{diff.before} runs"
+                + (" (--force redeploys anyway)" if operation == "deploy" else ""),
+            )  # fmt: skip
+        return replace(plan, diff=diff)
+
+    @staticmethod
+    def _unchanged_plan(plan: Plan, diff: Diff, reason: str) -> Plan:
+        """"No changes": one no-op step, no release to record."""
+        return replace(plan, steps=(NoOp(reason=reason),), release=None, diff=diff)
+
+    def changes(self, app: App, slot_name: str) -> Diff:
+        """The deployed release against what a deploy would run now, and where the target
+        drifted from it. Read-only."""
+        diff = self.plan_deploy(app, slot_name).diff
+        assert diff is not None  # every deploy plan carries its diff
+        return diff
 
     def _image_meta(
         self,
@@ -139,17 +172,21 @@ class Engine(BlueGreen):
         operation: str = "deploy",
         description: str = "",
         take_host: bool = False,
+        force: bool = False,
         timeout: float = DEFAULT_TIMEOUT,
         rollback_timeout: float = DEFAULT_ROLLBACK_TIMEOUT,
     ) -> Outcome:
+        """Roll out what the spec (or ``image``, or a saved plan) says. When nothing
+        differs from the deployed release and the target matches it, nothing is applied
+        and no revision recorded (:class:`Unchanged`), unless ``force``."""
         target = app.slots.target(slot_name)
         clearance.require_covers(target)
         blue_green = app.slots.get(slot_name).strategy == "blue-green"
         if blue_green:
             self._generations()  # refused before the lock: nothing is created or touched
         secrets = self.secrets(app)
-        if saved is not None and (image is not None or take_host):
-            flag = "--image" if image is not None else "--take-host"
+        if saved is not None and (image is not None or take_host or force):
+            flag = "--image" if image is not None else "--take-host" if take_host else "--force"
             raise InputError(
                 f"a saved plan is applied exactly as it was made: it takes no {flag} "
                 f"(hint: make a new one: shipway plan {slot_name} {flag}"
@@ -177,6 +214,7 @@ class Engine(BlueGreen):
                     operation,
                     description,
                     take_host,
+                    force,
                 )
             changes = changes_between(saved.observed, observed.summary())
             if changes:
@@ -300,7 +338,12 @@ class Engine(BlueGreen):
             # a blue-green slot: the live generation only (the others are kept, not drift)
             observed=observed.of_generation(anchor.generation),
         )
-        return replace(plan, observed=observed.summary())  # a saved plan: the whole slot
+        diff = Diff(anchor.revision, None, tuple(drift(anchor, observed)))
+        plan = replace(plan, observed=observed.summary(), diff=diff)  # saved: the whole slot
+        if diff.empty:
+            why = f"the target runs r{anchor.revision} as recorded"
+            return self._unchanged_plan(plan, diff, why)
+        return plan
 
     def restart(
         self,

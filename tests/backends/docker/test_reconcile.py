@@ -93,7 +93,7 @@ def test_config_file_drift_is_seen_per_host_and_repaired(
     web_key = next(k for k in drift if k.startswith("container/web.1/"))
     assert drift == {files_b: "update", web_key: "update"}
     assert web_key.endswith(f"@{env.b.address}")  # host A is untouched
-    detail = "\n".join(api.diff(deployment.app(), SLOT, plan))
+    detail = "\n".join(api.object_diff(deployment.app(), SLOT, plan))
     assert f"{files_b} drifted: file config/app.ini: content differs" in detail
     assert "mode=lax" not in detail and token not in detail  # never a value
     assert "NOT zero-downtime" in detail  # the in-place replacement says so
