@@ -27,6 +27,8 @@ SLOT = "slot"
 
 #: fields whose change is a whole thing coming or going (a process, a route, a file)
 WHOLE = ("process", "route", "content")
+#: fields whose values are names, shown unquoted (``image reg/shop:1@1a2b… → …``)
+BARE = ("image", "source", "image type", "working dir", "dependencies")
 SIGN: dict[ChangeKind, str] = {"added": "+", "removed": "-", "changed": "~", "drifted": "!"}
 #: how a drifted unit's live state (``old``) reads
 DRIFT = {
@@ -96,7 +98,7 @@ class Change:
         """The field as a line names it: ``env GREETING``, ``secret TOKEN``, ``replicas``."""
         word, _, key = self.field.partition(".")
         if key and word in ("env", "secrets"):
-            return f"{'env' if word == 'env' else 'secret'} {key}"
+            return f"env {key}" if word == "env" else f"secret {key} from"
         return self.field
 
     def headline(self) -> str:
@@ -107,17 +109,19 @@ class Change:
             if self.field == "content":
                 return f"{self.unit}: secret-bearing, {kind} (not shown)"
             return f"{self.unit}: {name} (secret) {kind}"
+        if self.field == "content":
+            return f"{self.unit}: {kind}"
         if self.field in WHOLE:
             if kind == "added":
                 return f"{self.unit}: new {self.field} {shown(self.new)}".rstrip()
-            if kind == "removed":
-                return f"{self.unit}: {self.field} removed (was {shown(self.old)})"
-            return f"{self.unit}: {kind}"
+            was = shown(self.old)
+            return f"{self.unit}: {self.field} removed (was {was[1:-1] if was[0] == '(' else was})"
+        show = _bare if self.field in BARE or self.field.startswith("secrets.") else shown
         if kind == "added":
-            return f"{self.unit}: {name} added: {shown(self.new)}"
+            return f"{self.unit}: {name} added: {show(self.new)}"
         if kind == "removed":
-            return f"{self.unit}: {name} removed (was {shown(self.old)})"
-        return f"{self.unit}: {name} {shown(self.old)} → {shown(self.new)}"
+            return f"{self.unit}: {name} removed (was {show(self.old)})"
+        return f"{self.unit}: {name} {show(self.old)} → {show(self.new)}"
 
     def describe(self) -> list[str]:
         return [self.headline(), *(f"    {line}" for line in self.lines)]
