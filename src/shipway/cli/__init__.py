@@ -356,7 +356,11 @@ def deploy(
             _fail(obj, 2, "--dry-run prints a new plan; it takes no --plan FILE")
         from shipway.cli.changes import show_plan
 
-        _run(obj, lambda: show_plan(obj, slot, image, None, False, take_host, force))
+        def dry_run_body() -> int:
+            show_plan(obj, slot, image, None, False, take_host, force)
+            return 0
+
+        _run(obj, dry_run_body)
         return
 
     from shipway import api

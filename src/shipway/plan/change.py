@@ -141,12 +141,13 @@ class Change:
             what, _, which = self.unit.partition(" ")
             return f"{what} {sign}{which}"
         where = "" if self.unit == APP else f"{self.unit} "
-        if self.kind == "changed" and _scalar(self.old) and _scalar(self.new):
-            old, new = _bare(self.old), _bare(self.new)
-            same_repo = old.split("@")[0] == new.split("@")[0]
-            if self.field in ("image", "source") and "@" in old and "@" in new and same_repo:
-                old, new = old.split("@", 1)[1], new.split("@", 1)[1]
-            return f"{where}{self.field} {old}→{new}"
+        old, new = self.old, self.new
+        if self.field in ("image", "source") and isinstance(old, str) and isinstance(new, str):
+            old, new = short(old), short(new)
+            if "@" in old and "@" in new and old.split("@")[0] == new.split("@")[0]:
+                old, new = old.split("@", 1)[1], new.split("@", 1)[1]  # the digests say it
+        if self.kind == "changed" and _scalar(old) and _scalar(new):
+            return f"{where}{self.field} {_bare(old)}→{_bare(new)}"
         return f"{where}{sign}{self.field}"
 
     # -- JSON ----------------------------------------------------------------------
