@@ -50,6 +50,19 @@ def head_of(records: Sequence[Release]) -> str:
     return f"r{top.revision}:{top.status}"
 
 
+def marked(release: Release, secrets: Mapping[str, Secret], records: Sequence[Release]) -> Release:
+    """``release`` with the marks of the secret values it runs with (those its spec refers
+    to), under the salt the slot's records share (a new one for a new slot). The marks let
+    a diff name which secret changed; they are never shown."""
+    salt = next(
+        (r.secret_marks.salt for r in history.ordered(records)[::-1] if r.secret_marks.salt),
+        "",
+    ) or _random.token_hex(16)
+    names = (release.spec or {}).get("secrets") or {}
+    marks = {name: secrets[name].mark(salt) for name in names if name in secrets}
+    return replace(release, secret_marks=SecretMarks(salt, marks))
+
+
 class EngineContext:
     """The backend, the reporter, the actor, and the primitives every operation uses."""
 
@@ -84,21 +97,6 @@ class EngineContext:
             updated_at=now_utc(),
             actor=self.actor,
         )
-
-    @staticmethod
-    def _marked(
-        release: Release, secrets: Mapping[str, Secret], records: Sequence[Release]
-    ) -> Release:
-        """``release`` with the marks of the secret values it runs with (those its spec
-        refers to), under the salt the slot's records share (a new one for a new slot).
-        The marks let a diff name which secret changed; they are never shown."""
-        salt = next(
-            (r.secret_marks.salt for r in history.ordered(records)[::-1] if r.secret_marks.salt),
-            "",
-        ) or _random.token_hex(16)
-        names = (release.spec or {}).get("secrets") or {}
-        marks = {name: secrets[name].mark(salt) for name in names if name in secrets}
-        return replace(release, secret_marks=SecretMarks(salt, marks))
 
     def secrets(self, app: App) -> dict[str, Secret]:
         return resolve_all(app.secrets, self.environ)

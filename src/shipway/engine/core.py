@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from shipway.backends.protocol import LockHolder, ResolvedImage
 from shipway.engine.blue_green import BlueGreen
-from shipway.engine.context import DEFAULT_ROLLBACK_TIMEOUT, DEFAULT_TIMEOUT
+from shipway.engine.context import DEFAULT_ROLLBACK_TIMEOUT, DEFAULT_TIMEOUT, marked
 from shipway.engine.ids import fresh_ids, restart_ids
 from shipway.engine.outcome import Outcome
 from shipway.engine.signals import signals_raise
@@ -98,7 +98,7 @@ class Engine(BlueGreen):
             description=description or f"{operation} {resolved.ref}",
             actor=self.actor,
         )
-        release = self._marked(release, secrets, records)
+        release = marked(release, secrets, records)
         if slot.strategy == "blue-green":
             plan = self._generation_plan(app, slot_name, release, observed, operation, take_host)
         else:

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import TypeVar
 
 from shipway.backends.protocol import LockHolder
-from shipway.engine.context import Build, Undo
+from shipway.engine.context import Build, Undo, marked
 from shipway.engine.outcome import (
     NoAnchor,
     Outcome,
@@ -68,7 +68,7 @@ class RolloutSequence(Recovery):
             if plan.release is None:
                 raise InputError("the plan records no release")
             # the marks of the secret values this release is applied with, now
-            release = self._marked(plan.release, secrets, records)
+            release = marked(plan.release, secrets, records)
             for line in plan.describe():
                 self.reporter.line(line)
             walker = Walker(self.backend, clearance, target, release, secrets, self.reporter)

@@ -25,7 +25,8 @@ API_TOKEN = { from_env = "HELLO_API_TOKEN" }
 
 
 def records_text(slot: Slot) -> str:
-    return gzip.decompress((slot.state / "hello" / "local" / "records.json.gz").read_bytes()).decode()
+    stored = slot.state / "hello" / "local" / "records.json.gz"
+    return gzip.decompress(stored.read_bytes()).decode()
 
 
 def with_token(slot: Slot, value: str) -> None:
@@ -108,9 +109,8 @@ def test_a_secret_change_is_named_and_its_value_appears_nowhere(slot: Slot) -> N
     stored = records_text(slot)
     assert CANARY_OLD not in stored and CANARY_NEW not in stored
     # what runs did get the new value: the secret-bearing file of the new snapshot has it
-    assert (slot.state / "hello" / "local" / "releases" / "r2" / "config" / "app.ini").read_text() == (
-        f"token={CANARY_NEW}\n"
-    )
+    ini = slot.state / "hello" / "local" / "releases" / "r2" / "config" / "app.ini"
+    assert ini.read_text() == f"token={CANARY_NEW}\n"
 
 
 def test_a_config_file_change_is_a_unified_diff_and_secret_files_are_only_named(
