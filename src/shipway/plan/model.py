@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar, Literal
 
 from shipway.plan.change import Change, Diff
@@ -54,6 +54,15 @@ class Observed:
         """Only the units of one generation (None: units outside any generation)."""
         return Observed(
             {k: u for k, u in self.units.items() if u.generation == generation}, self.head
+        )
+
+    def with_altered(self, keys: Iterable[str]) -> Observed:
+        """The same, with the units at ``keys`` known to differ from what made them (their
+        digest unknown): a rollout applies them again and a diff calls them altered."""
+        wanted = set(keys)
+        return Observed(
+            {k: replace(u, digest=None) if k in wanted else u for k, u in self.units.items()},
+            self.head,
         )
 
     def summary(self) -> dict[str, str]:
