@@ -146,6 +146,7 @@ class Change:
             old, new = short(old), short(new)
             if "@" in old and "@" in new and old.split("@")[0] == new.split("@")[0]:
                 old, new = old.split("@", 1)[1], new.split("@", 1)[1]  # the digests say it
+            return f"{self.field} {old}→{new}"  # what runs: always said, however long
         if self.kind == "changed" and _scalar(old) and _scalar(new):
             return f"{where}{self.field} {_bare(old)}→{_bare(new)}"
         return f"{where}{sign}{self.field}"
