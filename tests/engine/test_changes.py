@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pytest
-
 from shipway.backends.memory import MemoryBackend
 from shipway.engine import Rolled, Unchanged, outcome_from_json
 from shipway.guard import Guard
@@ -22,21 +20,6 @@ from tests.engine.test_generations import SPEC as BLUE_GREEN
 from tests.engine.test_sequencing import SPEC, Lines, deploy, engine
 
 CANARY = "tok-canary-2718281828-never-shown"
-
-
-@pytest.fixture
-def app() -> App:
-    return app_from_toml(SPEC)
-
-
-@pytest.fixture
-def backend() -> MemoryBackend:
-    return MemoryBackend()
-
-
-@pytest.fixture
-def out() -> Lines:
-    return Lines()
 
 
 def mutations_but_the_lock(backend: MemoryBackend) -> list[tuple[str, str]]:

@@ -12,23 +12,7 @@ from shipway.guard import Guard
 from shipway.plan.model import ApplyObject, NoOp, Remove
 from shipway.release.artifact import Unit
 from shipway.spec import App
-from tests.conftest import app_from_toml
-from tests.engine.test_sequencing import SPEC, Lines, deploy, engine
-
-
-@pytest.fixture
-def app() -> App:
-    return app_from_toml(SPEC)
-
-
-@pytest.fixture
-def backend() -> MemoryBackend:
-    return MemoryBackend()
-
-
-@pytest.fixture
-def out() -> Lines:
-    return Lines()
+from tests.engine.test_sequencing import Lines, deploy, engine
 
 
 def repair(app: App, backend: MemoryBackend, out: Lines, **kw: object) -> object:

@@ -76,21 +76,6 @@ class Lines:
         self.lines.append(f"{process} {dict(counts)} {note}")
 
 
-@pytest.fixture
-def app() -> App:
-    return app_from_toml(SPEC)
-
-
-@pytest.fixture
-def backend() -> MemoryBackend:
-    return MemoryBackend()
-
-
-@pytest.fixture
-def out() -> Lines:
-    return Lines()
-
-
 def engine(backend: MemoryBackend, out: Lines) -> Engine:
     return Engine(backend, out, actor="tester@test", environ=ENV)
 

@@ -40,7 +40,8 @@ DRIFT = {
 }
 
 _DIGEST = re.compile(r"sha256:([0-9a-f]{12})[0-9a-f]{52}")
-SHORT = 12
+#: summary tokens gathered into one (``env +FEATURE_X ~GREETING``, ``drift in 2 units``)
+GROUPED = ("env", "drift")
 
 
 def short(text: str) -> str:
@@ -212,12 +213,8 @@ class Diff:
     def describe(self) -> list[str]:
         a, b = self._names()
         if self.first:
-            why = (
-                "nothing ran in this slot before"
-                if self.after is None
-                else (f"nothing is recorded before {b}")
-            )
-            return [f"changes: all new ({why})"]
+            before = "in this slot" if self.after is None else f"is recorded before {b}"
+            return [f"changes: all new (nothing {before})"]
         if self.empty:
             return [f"no changes: {b} runs what {a} runs"]
         lines = [f"changes from {a} to {b}:"]
@@ -231,26 +228,27 @@ class Diff:
             return "first release"
         if self.empty:
             return "no changes"
-        tokens: list[str] = []
+        order: list[str] = []  # tokens, and each group's name where its first member is
         groups: dict[str, list[str]] = {}  # "env" -> ["+FEATURE_X", "~GREETING"]
         for change in self.changes:
             token = change.token()
             word, _, rest = token.partition(" ")
-            if word in ("env", "drift"):
+            if word in GROUPED:
                 if word not in groups:
-                    groups[word] = []
-                    tokens.append("\0" + word)
-                groups[word].append(rest)
+                    order.append(word)
+                groups.setdefault(word, []).append(rest)
             else:
-                tokens.append(token)
+                order.append(token)
 
-        def group(word: str) -> str:
-            items = groups[word]
-            if word == "drift":
-                return f"drift in {len(items)} unit{'s' if len(items) > 1 else ''}"
-            return f"{word} " + " ".join(items)
+        def said(item: str) -> str:
+            members = groups.get(item)
+            if members is None:
+                return item
+            if item == "drift":
+                return f"drift in {len(members)} unit{'s' if len(members) > 1 else ''}"
+            return f"{item} " + " ".join(members)
 
-        return ", ".join(group(t[1:]) if t.startswith("\0") else t for t in tokens)
+        return ", ".join(said(item) for item in order)
 
     def to_json(self) -> dict[str, Any]:
         return {

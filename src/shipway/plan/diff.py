@@ -33,17 +33,17 @@ SECTIONS = ("app", "processes", "env", "secrets", "files", "routes", "slots")
 #: slot settings a release does not run with (the guard and the history read them from the
 #: current spec), so changing one is no reason to redeploy
 SLOT_SETTINGS_NOT_RUN = frozenset({"role", "guarded", "history_limit", "sleep_after"})
+#: the app section's settings compared on their own (the image: as the release ran it)
+APP_SETTINGS = ("name", "image", "image_type", "release_command")
 #: a unified diff of a config file is cut after this many lines
 MAX_FILE_DIFF_LINES = 200
 
 
-def release_diff(before: Release | None, after: Release, *, planned: bool = False) -> Diff:
-    """Every change from ``before`` to ``after`` (``planned``: ``after`` is what a deploy
-    would run, not a recorded revision)."""
-    after_revision = None if planned else after.revision
+def release_diff(before: Release | None, after: Release) -> Diff:
+    """Every change from recorded revision ``before`` to recorded revision ``after``."""
     if before is None:
-        return Diff(None, after_revision)
-    return Diff(before.revision, after_revision, tuple(changes(before, after)))
+        return Diff(None, after.revision)
+    return Diff(before.revision, after.revision, tuple(changes(before, after)))
 
 
 def plan_diff(anchor: Release | None, desired: Release, observed: Observed) -> Diff:
@@ -96,6 +96,8 @@ def changes(before: Release, after: Release) -> list[Change]:
     app_a, app_b = a.get("app") or {}, b.get("app") or {}
     out += _values(APP, {"release command": app_a.get("release_command")},
                    {"release command": app_b.get("release_command")})  # fmt: skip
+    # the app's other settings (a build's, say); its image is the release's, compared above
+    out += _values(APP, _flat(_without(app_a, APP_SETTINGS)), _flat(_without(app_b, APP_SETTINGS)))
     out += _env(a.get("env") or {}, b.get("env") or {})
     out += _secrets(before, after)
     out += _processes(a.get("processes") or {}, b.get("processes") or {})
@@ -192,6 +194,10 @@ def _values(unit: str, a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Chang
     a = {k: v for k, v in a.items() if v is not None}
     b = {k: v for k, v in b.items() if v is not None}
     return [Change(unit, f, kind, old, new) for f, kind, old, new in _keyed("", a, b)]
+
+
+def _without(section: Mapping[str, Any], keys: Iterable[str]) -> dict[str, Any]:
+    return {k: v for k, v in section.items() if k not in keys}
 
 
 def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
