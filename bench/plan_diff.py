@@ -11,14 +11,14 @@ Goal: the diff of a 10-process app adds at most 100 ms to a plan. Growth: planni
 and 100 apps (each with a changed env value and replicas) — the time per app stays flat
 when it grows linearly.
 
-    python bench/plan_diff.py [--runs 5] [--out plan_diff.json]
+    python bench/plan_diff.py [--runs 15] [--out plan_diff.json]
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
-import statistics
 import sys
 import time
 import tomllib
@@ -116,18 +116,30 @@ def load(text: str) -> App:
 
 
 def timed(fn: Any, runs: int) -> float:
-    """Median seconds of ``runs`` calls."""
+    """The best of ``runs`` calls, in seconds of this process's CPU time: what the work
+    costs, whatever else the machine's 2 shared cores run meanwhile (wall-clock time of a
+    100-app batch on a loaded machine mostly measures the other load). The garbage
+    collector is paused while timing, as ``timeit`` does."""
     samples = []
     for _ in range(runs):
-        start = time.perf_counter()
+        samples.append(_one_sample(fn))
+    return min(samples)
+
+
+def _one_sample(fn: Any) -> float:
+    gc.collect()
+    gc.disable()
+    try:
+        start = time.process_time()
         fn()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
+        return time.process_time() - start
+    finally:
+        gc.enable()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--out", default="plan_diff.json", help="where to write the figures")
     args = parser.parse_args()
 
@@ -140,7 +152,7 @@ def main() -> None:
     with_diff = timed(lambda: plan_once(app, records, observed, True), runs)
     without = timed(lambda: plan_once(app, records, observed, False), runs)
     changes = len(plan_diff(records[0], desired, observed).changes)
-    print(f"one app, {PROCESSES} processes, {changes} changes (median of {runs}):")
+    print(f"one app, {PROCESSES} processes, {changes} changes (best of {runs}):")
     print(f"  plan without the diff   {without * 1000:8.3f} ms")
     print(f"  plan with the diff      {with_diff * 1000:8.3f} ms")
     print(f"  the diff alone          {diff_alone * 1000:8.3f} ms  (goal <= 100 ms: "
@@ -153,15 +165,18 @@ def main() -> None:
         for n in range(max(sizes))
     ]
     growth = []
-    print(f"planning N apps x {PROCESSES} processes, with diffs (median of {args.runs}):")
+    print(f"planning N apps x {PROCESSES} processes, with diffs (best of {args.runs}):")
+    best = {size: float("inf") for size in sizes}
+    for _ in range(args.runs):  # the sizes interleaved: the machine's load falls on all alike
+        for size in sizes:
+
+            def plan_all(batch: list[Any] = fleet[:size]) -> None:
+                for one, recs, seen in batch:
+                    plan_once(one, recs, seen, True)
+
+            best[size] = min(best[size], _one_sample(plan_all))
     for size in sizes:
-        batch = fleet[:size]
-
-        def plan_all(batch: list[Any] = batch) -> None:
-            for one, recs, seen in batch:
-                plan_once(one, recs, seen, True)
-
-        total = timed(plan_all, args.runs)
+        total = best[size]
         growth.append({"apps": size, "seconds": total, "ms_per_app": total / size * 1000})
         print(f"  {size:4d} apps  {total * 1000:9.1f} ms   {total / size * 1000:7.3f} ms per app")
     ratio = growth[-1]["ms_per_app"] / growth[0]["ms_per_app"]
@@ -182,6 +197,8 @@ def main() -> None:
         },
         "growth": growth,
         "per_app_ratio_largest_to_smallest": ratio,
+        "runs": args.runs,
+        "statistic": "best of runs, process CPU time, garbage collector paused",
         "python": sys.version.split()[0],
     }
     Path(args.out).write_text(json.dumps(figures, indent=2) + "\n")
