@@ -4,13 +4,14 @@ observed target, revisions against their predecessors, masked changes, the plan'
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
 from shipway.errors import InputError
 from shipway.plan import Observed, ObservedUnit, Plan
 from shipway.plan.change import Change, Diff
-from shipway.plan.diff import between, drift, history_diffs, plan_diff
+from shipway.plan.diff import between, drift, history_diffs, plan_diff, release_diff
 from shipway.release.artifact import Artifact, Unit
 from shipway.release.model import Release, ReleaseStatus, SecretMarks
 
@@ -96,3 +97,27 @@ def test_digests_are_shown_short() -> None:
     change = Change("app", "image", "changed", old, new)
     assert change.headline() == f"app: image reg/shop@{'1a' * 6} → reg/shop@{'3c' * 6}"
     assert change.token() == f"image {'1a' * 6}→{'3c' * 6}"
+
+
+def test_a_section_the_differ_does_not_know_is_compared_key_by_key() -> None:
+    """A snapshot section added later (volumes, build settings) shows without new code."""
+    before = replace(release(1), spec={"volumes": {"data": {"path": "/app/data"}}})
+    after = replace(release(2), spec={"volumes": {"data": {"path": "/srv/data"}, "cache": {}}})
+    assert release_diff(before, after).changes == (
+        Change("volumes", "cache", "added", None, {}),
+        Change("volumes", "data.path", "changed", "/app/data", "/srv/data"),
+    )
+
+
+def test_a_build_the_artifact_records_is_compared_per_process() -> None:
+    def built(digest: str) -> Artifact:
+        body = {"replicas": 1, "dependencies": {"digest": digest}}
+        return Artifact((Unit(key="program/web@1", kind="program", process="web", body=body),))
+
+    old = "sha256:" + "aa" * 32
+    new = "sha256:" + "bb" * 32
+    found = release_diff(
+        replace(release(1), artifact=built(old)), replace(release(2), artifact=built(new))
+    )
+    assert found.changes == (Change("web", "dependencies", "changed", old, new),)
+    assert found.summary() == f"web dependencies {'aa' * 6}→{'bb' * 6}"
