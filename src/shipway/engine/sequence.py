@@ -64,7 +64,7 @@ class RolloutSequence(Recovery):
             if plan.unchanged and plan.diff is not None and plan.diff.before is not None:
                 # "no changes": nothing is applied and no revision recorded; the lock was
                 # held for the check only
-                return Unchanged(str(target), plan.diff.before, plan.operation)
+                return self._settled(Unchanged(str(target), plan.diff.before, plan.operation))
             if plan.release is None:
                 raise InputError("the plan records no release")
             # the marks of the secret values this release is applied with, now
