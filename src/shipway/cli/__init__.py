@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 EXIT_CODES = """\b
 Exit codes:
-  0   success (deploy: rolled)
+  0   success (deploy: rolled, or no changes: nothing applied, no revision)
   1   unexpected error, or an engine failure
   2   invalid input: spec or arguments (nothing was touched)
   3   refused by the guard: confirmation missing or wrong
