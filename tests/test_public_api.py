@@ -22,13 +22,13 @@ REPO = Path(__file__).resolve().parents[1]
 HELLO = REPO / "examples" / "hello"
 
 EXPECTED = [
-    "App", "Backend", "BackendError", "Clearance", "ClearanceError", "ConfirmationMismatch",
-    "ConfirmationRequired", "Engine", "Guard", "GuardRefused", "InputError", "Interrupted",
-    "NoAnchor", "Outcome", "Plan", "Release", "ReleaseStatus", "Reporter", "RollbackFailed",
-    "Rolled", "RolledBack", "ShipwayError", "Slot", "SlotLocked", "SlotStatus", "SpecInvalid",
-    "StalePlan", "Target", "__version__", "clear", "deploy", "diff", "helm_history",
-    "helm_release", "history", "load", "logs", "plan", "promote", "repair", "restart",
-    "rollback", "status", "stop",
+    "App", "Backend", "BackendError", "Change", "Clearance", "ClearanceError",
+    "ConfirmationMismatch", "ConfirmationRequired", "Diff", "Engine", "Guard", "GuardRefused",
+    "InputError", "Interrupted", "NoAnchor", "Outcome", "Plan", "Release", "ReleaseStatus",
+    "Reporter", "RollbackFailed", "Rolled", "RolledBack", "ShipwayError", "Slot", "SlotLocked",
+    "SlotStatus", "SpecInvalid", "StalePlan", "Target", "Unchanged", "__version__", "clear",
+    "deploy", "diff", "helm_history", "helm_release", "history", "load", "logs", "plan",
+    "promote", "repair", "restart", "rollback", "status", "stop",
 ]  # fmt: skip
 
 # The slots the README's snippet names (staging is planned, prod deployed), both local.

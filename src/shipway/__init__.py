@@ -45,6 +45,7 @@ if TYPE_CHECKING:
         RollbackFailed,
         Rolled,
         RolledBack,
+        Unchanged,
     )
     from shipway.errors import (
         BackendError,
@@ -59,7 +60,7 @@ if TYPE_CHECKING:
         StalePlan,
     )
     from shipway.guard import Clearance, Guard
-    from shipway.plan import Plan
+    from shipway.plan import Change, Diff, Plan
     from shipway.release import Release, ReleaseStatus
     from shipway.spec import App, Slot, Target
 
@@ -73,13 +74,15 @@ _WHERE = {
     # what api functions take: a backend of one's own (``backend=``), where progress goes
     # (``reporter=``)
     "shipway.backends.protocol": "Backend Reporter",
-    "shipway.engine": "Engine Interrupted NoAnchor Outcome RollbackFailed Rolled RolledBack",
+    "shipway.engine": (
+        "Engine Interrupted NoAnchor Outcome RollbackFailed Rolled RolledBack Unchanged"
+    ),
     "shipway.errors": (
         "BackendError ClearanceError ConfirmationMismatch ConfirmationRequired "
         "GuardRefused InputError ShipwayError SlotLocked SpecInvalid StalePlan"
     ),
     "shipway.guard": "Clearance Guard",
-    "shipway.plan": "Plan",
+    "shipway.plan": "Change Diff Plan",
     "shipway.release": "Release ReleaseStatus",
     "shipway.spec": "App Slot Target",
 }
@@ -115,10 +118,12 @@ __all__ = [
     "App",
     "Backend",
     "BackendError",
+    "Change",
     "Clearance",
     "ClearanceError",
     "ConfirmationMismatch",
     "ConfirmationRequired",
+    "Diff",
     "Engine",
     "Guard",
     "GuardRefused",
@@ -140,6 +145,7 @@ __all__ = [
     "SpecInvalid",
     "StalePlan",
     "Target",
+    "Unchanged",
     "__version__",
     "clear",
     "deploy",

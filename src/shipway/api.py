@@ -20,6 +20,8 @@ from shipway.backends.protocol import Backend, GenerationInfo, ProcessStatus, Re
 from shipway.engine import DEFAULT_ROLLBACK_TIMEOUT, DEFAULT_TIMEOUT, Engine, Outcome
 from shipway.errors import InputError
 from shipway.guard import Clearance, Guard
+from shipway.plan.change import Diff
+from shipway.plan.diff import between
 from shipway.plan.model import Plan
 from shipway.release import history as _history
 from shipway.release.model import Release
@@ -68,21 +70,51 @@ def plan(
     image: str | None = None,
     take_host: bool = False,
     repair: bool = False,
+    force: bool = False,
     backend: Backend | None = None,
     reporter: Reporter | None = None,
 ) -> Plan:
-    """What a deploy (or, with ``repair``, a repair) would do now. Mutates nothing, starts
-    nothing."""
-    if repair and image is not None:
-        raise InputError("a repair re-asserts the deployed release: it takes no --image")
+    """What a deploy (or, with ``repair``, a repair) would do now, and what it changes
+    (``plan.diff``; ``plan.unchanged``: "no changes", unless ``force``). Mutates nothing,
+    starts nothing."""
+    if repair and (image is not None or force):
+        flag = "--image" if image is not None else "--force"
+        raise InputError(f"a repair re-asserts the deployed release: it takes no {flag}")
     with _engine(app, slot, backend, reporter) as engine:
         if repair:
             return engine.plan_repair(app, slot)
-        return engine.plan_deploy(app, slot, image=image, take_host=take_host)
+        return engine.plan_deploy(app, slot, image=image, take_host=take_host, force=force)
 
 
-def diff(app: App, slot: str, the_plan: Plan, *, backend: Backend | None = None) -> list[str]:
-    """How live objects would change under ``the_plan`` (secret data masked). Read-only."""
+def diff(
+    app: App,
+    slot: str,
+    before: int | None = None,
+    after: int | None = None,
+    *,
+    backend: Backend | None = None,
+) -> Diff:
+    """What differs between two releases of ``slot``, secrets named and never shown.
+
+    No revisions: the deployed release against what a deploy would run now (and where the
+    target drifted from it). One: that revision against its predecessor. Two: ``before``
+    against ``after``. With revisions, from the release records alone — it works after
+    the images and snapshots are gone. Read-only."""
+    if before is None and after is not None:
+        raise InputError("give the earlier revision too: shipway diff SLOT REV_A REV_B")
+    with _engine(app, slot, backend, None) as engine:
+        if before is None:
+            return engine.changes(app, slot)
+        records = engine.backend.read_records(app.slots.target(slot))
+        return between(records, before, after)
+
+
+def object_diff(
+    app: App, slot: str, the_plan: Plan, *, backend: Backend | None = None
+) -> list[str]:
+    """How the target's own objects would change under ``the_plan`` (Kubernetes: a
+    server-side dry run against the live objects; Docker: per host), secret data masked.
+    Read-only."""
     with _backend(app, slot, backend) as b:
         return b.diff(app.slots.target(slot), the_plan)
 
@@ -95,11 +127,14 @@ def deploy(
     image: str | None = None,
     saved_plan: Plan | None = None,
     take_host: bool = False,
+    force: bool = False,
     timeout: float = DEFAULT_TIMEOUT,
     rollback_timeout: float = DEFAULT_ROLLBACK_TIMEOUT,
     backend: Backend | None = None,
     reporter: Reporter | None = None,
 ) -> Outcome:
+    """Roll out to ``slot``. Nothing differs: ``Unchanged``, nothing applied and no
+    revision recorded, unless ``force``."""
     clearance = clear(app, slot, confirm)
     with _engine(app, slot, backend, reporter) as engine:
         return engine.deploy(
@@ -109,6 +144,7 @@ def deploy(
             image=image,
             saved=saved_plan,
             take_host=take_host,
+            force=force,
             timeout=timeout,
             rollback_timeout=rollback_timeout,
         )

@@ -37,18 +37,8 @@ routes = [{ host = "shop.example.com", process = "web" }]
 
 
 @pytest.fixture
-def app() -> App:
+def app() -> App:  # a blue-green slot (backend and out: tests/engine/conftest.py)
     return app_from_toml(SPEC)
-
-
-@pytest.fixture
-def backend() -> MemoryBackend:
-    return MemoryBackend()
-
-
-@pytest.fixture
-def out() -> Lines:
-    return Lines()
 
 
 def engine(backend: MemoryBackend, out: Lines) -> Engine:

@@ -6,29 +6,13 @@ from __future__ import annotations
 import pytest
 
 from shipway.backends.memory import MemoryBackend
-from shipway.engine import Rolled
+from shipway.engine import Rolled, Unchanged
 from shipway.errors import InputError, StalePlan
 from shipway.guard import Guard
 from shipway.plan.model import ApplyObject, NoOp, Remove
 from shipway.release.artifact import Unit
 from shipway.spec import App
-from tests.conftest import app_from_toml
-from tests.engine.test_sequencing import SPEC, Lines, deploy, engine
-
-
-@pytest.fixture
-def app() -> App:
-    return app_from_toml(SPEC)
-
-
-@pytest.fixture
-def backend() -> MemoryBackend:
-    return MemoryBackend()
-
-
-@pytest.fixture
-def out() -> Lines:
-    return Lines()
+from tests.engine.test_sequencing import Lines, deploy, engine
 
 
 def repair(app: App, backend: MemoryBackend, out: Lines, **kw: object) -> object:
@@ -57,12 +41,30 @@ def test_repair_changes_only_what_drifted(app: App, backend: MemoryBackend, out:
     assert [type(s) for s in engine(backend, out).plan_repair(app, "test1").steps] == [NoOp]
 
 
-def test_deploy_still_rolls_every_process(app: App, backend: MemoryBackend, out: Lines) -> None:
+def test_a_forced_deploy_still_rolls_every_process(
+    app: App, backend: MemoryBackend, out: Lines
+) -> None:
     deploy(app, backend, out)
-    deploy(app, backend, out)
+    deploy(app, backend, out, force=True)
     assert set(backend.records[1].deployment_ids.values()).isdisjoint(
         backend.records[2].deployment_ids.values()
     )
+
+
+def test_a_repair_with_nothing_to_do_records_no_revision(
+    app: App, backend: MemoryBackend, out: Lines
+) -> None:
+    deploy(app, backend, out)
+    plan = engine(backend, out).plan_repair(app, "test1")
+    assert plan.unchanged and plan.release is None
+    assert plan.describe()[0].endswith(": no changes")
+    backend.calls.clear()
+    outcome = repair(app, backend, out)
+    assert isinstance(outcome, Unchanged) and outcome.exit_code == 0
+    assert "no changes" in outcome.line() and "runs r1 as recorded" in outcome.line()
+    assert sorted(backend.records) == [1]
+    assert [c for c in backend.mutations() if c[0] != "lock"] == []
+    assert backend.lock_holder is None
 
 
 def test_repair_needs_a_deployed_release(app: App, backend: MemoryBackend, out: Lines) -> None:

@@ -76,21 +76,6 @@ class Lines:
         self.lines.append(f"{process} {dict(counts)} {note}")
 
 
-@pytest.fixture
-def app() -> App:
-    return app_from_toml(SPEC)
-
-
-@pytest.fixture
-def backend() -> MemoryBackend:
-    return MemoryBackend()
-
-
-@pytest.fixture
-def out() -> Lines:
-    return Lines()
-
-
 def engine(backend: MemoryBackend, out: Lines) -> Engine:
     return Engine(backend, out, actor="tester@test", environ=ENV)
 
@@ -176,7 +161,9 @@ def test_plan_and_dry_run_call_nothing_that_mutates(
     backend.calls.clear()
     p = engine(backend, out).plan_deploy(app, "test1", image="reg/shop:2")
     assert p.mutates
-    api.diff(app, "test1", p, backend=backend)
+    api.object_diff(app, "test1", p, backend=backend)
+    engine(backend, out).changes(app, "test1")
+    api.diff(app, "test1", 1, backend=backend)
     assert backend.calls and not backend.mutations()
 
 

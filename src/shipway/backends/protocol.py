@@ -379,6 +379,22 @@ class Generations(Protocol):
 
 
 @runtime_checkable
+class Drifts(Protocol):
+    """What a backend adds whose target can be changed outside shipway in ways ``observe``
+    does not see (Kubernetes: ``kubectl edit`` or ``kubectl scale`` leave shipway's digest
+    annotation as it was). The engine asks before it answers "no changes", so that answer
+    is never given for a target that no longer runs what its record says."""
+
+    def altered(
+        self, target: Target, release: Release, secrets: Mapping[str, Secret]
+    ) -> list[str]:
+        """Keys of ``release``'s units that the target no longer runs as recorded: those
+        that applying the recorded unit again would change (a server-side dry run against
+        the live object). Read-only; ``secrets`` only to compare, never shown."""
+        ...
+
+
+@runtime_checkable
 class Backend(Renders, Reads, Records, Locks, Steps, Closes, Protocol):
     """Every backend: renders, reads, keeps records and the lock, performs rolling steps."""
 
@@ -398,3 +414,9 @@ def generations_of(backend: Backend) -> GenerationBackend:
             '(hint: use strategy = "rolling" for this slot)'
         )
     return backend
+
+
+def drifts_of(backend: Backend) -> Drifts | None:
+    """The backend as one that can find out-of-band changes, or None (its ``observe``
+    already sees every change: the local backend's files, Docker's labelled bodies)."""
+    return backend if isinstance(backend, Drifts) else None

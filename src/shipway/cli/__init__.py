@@ -23,12 +23,13 @@ if TYPE_CHECKING:
 
 EXIT_CODES = """\b
 Exit codes:
-  0   success (deploy: rolled)
+  0   success (deploy: rolled, or no changes: nothing applied, no revision)
   1   unexpected error, or an engine failure
   2   invalid input: spec or arguments (nothing was touched)
   3   refused by the guard: confirmation missing or wrong
   4   the slot is locked by another operation (the message names the holder)
   5   the saved plan is stale: the slot changed since it was made
+  6   plan --detailed-exitcode: the plan has changes (0: no changes)
   10  rolled-back: the new release failed; the previous one serves again
   11  rollback-failed: the new release failed and so did the rollback; the slot MAY BE DOWN
   12  no-anchor: the new release failed and nothing ran before it; nothing was restored
@@ -198,7 +199,8 @@ def cli(ctx: click.Context, spec_file: str | None) -> None:
     \b
     Typical use:
       shipway validate                  check the spec, list every error
-      shipway plan staging              what a deploy would do (touches nothing)
+      shipway plan staging              what a deploy would change (touches nothing)
+      shipway diff prod [REV_A] [REV_B] what differs between releases (secrets masked)
       shipway deploy staging            roll out; roll back automatically on failure
       shipway deploy prod --confirm prod
       shipway status prod | history prod | rollback prod [REV]
@@ -244,59 +246,6 @@ def validate(obj: Context) -> None:
         return 0
 
     _run(obj, body)
-
-
-@cli.command()
-@click.argument("slot")
-@click.option("--image", metavar="REF", help="Plan for this image instead of the spec's.")
-@click.option(
-    "--out",
-    "out",
-    metavar="FILE",
-    type=click.Path(dir_okay=False),
-    help="Save the plan; apply it later with deploy --plan FILE (repair --plan FILE).",
-)
-@click.option(
-    "--repair",
-    is_flag=True,
-    help="Plan a repair instead: re-assert the deployed release, changing only what drifted.",
-)
-@click.option(
-    "--take-host",
-    is_flag=True,
-    help="Blue-green slots: plan taking a host another app or slot serves today.",
-)
-@output_option
-@pass_obj
-def plan(
-    obj: Context, slot: str, image: str | None, out: str | None, repair: bool, take_host: bool
-) -> None:
-    """Show what a deploy to SLOT would do. Touches nothing, starts nothing."""
-    _run(obj, lambda: _show_plan(obj, slot, image, out, repair, take_host))
-
-
-def _show_plan(
-    obj: Context, slot: str, image: str | None, out: str | None, repair: bool, take_host: bool
-) -> int:
-    """``plan`` (and ``deploy --dry-run``, which is exactly this): read-only."""
-    from shipway import api
-
-    app = obj.app()
-    the_plan = api.plan(app, slot, image=image, repair=repair, take_host=take_host)
-    detail = api.diff(app, slot, the_plan)
-    if out:
-        Path(out).write_text(json.dumps(the_plan.to_json(), indent=2, sort_keys=True) + "\n")
-    if obj.json:
-        from shipway.cli.report import emit_json
-
-        emit_json({**the_plan.to_json(), "diff": detail, "saved_to": out})
-    else:
-        for line in the_plan.describe() + detail:
-            click.echo(line)
-        if out:
-            verb = "repair" if repair else "deploy"
-            click.echo(f"saved to {out}; apply with: shipway {verb} {slot} --plan {out}")
-    return 0
 
 
 def _saved_plan(plan_file: str | None) -> Any:
@@ -375,6 +324,11 @@ def take_host_option(f: F) -> F:
     is_flag=True,
     help="Print the plan and touch nothing: exactly `shipway plan SLOT` (same options).",
 )
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Roll every process even when nothing changed (default: 'no changes', exit 0).",
+)
 @confirm_option
 @take_host_option
 @timeout_options
@@ -386,16 +340,27 @@ def deploy(
     image: str | None,
     plan_file: str | None,
     dry_run: bool,
+    force: bool,
     confirm: str | None,
     take_host: bool,
     timeout: float,
     rollback_timeout: float,
 ) -> None:
-    """Roll out to SLOT: lock, read the anchor, apply, wait, record — or roll back."""
+    """Roll out to SLOT: lock, read the anchor, apply, wait, record — or roll back.
+
+    When nothing differs from the deployed release (spec, image, secrets, and the target
+    matching its record) it says "no changes", applies nothing, records no revision and
+    exits 0; --force rolls every process anyway."""
     if dry_run:
         if plan_file:
             _fail(obj, 2, "--dry-run prints a new plan; it takes no --plan FILE")
-        _run(obj, lambda: _show_plan(obj, slot, image, None, False, take_host))
+        from shipway.cli.changes import show_plan
+
+        def dry_run_body() -> int:
+            show_plan(obj, slot, image, None, False, take_host, force)
+            return 0
+
+        _run(obj, dry_run_body)
         return
 
     from shipway import api
@@ -409,6 +374,7 @@ def deploy(
             confirm=_confirmation(app, slot, confirm),
             image=image,
             take_host=take_host,
+            force=force,
             timeout=timeout,
             rollback_timeout=rollback_timeout,
             reporter=reporter,
@@ -538,23 +504,6 @@ def status(obj: Context, slot: str) -> None:
         for line in table(rows, columns):
             click.echo(line)
         return 0
-
-    _run(obj, body)
-
-
-@cli.command()
-@click.argument("slot")
-@output_option
-@pass_obj
-def history(obj: Context, slot: str) -> None:
-    """The release history of SLOT, oldest first."""
-
-    def body() -> int:
-        from shipway import api
-
-        rows = [r.summary() for r in api.history(obj.app(), slot)]
-        columns = ["revision", "status", "updated_at", "image", "description"]
-        return _list(obj, slot, "releases", rows, columns)
 
     _run(obj, body)
 
@@ -773,6 +722,7 @@ def stop(obj: Context, slot: str, confirm: str | None) -> None:
 
 
 # Command groups kept in their own modules; imported last, as they use what is above.
+from shipway.cli import changes as _changes  # noqa: E402,F401  (plan, diff, history)
 from shipway.cli.helm import helm  # noqa: E402
 
 cli.add_command(helm)

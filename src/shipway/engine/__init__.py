@@ -8,6 +8,7 @@ from shipway.engine.outcome import (
     RollbackFailed,
     Rolled,
     RolledBack,
+    Unchanged,
     outcome_from_json,
 )
 from shipway.engine.signals import Interrupted
@@ -22,5 +23,6 @@ __all__ = [
     "RollbackFailed",
     "Rolled",
     "RolledBack",
+    "Unchanged",
     "outcome_from_json",
 ]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import getpass
+import secrets as _random
 import socket
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -22,7 +23,7 @@ from shipway.errors import InputError, SecretUnavailable
 from shipway.guard import Clearance
 from shipway.plan.model import Observed, Plan, Step
 from shipway.release import history
-from shipway.release.model import Release, ReleaseStatus, now_utc
+from shipway.release.model import Release, ReleaseStatus, SecretMarks, now_utc
 from shipway.spec.model import App, Target
 from shipway.spec.parse import from_snapshot
 from shipway.spec.secrets import Secret, resolve_all
@@ -47,6 +48,19 @@ def head_of(records: Sequence[Release]) -> str:
         return "none"
     top = max(records, key=lambda r: r.revision)
     return f"r{top.revision}:{top.status}"
+
+
+def marked(release: Release, secrets: Mapping[str, Secret], records: Sequence[Release]) -> Release:
+    """``release`` with the marks of the secret values it runs with (those its spec refers
+    to), under the salt the slot's records share (a new one for a new slot). The marks let
+    a diff name which secret changed; they are never shown."""
+    salt = next(
+        (r.secret_marks.salt for r in history.ordered(records)[::-1] if r.secret_marks.salt),
+        "",
+    ) or _random.token_hex(16)
+    names = (release.spec or {}).get("secrets") or {}
+    marks = {name: secrets[name].mark(salt) for name in names if name in secrets}
+    return replace(release, secret_marks=SecretMarks(salt, marks))
 
 
 class EngineContext:

@@ -10,20 +10,22 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from shipway.backends.protocol import LockHolder, ResolvedImage
+from shipway.backends.protocol import LockHolder, ResolvedImage, drifts_of
 from shipway.engine.blue_green import BlueGreen
-from shipway.engine.context import DEFAULT_ROLLBACK_TIMEOUT, DEFAULT_TIMEOUT
+from shipway.engine.context import DEFAULT_ROLLBACK_TIMEOUT, DEFAULT_TIMEOUT, marked
 from shipway.engine.ids import fresh_ids, restart_ids
 from shipway.engine.outcome import Outcome
 from shipway.engine.signals import signals_raise
-from shipway.errors import ImageMetadataMissing, InputError, StalePlan
+from shipway.errors import ImageMetadataMissing, InputError, SecretUnavailable, StalePlan
 from shipway.guard import Clearance
-from shipway.plan.model import Observed, Plan, changes_between
+from shipway.plan.change import Diff
+from shipway.plan.diff import drift, plan_diff
+from shipway.plan.model import NoOp, Observed, Plan, changes_between
 from shipway.plan.rollout import rollout_plan
 from shipway.release import history
 from shipway.release.artifact import Artifact
 from shipway.release.model import ImageMeta, Release, ReleaseStatus
-from shipway.spec.model import App
+from shipway.spec.model import App, Target
 from shipway.spec.parse import from_snapshot
 from shipway.spec.secrets import Secret
 
@@ -40,7 +42,9 @@ class Engine(BlueGreen):
         operation: str = "deploy",
         description: str = "",
         take_host: bool = False,
+        force: bool = False,
     ) -> Plan:
+        """What a deploy would do now, with what it changes. Mutates nothing."""
         target = app.slots.target(slot_name)
         records = self.backend.read_records(target)
         observed = self.observe(target, records)
@@ -54,6 +58,7 @@ class Engine(BlueGreen):
             operation,
             description,
             take_host,
+            force,
         )
 
     def _deploy_plan(
@@ -67,7 +72,13 @@ class Engine(BlueGreen):
         operation: str,
         description: str,
         take_host: bool = False,
+        force: bool = False,
     ) -> Plan:
+        """The deploy plan, and what it changes against the deployed release and the
+        target. Nothing differs and not ``force``: the "no changes" plan, which applies
+        nothing — a deploy gives every process a fresh deployment id (and the new
+        revision's number is in what it renders), so without this check every deploy of
+        an unchanged slot would roll every process."""
         slot = app.slots.get(slot_name)
         view = app.in_slot(slot_name)
         target = app.slots.target(slot_name)
@@ -87,8 +98,43 @@ class Engine(BlueGreen):
             description=description or f"{operation} {resolved.ref}",
             actor=self.actor,
         )
+        release = marked(release, secrets, records)
+        plan = self._release_plan(app, slot_name, release, observed, operation, take_host)
+        assert plan.release is not None
+        anchor = history.deployed(records)
+        diff = plan_diff(anchor, plan.release, observed)
+        if diff.empty and anchor is not None:
+            # what observing cannot see (an object edited outside shipway) is looked for
+            # before "no changes" is said; such units are applied again
+            altered = self._altered(target, anchor, app, secrets)
+            if altered:
+                seen = observed.with_altered(altered)
+                plan = self._release_plan(app, slot_name, release, seen, operation, take_host)
+                assert plan.release is not None
+                diff = plan_diff(anchor, plan.release, seen)
+                plan = replace(plan, observed=observed.summary())  # what a saved plan checks
+        if diff.empty and not force:
+            return self._unchanged_plan(
+                plan, diff, f"this {operation} would run what r{diff.before} runs"
+                + (" (--force redeploys anyway)" if operation == "deploy" else ""),
+            )  # fmt: skip
+        return replace(plan, diff=diff)
+
+    def _release_plan(
+        self,
+        app: App,
+        slot_name: str,
+        release: Release,
+        observed: Observed,
+        operation: str,
+        take_host: bool,
+    ) -> Plan:
+        """The steps that make the target run ``release``: a new generation on a
+        blue-green slot, a rollout otherwise."""
+        slot = app.slots.get(slot_name)
         if slot.strategy == "blue-green":
             return self._generation_plan(app, slot_name, release, observed, operation, take_host)
+        view = app.in_slot(slot_name)
         release = replace(release, artifact=self.backend.render(view, slot, release))
         return rollout_plan(
             operation=operation,
@@ -97,6 +143,28 @@ class Engine(BlueGreen):
             observed=observed,
             release_command=view.release_command,
         )
+
+    def _altered(
+        self, target: Target, anchor: Release, app: App, secrets: Mapping[str, Secret]
+    ) -> list[str]:
+        """The anchor's units the target no longer runs as recorded, where the backend can
+        tell more than observing does (:class:`~shipway.backends.protocol.Drifts`)."""
+        drifts = drifts_of(self.backend)
+        if drifts is None:
+            return []
+        return drifts.altered(target, anchor, self._secrets_of(anchor, app, secrets))
+
+    @staticmethod
+    def _unchanged_plan(plan: Plan, diff: Diff, reason: str) -> Plan:
+        """"No changes": one no-op step, no release to record."""
+        return replace(plan, steps=(NoOp(reason=reason),), release=None, diff=diff)
+
+    def changes(self, app: App, slot_name: str) -> Diff:
+        """The deployed release against what a deploy would run now, and where the target
+        drifted from it. Read-only."""
+        diff = self.plan_deploy(app, slot_name).diff
+        assert diff is not None  # every deploy plan carries its diff
+        return diff
 
     def _image_meta(
         self,
@@ -139,17 +207,21 @@ class Engine(BlueGreen):
         operation: str = "deploy",
         description: str = "",
         take_host: bool = False,
+        force: bool = False,
         timeout: float = DEFAULT_TIMEOUT,
         rollback_timeout: float = DEFAULT_ROLLBACK_TIMEOUT,
     ) -> Outcome:
+        """Roll out what the spec (or ``image``, or a saved plan) says. When nothing
+        differs from the deployed release and the target matches it, nothing is applied
+        and no revision recorded (:class:`Unchanged`), unless ``force``."""
         target = app.slots.target(slot_name)
         clearance.require_covers(target)
         blue_green = app.slots.get(slot_name).strategy == "blue-green"
         if blue_green:
             self._generations()  # refused before the lock: nothing is created or touched
         secrets = self.secrets(app)
-        if saved is not None and (image is not None or take_host):
-            flag = "--image" if image is not None else "--take-host"
+        if saved is not None and (image is not None or take_host or force):
+            flag = "--image" if image is not None else "--take-host" if take_host else "--force"
             raise InputError(
                 f"a saved plan is applied exactly as it was made: it takes no {flag} "
                 f"(hint: make a new one: shipway plan {slot_name} {flag}"
@@ -177,6 +249,7 @@ class Engine(BlueGreen):
                     operation,
                     description,
                     take_host,
+                    force,
                 )
             changes = changes_between(saved.observed, observed.summary())
             if changes:
@@ -254,7 +327,11 @@ class Engine(BlueGreen):
         """What a repair would do now. Mutates nothing, starts nothing."""
         target = app.slots.target(slot_name)
         records = self.backend.read_records(target)
-        return self._repair_plan(slot_name, records, self.observe(target, records))
+        try:
+            secrets = self.secrets(app)
+        except SecretUnavailable:  # a plan of a repair needs none: unresolved ones are
+            secrets = {}  # compared by their keys only
+        return self._repair_plan(app, slot_name, records, self.observe(target, records), secrets)
 
     def repair(
         self,
@@ -276,7 +353,7 @@ class Engine(BlueGreen):
 
         def build(records: list[Release], observed: Observed) -> Plan:
             if saved is None:
-                return self._repair_plan(slot_name, records, observed)
+                return self._repair_plan(app, slot_name, records, observed, secrets)
             changes = changes_between(saved.observed, observed.summary())
             if changes:
                 raise StalePlan(changes)
@@ -286,21 +363,35 @@ class Engine(BlueGreen):
             clearance, target, app, secrets, build, self._restore_anchor, timeout, rollback_timeout
         )
 
-    def _repair_plan(self, slot_name: str, records: Sequence[Release], observed: Observed) -> Plan:
+    def _repair_plan(
+        self,
+        app: App,
+        slot_name: str,
+        records: Sequence[Release],
+        observed: Observed,
+        secrets: Mapping[str, Secret],
+    ) -> Plan:
         anchor = history.deployed(records)
         if anchor is None:
             raise InputError(
                 f"nothing is deployed in slot {slot_name!r} to repair (hint: shipway deploy first)"
             )
         release = self._successor(anchor, records, f"repair: re-assert r{anchor.revision}")
+        # a blue-green slot: the live generation only (the others are kept, not drift)
+        seen = observed.of_generation(anchor.generation)
+        if not drift(anchor, seen):
+            seen = seen.with_altered(
+                self._altered(app.slots.target(slot_name), anchor, app, secrets)
+            )
         plan = rollout_plan(
-            operation="repair",
-            backend=self.backend.name,
-            release=release,
-            # a blue-green slot: the live generation only (the others are kept, not drift)
-            observed=observed.of_generation(anchor.generation),
+            operation="repair", backend=self.backend.name, release=release, observed=seen
         )
-        return replace(plan, observed=observed.summary())  # a saved plan: the whole slot
+        diff = Diff(anchor.revision, None, tuple(drift(anchor, seen)))
+        plan = replace(plan, observed=observed.summary(), diff=diff)  # saved: the whole slot
+        if diff.empty:
+            why = f"the target runs r{anchor.revision} as recorded"
+            return self._unchanged_plan(plan, diff, why)
+        return plan
 
     def restart(
         self,

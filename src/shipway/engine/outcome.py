@@ -1,4 +1,5 @@
-"""The four honest outcomes of a rollout. Only ``rolled`` is success; each has its own
+"""The four honest outcomes of a rollout, and "no changes". Only ``rolled`` (and
+``unchanged``, when nothing differed and nothing was done) is success; each has its own
 exit code, one-line text and JSON form. A failed rollback is never collapsed into
 "failed": it says the slot MAY BE DOWN.
 """
@@ -63,6 +64,34 @@ class Rolled(Outcome):
             "from": self.from_revision,
             "to": self.to_revision,
             "warnings": list(self.warnings),
+        }
+
+
+@dataclass(frozen=True)
+class Unchanged(Outcome):
+    """"No changes": what runs is what the operation would make run, so nothing was
+    applied and no revision recorded (the lock was held for the check only)."""
+
+    kind: ClassVar[str] = "unchanged"
+    exit_code: ClassVar[int] = EXIT_ROLLED
+    target: str
+    revision: int
+    operation: str = "deploy"
+
+    def line(self) -> str:
+        if self.operation == "repair":
+            what = f"runs r{self.revision} as recorded"
+        else:
+            what = f"already runs what this {self.operation} would run (r{self.revision})"
+        hint = " (deploy --force redeploys anyway)" if self.operation == "deploy" else ""
+        return f"no changes: {self.target} {what}; nothing applied, no revision recorded{hint}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "outcome": self.kind,
+            "target": self.target,
+            "revision": self.revision,
+            "operation": self.operation,
         }
 
 
@@ -169,6 +198,8 @@ def outcome_from_json(data: dict[str, Any]) -> Outcome:
     kind = data["outcome"]
     if kind == Rolled.kind:
         return Rolled(data["target"], data["from"], data["to"], tuple(data.get("warnings", ())))
+    if kind == Unchanged.kind:
+        return Unchanged(data["target"], data["revision"], data.get("operation", "deploy"))
     failure = _failure(data["failure"])
     if kind == RolledBack.kind:
         return RolledBack(

@@ -18,8 +18,15 @@ from collections.abc import Mapping, Sequence
 from typing import TypeVar
 
 from shipway.backends.protocol import LockHolder
-from shipway.engine.context import Build, Undo
-from shipway.engine.outcome import NoAnchor, Outcome, RollbackFailed, Rolled, RolledBack
+from shipway.engine.context import Build, Undo, marked
+from shipway.engine.outcome import (
+    NoAnchor,
+    Outcome,
+    RollbackFailed,
+    Rolled,
+    RolledBack,
+    Unchanged,
+)
 from shipway.engine.recovery import Recovery
 from shipway.engine.signals import Interrupted, settle, signals_deferred, signals_raise
 from shipway.engine.walk import Walker, WalkResult
@@ -54,9 +61,14 @@ class RolloutSequence(Recovery):
             anchor = history.deployed(records)  # the anchor: read before anything is patched
             observed = self.observe(target, records)
             plan = build(records, observed)
-            release = plan.release
-            if release is None:
+            if plan.unchanged and plan.diff is not None and plan.diff.before is not None:
+                # "no changes": nothing is applied and no revision recorded; the lock was
+                # held for the check only
+                return self._settled(Unchanged(str(target), plan.diff.before, plan.operation))
+            if plan.release is None:
                 raise InputError("the plan records no release")
+            # the marks of the secret values this release is applied with, now
+            release = marked(plan.release, secrets, records)
             for line in plan.describe():
                 self.reporter.line(line)
             walker = Walker(self.backend, clearance, target, release, secrets, self.reporter)

@@ -1,5 +1,7 @@
 """PURE planning: desired (spec + release) vs observed (+ recorded) → Plan. No I/O here."""
 
+from shipway.plan.change import Change, Diff
+from shipway.plan.diff import between, drift, plan_diff, release_diff
 from shipway.plan.generation import switch_plan, switch_steps
 from shipway.plan.model import (
     ApplyObject,
@@ -21,6 +23,8 @@ from shipway.plan.rollout import discard_steps, restore_steps, rollout_plan, rol
 
 __all__ = [
     "ApplyObject",
+    "Change",
+    "Diff",
     "DropHost",
     "NoOp",
     "Observed",
@@ -33,8 +37,12 @@ __all__ = [
     "Step",
     "WaitReplicas",
     "WaitRollout",
+    "between",
     "changes_between",
     "discard_steps",
+    "drift",
+    "plan_diff",
+    "release_diff",
     "restore_steps",
     "rollout_plan",
     "rollout_steps",

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar, Literal
 
+from shipway.plan.change import Change, Diff
 from shipway.release import codec
 from shipway.release.model import Release, now_utc
 
@@ -53,6 +54,15 @@ class Observed:
         """Only the units of one generation (None: units outside any generation)."""
         return Observed(
             {k: u for k, u in self.units.items() if u.generation == generation}, self.head
+        )
+
+    def with_altered(self, keys: Iterable[str]) -> Observed:
+        """The same, with the units at ``keys`` known to differ from what made them (their
+        digest unknown): a rollout applies them again and a diff calls them altered."""
+        wanted = set(keys)
+        return Observed(
+            {k: replace(u, digest=None) if k in wanted else u for k, u in self.units.items()},
+            self.head,
         )
 
     def summary(self) -> dict[str, str]:
@@ -278,10 +288,17 @@ class Plan:
     observed: Mapping[str, str]
     release: Release | None = None
     created_at: str = field(default_factory=now_utc)
+    #: what differs between what runs (the deployed release, the target) and the plan
+    diff: Diff | None = None
 
     @property
     def fingerprint(self) -> str:
         return fingerprint_of(self.observed)
+
+    @property
+    def unchanged(self) -> bool:
+        """"No changes": nothing differs, so applying the plan makes no revision."""
+        return self.release is None and self.diff is not None and self.diff.empty
 
     @property
     def mutates(self) -> bool:
@@ -293,7 +310,11 @@ class Plan:
             head += f": release r{self.release.revision}"
             if self.release.image:
                 head += f", image {self.release.image}"
+        elif self.unchanged:
+            head += ": no changes"
         lines = [head]
+        if self.diff is not None and not self.unchanged:
+            lines += [f"  {line}" for line in self.diff.describe()]
         lines += [f"  {i}. {step.describe()}" for i, step in enumerate(self.steps, start=1)]
         lines.append(f"  (made from observed state {self.fingerprint})")
         return lines
@@ -308,8 +329,12 @@ class Plan:
             "fingerprint": self.fingerprint,
             "observed": dict(self.observed),
             "steps": [s.to_json() for s in self.steps],
-            "release": codec.to_json(self.release) if self.release else None,
+            # never the secret marks: a plan is shown and saved outside the target
+            "release": codec.to_json(self.release, marks=False) if self.release else None,
             "created_at": self.created_at,
+            "compared_with": self.diff.before if self.diff else None,
+            "no_changes": self.unchanged,
+            "changes": [c.to_json() for c in self.diff.changes] if self.diff else None,
         }
 
     @classmethod
@@ -325,6 +350,7 @@ class Plan:
             observed=dict(data["observed"]),
             release=codec.from_json(dict(data["release"])) if data.get("release") else None,
             created_at=data.get("created_at", ""),
+            diff=_diff_from_json(data),
         )
         if data.get("fingerprint") not in (None, plan.fingerprint):
             raise ValueError("the plan's fingerprint does not match its observed state")
@@ -337,3 +363,10 @@ class Plan:
                 f"{plan.release.app}/{plan.release.slot}"
             )
         return plan
+
+
+def _diff_from_json(data: Mapping[str, Any]) -> Diff | None:
+    if data.get("changes") is None:
+        return None  # a plan saved before plans carried their changes
+    changes = tuple(Change.from_json(c) for c in data["changes"])
+    return Diff(data.get("compared_with"), None, changes)

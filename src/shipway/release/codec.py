@@ -2,7 +2,8 @@
 
 Schema history (records of every older schema are migrated on read):
   1  a single global ``deployment_id``
-  2  per-process ``deployment_ids`` (v1 records give the global id to every process)
+  2  per-process ``deployment_ids`` (v1 records give the global id to every process);
+     later, optionally, ``secret_marks`` (records without them read as having none)
 """
 
 from __future__ import annotations
@@ -14,14 +15,16 @@ from typing import Any
 
 from shipway.errors import RecordError
 from shipway.release.artifact import Artifact
-from shipway.release.model import ImageMeta, Release, ReleaseStatus
+from shipway.release.model import ImageMeta, Release, ReleaseStatus, SecretMarks
 
 SCHEMA_VERSION = 2
 GZIP_MAGIC = b"\x1f\x8b"
 
 
-def to_json(release: Release) -> dict[str, Any]:
-    return {
+def to_json(release: Release, *, marks: bool = True) -> dict[str, Any]:
+    """The record's JSON. ``marks=False``: without the secret marks, for every form that
+    is shown or saved outside the target (a plan file, ``-o json``)."""
+    out: dict[str, Any] = {
         "schema": SCHEMA_VERSION,
         "app": release.app,
         "slot": release.slot,
@@ -40,6 +43,9 @@ def to_json(release: Release) -> dict[str, Any]:
         "actor": release.actor,
         "generation": release.generation,
     }
+    if marks and release.secret_marks.salt:
+        out["secret_marks"] = release.secret_marks.to_json()
+    return out
 
 
 def _migrate_1_to_2(data: dict[str, Any]) -> dict[str, Any]:
@@ -86,6 +92,7 @@ def from_json(data: dict[str, Any]) -> Release:
             updated_at=data.get("updated_at", ""),
             actor=data.get("actor", ""),
             generation=data.get("generation"),
+            secret_marks=SecretMarks.from_json(data.get("secret_marks")),
         )
     except (KeyError, ValueError, TypeError) as exc:
         raise RecordError(f"release record is malformed: {exc}") from exc

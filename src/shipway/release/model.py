@@ -41,6 +41,42 @@ class ImageMeta:
 
 
 @dataclass(frozen=True)
+class SecretMarks:
+    """Which secret values a release ran with, comparable within one slot's records and
+    nowhere else: per secret, HMAC-SHA256 of its value under a random salt that the slot's
+    records share (a new slot draws its own). They let a diff say *which* secret changed
+    between two releases from the records alone.
+
+    Kept in the record only: plans, diffs, history, status and every JSON form leave them
+    out, so no output holds anything a guessed value could be matched against."""
+
+    salt: str = ""
+    marks: Mapping[str, str] = field(default_factory=dict)
+
+    def same(self, other: SecretMarks, name: str) -> bool | None:
+        """Whether secret ``name`` had the same value in both; None: the records cannot
+        tell (a record older than marks, or marks under another salt)."""
+        if not self.salt or self.salt != other.salt:
+            return None
+        mine, theirs = self.marks.get(name), other.marks.get(name)
+        if mine is None or theirs is None:
+            return None
+        return mine == theirs
+
+    def __repr__(self) -> str:  # never the marks themselves, in any message or log
+        return f"SecretMarks({len(self.marks)} marks)"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"salt": self.salt, "marks": dict(self.marks)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> SecretMarks:
+        if not data:
+            return cls()
+        return cls(salt=str(data.get("salt", "")), marks=dict(data.get("marks") or {}))
+
+
+@dataclass(frozen=True)
 class Release:
     app: str
     slot: str
@@ -58,6 +94,7 @@ class Release:
     updated_at: str = field(default_factory=now_utc)
     actor: str = ""
     generation: str | None = None
+    secret_marks: SecretMarks = field(default_factory=SecretMarks)
 
     @property
     def name(self) -> str:

@@ -10,6 +10,7 @@ the engine, so no record, plan, diff or log ever holds one.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -43,6 +44,11 @@ class Secret:
     def digest(self) -> str:
         """A salted digest, for change detection (config hashes), never for display."""
         return hashlib.sha256(b"shipway-secret\0" + self._value.encode()).hexdigest()
+
+    def mark(self, salt: str) -> str:
+        """A keyed digest (HMAC-SHA256 under ``salt``) that tells whether two releases of a
+        slot ran the same value. Kept in release records only, never shown."""
+        return hmac.new(salt.encode(), self._value.encode(), hashlib.sha256).hexdigest()
 
     def __str__(self) -> str:
         return MASK

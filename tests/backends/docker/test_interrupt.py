@@ -88,7 +88,9 @@ def test_records_and_lock_survive_a_killed_cli_and_the_next_run_recovers(
     assert f"(pid {proc.pid})" in out and "broke the lock" in out
     assert f"its process {proc.pid} is gone" in out
     assert "recovering: r2 was left pending" in out
-    assert statuses(deployment) == {1: "superseded", 2: "failed", 3: "deployed"}
+    # r1 re-asserted, it is what the spec says: nothing more to do, no new revision
+    assert "no changes" in out
+    assert statuses(deployment) == {1: "deployed", 2: "failed"}
     assert deployment.get(first) == (200, "v1\n")
     assert deployment.containers(first, kind="lock") == []
     assert len(deployment.containers(first, kind="app")) == 1  # r2's container was removed

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from shipway import api
-from shipway.engine import Rolled, RolledBack
+from shipway.engine import Rolled, RolledBack, Unchanged
 from shipway.errors import BackendError, StalePlan
 from shipway.guard import Guard
 from shipway.plan.model import ApplyObject, NoOp, Plan, Remove
@@ -58,12 +58,10 @@ def test_repairing_what_runs_as_recorded_changes_nothing(deployment: Deployment)
     assert isinstance(deployment.deploy(), Rolled)
     ids = {c.id for c in deployment.containers(env.a, kind="app")}
     plan = api.plan(deployment.app(), SLOT, repair=True)
-    assert [type(s) for s in plan.steps] == [NoOp]
-    assert isinstance(repair(deployment), Rolled)
+    assert [type(s) for s in plan.steps] == [NoOp] and plan.unchanged
+    assert isinstance(repair(deployment), Unchanged)  # "no changes": no revision recorded
     assert {c.id for c in deployment.containers(env.a, kind="app")} == ids
-    assert [r.description for r in api.history(deployment.app(), SLOT)][-1] == (
-        "repair: re-assert r1"
-    )
+    assert [r.revision for r in api.history(deployment.app(), SLOT)] == [1]
 
 
 def test_config_file_drift_is_seen_per_host_and_repaired(
@@ -93,7 +91,7 @@ def test_config_file_drift_is_seen_per_host_and_repaired(
     web_key = next(k for k in drift if k.startswith("container/web.1/"))
     assert drift == {files_b: "update", web_key: "update"}
     assert web_key.endswith(f"@{env.b.address}")  # host A is untouched
-    detail = "\n".join(api.diff(deployment.app(), SLOT, plan))
+    detail = "\n".join(api.object_diff(deployment.app(), SLOT, plan))
     assert f"{files_b} drifted: file config/app.ini: content differs" in detail
     assert "mode=lax" not in detail and token not in detail  # never a value
     assert "NOT zero-downtime" in detail  # the in-place replacement says so

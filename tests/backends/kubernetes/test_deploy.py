@@ -88,11 +88,15 @@ def test_upgrade_rolls_to_a_new_replicaset_and_supersedes_the_anchor(slot: Slot)
     assert not any("Secret/shop-env" in line for line in lines.lines if "] " in line)
 
 
-def test_a_deploy_with_nothing_changed_re_applies_only_the_workloads(slot: Slot) -> None:
+def test_a_forced_deploy_with_nothing_changed_re_applies_only_the_workloads(slot: Slot) -> None:
     app = slot.write()
     slot.deploy(app)
-    plan = api.plan(app, "test1", image="registry.example/shop:1", backend=slot.backend(app))
-    # A deploy always rolls (a fresh deployment id); what did not change is not applied.
+    unforced = api.plan(app, "test1", image="registry.example/shop:1", backend=slot.backend(app))
+    assert unforced.unchanged  # "no changes": a deploy would apply nothing
+    plan = api.plan(
+        app, "test1", image="registry.example/shop:1", force=True, backend=slot.backend(app)
+    )
+    # A forced deploy rolls (a fresh deployment id); what did not change is not applied.
     keys = [getattr(s, "unit", "") for s in plan.steps]
     assert keys[:2] == ["Deployment/shop-web", "Deployment/shop-worker"]
     assert "Secret/shop-env" not in keys and "Service/shop-web" not in keys

@@ -96,7 +96,7 @@ def test_kill_9_of_a_first_deploy_then_deploy_succeeds(slot: Slot) -> None:
 
 def test_two_concurrent_deploys_one_proceeds_the_other_exits_4(slot: Slot) -> None:
     slot.deploy()
-    first = slot.spawn("deploy", "local")
+    first = slot.spawn("deploy", "local", "--force")  # nothing changed: forced to roll
     read_until(first, "] update snapshot")  # it holds the lock now
     second = slot.run("deploy", "local")
     assert second.code == 4, second.text
@@ -104,8 +104,8 @@ def test_two_concurrent_deploys_one_proceeds_the_other_exits_4(slot: Slot) -> No
     assert f"(pid {first.pid})" in second.err
     assert first.wait(timeout=120) == 0
     assert [h["status"] for h in slot.history()] == ["superseded", "deployed"]
-    # after the first one finished, the lock is free again
-    slot.deploy()
+    # after the first one finished, the lock is free again (to check: no changes)
+    assert "no changes" in slot.deploy().out
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])

@@ -45,15 +45,17 @@ def test_plan_on_a_live_slot_changes_nothing(slot: Slot) -> None:
 
 def test_saved_plan_is_applied_or_refused_when_stale(slot: Slot) -> None:
     slot.deploy()
-    plan = slot.app_dir / "plan.json"
+    plan = slot.app_dir.parent / "plan.json"  # outside the source, which it would change
+    slot.edit_spec('GREETING = "hello"', 'GREETING = "howdy"')
     assert slot.run("plan", "local", "--out", str(plan)).code == 0
-    slot.deploy()  # the world moves on
+    slot.deploy("--force")  # the world moves on
     r = slot.run("deploy", "local", "--plan", str(plan))
     assert r.code == 5, r.text
+    slot.edit_spec('GREETING = "howdy"', 'GREETING = "hiya"')
     assert slot.run("plan", "local", "--out", str(plan)).code == 0
     r = slot.run("deploy", "local", "--plan", str(plan))
     assert r.code == 0, r.text
-    assert slot.get("/") == (200, "hello from r3\n")
+    assert slot.get("/") == (200, "hiya from r3\n")
 
 
 def test_promote_copies_exactly_the_promoted_snapshot(slot: Slot) -> None:

@@ -30,7 +30,8 @@ cli.main()
 @pytest.mark.parametrize(
     ("spec_change", "code", "line"),
     [
-        (None, 0, "rolled hello/local from r1 to r2"),
+        (('GREETING = "hello"', 'GREETING = "howdy"'), 0, "rolled hello/local from r1 to r2"),
+        (None, 0, "no changes: hello/local already runs"),
         (("[env]\n", "[env]\nHELLO_FAIL = \"1\"\n"), 10, "rolled back hello/local: r2 failed"),
     ],
 )
@@ -54,4 +55,7 @@ def test_a_sigterm_after_the_outcome_exits_with_the_outcome(
     assert "SIGTERM after the operation ended" in text
     assert proc.returncode != 128 + signal.SIGTERM
     releases = {r["revision"]: r["status"] for r in slot.history()}
-    assert releases[2] == ("deployed" if code == 0 else "failed")
+    if spec_change is None:  # no changes: nothing recorded
+        assert releases == {1: "deployed"}
+    else:
+        assert releases[2] == ("deployed" if code == 0 else "failed")

@@ -9,23 +9,27 @@ shipway errors with secret values masked):
   * :mod:`.steps` — records written, apply, remove, the release command, stop;
   * :mod:`.health` — the rollout and Job waits, and the failures they report;
   * :mod:`.blue_green` — generations: scale, replica waits, hosts pointed and dropped;
-  * :mod:`.lock` — the slot's Lease held for an operation.
+  * :mod:`.lock` — the slot's Lease held for an operation;
+  * :mod:`.drift` — objects changed outside shipway (a server-side dry run of the record).
 """
 
 from __future__ import annotations
 
 from shipway.backends.kubernetes import render
 from shipway.backends.kubernetes.blue_green import KubernetesBlueGreen
+from shipway.backends.kubernetes.drift import KubernetesDrift
 from shipway.backends.kubernetes.lock import KubernetesLock
 from shipway.backends.kubernetes.reads import KubernetesReads
 from shipway.backends.kubernetes.steps import KubernetesSteps
-from shipway.backends.protocol import GenerationBackend
+from shipway.backends.protocol import Drifts, GenerationBackend
 from shipway.release.artifact import Artifact
 from shipway.release.model import Release
 from shipway.spec.model import App, Slot
 
 
-class KubernetesBackend(KubernetesReads, KubernetesSteps, KubernetesBlueGreen, KubernetesLock):
+class KubernetesBackend(
+    KubernetesReads, KubernetesSteps, KubernetesBlueGreen, KubernetesLock, KubernetesDrift
+):
     """One app's slot in one namespace of one cluster."""
 
     name = "kubernetes"
@@ -36,3 +40,4 @@ class KubernetesBackend(KubernetesReads, KubernetesSteps, KubernetesBlueGreen, K
 
 
 _: type[GenerationBackend] = KubernetesBackend  # mypy checks it keeps the whole protocol
+_drifts: type[Drifts] = KubernetesBackend  # and that it finds out-of-band changes

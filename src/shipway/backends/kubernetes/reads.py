@@ -180,11 +180,11 @@ class KubernetesReads(KubernetesState):
             desired = render.with_digest(unit)
             if live is None:
                 return [f"+ {unit.key} (new)", *_indent(_yaml(_masked(desired)), "+   ")]
-            before = _comparable(live.to_dict())
+            before = comparable(live.to_dict())
             if kind == "Secret":
                 return [f"~ {unit.key}", *_secret_diff(before, desired)]
             merged = self.client.apply(from_dict(desired), force=True, dry_run=True)
-            after = _comparable(merged.to_dict())
+            after = comparable(merged.to_dict())
         out = list(
             difflib.unified_diff(
                 _yaml(before).splitlines(),
@@ -262,7 +262,7 @@ def _state(kind: str, obj: Any) -> UnitState:
     return "stopped" if obj.spec is not None and obj.spec.replicas == 0 else "running"
 
 
-def _comparable(obj: Mapping[str, Any]) -> dict[str, Any]:
+def comparable(obj: Mapping[str, Any]) -> dict[str, Any]:
     out = copy.deepcopy(dict(obj))
     out.pop("status", None)
     meta = out.get("metadata", {})

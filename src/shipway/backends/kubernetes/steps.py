@@ -59,7 +59,7 @@ class KubernetesSteps(KubernetesHealth):
     ) -> None:
         self._guard(clearance, target)
         self._secrets.update(secrets)
-        body = _manifest(unit, secrets)
+        body = manifest(unit, secrets)
         with self._edge(f"applying {unit.key}"):
             try:
                 applied = self.client.apply(from_dict(body), force=True)
@@ -139,7 +139,7 @@ class KubernetesSteps(KubernetesHealth):
                 reporter.line(f"scaled {dep.metadata.name} to 0")
 
 
-def _manifest(unit: Unit, secrets: Mapping[str, Secret]) -> dict[str, Any]:
+def manifest(unit: Unit, secrets: Mapping[str, Secret]) -> dict[str, Any]:
     """What is sent: placeholders replaced by values, Secret ``stringData`` as ``data``
     (server-side apply tracks ``data``; fields applied as stringData could never be
     removed again), the unit digest as an annotation."""
