@@ -9,7 +9,7 @@ slot's own backend is opened.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,12 +20,13 @@ from shipway.backends.protocol import (
     Backend,
     Built,
     GenerationInfo,
+    MaskingReporter,
     NullReporter,
     ProcessStatus,
     Reporter,
 )
 from shipway.engine import DEFAULT_ROLLBACK_TIMEOUT, DEFAULT_TIMEOUT, Engine, Outcome
-from shipway.errors import InputError
+from shipway.errors import InputError, SecretUnavailable
 from shipway.guard import Clearance, Guard
 from shipway.plan.change import Diff
 from shipway.plan.diff import between
@@ -33,6 +34,7 @@ from shipway.plan.model import Plan
 from shipway.release import history as _history
 from shipway.release.model import Release
 from shipway.spec.model import App
+from shipway.spec.secrets import Masker
 
 if TYPE_CHECKING:
     from shipway.backends.kubernetes.helm import HelmRelease
@@ -178,11 +180,16 @@ def build(
     clearance = clear(app, slot, confirm)
     target = app.slots.target(slot)
     view = app.in_slot(slot)
+    values = []  # what the build streams is masked with the secrets that resolve here
+    for ref in app.secrets.values():
+        with suppress(SecretUnavailable):
+            values.append(ref.resolve())
+    masked = MaskingReporter(reporter or NullReporter(), Masker(values))
     with _backend(app, slot, backend) as b:
         inputs = b.build_inputs(target, view, True)
         if inputs is None:
             raise InputError(f"nothing to build for {target} on the {b.name} backend")
-        return b.build(clearance, target, view, inputs, reporter or NullReporter())
+        return b.build(clearance, target, view, inputs, masked)
 
 
 def repair(

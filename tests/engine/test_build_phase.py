@@ -109,6 +109,7 @@ def test_a_failed_build_rolls_back_having_started_nothing(
     assert "Step 3/4 : RUN pip install" in outcome.failure.details
     text = json.dumps(outcome.to_json()) + "\n".join(out.lines)
     assert ENV["SHOP_TOKEN"] not in text and "token ***" in text
+    assert "  build | token ***" in out.lines  # what the build streamed is masked too
     assert not [c for c in names(backend) if c in APPLIES]  # nothing new started
     assert {k: v.unit.digest for k, v in backend.live.items()} == live_before
     assert str(backend.records[2].status) == "failed"

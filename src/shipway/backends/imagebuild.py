@@ -18,6 +18,7 @@ library's exception crossing this edge (they become BuildFailed or BackendError)
 from __future__ import annotations
 
 import collections
+import re
 import tempfile
 import time
 from collections.abc import Iterator, Mapping
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 BUILD_TIMEOUT = 1800  #: seconds one read of the build's stream may wait (a long RUN step)
 TAIL = 25  #: lines of the build's log a failure carries
 INPUTS_LABEL = "org.shipway.build.inputs"
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # a RUN step's colours (pip's warnings in red)
 
 
 def tag_for(app: App, inputs: str) -> str:
@@ -214,7 +216,7 @@ class ImageBuilder:
                         + (f" (exit code {detail['code']})" if "code" in detail else ""),
                         tuple(tail),
                     )
-                for line in str(chunk.get("stream") or "").splitlines():
+                for line in _ANSI.sub("", str(chunk.get("stream") or "")).splitlines():
                     if line.strip():
                         tail.append(line.rstrip())
                         reporter.line(f"  build | {line.rstrip()}")

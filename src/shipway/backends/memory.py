@@ -400,6 +400,8 @@ class MemoryBackend:
             meta = ImageMeta("dockerfile", "/app", 8000)
             return Built("image", inputs.what, inputs.inputs, inputs.source, digest, meta, True)
         if self.failing_build_log is not None:
+            for line in self.failing_build_log:
+                reporter.line(f"  build | {line}")
             raise BuildFailed("the Dockerfile's RUN step failed", self.failing_build_log)
         digest = "sha256:" + hashlib.sha256(inputs.inputs.encode()).hexdigest()
         self.built[inputs.inputs] = digest

@@ -34,7 +34,7 @@ from shipway.plan.model import (
 from shipway.release.artifact import Artifact, Unit
 from shipway.release.model import BuildKind, ImageMeta, Release
 from shipway.spec.model import App, Slot, Target
-from shipway.spec.secrets import Secret
+from shipway.spec.secrets import Masker, Secret
 
 
 class Reporter(Protocol):
@@ -51,6 +51,21 @@ class NullReporter:
 
     def progress(self, process: str, counts: Mapping[str, int], note: str = "") -> None:
         pass
+
+
+class MaskingReporter:
+    """A reporter that masks secret values in everything it passes on: for output a
+    backend streams from an engine it does not control (a build's log)."""
+
+    def __init__(self, inner: Reporter, mask: Masker) -> None:
+        self.inner = inner
+        self.mask = mask
+
+    def line(self, text: str) -> None:
+        self.inner.line(self.mask(text))
+
+    def progress(self, process: str, counts: Mapping[str, int], note: str = "") -> None:
+        self.inner.progress(process, counts, self.mask(note))
 
 
 class Reason:

@@ -17,9 +17,10 @@ in the build's log excerpt (the walker masks every failure).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 
-from shipway.backends.protocol import BuildInputs, Built, ResolvedImage
+from shipway.backends.protocol import BuildInputs, Built, MaskingReporter, ResolvedImage
 from shipway.engine.context import EngineContext
 from shipway.engine.walk import Builder
 from shipway.errors import InputError
@@ -27,6 +28,7 @@ from shipway.guard import Clearance
 from shipway.plan.model import Build, Plan
 from shipway.release.model import BuildRecord, ImageMeta, Release
 from shipway.spec.model import App, Target
+from shipway.spec.secrets import Masker, Secret
 
 
 def build_step(inputs: BuildInputs) -> Build:
@@ -90,11 +92,15 @@ class BuildPhase(EngineContext):
         meta = inputs.meta or ImageMeta(source_type=app.image_type or "dockerfile")
         return ResolvedImage(inputs.what, inputs.digest, meta)
 
-    def _builder(self, clearance: Clearance, target: Target, app: App) -> Builder:
+    def _builder(
+        self, clearance: Clearance, target: Target, app: App, secrets: Mapping[str, Secret]
+    ) -> Builder:
         """Runs a plan's build step: builds (or confirms the reused artifact), then gives
-        the release what was built."""
+        the release what was built. What the build streams is masked (a RUN step may echo
+        anything)."""
         view = app.in_slot(target.slot)
         slot = app.slots.get(target.slot)
+        reporter = MaskingReporter(self.reporter, Masker.of(secrets))
 
         def run(step: Build, release: Release) -> Release:
             inputs = BuildInputs(
@@ -104,7 +110,7 @@ class BuildPhase(EngineContext):
                 source=step.source,
                 reuse=step.reuse,
             )
-            built = self.backend.build(clearance, target, view, inputs, self.reporter)
+            built = self.backend.build(clearance, target, view, inputs, reporter)
             record = record_of(built)
             new = replace(release, build=record)
             if built.kind == "image":

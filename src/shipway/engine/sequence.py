@@ -72,7 +72,7 @@ class RolloutSequence(Recovery, BuildPhase):
             release = marked(plan.release, secrets, records)
             for line in plan.describe():
                 self.reporter.line(line)
-            builder = self._builder(clearance, target, app)
+            builder = self._builder(clearance, target, app, secrets)
             walker = Walker(
                 self.backend, clearance, target, release, secrets, self.reporter, builder
             )
