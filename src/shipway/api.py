@@ -186,7 +186,7 @@ def build(
             values.append(ref.resolve())
     masked = MaskingReporter(reporter or NullReporter(), Masker(values))
     with _backend(app, slot, backend) as b:
-        inputs = b.build_inputs(target, view, True)
+        inputs = b.build_inputs(target, view, None, True)
         if inputs is None:
             raise InputError(f"nothing to build for {target} on the {b.name} backend")
         return b.build(clearance, target, view, inputs, masked)

@@ -253,9 +253,11 @@ class ImageBuilds(Guarded):
     def _image_builder(self, app: App) -> ImageBuilder:
         return ImageBuilder(app, known_hosts=self.slot.known_hosts)
 
-    def build_inputs(self, target: Target, app: App, image: bool) -> BuildInputs | None:
+    def build_inputs(
+        self, target: Target, app: App, ref: str | None, image: bool
+    ) -> BuildInputs | None:
         self._serves(target)
-        if not image:
+        if ref is not None or not image:  # an image given is deployed as it is
             return None
         with self._image_builder(app) as builder:
             return builder.inputs()

@@ -375,9 +375,11 @@ class MemoryBackend:
         self.live = {k: v for k, v in self.live.items() if v.unit.generation != generation}
         self.generation_created.pop(generation, None)
 
-    def build_inputs(self, target: Target, app: App, image: bool) -> BuildInputs | None:
+    def build_inputs(
+        self, target: Target, app: App, ref: str | None, image: bool
+    ) -> BuildInputs | None:
         self._note("build_inputs", str(image))
-        if not image or self.build_source is None:
+        if ref is not None or not image or self.build_source is None:
             return None
         inputs = "sha256:" + hashlib.sha256(self.build_source.encode()).hexdigest()
         what = f"{repository_of(app.image or 'memory/app')}:src-{inputs[7:23]}"

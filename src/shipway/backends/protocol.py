@@ -381,10 +381,15 @@ class Steps(Protocol):
 class Builds(Protocol):
     """The build phase: what a release builds before anything new starts."""
 
-    def build_inputs(self, target: Target, app: App, image: bool) -> BuildInputs | None:
+    def build_inputs(
+        self, target: Target, app: App, ref: str | None, image: bool
+    ) -> BuildInputs | None:
         """What a build for ``app`` would make here and from which inputs, and whether it
-        exists already. Read-only: nothing is built, pushed or written. ``image``: an image
-        build was asked for (``--build``, ``shipway build``). None: nothing to build."""
+        exists already. Read-only: nothing is built, pushed or written, no subprocess runs.
+        ``ref``: the image (or local snapshot) the deploy runs when one is given (a
+        promotion): an image is then never rebuilt, a local environment is made for that
+        snapshot's dependencies. ``image``: an image build was asked for (``--build``,
+        ``shipway build``). None: nothing to build."""
         ...
 
     def build(

@@ -48,6 +48,19 @@ def with_build(plan: Plan, inputs: BuildInputs | None) -> Plan:
     return replace(plan, steps=(build_step(inputs), *plan.steps))
 
 
+def planned(inputs: BuildInputs) -> BuildRecord:
+    """The build record a plan renders with: what will be built (an environment's
+    directory is known before it is built), its result once known."""
+    return BuildRecord(
+        kind=inputs.kind,
+        what=inputs.what,
+        inputs=inputs.inputs,
+        result=inputs.digest or "",
+        source=inputs.source,
+        reused=inputs.reuse,
+    )
+
+
 def record_of(built: Built) -> BuildRecord:
     return BuildRecord(
         kind=built.kind,
@@ -73,9 +86,7 @@ class BuildPhase(EngineContext):
                 "(hint: drop one of the two)"
             )
         # an explicit image (--image, a promotion) is deployed as it is: never rebuilt
-        inputs = self.backend.build_inputs(target, app, build and image is None)
-        if inputs is not None and inputs.kind == "image" and image is not None:
-            return None
+        inputs = self.backend.build_inputs(target, app, image, build)
         if build and inputs is None:
             raise InputError(
                 f"nothing to build for {target} on the {self.backend.name} backend "

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from shipway.backends.protocol import LockHolder, ResolvedImage, drifts_of
 from shipway.engine.blue_green import BlueGreen
-from shipway.engine.build import with_build
+from shipway.engine.build import planned, with_build
 from shipway.engine.context import DEFAULT_ROLLBACK_TIMEOUT, DEFAULT_TIMEOUT, marked
 from shipway.engine.ids import fresh_ids, restart_ids
 from shipway.engine.outcome import Outcome
@@ -106,6 +106,7 @@ class Engine(BlueGreen):
             config_hash=view.config_hash(secrets),
             description=description or f"{operation} {resolved.ref}",
             actor=self.actor,
+            build=planned(inputs) if inputs is not None else None,
         )
         release = marked(release, secrets, records)
         plan = self._release_plan(app, slot_name, release, observed, operation, take_host)
