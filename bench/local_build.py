@@ -79,10 +79,10 @@ def main() -> int:
         reused = []
         for _ in range(args.runs):
             reused.append(deploy(app, env))
+        os.environ.update({k: v for k, v in env.items() if k.startswith("SHIPWAY_")})
         record = api.history(api.load(spec), "local")[-1]
         assert record.build is not None and record.build.reused, record.build
         env_dir = record.build.what
-        os.environ.update({k: v for k, v in env.items() if k.startswith("SHIPWAY_")})
         phase = []
         for _ in range(args.runs):
             t0 = time.monotonic()
