@@ -110,6 +110,8 @@ class Walker:
                 return result
             result.done.append(step)
             result.current = None
+            if isinstance(step, Build):  # the rollout's budget starts once it is built
+                deadline = time.monotonic() + timeout
         return result
 
     def _warning(self, step: Step, message: str, fix: str) -> str:

@@ -150,30 +150,19 @@ def test_deploy_build_pushes_and_runs_the_digest_on_both_hosts(notes: Deployment
     assert any("build | Step 1/" in line for line in lines.lines)
 
 
-def test_an_unchanged_source_is_not_rebuilt_and_promote_never_builds(
-    notes: Deployment, wheelhouse: Wheelhouse
-) -> None:
-    env = notes.env
-    prod_port = free_port()
-    prod = f"""promotes_to = "prod"
-
-[slots.prod]
-backend = "docker"
-hosts = ["{env.b.url}"]
-proxy_image = "{env.images.proxy}"
-proxy_port = {prod_port}
-drain_timeout = "1s"
-"""
-    write_spec(notes, wheelhouse, bridge_address(env), [env.a, env.b], extra=prod)
+def test_an_unchanged_source_is_not_rebuilt(notes: Deployment, wheelhouse: Wheelhouse) -> None:
+    write_spec(notes, wheelhouse, bridge_address(notes.env), [notes.env.a])
     assert isinstance(notes.deploy(build=True), Rolled)
     first = deployed(notes)
+    assert first.build is not None
     images = built_images(notes.env)
+    # files the context leaves out change nothing
     (notes.dir / "notes.db").write_text("a database .dockerignore leaves out\n")
     (notes.dir / "__pycache__").mkdir(exist_ok=True)
     (notes.dir / "__pycache__" / "app.cpython-311.pyc").write_bytes(b"\0")
     plan = api.plan(notes.app(), SLOT, build=True)
     step = plan.steps[0]
-    assert isinstance(step, Build) and step.reuse and step.inputs == first.build.inputs  # type: ignore[union-attr]
+    assert isinstance(step, Build) and step.reuse and step.inputs == first.build.inputs
     lines = Lines()
     assert isinstance(notes.deploy(lines, build=True), Rolled)
     again = deployed(notes)
@@ -187,15 +176,35 @@ drain_timeout = "1s"
     third = deployed(notes)
     assert third.image != first.image and third.digest != first.digest
     assert len(built_images(notes.env)) == len(images) + 1
-    # promote moves the tested digest on: no build, whatever the source is now
+
+
+def test_promote_moves_the_tested_digest_and_never_builds(
+    notes: Deployment, wheelhouse: Wheelhouse
+) -> None:
+    env = notes.env
+    prod_port = free_port()
+    prod = f"""promotes_to = "prod"
+
+[slots.prod]
+backend = "docker"
+hosts = ["{env.b.url}"]
+proxy_image = "{env.images.proxy}"
+proxy_port = {prod_port}
+drain_timeout = "1s"
+"""
+    write_spec(notes, wheelhouse, bridge_address(env), [env.a], extra=prod)
+    assert isinstance(notes.deploy(build=True), Rolled)
+    tested = deployed(notes)
+    images = built_images(env)
+    # the source moves on; promote moves what was tested, and builds nothing
     (notes.dir / "app.py").write_text((notes.dir / "app.py").read_text() + "\n# v3\n")
     lines = Lines()
     outcome = api.promote(notes.app(), SLOT, reporter=lines, timeout=120)
     assert isinstance(outcome, Rolled), outcome.line()
     promoted = api.status(notes.app(), "prod").deployed
-    assert promoted is not None and promoted.digest == third.digest
+    assert promoted is not None and promoted.digest == tested.digest
     assert promoted.build is None and not any("build" in line for line in lines.lines[:3])
-    assert len(built_images(notes.env)) == len(images) + 1
+    assert built_images(env) == images
     assert "<h1>notes</h1>" in wait_http(f"http://{env.b.address}:{prod_port}/")
 
 

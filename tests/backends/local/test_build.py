@@ -8,7 +8,6 @@ from __future__ import annotations
 import http.client
 import os
 import shutil
-import signal
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -57,11 +56,7 @@ def notes(tmp_path: Path, wheelhouse: Wheelhouse) -> Iterator[Slot]:
     try:
         yield s
     finally:
-        for p in s.spawned:
-            if p.poll() is None:
-                p.send_signal(signal.SIGKILL)
-            p.wait(timeout=10)
-        s.supervisor().shutdown()
+        s.close()
 
 
 def builds(slot: Slot) -> list[dict[str, Any]]:
@@ -161,6 +156,12 @@ def test_a_changed_requirement_builds_a_new_environment_while_the_old_serves(
     assert Path(old).is_dir()  # r1's record still names it: kept
     assert web_environ(notes)["VIRTUAL_ENV"] == new["what"]
     assert "served by r2" in notes.get("/", host=HOST)[1]
+    # pruned with its release: once no record (history_limit = 1) and no program names it
+    notes.edit_spec('backend = "local"', 'backend = "local"\nhistory_limit = 1')
+    requirements.write_text(requirements.read_text() + "itsdangerous==2.2.*\n")
+    r = notes.deploy()
+    assert "pruned environments no release names: " + Path(old).name in r.out
+    assert not Path(old).exists() and Path(new["what"]).is_dir()
 
 
 def test_an_uninstallable_requirement_rolls_back_with_pips_error(notes: Slot) -> None:

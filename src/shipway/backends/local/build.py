@@ -204,7 +204,9 @@ class LocalBuilds(LocalReads):
         dropped = []
         with contextlib.suppress(FileNotFoundError):
             for entry in sorted(envs.iterdir()):
-                if entry.is_dir() and entry.name not in named and not entry.name.startswith("."):
+                # one without its marker is being built (by a concurrent `shipway build`)
+                done = (entry / MARKER).is_file()
+                if done and entry.name not in named and not entry.name.startswith("."):
                     shutil.rmtree(entry, ignore_errors=True)
                     dropped.append(entry.name)
         if dropped:
