@@ -136,6 +136,7 @@ class Loop(threading.Thread):
 def test_a_changed_requirement_builds_a_new_environment_while_the_old_serves(
     notes: Slot,
 ) -> None:
+    notes.edit_spec('backend = "local"', 'backend = "local"\nhistory_limit = 1')
     notes.deploy()
     old = builds(notes)[0]["what"]
     requirements = notes.app_dir / "requirements.txt"
@@ -150,14 +151,13 @@ def test_a_changed_requirement_builds_a_new_environment_while_the_old_serves(
         loop.stop.set()
         loop.join(timeout=30)
     assert loop.failures == [], loop.failures[:5]
-    new = builds(notes)[1]
+    (new,) = builds(notes)  # history_limit = 1: r1's record went once r2 was deployed
     assert not new["reused"] and new["what"] != old
     assert "building environment" in r.out
-    assert Path(old).is_dir()  # r1's record still names it: kept
+    assert Path(old).is_dir()  # it was live while r2's was built: kept
     assert web_environ(notes)["VIRTUAL_ENV"] == new["what"]
     assert "served by r2" in notes.get("/", host=HOST)[1]
-    # pruned with its release: once no record (history_limit = 1) and no program names it
-    notes.edit_spec('backend = "local"', 'backend = "local"\nhistory_limit = 1')
+    # pruned with its release, at the next build: no record and no program names it now
     requirements.write_text(requirements.read_text() + "itsdangerous==2.2.*\n")
     r = notes.deploy()
     assert "pruned environments no release names: " + Path(old).name in r.out
