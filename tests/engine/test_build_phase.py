@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from shipway.backends.memory import MemoryBackend
-from shipway.engine import Engine, NoAnchor, Rolled, RolledBack
+from shipway.engine import Engine, NoAnchor, Rolled, RolledBack, Unchanged
 from shipway.errors import InputError
 from shipway.guard import Guard
 from shipway.plan import Build, Plan
@@ -72,13 +72,22 @@ def test_the_same_inputs_are_not_built_again(app: App, backend: MemoryBackend) -
     built_before = dict(backend.built)
     out = Lines()
     clearance = Guard(app.slots).clear("test1")
+    # nothing differs: "no changes" — nothing built, nothing applied, no revision
     plan = Engine(backend, out, environ=ENV).plan_deploy(app, "test1", build=True)
+    assert plan.unchanged and not any(isinstance(s, Build) for s in plan.steps)
+    outcome = Engine(backend, out, environ=ENV).deploy(clearance, app, "test1", build=True)
+    assert isinstance(outcome, Unchanged) and set(backend.records) == {1}
+    assert "build" not in [n for n, _ in backend.calls[-12:]]
+    # forced: a new revision, and the build step reuses what was built
+    plan = Engine(backend, out, environ=ENV).plan_deploy(app, "test1", build=True, force=True)
     first = plan.steps[0]
     assert isinstance(first, Build) and first.reuse
     assert first.describe().startswith("reuse image reg/shop:src-")
     # reused: the plan already renders by digest, with the metadata of the built image
     assert plan.release is not None and plan.release.digest == next(iter(built_before.values()))
-    outcome = Engine(backend, out, environ=ENV).deploy(clearance, app, "test1", build=True)
+    outcome = Engine(backend, out, environ=ENV).deploy(
+        clearance, app, "test1", build=True, force=True
+    )
     assert isinstance(outcome, Rolled)
     assert backend.built == built_before
     record = backend.records[2]

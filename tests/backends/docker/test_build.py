@@ -15,7 +15,7 @@ import pytest
 from shipway import api
 from shipway.backends.imagebuild import INPUTS_LABEL
 from shipway.backends.registry import lookup
-from shipway.engine import Rolled, RolledBack
+from shipway.engine import Rolled, RolledBack, Unchanged
 from shipway.errors import ImageMetadataMissing, RegistryLookupFailed
 from shipway.plan import Build
 from shipway.release.model import ImageMeta, Release
@@ -160,11 +160,16 @@ def test_an_unchanged_source_is_not_rebuilt(notes: Deployment, wheelhouse: Wheel
     (notes.dir / "notes.db").write_text("a database .dockerignore leaves out\n")
     (notes.dir / "__pycache__").mkdir(exist_ok=True)
     (notes.dir / "__pycache__" / "app.cpython-311.pyc").write_bytes(b"\0")
-    plan = api.plan(notes.app(), SLOT, build=True)
+    # nothing differs: "no changes" — nothing built, nothing applied, no revision
+    assert api.plan(notes.app(), SLOT, build=True).unchanged
+    lines = Lines()
+    assert isinstance(notes.deploy(lines, build=True), Unchanged)
+    assert deployed(notes).revision == 1 and built_images(notes.env) == images
+    # forced: a new revision; the build step finds the image in the registry
+    plan = api.plan(notes.app(), SLOT, build=True, force=True)
     step = plan.steps[0]
     assert isinstance(step, Build) and step.reuse and step.inputs == first.build.inputs
-    lines = Lines()
-    assert isinstance(notes.deploy(lines, build=True), Rolled)
+    assert isinstance(notes.deploy(lines, build=True, force=True), Rolled)
     again = deployed(notes)
     assert again.revision == 2 and again.digest == first.digest
     assert again.build is not None and again.build.reused

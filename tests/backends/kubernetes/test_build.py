@@ -71,10 +71,13 @@ def test_deploy_build_applies_the_pushed_digest(slot: Slot, docker_env: DockerEn
     for rs in slot.replicasets("clock-web").values():
         assert rs.spec.template.spec.containers[0].image == pinned
 
-    # unchanged source: nothing is built, the same digest stays
+    # unchanged source: nothing is built; "no changes", the same digest stays
     again = slot.cli("deploy", "test1", "--build", env=env)
     assert again.returncode == 0, again.stdout + again.stderr
-    assert "reuse image" in again.stdout and "build |" not in again.stdout
+    assert "no changes" in again.stdout and "build |" not in again.stdout
+    forced = slot.cli("deploy", "test1", "--build", "--force", env=env)
+    assert forced.returncode == 0, forced.stdout + forced.stderr
+    assert "reuse image" in forced.stdout and "build |" not in forced.stdout
     assert slot.records(slot.app())[2].digest == digest
 
 
