@@ -18,7 +18,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import statistics
 import sys
 import tempfile
@@ -26,29 +25,15 @@ import time
 import urllib.request
 import uuid
 from pathlib import Path
-from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "src"), str(REPO)]
 
+from docker_redeploy import Quiet, free_port  # noqa: E402
 from tests.testenv.docker import DockerEnv, ensure_docker_env  # noqa: E402
 from tests.testenv.wheelhouse import Wheelhouse, ensure_wheels  # noqa: E402
 
 from shipway import api  # noqa: E402
-
-
-class Quiet:
-    def line(self, text: str) -> None:
-        pass
-
-    def progress(self, process: str, counts: Any, note: str = "") -> None:
-        pass
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("0.0.0.0", 0))
-        return int(s.getsockname()[1])
 
 
 def build_args(env: DockerEnv, wheels: str, address: str) -> dict[str, str]:
