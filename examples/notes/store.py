@@ -1,16 +1,21 @@
-"""Where the notes live: an SQLite file (``NOTES_DB``, default ``notes.db``)."""
+"""Where the notes live: an SQLite file (``NOTES_DB``; default ``notes-<slot>.db`` in the
+temporary directory — never inside the release's own files, which a release keeps as
+they were deployed)."""
 
 from __future__ import annotations
 
 import html
 import os
 import sqlite3
+import tempfile
+
+DEFAULT = os.path.join(tempfile.gettempdir(), f"notes-{os.environ.get('SHIPWAY_SLOT', 'dev')}.db")
 
 SCHEMA = "CREATE TABLE IF NOT EXISTS notes (id INTEGER PRIMARY KEY, text TEXT NOT NULL)"
 
 
 def connect() -> sqlite3.Connection:
-    return sqlite3.connect(os.environ.get("NOTES_DB", "notes.db"))
+    return sqlite3.connect(os.environ.get("NOTES_DB", DEFAULT))
 
 
 def migrate() -> None:

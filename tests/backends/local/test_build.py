@@ -217,3 +217,19 @@ def test_build_false_builds_nothing_and_a_custom_command_builds_into_shipway_env
     (notes.app_dir / "store.py").write_text((notes.app_dir / "store.py").read_text() + "#\n")
     notes.deploy()
     assert builds(notes)[2]["what"] != second["what"]
+
+
+def test_promote_builds_the_environment_of_the_tested_snapshot(notes: Slot) -> None:
+    notes.edit_spec('[slots.local]\nbackend = "local"\n',
+                    '[slots.local]\nbackend = "local"\npromotes_to = "stage"\n\n'
+                    '[slots.stage]\nbackend = "local"\n')  # fmt: skip
+    notes.deploy()
+    tested = builds(notes)[0]
+    # the source moves on (gunicorn dropped); stage gets what local ran, gunicorn included
+    (notes.app_dir / "requirements.txt").write_text("flask==3.1.*\n")
+    r = notes.run("promote", "local")
+    assert r.code == 0, r.text
+    staged = notes.json("history", "stage")["releases"][0]["build"]
+    assert staged["inputs"] == tested["inputs"] and "/stage/envs/" in staged["what"]
+    status, body = notes.get("/", host="stage.notes.localhost")
+    assert status == 200 and "served by r1" in body

@@ -28,7 +28,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from shipway.backends.local import environments
+from shipway.backends.local import environments, snapshot
 from shipway.backends.local.dirs import SlotDirs, file_lock, write_json
 from shipway.backends.local.environments import MARKER, Recipe, recipe_of
 from shipway.backends.local.model import EnvFile, read_programs
@@ -90,12 +90,12 @@ class LocalBuilds(LocalReads):
         with file_lock(self._envs(d) / f".{env_id}.lock"):
             reused = (path / MARKER).is_file()
             if not reused:
-                root, digest = self._source_of(target, app, None)
-                recipe = recipe_of(app, root)
-                if recipe is None or recipe.id(root, digest) != env_id:
+                found = self._planned_source(target, app, env_id)
+                if found is None:
                     raise BuildFailed(
                         "the app's dependencies changed since the plan was made: make a new plan"
                     )
+                root, recipe = found
                 self._make(recipe, root, path, reporter)
         if reused:
             reporter.line(f"  environment {env_id} is built already: reused")
@@ -109,6 +109,22 @@ class LocalBuilds(LocalReads):
             reused=reused,
             duration=time.monotonic() - started,
         )
+
+    def _planned_source(
+        self, target: Target, app: App, env_id: str
+    ) -> tuple[Path, Recipe] | None:
+        """The directory whose dependencies the plan's environment is made of: the app's
+        source, or — a promotion — the kept snapshot being deployed (found by the id)."""
+        root, digest = self._source_of(target, app, None)
+        candidates = [(root, digest)]
+        for state, slot in self._local_roots(app):
+            for _, kept in snapshot.kept(state / app.name / slot / "releases"):
+                candidates.append((kept, snapshot.digest_of_kept(kept) or ""))
+        for directory, source_digest in candidates:
+            recipe = recipe_of(app, directory)
+            if recipe is not None and recipe.id(directory, source_digest) == env_id:
+                return directory, recipe
+        return None
 
     # -- making one --------------------------------------------------------------------
 
