@@ -9,12 +9,16 @@ It is not selectable from a spec; every real backend is tested against its real 
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from shipway.backends.imagemeta import repository_of
 from shipway.backends.protocol import (
+    BuildInputs,
+    Built,
     Failure,
     GenerationBackend,
     GenerationInfo,
@@ -25,7 +29,7 @@ from shipway.backends.protocol import (
     Reporter,
     ResolvedImage,
 )
-from shipway.errors import BackendError, CleanupFailed, SlotLocked
+from shipway.errors import BackendError, BuildFailed, CleanupFailed, SlotLocked
 from shipway.guard import Clearance
 from shipway.plan.model import (
     DropHost,
@@ -57,6 +61,7 @@ MUTATING = frozenset(
         "drop_host",
         "stop",
         "delete_generation",
+        "build",
     }
 )
 
@@ -89,6 +94,11 @@ class MemoryBackend:
         self.routes: dict[str, str | None] = {}
         self.replicas: dict[tuple[str, str | None], int] = {}
         self.on_call: dict[str, Callable[[], None]] = {}  # method -> hook run when called
+        #: the app's "source": when set, a --build deploy builds an image from it
+        self.build_source: str | None = None
+        #: a build fails with this log (its last lines are the failure's details)
+        self.failing_build_log: tuple[str, ...] | None = None
+        self.built: dict[str, str] = {}  # inputs digest -> image digest (the "registry")
 
     def _note(self, method: str, detail: str = "") -> None:
         self.calls.append((method, detail))
@@ -127,6 +137,7 @@ class MemoryBackend:
                     switches=True,
                     body={
                         "image": release.image,
+                        **({"digest": release.digest} if release.digest else {}),
                         "command": list(process.command or ()),
                         "replicas": process.replicas,
                         "deployment_id": release.deployment_ids.get(name),
@@ -363,6 +374,41 @@ class MemoryBackend:
         self._note("delete_generation", generation)
         self.live = {k: v for k, v in self.live.items() if v.unit.generation != generation}
         self.generation_created.pop(generation, None)
+
+    def build_inputs(
+        self, target: Target, app: App, ref: str | None, image: bool
+    ) -> BuildInputs | None:
+        self._note("build_inputs", str(image))
+        if ref is not None or not image or self.build_source is None:
+            return None
+        inputs = "sha256:" + hashlib.sha256(self.build_source.encode()).hexdigest()
+        what = f"{repository_of(app.image or 'memory/app')}:src-{inputs[7:23]}"
+        digest = self.built.get(inputs)
+        meta = ImageMeta("dockerfile", "/app", 8000) if digest else None
+        return BuildInputs("image", what, inputs, "Dockerfile", digest is not None, digest, meta)
+
+    def build(
+        self,
+        clearance: Clearance,
+        target: Target,
+        app: App,
+        inputs: BuildInputs,
+        reporter: Reporter,
+    ) -> Built:
+        clearance.require_covers(target)
+        self._note("build", inputs.what)
+        if inputs.inputs in self.built:
+            digest = self.built[inputs.inputs]
+            meta = ImageMeta("dockerfile", "/app", 8000)
+            return Built("image", inputs.what, inputs.inputs, inputs.source, digest, meta, True)
+        if self.failing_build_log is not None:
+            for line in self.failing_build_log:
+                reporter.line(f"  build | {line}")
+            raise BuildFailed("the Dockerfile's RUN step failed", self.failing_build_log)
+        digest = "sha256:" + hashlib.sha256(inputs.inputs.encode()).hexdigest()
+        self.built[inputs.inputs] = digest
+        meta = ImageMeta("dockerfile", "/app", 8000)
+        return Built("image", inputs.what, inputs.inputs, inputs.source, digest, meta, False, 0.1)
 
     def stop(self, clearance: Clearance, target: Target, reporter: Reporter) -> None:
         clearance.require_covers(target)

@@ -32,9 +32,9 @@ from shipway.plan.model import (
     WaitRollout,
 )
 from shipway.release.artifact import Artifact, Unit
-from shipway.release.model import ImageMeta, Release
+from shipway.release.model import BuildKind, ImageMeta, Release
 from shipway.spec.model import App, Slot, Target
-from shipway.spec.secrets import Secret
+from shipway.spec.secrets import Masker, Secret
 
 
 class Reporter(Protocol):
@@ -53,6 +53,21 @@ class NullReporter:
         pass
 
 
+class MaskingReporter:
+    """A reporter that masks secret values in everything it passes on: for output a
+    backend streams from an engine it does not control (a build's log)."""
+
+    def __init__(self, inner: Reporter, mask: Masker) -> None:
+        self.inner = inner
+        self.mask = mask
+
+    def line(self, text: str) -> None:
+        self.inner.line(self.mask(text))
+
+    def progress(self, process: str, counts: Mapping[str, int], note: str = "") -> None:
+        self.inner.progress(process, counts, self.mask(note))
+
+
 class Reason:
     """The ``Failure.reason`` values shipway itself gives, one vocabulary for every backend.
     An engine's own reasons (Kubernetes' ``CrashLoopBackOff``, ``ErrImagePull``,
@@ -67,6 +82,7 @@ class Reason:
     TIMEOUT = "Timeout"  #: not ready (or not finished) before the deadline
     RELEASE_COMMAND_FAILED = "ReleaseCommandFailed"
     RELEASE_COMMAND_TIMEOUT = "ReleaseCommandTimeout"
+    BUILD_FAILED = "BuildFailed"  #: the build phase failed; nothing new started
     STEP_FAILED = "StepFailed"  #: a step's engine call failed (the message says which)
     UNDO_FAILED = "UndoFailed"  #: an undo could not be planned or walked
     ENGINE_UNAVAILABLE = "EngineUnavailable"  #: the engine did not answer
@@ -162,6 +178,40 @@ class ResolvedImage:
     meta: ImageMeta | None = None
     #: when ``meta`` is None: why the image could not be read (the registry's answer)
     unknown_because: str = ""
+
+
+@dataclass(frozen=True)
+class BuildInputs:
+    """What a release's build phase would make, read without building anything.
+
+    ``what`` names the artifact (an image's content-addressed tag, known before the build;
+    an environment's directory); ``inputs`` is the content digest of what it is built from,
+    and ``source`` says what that is. ``reuse``: an artifact of exactly these inputs exists
+    (its ``digest`` and ``meta`` are then known at plan time)."""
+
+    kind: BuildKind
+    what: str
+    inputs: str
+    source: str
+    reuse: bool = False
+    digest: str | None = None
+    meta: ImageMeta | None = None
+
+
+@dataclass(frozen=True)
+class Built:
+    """What a build made (or found, when ``reused``): ``result`` is the image digest (the
+    pushed manifest's) or the environment's id; ``meta`` is read from the built image
+    itself (None for an environment)."""
+
+    kind: BuildKind
+    what: str
+    inputs: str
+    source: str
+    result: str
+    meta: ImageMeta | None = None
+    reused: bool = False
+    duration: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -328,6 +378,35 @@ class Steps(Protocol):
     def stop(self, clearance: Clearance, target: Target, reporter: Reporter) -> None: ...
 
 
+class Builds(Protocol):
+    """The build phase: what a release builds before anything new starts."""
+
+    def build_inputs(
+        self, target: Target, app: App, ref: str | None, image: bool
+    ) -> BuildInputs | None:
+        """What a build for ``app`` would make here and from which inputs, and whether it
+        exists already. Read-only: nothing is built, pushed or written, no subprocess runs.
+        ``ref``: the image (or local snapshot) the deploy runs when one is given (a
+        promotion): an image is then never rebuilt, a local environment is made for that
+        snapshot's dependencies. ``image``: an image build was asked for (``--build``,
+        ``shipway build``). None: nothing to build."""
+        ...
+
+    def build(
+        self,
+        clearance: Clearance,
+        target: Target,
+        app: App,
+        inputs: BuildInputs,
+        reporter: Reporter,
+    ) -> Built:
+        """Build what ``inputs`` names (or confirm the existing one when it is reused),
+        streaming progress to ``reporter``, and put it where the release will use it (a
+        registry, the slot's environments). Never touches what runs. Raises BuildFailed with
+        the log's last lines."""
+        ...
+
+
 class Closes(Protocol):
     """What a backend holds open (watch threads, connections, SSH sessions) ends here. The
     API closes every backend it opens; closing twice is harmless."""
@@ -395,8 +474,9 @@ class Drifts(Protocol):
 
 
 @runtime_checkable
-class Backend(Renders, Reads, Records, Locks, Steps, Closes, Protocol):
-    """Every backend: renders, reads, keeps records and the lock, performs rolling steps."""
+class Backend(Renders, Reads, Records, Locks, Steps, Builds, Closes, Protocol):
+    """Every backend: renders, reads, keeps records and the lock, builds, performs rolling
+    steps."""
 
     name: str
 

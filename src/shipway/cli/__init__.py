@@ -75,6 +75,15 @@ def confirm_option(f: F) -> F:
     )(f)
 
 
+def build_option(f: F) -> F:
+    return click.option(
+        "--build",
+        is_flag=True,
+        help="Build the image from the app's Dockerfile first (reused when the source is "
+        "unchanged), push it, and deploy it by its digest.",
+    )(f)
+
+
 def timeout_options(f: F) -> F:
     f = click.option(
         "--rollback-timeout",
@@ -202,6 +211,7 @@ def cli(ctx: click.Context, spec_file: str | None) -> None:
       shipway plan staging              what a deploy would change (touches nothing)
       shipway diff prod [REV_A] [REV_B] what differs between releases (secrets masked)
       shipway deploy staging            roll out; roll back automatically on failure
+      shipway deploy staging --build    build the image from the source first, then roll out
       shipway deploy prod --confirm prod
       shipway status prod | history prod | rollback prod [REV]
       shipway restart prod web          restart one process type only
@@ -331,6 +341,7 @@ def take_host_option(f: F) -> F:
 )
 @confirm_option
 @take_host_option
+@build_option
 @timeout_options
 @output_option
 @pass_obj
@@ -343,10 +354,11 @@ def deploy(
     force: bool,
     confirm: str | None,
     take_host: bool,
+    build: bool,
     timeout: float,
     rollback_timeout: float,
 ) -> None:
-    """Roll out to SLOT: lock, read the anchor, apply, wait, record — or roll back.
+    """Roll out to SLOT: lock, read the anchor, build, apply, wait, record — or roll back.
 
     When nothing differs from the deployed release (spec, image, secrets, and the target
     matching its record) it says "no changes", applies nothing, records no revision and
@@ -357,7 +369,7 @@ def deploy(
         from shipway.cli.changes import show_plan
 
         def dry_run_body() -> int:
-            show_plan(obj, slot, image, None, False, take_host, force)
+            show_plan(obj, slot, image, None, False, take_host, force, build)
             return 0
 
         _run(obj, dry_run_body)
@@ -375,6 +387,7 @@ def deploy(
             image=image,
             take_host=take_host,
             force=force,
+            build=build,
             timeout=timeout,
             rollback_timeout=rollback_timeout,
             reporter=reporter,
@@ -723,8 +736,10 @@ def stop(obj: Context, slot: str, confirm: str | None) -> None:
 
 # Command groups kept in their own modules; imported last, as they use what is above.
 from shipway.cli import changes as _changes  # noqa: E402,F401  (plan, diff, history)
+from shipway.cli.build import build  # noqa: E402
 from shipway.cli.helm import helm  # noqa: E402
 
+cli.add_command(build)
 cli.add_command(helm)
 
 

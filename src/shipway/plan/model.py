@@ -145,6 +145,28 @@ class ApplyObject(Step):
 
 
 @dataclass(frozen=True)
+class Build(Step):
+    """The build phase: first in a release, before anything new starts. ``kind``: an
+    ``image`` (Docker, Kubernetes) or a dependency ``environment`` (local); ``what`` names
+    it (the content-addressed tag, the environment's directory); ``inputs`` is the content
+    digest of what it is built from (``source``: the Dockerfile, the dependency files).
+    ``reuse``: those inputs were built before — nothing is built, what exists is used."""
+
+    name: ClassVar[str] = "build"
+    kind: str
+    what: str
+    inputs: str
+    source: str
+    reuse: bool = False
+
+    def describe(self) -> str:
+        inputs = self.inputs.removeprefix("sha256:")[:12]
+        if self.reuse:
+            return f"reuse {self.kind} {self.what} (already built from inputs {inputs})"
+        return f"build {self.kind} {self.what} from {self.source} (inputs {inputs})"
+
+
+@dataclass(frozen=True)
 class RunReleaseCommand(Step):
     name: ClassVar[str] = "release-command"
     command: tuple[str, ...]
@@ -249,6 +271,7 @@ class NoOp(Step):
 STEP_TYPES: dict[str, type[Step]] = {
     cls.name: cls
     for cls in (
+        Build,
         ApplyObject,
         RunReleaseCommand,
         WaitRollout,

@@ -22,6 +22,7 @@ from shipway.backends.docker.lock import DockerLock
 from shipway.backends.docker.reads import DockerReads
 from shipway.backends.docker.release_command import DockerReleaseCommand
 from shipway.backends.docker.steps import DockerSteps
+from shipway.backends.imagebuild import ImageBuilds
 from shipway.backends.protocol import Backend
 from shipway.errors import InputError
 from shipway.release.artifact import Artifact
@@ -29,7 +30,7 @@ from shipway.release.model import Release
 from shipway.spec.model import App, Slot
 
 
-class DockerBackend(DockerReads, DockerSteps, DockerReleaseCommand, DockerLock):
+class DockerBackend(ImageBuilds, DockerReads, DockerSteps, DockerReleaseCommand, DockerLock):
     """An app's processes as containers on one or many Docker engines."""
 
     name = "docker"

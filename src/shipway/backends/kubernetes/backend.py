@@ -15,6 +15,7 @@ shipway errors with secret values masked):
 
 from __future__ import annotations
 
+from shipway.backends.imagebuild import ImageBuilds
 from shipway.backends.kubernetes import render
 from shipway.backends.kubernetes.blue_green import KubernetesBlueGreen
 from shipway.backends.kubernetes.drift import KubernetesDrift
@@ -28,7 +29,12 @@ from shipway.spec.model import App, Slot
 
 
 class KubernetesBackend(
-    KubernetesReads, KubernetesSteps, KubernetesBlueGreen, KubernetesLock, KubernetesDrift
+    ImageBuilds,
+    KubernetesReads,
+    KubernetesSteps,
+    KubernetesBlueGreen,
+    KubernetesLock,
+    KubernetesDrift,
 ):
     """One app's slot in one namespace of one cluster."""
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from shipway.backends.local import render
 from shipway.backends.local.blue_green import LocalBlueGreen
+from shipway.backends.local.build import LocalBuilds
 from shipway.backends.local.dirs import router_port
 from shipway.backends.local.lock import LocalLock
 from shipway.backends.local.reads import LocalReads
@@ -45,7 +46,9 @@ from shipway.release.model import Release
 from shipway.spec.model import App, Slot
 
 
-class LocalBackend(LocalReads, LocalSteps, LocalBlueGreen, LocalReleaseCommand, LocalLock):
+class LocalBackend(
+    LocalBuilds, LocalReads, LocalSteps, LocalBlueGreen, LocalReleaseCommand, LocalLock
+):
     """This machine's own processes, supervised, behind an HTTP router (docs/local.md)."""
 
     def render(self, app: App, slot: Slot, release: Release) -> Artifact:

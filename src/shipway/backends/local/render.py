@@ -160,11 +160,13 @@ class ProgramBody:
     env: Mapping[str, str]  # with ${secrets.NAME} placeholders
     health: HealthCheck
     generation: str | None
+    environment: str | None = None  # the dependency environment it runs with (a directory)
 
     @classmethod
     def of(cls, unit: Unit) -> ProgramBody:
         b = unit.body
         release, generation = b.get("release"), b.get("generation")
+        environment = b.get("environment")
         return cls(
             process=str(b["process"]),
             deployment_id=str(b["deployment_id"]),
@@ -175,6 +177,7 @@ class ProgramBody:
             env={str(k): str(v) for k, v in dict(b["env"]).items()},
             health=HealthCheck.of(b.get("health")),
             generation=str(generation) if generation else None,
+            environment=str(environment) if environment else None,
         )
 
 
@@ -204,6 +207,11 @@ def render(app: App, slot: Slot, release: Release, router_port: int) -> Artifact
     ]
     gen = release.generation
     labelled: dict[str, Any] = {"generation": gen} if gen else {}  # rolling bodies unchanged
+    built = release.build
+    if built is not None and built.kind == "environment":  # bodies without one: unchanged
+        labelled_programs = {**labelled, "environment": built.what}
+    else:
+        labelled_programs = labelled
     units = [
         Unit(
             key=f"gen/{gen}/snapshot" if gen else "snapshot",
@@ -248,7 +256,7 @@ def render(app: App, slot: Slot, release: Release, router_port: int) -> Artifact
                     "snapshot": digest,
                     "env": env,
                     "health": health_of(process),
-                    **labelled,
+                    **labelled_programs,
                 },
             )
         )
