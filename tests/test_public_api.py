@@ -27,7 +27,7 @@ EXPECTED = [
     "InputError", "Interrupted", "NoAnchor", "Outcome", "Plan", "Release", "ReleaseStatus",
     "Reporter", "RollbackFailed", "Rolled", "RolledBack", "ShipwayError", "Slot", "SlotLocked",
     "SlotStatus", "SpecInvalid", "StalePlan", "Target", "Unchanged", "__version__", "clear",
-    "deploy", "diff", "helm_history", "helm_release", "history", "load", "logs", "plan",
+    "deploy", "destroy", "diff", "helm_history", "helm_release", "history", "load", "logs", "plan",
     "promote", "repair", "restart", "rollback", "status", "stop",
 ]  # fmt: skip
 

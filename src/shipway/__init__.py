@@ -22,6 +22,7 @@ if TYPE_CHECKING:
         SlotStatus,
         clear,
         deploy,
+        destroy,
         diff,
         helm_history,
         helm_release,
@@ -68,8 +69,8 @@ __version__ = "0.1.0"
 
 _WHERE = {
     "shipway.api": (
-        "SlotStatus clear deploy diff helm_history helm_release history load logs plan promote "
-        "repair restart rollback status stop"
+        "SlotStatus clear deploy destroy diff helm_history helm_release history load logs plan "
+        "promote repair restart rollback status stop"
     ),
     # what api functions take: a backend of one's own (``backend=``), where progress goes
     # (``reporter=``)
@@ -149,6 +150,7 @@ __all__ = [
     "__version__",
     "clear",
     "deploy",
+    "destroy",
     "diff",
     "helm_history",
     "helm_release",
