@@ -15,6 +15,7 @@ import httpx2
 from lightkube import Client
 from lightkube.codecs import from_dict
 from lightkube.core.exceptions import ApiError
+from lightkube.resources.coordination_v1 import Lease
 
 from shipway.backends.kubernetes import render
 from shipway.backends.kubernetes.lease import SlotLease
@@ -60,6 +61,9 @@ class KubernetesLock(KubernetesState):
             self.lease = None
             try:
                 lease.release()
+                if self._lease_doomed:  # the slot was destroyed: its Lease goes too
+                    self._lease_doomed = False
+                    self.client.delete(Lease, lease.name, namespace=self.namespace)
             except (ApiError, httpx2.HTTPError) as exc:
                 reporter.line(
                     f"warning: releasing the lock of {target} failed ({exc}); it expires by "
