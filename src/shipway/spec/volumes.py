@@ -107,10 +107,11 @@ def parse_volumes(
 def _volume(
     c: Checker, name: str, v: Mapping[str, Any], path: KeyPath, processes: Mapping[str, Process]
 ) -> Volume | None:
+    where = None
     if "path" not in v:
         c.error((*path, "path"), "is required", 'e.g. path = "data" (inside the app\'s directory)')
-        return None
-    where = _place(c, v["path"], (*path, "path"))
+    else:
+        where = _place(c, v["path"], (*path, "path"))
     users: tuple[str, ...] | None = None
     if "processes" in v:
         users = _users(c, v["processes"], (*path, "processes"), processes)

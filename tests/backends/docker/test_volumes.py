@@ -28,7 +28,8 @@ attempts = 80
 
 [processes.worker]
 command = ["sh", "-c", "trap 'exit 0' TERM; while :; do sleep 1 & wait $!; done"]
-
+"""
+VOLUME = """
 [volumes.data]
 path = "www/data"
 processes = ["web"]
@@ -68,7 +69,7 @@ def test_data_outlives_deploys_a_rollback_stop_and_deploy(
     deployment: Deployment,
 ) -> None:
     env, d = deployment.env, deployment
-    d.write(processes=PROCESSES)
+    d.write(processes=PROCESSES + VOLUME)
     plan = api.plan(d.app(), SLOT)
     text = "\n".join(plan.describe())
     assert text.count("create volume/data@") == 2  # one on each host
@@ -87,7 +88,7 @@ def test_data_outlives_deploys_a_rollback_stop_and_deploy(
     write(d, env.b, "one-b")
     assert d.get(env.a, "/data/note") == (200, "one-a\n")
 
-    d.write(processes=PROCESSES, image=env.images.v2)
+    d.write(processes=PROCESSES + VOLUME, image=env.images.v2)
     roll(d)
     assert d.get(env.a) == (200, "v2\n")
     assert d.get(env.a, "/data/note") == (200, "one-a\n")  # r2 reads what r1 wrote
@@ -115,13 +116,13 @@ def test_destroy_keeps_the_data_unless_told_volumes_and_needs_the_slot_typed_bac
     deployment: Deployment,
 ) -> None:
     env, d = deployment.env, deployment
-    d.write(processes=PROCESSES, hosts=[env.b])  # over SSH
+    d.write(processes=PROCESSES.split("[processes.worker]")[0] + VOLUME, hosts=[env.b])
     roll(d)
     write(d, env.b, "kept")
 
     with pytest.raises(ConfirmationRequired):
         api.destroy(d.app(), SLOT)
-    assert len(d.containers(env.b, kind="app")) == 2  # refused: nothing touched
+    assert len(d.containers(env.b, kind="app")) == 1  # refused: nothing touched
 
     listed = api.leftovers(d.app(), SLOT)
     assert [item.kind for item in listed if item.data] == ["volume"]
