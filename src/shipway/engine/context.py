@@ -120,9 +120,12 @@ class EngineContext:
         return {**secrets, **own}
 
     def _noted(self, plan: Plan, app: App, slot_name: str) -> Plan:
-        """The plan with its volumes said: each one the slot declares or holds (where, size
-        on disk), then what the backend cannot promise because of them. ``app`` is the spec
-        the plan runs (a recorded one for a rollback or restart)."""
+        """The plan with its volumes said: each one the slot holds (where, size on disk),
+        then what the backend cannot promise because of them. ``app`` is the spec the plan
+        runs (a recorded one for a rollback or restart); one that declares no volume costs
+        no look (``status`` lists every volume the slot still holds)."""
+        if not app.volumes:
+            return plan
         target = app.slots.target(slot_name)
         found = self.backend.volumes(target)
         notes = [f"volume {v.line()}" for v in found]

@@ -20,6 +20,7 @@ import docker
 import docker.errors
 
 from shipway.backends.docker import labels
+from shipway.backends.docker.connection import HostConnection
 from shipway.backends.docker.edge import edge
 from shipway.backends.docker.state import DockerState
 from shipway.backends.protocol import Leftover, VolumeStatus, human_bytes
@@ -66,15 +67,12 @@ class DockerVolumes(DockerState):
         return f"volume {name} exists (not made by shipway): used as it is"
 
     def _observe_volumes(self, client: docker.DockerClient, host: str) -> list[ObservedUnit]:
-        found = client.volumes.list(
-            filters=labels.slot_filter(self.app.name, self.slot.name, labels.VOLUME)
-        )
         out = []
-        for v in found:
+        for name, v in sorted(self._data_volumes(client).items()):
             tags: dict[str, str] = v.attrs.get("Labels") or {}
             out.append(
                 ObservedUnit(
-                    key=tags.get(labels.KEY) or f"volume/{v.name}@{host}",
+                    key=tags.get(labels.KEY) or f"volume/{name}@{host}",
                     kind="volume",
                     digest=tags.get(labels.DIGEST),
                     host=host,
@@ -110,35 +108,37 @@ class DockerVolumes(DockerState):
 
     def volumes(self, target: Target) -> list[VolumeStatus]:
         self._serves(target)
-        out: list[VolumeStatus] = []
-        for host in self.host_addresses:
-            wanted = {
-                name
-                for name, v in self.app.volumes.items()
-                if any(host.runs(p) and v.mounted_by(p) for p in self.app.processes)
-            }
-            client = self._client(host.name)
-            with edge(f"host {host.name}: list volumes"):
-                found = self._data_volumes(client)
-                sizes = _sizes(client) if found else {}
-            by_name = {
-                str((v.attrs.get("Labels") or {}).get(labels.VOLUME_NAME) or n): n
-                for n, v in found.items()
-            }
-            for name in sorted(wanted | set(by_name)):
-                docker_name = by_name.get(
-                    name, labels.data_volume(self.app.name, self.slot.name, name)
+        found = self._each_host(self._volumes_on)
+        return [v for host in self.host_addresses for v in found[host.name]]
+
+    def _volumes_on(self, conn: HostConnection) -> list[VolumeStatus]:
+        host = conn.address
+        wanted = {
+            name
+            for name, v in self.app.volumes.items()
+            if any(host.runs(p) and v.mounted_by(p) for p in self.app.processes)
+        }
+        with edge(f"host {conn.name}: list volumes"):
+            client = conn.client()
+            found = self._data_volumes(client)
+            sizes = _sizes(client) if found else {}
+        by_name = {
+            str((v.attrs.get("Labels") or {}).get(labels.VOLUME_NAME) or n): n
+            for n, v in found.items()
+        }
+        out = []
+        for name in sorted(wanted | set(by_name)):
+            docker_name = by_name.get(name, labels.data_volume(self.app.name, self.slot.name, name))
+            out.append(
+                VolumeStatus(
+                    name=name,
+                    where=docker_name,
+                    host=conn.name,
+                    state="present" if name in by_name else "not created yet",
+                    size_bytes=sizes.get(docker_name),
+                    declared=name in self.app.volumes,
                 )
-                out.append(
-                    VolumeStatus(
-                        name=name,
-                        where=docker_name,
-                        host=host.name,
-                        state="present" if name in by_name else "not created yet",
-                        size_bytes=sizes.get(docker_name),
-                        declared=name in self.app.volumes,
-                    )
-                )
+            )
         return out
 
     def _volume_leftovers(self, client: docker.DockerClient, host: str) -> list[Leftover]:
