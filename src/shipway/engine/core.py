@@ -116,10 +116,11 @@ class Engine(BlueGreen, Destruction):
                 diff = plan_diff(anchor, plan.release, seen)
                 plan = replace(plan, observed=observed.summary())  # what a saved plan checks
         if diff.empty and not force:
-            return self._unchanged_plan(
+            plan = self._unchanged_plan(
                 plan, diff, f"this {operation} would run what r{diff.before} runs"
                 + (" (--force redeploys anyway)" if operation == "deploy" else ""),
             )  # fmt: skip
+            return self._noted(plan, app, slot_name)
         return self._noted(replace(plan, diff=diff), app, slot_name)
 
     def _release_plan(
