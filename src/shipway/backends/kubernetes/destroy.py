@@ -45,7 +45,7 @@ class KubernetesDestroy(KubernetesSteps):
     def leftovers(self, target: Target) -> list[Leftover]:
         self._serves(target)
         with self._edge(f"listing what shipway made for {target}"):
-            found = self._found() if self.app.volumes else self._found_without_claims()
+            found = self._objects()
             revisions = [r.revision for r in self._store().read()]
             lease = self._live_lease()
         out = [
@@ -62,6 +62,11 @@ class KubernetesDestroy(KubernetesSteps):
         if lease is not None:
             out.append(Leftover("Lease", lease_name(self.app.name, self.slot.name)))
         return out
+
+    def _objects(self) -> list[tuple[str, str]]:
+        """What :meth:`_found` lists, for this app: an app that declares no volume may be
+        deployed by an identity that may not list claims."""
+        return self._found() if self.app.volumes else self._found_without_claims()
 
     def _found_without_claims(self) -> list[tuple[str, str]]:
         """As :meth:`_found`; an identity that may not list claims (a role written before
@@ -95,7 +100,7 @@ class KubernetesDestroy(KubernetesSteps):
         self._guard(clearance, target)
         listed = self.leftovers(target)
         with self._edge(f"destroying {target}"):
-            for kind, name in self._found():
+            for kind, name in self._objects():
                 if kind == "PersistentVolumeClaim" and not volumes:
                     continue
                 self._guard(clearance, target)  # the Lease still ours, before each delete

@@ -63,12 +63,19 @@ class KubernetesLock(KubernetesState):
                 lease.release()
                 if self._lease_doomed:  # the slot was destroyed: its Lease goes too
                     self._lease_doomed = False
-                    self.client.delete(Lease, lease.name, namespace=self.namespace)
+                    self._delete_lease(lease.name)
             except (ApiError, httpx2.HTTPError) as exc:
                 reporter.line(
                     f"warning: releasing the lock of {target} failed ({exc}); it expires by "
                     f"itself at the latest {holder.ttl:g}s after its last renewal"
                 )
+
+    def _delete_lease(self, name: str) -> None:
+        try:
+            self.client.delete(Lease, name, namespace=self.namespace)
+        except ApiError as exc:
+            if exc.status.code != 404:  # gone already: what destroy wanted
+                raise
 
     def _ensure_namespace(self, reporter: Reporter) -> None:
         body = render.namespace_unit(self.namespace)
