@@ -23,6 +23,7 @@ if TYPE_CHECKING:
         build,
         clear,
         deploy,
+        destroy,
         diff,
         helm_history,
         helm_release,
@@ -69,7 +70,8 @@ __version__ = "0.1.0"
 
 _WHERE = {
     "shipway.api": (
-        "SlotStatus build clear deploy diff helm_history helm_release history load logs plan "
+        "SlotStatus build clear deploy destroy diff helm_history helm_release history load logs "
+        "plan "
         "promote repair restart rollback status stop"
     ),
     # what api functions take: a backend of one's own (``backend=``), where progress goes
@@ -151,6 +153,7 @@ __all__ = [
     "build",
     "clear",
     "deploy",
+    "destroy",
     "diff",
     "helm_history",
     "helm_release",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,10 +20,12 @@ from shipway.backends.protocol import (
     Backend,
     Built,
     GenerationInfo,
+    Leftover,
     MaskingReporter,
     NullReporter,
     ProcessStatus,
     Reporter,
+    VolumeStatus,
 )
 from shipway.engine import DEFAULT_ROLLBACK_TIMEOUT, DEFAULT_TIMEOUT, Engine, Outcome
 from shipway.errors import InputError, SecretUnavailable
@@ -321,6 +323,29 @@ def stop(
         engine.stop(clearance, app, slot)
 
 
+def leftovers(app: App, slot: str, *, backend: Backend | None = None) -> list[Leftover]:
+    """What ``destroy`` would delete in ``slot`` (volumes marked ``data``). Read-only."""
+    with _engine(app, slot, backend, None) as engine:
+        return engine.leftovers(app, slot)
+
+
+def destroy(
+    app: App,
+    slot: str,
+    *,
+    volumes: bool = False,
+    confirm: str | None = None,
+    backend: Backend | None = None,
+    reporter: Reporter | None = None,
+) -> list[Leftover]:
+    """Delete everything shipway made for the app in ``slot`` — what runs, routes, files,
+    snapshots, release records, the lock — and, with ``volumes``, its volumes. ``confirm``
+    (the slot's name) is needed on every slot, guarded or not. Returns what was deleted."""
+    clearance = clear(app, slot, confirm)
+    with _engine(app, slot, backend, reporter) as engine:
+        return engine.destroy(clearance, app, slot, volumes=volumes)
+
+
 def logs(
     app: App,
     slot: str,
@@ -355,6 +380,7 @@ class SlotStatus:
     backend: str
     deployed: Release | None
     processes: list[ProcessStatus]
+    volumes: list[VolumeStatus] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -363,6 +389,7 @@ class SlotStatus:
             "backend": self.backend,
             "deployed": self.deployed.summary() if self.deployed else None,
             "processes": [p.to_json() for p in self.processes],
+            "volumes": [v.to_json() for v in self.volumes],
         }
 
 
@@ -375,6 +402,7 @@ def status(app: App, slot: str, *, backend: Backend | None = None) -> SlotStatus
             backend=target.backend,
             deployed=_history.deployed(b.read_records(target)),
             processes=b.status(target),
+            volumes=b.volumes(target),
         )
 
 

@@ -23,11 +23,13 @@ from shipway.backends.protocol import (
     GenerationBackend,
     GenerationInfo,
     HostOwner,
+    Leftover,
     LockHolder,
     ProcessStatus,
     Reason,
     Reporter,
     ResolvedImage,
+    VolumeStatus,
 )
 from shipway.errors import BackendError, BuildFailed, CleanupFailed, SlotLocked
 from shipway.guard import Clearance
@@ -43,7 +45,7 @@ from shipway.plan.model import (
     WaitReplicas,
     WaitRollout,
 )
-from shipway.release.artifact import PREREQUISITE, ROUTING, WORKLOAD, Artifact, Unit
+from shipway.release.artifact import DATA_KINDS, PREREQUISITE, ROUTING, WORKLOAD, Artifact, Unit
 from shipway.release.model import ImageMeta, Release
 from shipway.spec.model import App, Slot, Target
 from shipway.spec.secrets import Secret, placeholder, reveal
@@ -62,6 +64,7 @@ MUTATING = frozenset(
         "stop",
         "delete_generation",
         "build",
+        "destroy",
     }
 )
 
@@ -125,6 +128,15 @@ class MemoryBackend:
                 body={"env": dict(app.env), "secrets": {n: placeholder(n) for n in app.secrets}},
             )
         ]
+        for volume in app.volumes.values():  # the slot's, in every generation
+            units.append(
+                Unit(
+                    key=f"volume/{volume.name}",
+                    kind="volume",
+                    phase=PREREQUISITE,
+                    body={"name": volume.name},
+                )
+            )
         for name, process in app.processes.items():
             units.append(
                 Unit(
@@ -413,7 +425,36 @@ class MemoryBackend:
     def stop(self, clearance: Clearance, target: Target, reporter: Reporter) -> None:
         clearance.require_covers(target)
         self._note("stop")
-        self.live.clear()
+        self.live = {k: v for k, v in self.live.items() if v.unit.kind in DATA_KINDS}
+
+    # -- volumes and destroy -------------------------------------------------------
+    def volume_notes(self, app: App, slot: Slot, plan: Plan) -> list[str]:
+        return []
+
+    def volumes(self, target: Target) -> list[VolumeStatus]:
+        self._note("volumes")
+        return [
+            VolumeStatus(name=str(v.unit.body["name"]), where=k, state="present")
+            for k, v in sorted(self.live.items())
+            if v.unit.kind in DATA_KINDS
+        ]
+
+    def leftovers(self, target: Target) -> list[Leftover]:
+        self._note("leftovers")
+        out = [Leftover(v.unit.kind, k, v.unit.kind in DATA_KINDS) for k, v in self.live.items()]
+        return out + [Leftover("record", f"r{n}") for n in sorted(self.records)]
+
+    def destroy(
+        self, clearance: Clearance, target: Target, volumes: bool, reporter: Reporter
+    ) -> list[Leftover]:
+        clearance.require_covers(target)
+        self._note("destroy", "volumes" if volumes else "")
+        gone = [item for item in self.leftovers(target) if volumes or not item.data]
+        self.live = {
+            k: v for k, v in self.live.items() if v.unit.kind in DATA_KINDS and not volumes
+        }
+        self.records.clear()
+        return gone
 
 
 def expire_lock(backend: MemoryBackend) -> None:

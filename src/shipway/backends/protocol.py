@@ -267,6 +267,79 @@ class HostOwner:
         return f"{self.app}/{self.slot}{gen}{at}"
 
 
+def human_bytes(n: int) -> str:
+    """Bytes as a user reads them: 0 B, 812 B, 4.0 KiB, 12.3 MiB, 1.5 GiB."""
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{n} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")
+
+
+@dataclass(frozen=True)
+class VolumeStatus:
+    """One volume of a slot as its backend finds it: where it lives, whether it exists,
+    its size on disk when the backend can tell (None: it cannot), and for a claim, what
+    was asked and what is bound. ``declared`` False: data a release left behind when the
+    volume left the spec (kept, like every volume, until ``destroy --volumes``)."""
+
+    name: str
+    where: str
+    state: str  # "present", "missing" (declared, not made yet), or the engine's phase
+    size_bytes: int | None = None
+    host: str | None = None
+    requested: str | None = None
+    capacity: str | None = None
+    access_mode: str | None = None
+    declared: bool = True
+
+    def line(self) -> str:
+        """``data: /state/…/volumes/data, present, 12.3 MiB on disk``."""
+        at = f" on {self.host}" if self.host else ""
+        parts = [f"{self.where}{at}", self.state]
+        if self.requested:
+            parts.append(f"requested {self.requested}")
+        if self.capacity:
+            parts.append(f"capacity {self.capacity}")
+        if self.access_mode:
+            parts.append(self.access_mode)
+        if self.size_bytes is not None:
+            parts.append(f"{human_bytes(self.size_bytes)} on disk")
+        if not self.declared:
+            parts.append("no longer declared (kept: destroy --volumes deletes it)")
+        return f"{self.name}: " + ", ".join(parts)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "where": self.where,
+            "state": self.state,
+            "size_bytes": self.size_bytes,
+            "host": self.host,
+            "requested": self.requested,
+            "capacity": self.capacity,
+            "access_mode": self.access_mode,
+            "declared": self.declared,
+        }
+
+
+@dataclass(frozen=True)
+class Leftover:
+    """One thing shipway made for an app in a slot, as ``destroy`` lists it. ``data``:
+    a volume, deleted only with ``--volumes``."""
+
+    kind: str
+    name: str
+    data: bool = False
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.name}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "name": self.name, "data": self.data}
+
+
 # -- the protocol, in small named parts ------------------------------------------------
 #
 # A backend is composed of these (Helm's storage driver is four tiny interfaces, likewise).
@@ -457,6 +530,36 @@ class Generations(Protocol):
         ...
 
 
+class Volumes(Protocol):
+    """The slot's volumes: data that belongs to the app and slot, not to a release."""
+
+    def volume_notes(self, app: App, slot: Slot, plan: Plan) -> list[str]:
+        """Pure: what a plan cannot promise because of the volumes its processes mount
+        (``not zero-downtime: web mounts ReadWriteOnce volume data``)."""
+        ...
+
+    def volumes(self, target: Target) -> list[VolumeStatus]:
+        """Read-only: every volume the slot declares or still holds, with its size on
+        disk where the engine can tell."""
+        ...
+
+
+class Destroys(Protocol):
+    """Removing everything shipway made for the app in the slot (``shipway destroy``)."""
+
+    def leftovers(self, target: Target) -> list[Leftover]:
+        """Read-only: what a destroy would delete, volumes included (marked ``data``)."""
+        ...
+
+    def destroy(
+        self, clearance: Clearance, target: Target, volumes: bool, reporter: Reporter
+    ) -> list[Leftover]:
+        """Delete what runs, its routes, files, snapshots and records (and, with
+        ``volumes``, the volumes) under the slot's lock; the lock itself goes as the lock
+        is let go. Returns what was deleted."""
+        ...
+
+
 @runtime_checkable
 class Drifts(Protocol):
     """What a backend adds whose target can be changed outside shipway in ways ``observe``
@@ -474,9 +577,11 @@ class Drifts(Protocol):
 
 
 @runtime_checkable
-class Backend(Renders, Reads, Records, Locks, Steps, Builds, Closes, Protocol):
+class Backend(
+    Renders, Reads, Records, Locks, Steps, Builds, Closes, Volumes, Destroys, Protocol
+):
     """Every backend: renders, reads, keeps records and the lock, builds, performs rolling
-    steps."""
+    steps, keeps volumes, and can be told to destroy what it made."""
 
     name: str
 

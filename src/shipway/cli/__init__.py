@@ -218,6 +218,7 @@ def cli(ctx: click.Context, spec_file: str | None) -> None:
       shipway promote staging           roll staging's release to the next slot
       shipway logs local web -f         follow a process's log
       shipway stop local                stop what runs in a slot (records stay)
+      shipway destroy test1 --confirm test1   delete it all but the volumes
       shipway helm values RELEASE -n NS values of a Helm release (no helm binary)
     """
     ctx.ensure_object(Context).spec_file = spec_file
@@ -493,7 +494,7 @@ def promote(
 @output_option
 @pass_obj
 def status(obj: Context, slot: str) -> None:
-    """What runs in SLOT: the deployed release and each process."""
+    """What runs in SLOT: the deployed release, each process, each volume."""
 
     def body() -> int:
         from shipway import api
@@ -516,6 +517,8 @@ def status(obj: Context, slot: str) -> None:
         columns = list(dict.fromkeys(k for r in rows for k in r if r.get(k) is not None))
         for line in table(rows, columns):
             click.echo(line)
+        for volume in result.volumes:
+            click.echo(f"volume {volume.line()}")
         return 0
 
     _run(obj, body)
@@ -737,9 +740,11 @@ def stop(obj: Context, slot: str, confirm: str | None) -> None:
 # Command groups kept in their own modules; imported last, as they use what is above.
 from shipway.cli import changes as _changes  # noqa: E402,F401  (plan, diff, history)
 from shipway.cli.build import build  # noqa: E402
+from shipway.cli.destroy import destroy  # noqa: E402
 from shipway.cli.helm import helm  # noqa: E402
 
 cli.add_command(build)
+cli.add_command(destroy)
 cli.add_command(helm)
 
 

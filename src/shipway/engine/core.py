@@ -1,4 +1,5 @@
-"""The engine's verbs: plan and deploy, rollback, repair, restart one process type, stop.
+"""The engine's verbs: plan and deploy, rollback, repair, restart one process type, stop
+(and destroy, :mod:`.destroy`).
 
 Each mutating verb checks its clearance first (``require_covers``, before the lock or any
 read), then hands a plan builder and an undo to the shared sequence
@@ -14,6 +15,7 @@ from shipway.backends.protocol import LockHolder, ResolvedImage, drifts_of
 from shipway.engine.blue_green import BlueGreen
 from shipway.engine.build import planned, with_build
 from shipway.engine.context import DEFAULT_ROLLBACK_TIMEOUT, DEFAULT_TIMEOUT, marked
+from shipway.engine.destroy import Destruction
 from shipway.engine.ids import fresh_ids, restart_ids
 from shipway.engine.outcome import Outcome
 from shipway.engine.signals import signals_raise
@@ -31,7 +33,7 @@ from shipway.spec.parse import from_snapshot
 from shipway.spec.secrets import Secret
 
 
-class Engine(BlueGreen):
+class Engine(BlueGreen, Destruction):
     """Drives one backend for one app's slots. Knows nothing of which backend it drives."""
 
     def plan_deploy(
@@ -124,11 +126,12 @@ class Engine(BlueGreen):
                 diff = plan_diff(anchor, plan.release, seen)
                 plan = replace(plan, observed=observed.summary())  # what a saved plan checks
         if diff.empty and not force:
-            return self._unchanged_plan(
+            plan = self._unchanged_plan(
                 plan, diff, f"this {operation} would run what r{diff.before} runs"
                 + (" (--force redeploys anyway)" if operation == "deploy" else ""),
             )  # fmt: skip
-        return replace(with_build(plan, inputs), diff=diff)
+            return self._noted(plan, app, slot_name)
+        return self._noted(replace(with_build(plan, inputs), diff=diff), app, slot_name)
 
     def _release_plan(
         self,
@@ -306,9 +309,10 @@ class Engine(BlueGreen):
         def build(records: list[Release], observed: Observed) -> Plan:
             source = self._rollback_source(records, revision)
             release = self._successor(source, records, f"rollback to r{source.revision}")
-            return rollout_plan(
+            plan = rollout_plan(
                 operation="rollback", backend=self.backend.name, release=release, observed=observed
             )
+            return self._noted(plan, from_snapshot(source.spec, app.source_dir), slot_name)
 
         return self._rollout(
             clearance, target, app, secrets, build, self._restore_anchor, timeout, rollback_timeout
@@ -404,7 +408,7 @@ class Engine(BlueGreen):
         if diff.empty:
             why = f"the target runs r{anchor.revision} as recorded"
             return self._unchanged_plan(plan, diff, why)
-        return plan
+        return self._noted(plan, from_snapshot(anchor.spec, app.source_dir), slot_name)
 
     def restart(
         self,
@@ -463,12 +467,13 @@ class Engine(BlueGreen):
         kept = [u for u in anchor.artifact if u.process not in targets]
         renewed = [u for u in fresh if u.process in targets]
         release = replace(release, artifact=Artifact(tuple(kept + renewed)))
-        return rollout_plan(
+        plan = rollout_plan(
             operation="restart",
             backend=self.backend.name,
             release=release,
             observed=observed.of_generation(anchor.generation),
         )
+        return self._noted(plan, recorded, slot_name)
 
     def stop(self, clearance: Clearance, app: App, slot_name: str) -> None:
         """Stop what runs in a slot, under its lock. Records stay: the deployed release is

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from shipway.errors import UnknownSlot
 from shipway.spec.secrets import Secret, SecretRef
+from shipway.spec.volumes import Volume
 
 BackendName = Literal["local", "docker", "kubernetes"]
 Role = Literal["production", "staging", "test", "preview"]
@@ -201,6 +202,7 @@ class App:
     secrets: Mapping[str, SecretRef] = field(default_factory=dict)
     files: tuple[ConfigFile, ...] = ()
     routes: tuple[Route, ...] = ()
+    volumes: Mapping[str, Volume] = field(default_factory=dict)
     source_dir: Path = Path(".")
     spec_file: Path = Path("shipway.toml")
     build: BuildSettings = field(default_factory=BuildSettings)
@@ -245,6 +247,8 @@ class App:
 
         if build := snapshot_of(self.build):
             out["build"] = build
+        if self.volumes:  # absent otherwise: the snapshots of apps without volumes unchanged
+            out["volumes"] = {n: v.to_json() for n, v in self.volumes.items()}
         if slot is not None:
             out["slots"] = {slot.name: _slot_json(slot)}
         return out
