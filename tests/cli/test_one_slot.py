@@ -25,7 +25,7 @@ state_dir = "{state}"
 """
 
 #: every command that acts on a slot
-SLOT_COMMANDS = ["plan", "deploy", "repair", "rollback", "restart", "promote", "status",
+SLOT_COMMANDS = ["plan", "diff", "deploy", "repair", "rollback", "restart", "promote", "status",
                  "history", "logs", "stop", "gens", "switch", "sleep", "wake", "gc"]  # fmt: skip
 
 
