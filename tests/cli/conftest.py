@@ -21,6 +21,22 @@ import pytest
 
 from tests.backends.local.conftest import HELLO, Slot, free_port
 
+#: a spec with two slots (so SLOT may not be left out), state kept in ``{state}``
+TWO_SLOTS = """
+[app]
+name = "shop"
+[processes.web]
+command = "serve"
+port = 8000
+[processes.worker]
+command = "work"
+[slots.test1]
+state_dir = "{state}"
+[slots.prod]
+role = "production"
+state_dir = "{state}"
+"""
+
 
 def local_slot(app_dir: Path, state: Path) -> Slot:
     """``app_dir`` run by the local backend with its own state dir and router port."""

@@ -14,19 +14,7 @@ from click.testing import CliRunner
 
 from shipway.cli import cli
 from tests.backends.local.conftest import Slot
-
-TWO_SLOTS = """
-[app]
-name = "shop"
-[processes.web]
-command = "serve"
-port = 8000
-[processes.worker]
-command = "work"
-[slots.test1]
-[slots.prod]
-role = "production"
-"""
+from tests.cli.conftest import TWO_SLOTS
 
 
 @pytest.mark.parametrize(
@@ -65,7 +53,7 @@ def bash_complete(words: str, env: dict[str, str], cwd: Path) -> list[str]:
 
 def test_slots_and_processes_complete_from_the_spec(tmp_path: Path) -> None:
     spec = tmp_path / "shipway.toml"
-    spec.write_text(TWO_SLOTS)
+    spec.write_text(TWO_SLOTS.format(state=tmp_path / "state"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("SHIPWAY_")}
     assert bash_complete("shipway deploy ", env, tmp_path) == ["test1", "prod"]
     assert bash_complete("shipway status p", env, tmp_path) == ["prod"]

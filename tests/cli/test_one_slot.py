@@ -11,18 +11,7 @@ from click.testing import CliRunner
 
 from shipway.cli import cli
 from tests.backends.local.conftest import Slot, eventually
-
-TWO_SLOTS = """
-[app]
-name = "shop"
-[processes.web]
-command = "serve"
-port = 8000
-[slots.test1]
-state_dir = "{state}"
-[slots.prod]
-state_dir = "{state}"
-"""
+from tests.cli.conftest import TWO_SLOTS
 
 #: every command that acts on a slot
 SLOT_COMMANDS = ["plan", "diff", "deploy", "repair", "rollback", "restart", "promote", "status",
