@@ -253,6 +253,43 @@ class GenerationInfo:
 
 
 @dataclass(frozen=True)
+class LogQuery:
+    """What ``shipway logs`` asks for: the last ``lines`` lines (all processes together,
+    interleaved by time), those written at or after ``since`` (epoch seconds), of what runs
+    or of one release's instances (``release``, a failed one too), then, with ``follow``,
+    every new line."""
+
+    process: str | None = None
+    lines: int = 50
+    since: float | None = None
+    release: int | None = None
+    follow: bool = False
+
+
+@dataclass(frozen=True)
+class LogLine:
+    """One line of a log: where it comes from (``web.1@r3``), when it was written (epoch
+    seconds; None when the backend cannot tell), and its text, secrets masked."""
+
+    source: str
+    at: float | None
+    text: str
+
+    @property
+    def process(self) -> str:
+        return self.source.split("@", 1)[0].split(".", 1)[0]
+
+
+@dataclass(frozen=True)
+class LogView:
+    """The lines a query selects, and — when it is not simply what runs now (a stopped
+    slot, a failed first deploy, ``--release``) — a line saying what they are."""
+
+    about: str | None
+    lines: Iterator[LogLine]
+
+
+@dataclass(frozen=True)
 class HostOwner:
     """Who serves a host name today: an app's slot (and generation), found in the target."""
 
@@ -480,6 +517,14 @@ class Builds(Protocol):
         ...
 
 
+@runtime_checkable
+class ViewsLogs(Protocol):
+    """A backend that selects log lines by time and by release (the local one): what
+    ``logs --since`` and ``--release`` need. Others answer ``Reads.logs`` only."""
+
+    def log_view(self, target: Target, query: LogQuery) -> LogView: ...
+
+
 class Closes(Protocol):
     """What a backend holds open (watch threads, connections, SSH sessions) ends here. The
     API closes every backend it opens; closing twice is harmless."""
@@ -567,9 +612,7 @@ class Drifts(Protocol):
     annotation as it was). The engine asks before it answers "no changes", so that answer
     is never given for a target that no longer runs what its record says."""
 
-    def altered(
-        self, target: Target, release: Release, secrets: Mapping[str, Secret]
-    ) -> list[str]:
+    def altered(self, target: Target, release: Release, secrets: Mapping[str, Secret]) -> list[str]:
         """Keys of ``release``'s units that the target no longer runs as recorded: those
         that applying the recorded unit again would change (a server-side dry run against
         the live object). Read-only; ``secrets`` only to compare, never shown."""
@@ -577,9 +620,7 @@ class Drifts(Protocol):
 
 
 @runtime_checkable
-class Backend(
-    Renders, Reads, Records, Locks, Steps, Builds, Closes, Volumes, Destroys, Protocol
-):
+class Backend(Renders, Reads, Records, Locks, Steps, Builds, Closes, Volumes, Destroys, Protocol):
     """Every backend: renders, reads, keeps records and the lock, builds, performs rolling
     steps, keeps volumes, and can be told to destroy what it made."""
 

@@ -113,8 +113,8 @@ class RolloutSequence(Recovery, BuildPhase):
             assert result.failure is not None
             failure = result.failure
             self._fail(clearance, target, release, failure.headline())
-            for line in failure.lines():
-                self.reporter.line(line)
+            # the details (a log excerpt) are told once, with the outcome, not here too
+            self.reporter.line(failure.headline())
             label = f"rollback to r{anchor.revision} " if anchor else "cleanup "
             back = self._walk_back(
                 clearance, target, anchor or release, back_secrets, undo, result, anchor,

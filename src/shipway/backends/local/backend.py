@@ -5,7 +5,8 @@ class is assembled from one part per concern, each a class over the shared state
 
   state            LocalState: app, slot, state dir, supervisord, port table; the guard
   backend          LocalBackend: the parts assembled, render (pure), connect()
-  reads            LocalReads: resolve_image, observe, records, status, diff, logs
+  reads            LocalReads: resolve_image, observe, records, status, diff
+  logview          LocalLogs: logs, interleaved by time, of what runs or of one release
   steps            LocalSteps: records, apply (snapshot, program, route), remove, wait, stop
   programs         LocalPrograms: instances started, scaled, drained, stopped
   routes           LocalRoutes: route records and claims -> router table files, reloads
@@ -42,7 +43,7 @@ from shipway.backends.local.dirs import router_port
 from shipway.backends.local.lock import LocalLock
 from shipway.backends.local.reads import LocalReads
 from shipway.backends.local.release_command import LocalReleaseCommand
-from shipway.backends.protocol import GenerationBackend
+from shipway.backends.protocol import GenerationBackend, ViewsLogs
 from shipway.release.artifact import Artifact
 from shipway.release.model import Release
 from shipway.spec.model import App, Slot
@@ -67,3 +68,4 @@ def connect(app: App, slot: Slot) -> LocalBackend:
 
 
 _: type[GenerationBackend] = LocalBackend  # mypy checks it keeps the whole protocol
+_logs: type[ViewsLogs] = LocalBackend  # and shows logs by time and by release

@@ -3,8 +3,9 @@
 The digest is the release's "image digest" on this backend: it names exactly the files a
 release runs, so a promotion copies exactly what was tested, and a copy is verified
 against it. Not part of a snapshot (and not of its digest): version-control and cache
-directories (``IGNORED``), and the config files the spec declares (they are written into
-each snapshot from the spec, with this slot's secrets).
+directories (``IGNORED``), env files wherever they are (``.env``, ``.env.NAME``,
+``NAME.env``: they may hold secrets' values), and the config files the spec declares (they
+are written into each snapshot from the spec, with this slot's secrets).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from shipway.backends.local.dirs import write_json
+from shipway.spec.envfile import is_env_file
 
 _REVISION_DIR = re.compile(r"^r(\d+)$")
 
@@ -71,7 +73,7 @@ def _walk(root: Path, exclude: frozenset[str], skip_dirs: frozenset[Path]) -> li
         dirnames[:] = keep_dirs
         for f in sorted(filenames):
             rel = (rel_dir / f).as_posix()
-            if f.endswith(IGNORED_SUFFIXES) or rel in exclude:
+            if f.endswith(IGNORED_SUFFIXES) or rel in exclude or is_env_file(f):
                 continue
             if _into(here / f, skip_dirs):  # a symlink into the state dir (a volume's)
                 continue
