@@ -217,6 +217,7 @@ def cli(ctx: click.Context, spec_file: str | None) -> None:
       shipway restart prod web          restart one process type only
       shipway promote staging           roll staging's release to the next slot
       shipway logs local web -f         follow a process's log
+      shipway run prod -- CMD ARGS      a one-off command in the deployed release
       shipway stop local                stop what runs in a slot (records stay)
       shipway destroy test1 --confirm test1   delete it all but the volumes
       shipway helm values RELEASE -n NS values of a Helm release (no helm binary)
@@ -742,10 +743,12 @@ from shipway.cli import changes as _changes  # noqa: E402,F401  (plan, diff, his
 from shipway.cli.build import build  # noqa: E402
 from shipway.cli.destroy import destroy  # noqa: E402
 from shipway.cli.helm import helm  # noqa: E402
+from shipway.cli.run import run  # noqa: E402
 
 cli.add_command(build)
 cli.add_command(destroy)
 cli.add_command(helm)
+cli.add_command(run)
 
 
 def main() -> None:
