@@ -34,6 +34,7 @@ Exit codes:
   11  rollback-failed: the new release failed and so did the rollback; the slot MAY BE DOWN
   12  no-anchor: the new release failed and nothing ran before it; nothing was restored
   130/143  interrupted (SIGINT/SIGTERM): the pending release is marked failed
+  run: the command's own exit code (shipway's own failures: 1, 2, 3 as above)
 """
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -360,7 +361,9 @@ def deploy(
     timeout: float,
     rollback_timeout: float,
 ) -> None:
-    """Roll out to SLOT: lock, read the anchor, build, apply, wait, record — or roll back.
+    """Roll out to SLOT: lock, read the anchor, build; the release's prerequisites, its release
+    command (before any new process starts), the new processes and their health gate, the
+    switch, the prune; record — or roll back (a failed release command started nothing).
 
     When nothing differs from the deployed release (spec, image, secrets, and the target
     matching its record) it says "no changes", applies nothing, records no revision and
