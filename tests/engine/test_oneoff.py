@@ -12,23 +12,7 @@ from shipway.engine import Rolled, RolledBack
 from shipway.errors import ClearanceError, GuardRefused, InputError
 from shipway.guard import Guard
 from shipway.spec import App
-from tests.conftest import app_from_toml
-from tests.engine.test_sequencing import ENV, SPEC, Lines, deploy, engine
-
-
-@pytest.fixture
-def app() -> App:
-    return app_from_toml(SPEC)
-
-
-@pytest.fixture
-def backend() -> MemoryBackend:
-    return MemoryBackend()
-
-
-@pytest.fixture
-def out() -> Lines:
-    return Lines()
+from tests.engine.test_sequencing import ENV, Lines, deploy, engine
 
 
 def run(app: App, backend: MemoryBackend, out: Lines, slot: str = "test1", **kw: object) -> int:

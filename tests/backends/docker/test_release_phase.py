@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import pty
-import select
 import signal
 import stat
 import subprocess
@@ -20,6 +19,7 @@ import pytest
 
 from shipway.engine import Rolled, RolledBack
 from tests.backends.docker.conftest import SLOT, Deployment, Lines, ssh_environ
+from tests.terminal import read_until
 from tests.testenv.docker import DockerHost
 
 MIGRATE = '[app]\nrelease_command = ["sh", "-c", "echo migrating; $MIGRATE"]\n'
@@ -181,22 +181,6 @@ def test_run_gives_the_command_a_terminal(deployment: Deployment) -> None:
         os.close(main)
     assert b"/dev/pts/" in seen  # the command's own terminal, in the container
     assert deployment.containers(env.a, kind="one-off") == []
-
-
-def read_until(fd: int, wanted: bytes, seen: bytes, timeout: float = 60.0) -> bytes:
-    deadline = time.monotonic() + timeout
-    while wanted not in seen:
-        left = deadline - time.monotonic()
-        assert left > 0, f"no {wanted!r} in {seen!r}"
-        ready, _, _ = select.select([fd], [], [], left)
-        if ready:
-            try:
-                chunk = os.read(fd, 4096)
-            except OSError:
-                chunk = b""
-            assert chunk, f"the terminal closed before {wanted!r}: {seen!r}"
-            seen += chunk
-    return seen
 
 
 # -- data a deploy would lose; files holding secrets ---------------------------------------

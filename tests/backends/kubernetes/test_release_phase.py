@@ -23,7 +23,7 @@ from lightkube.resources.core_v1 import Pod
 
 from shipway.backends.kubernetes import render
 from shipway.engine.outcome import NoAnchor, Rolled, RolledBack
-from tests.backends.kubernetes.conftest import BASE_ENV, TOKEN, Slot
+from tests.backends.kubernetes.conftest import BASE_ENV, SHOP, TOKEN, Slot
 from tests.backends.kubernetes.test_blue_green import (
     audited,
     blue_green,
@@ -131,28 +131,12 @@ def test_a_failing_release_job_starts_nothing_of_the_new_generation(slot: Slot) 
 
 # -- one-off commands ---------------------------------------------------------------------
 
-RUN_SPEC = """
-[app]
-name = "shop"
-image = "registry.example/shop:crashloop"
-image_type = "dockerfile"
-
-[processes.web]
-command = "serve"
-port = 8000
-replicas = 0
-
-[env]
-LOG_LEVEL = "info"
-
-[secrets]
-TOKEN = {{ from_env = "SHOP_TOKEN" }}
-
-[slots.test1]
-backend = "kubernetes"
-namespace = "{namespace}"
-{slot_extra}
-"""
+#: the shop, on an image kwok fails at once, with no replica of any process (so it rolls)
+RUN_SPEC = (
+    SHOP.replace(":1\"", ":crashloop\"")
+    .replace("replicas = 2", "replicas = 0")
+    .replace('command = "work"', 'command = "work"\nreplicas = 0')
+)
 
 
 def cli(slot: Slot, *args: str) -> subprocess.Popen[str]:

@@ -7,17 +7,16 @@ from __future__ import annotations
 
 import os
 import pty
-import select
 import signal
 import stat
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.backends.local.conftest import Slot, free_port
+from tests.backends.local.conftest import Slot, slot_of
+from tests.terminal import read_until
 
 NOTES_APP = '''\
 """notes: a tiny app whose health check reads its SQLite database."""
@@ -99,32 +98,23 @@ API_TOKEN = "tok-7e240de74fb1ed08"
 @pytest.fixture
 def notes(tmp_path: Path) -> Iterator[Slot]:
     app_dir = tmp_path / "notes"
-    (app_dir / "secrets").mkdir(parents=True)
-    (app_dir / "app.py").write_text(NOTES_APP)
-    (app_dir / "migrate.py").write_text(MIGRATE)
-    (app_dir / "shipway.toml").write_text(SPEC)
-    (app_dir / "secrets" / "db-password").write_text(DB_PASSWORD + "\n")
-    (app_dir / ".env").write_text(f"API_TOKEN={API_TOKEN}\n")
-    (app_dir / ".env.example").write_text("API_TOKEN=\n")
-    (app_dir / ".git").mkdir()
-    (app_dir / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
-    (app_dir / "venv").mkdir()
-    (app_dir / "venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
-    (app_dir / "node_modules" / "left-pad").mkdir(parents=True)
-    (app_dir / "node_modules" / "left-pad" / "index.js").write_text("module.exports = 1\n")
-    (app_dir / "drafts").mkdir()
-    (app_dir / "drafts" / "todo.txt").write_text("not for production\n")
-    (app_dir / ".shipwayignore").write_text("drafts/\n")
-    state = tmp_path / "state"
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SHIPWAY_", "XDG_STATE"))}
-    env.update(
-        SHIPWAY_STATE_DIR=str(state),
-        SHIPWAY_ROUTER_PORT=str(port),
-        PYTHONUNBUFFERED="1",
-        NOTES_API_TOKEN=API_TOKEN,
-    )
-    s = Slot(app_dir=app_dir, state=state, port=port, env=env)
+    files = {
+        "app.py": NOTES_APP,
+        "migrate.py": MIGRATE,
+        "shipway.toml": SPEC,
+        "secrets/db-password": DB_PASSWORD + "\n",
+        ".env": f"API_TOKEN={API_TOKEN}\n",
+        ".env.example": "API_TOKEN=\n",
+        ".git/HEAD": "ref: refs/heads/main\n",
+        "venv/pyvenv.cfg": "home = /usr/bin\n",
+        "node_modules/left-pad/index.js": "module.exports = 1\n",
+        "drafts/todo.txt": "not for production\n",
+        ".shipwayignore": "drafts/\n",
+    }
+    for rel, text in files.items():
+        (app_dir / rel).parent.mkdir(parents=True, exist_ok=True)
+        (app_dir / rel).write_text(text)
+    s = slot_of(app_dir, tmp_path / "state", NOTES_API_TOKEN=API_TOKEN)
     try:
         yield s
     finally:
@@ -170,6 +160,25 @@ def test_a_first_deploy_whose_release_command_fails_starts_nothing(notes: Slot) 
     assert "ReleaseCommandFailed" in r.out
     assert notes.programs() == []
     assert "] create program/" not in r.out
+
+
+def test_a_new_generation_runs_its_release_command_before_any_of_its_programs(
+    notes: Slot,
+) -> None:
+    notes.edit_spec("[slots.local]", '[slots.local]\nstrategy = "blue-green"\nsleep_after = 0')
+    r = notes.deploy()
+    walked = [line for line in r.out.splitlines() if line.startswith("[")]
+    command = next(i for i, line in enumerate(walked) if "run the release command" in line)
+    assert command < next(i for i, line in enumerate(walked) if "/program/web@" in line)
+    assert notes.get("/", host="notes.localhost") == (200, "notes: 1\n")
+    before = notes.programs()
+    notes.edit_spec('GREETING = "hi"', 'GREETING = "hi"\nMIGRATE_FAIL = "1"')
+    r = notes.deploy(expect=10)
+    assert "ReleaseCommandFailed" in r.out
+    walked = [line for line in r.out.splitlines() if line.startswith("[")]
+    assert not any("/program/" in line for line in walked), walked  # none of its programs
+    assert notes.programs() == before
+    assert notes.get("/", host="notes.localhost") == (200, "notes: 1\n")
 
 
 def test_run_prints_the_release_env_and_returns_the_commands_exit_code(notes: Slot) -> None:
@@ -227,22 +236,6 @@ def test_run_is_interactive_through_a_pseudo_terminal(notes: Slot) -> None:
             p.send_signal(signal.SIGKILL)
             p.wait()
         os.close(main)
-
-
-def read_until(fd: int, wanted: bytes, seen: bytes, timeout: float = 30.0) -> bytes:
-    deadline = time.monotonic() + timeout
-    while wanted not in seen:
-        left = deadline - time.monotonic()
-        assert left > 0, f"no {wanted!r} in {seen!r}"
-        ready, _, _ = select.select([fd], [], [], left)
-        if ready:
-            try:
-                chunk = os.read(fd, 4096)
-            except OSError:  # the other end closed
-                chunk = b""
-            assert chunk, f"the terminal closed before {wanted!r}: {seen!r}"
-            seen += chunk
-    return seen
 
 
 def test_a_file_written_inside_the_release_snapshot_is_warned_about(notes: Slot) -> None:
