@@ -244,6 +244,8 @@ def test_a_file_written_inside_the_release_snapshot_is_warned_about(notes: Slot)
     assert (r1 / "notes.db").is_file()  # the release command made it in r1's snapshot
     r = notes.run("run", "local", "--", "sh", "-c", "mkdir -p media && echo x > media/a.png")
     assert r.code == 0, r.text
+    with (notes.app_dir / "app.py").open("a") as f:
+        f.write("# r2\n")  # a new release of the source (the same one would be "no changes")
     r = notes.deploy()
     warning = next(line for line in r.out.splitlines() if "at run time" in line)
     assert "r1 wrote 2 file(s) at run time inside its own copy of the app" in warning
