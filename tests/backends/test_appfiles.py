@@ -94,3 +94,20 @@ def test_an_unreadable_shipwayignore_is_a_clear_input_error(tmp_path: Path) -> N
     app = app_from_toml(SPEC, root)
     with pytest.raises(InputError, match=r"\.shipwayignore: cannot be read"):
         AppFiles.of(app, root)
+
+
+def test_the_build_context_follows_the_same_rule(tmp_path: Path) -> None:
+    """One rule, two copies: with no .dockerignore, an image's build context holds exactly
+    the files a local snapshot holds."""
+    from shipway.backends.buildcontext import BuildContext
+
+    root = tree(tmp_path / "shop")
+    (root / "Dockerfile").write_text("FROM scratch\n")
+    spec = SPEC.replace('name = "shop"', 'name = "shop"\nimage = "reg/shop"')
+    app = app_from_toml(spec, root)
+    snapshot_files = [p for p in AppFiles.of(app, root).walk(root) if not p.endswith("/")]
+    context_files = sorted(BuildContext.of(app).files())
+    assert context_files == snapshot_files
+    assert "node_modules/left-pad/index.js" not in context_files
+    assert "media/upload.png" not in context_files  # .shipwayignore'd
+    assert "secrets/token.txt" not in context_files and ".env" not in context_files

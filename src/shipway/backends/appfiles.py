@@ -119,6 +119,31 @@ class AppFiles:
                 return False  # a symlink into the state directory (a placed volume)
         return not (is_dir and (full / VENV_MARK).is_file())
 
+    def select(self, root: Path, paths: Iterable[tuple[str, bool]]) -> list[str]:
+        """Of ``paths`` under ``root`` (relative, '/'-separated, each with whether it is a
+        directory), those that are the app, in their order; directories end with '/'. A
+        path under a directory that is not the app is not either (another tool's walk, such
+        as the Docker SDK's ``.dockerignore`` matcher, lists them all)."""
+        verdicts: dict[str, bool] = {}
+
+        def kept_dir(d: str) -> bool:
+            if d not in verdicts:
+                parent = d.rpartition("/")[0]
+                verdicts[d] = (not parent or kept_dir(parent)) and self.keeps(root, d, True)
+            return verdicts[d]
+
+        out = []
+        for rel, is_dir in paths:
+            rel = rel.strip("/")
+            parent = rel.rpartition("/")[0]
+            if parent and not kept_dir(parent):
+                continue
+            if is_dir and kept_dir(rel):
+                out.append(rel + "/")
+            elif not is_dir and self.keeps(root, rel, False):
+                out.append(rel)
+        return out
+
     def walk(self, root: Path) -> list[str]:
         """Every path under ``root`` that is the app, relative, '/'-separated and sorted;
         directories end with '/'. Symbolic links are listed, never followed."""

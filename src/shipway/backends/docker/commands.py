@@ -30,6 +30,7 @@ from shipway.backends.docker import labels
 from shipway.backends.docker.containers import (
     ContainerSpec,
     create,
+    data_mounts,
     ensure_image,
     ensure_network,
     file_mounts,
@@ -90,7 +91,7 @@ class DockerCommands(DockerState):
                     entrypoint=start.entrypoint,
                     command=start.args or (),
                     network=network,
-                    mounts=file_mounts(client, body),
+                    mounts=file_mounts(client, body) + data_mounts(body),
                     stdin_open=oneoff.attached,
                     tty=oneoff.terminal,
                 ),
