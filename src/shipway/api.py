@@ -350,6 +350,32 @@ def destroy(
         return engine.destroy(clearance, app, slot, volumes=volumes)
 
 
+def run(
+    app: App,
+    slot: str,
+    command: Sequence[str],
+    *,
+    process: str | None = None,
+    stdin: bool | None = False,
+    tty: bool | None = False,
+    host: str | None = None,
+    confirm: str | None = None,
+    backend: Backend | None = None,
+    reporter: Reporter | None = None,
+) -> int:
+    """Run ``command`` once in the deployed release's environment (its files, env, secrets,
+    volumes, as ``process`` — default ``web``, else the first — gets them) and return its
+    exit code. A one-off command can change production data: it needs the slot's clearance
+    like any mutation. ``stdin``/``tty``: pass standard input through, give it a terminal
+    (``docker run -i``/``-t``; None: if the backend can); ``host``: the Docker host to run
+    it on. The command's output goes to this process's standard output and error."""
+    clearance = clear(app, slot, confirm)
+    with _engine(app, slot, backend, reporter) as engine:
+        return engine.run_command(
+            clearance, app, slot, command, process=process, stdin=stdin, tty=tty, host=host
+        )
+
+
 def logs(
     app: App,
     slot: str,

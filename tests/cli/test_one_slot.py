@@ -15,7 +15,7 @@ from tests.cli.conftest import TWO_SLOTS
 
 #: every command that acts on a slot
 SLOT_COMMANDS = ["plan", "diff", "deploy", "repair", "rollback", "restart", "promote", "status",
-                 "history", "logs", "stop", "gens", "switch", "sleep", "wake", "gc"]  # fmt: skip
+                 "history", "logs", "run", "stop", "gens", "switch", "sleep", "wake", "gc"]  # fmt: skip
 
 
 def test_every_slot_command_takes_slot_as_optional() -> None:
@@ -65,6 +65,9 @@ def test_one_slot_commands_run_without_slot(hello: Slot) -> None:
     eventually(lambda: hello.get("/")[1].startswith("hello from"), what="r1's env serving")
     assert hello.run("history").out.count("\n") == 1 + len(hello.history())
     assert hello.run("logs", "web", "-n", "1").code == 0
+    # run -- CMD: click drops the "--", so the command's first word is not taken for a slot
+    ran = hello.run("run", "--", "sh", "-c", 'echo "$GREETING"; exit 3')
+    assert ran.code == 3 and ran.out == "hello\n", ran.text
     bad = hello.run("restart", "nope")
     assert bad.code == 2 and "no process 'nope'" in bad.text, bad.text
     assert hello.run("stop").code == 0

@@ -215,6 +215,32 @@ class Built:
 
 
 @dataclass(frozen=True)
+class OneOffCommand:
+    """A one-off command (``shipway run``): the words to run, as which process of the
+    deployed release, and how it is attached. ``stdin``: this process's standard input is
+    passed through (``-i``); ``tty``: the command gets a terminal (``-t``) — each True when
+    asked for (a backend that cannot must refuse), None when wanted if the backend can (the
+    default on a terminal), False when not. ``host``: the Docker host to run it on (None:
+    the first that runs the process)."""
+
+    command: tuple[str, ...]
+    process: str
+    stdin: bool | None = False
+    tty: bool | None = False
+    host: str | None = None
+
+    @property
+    def attached(self) -> bool:
+        """Standard input is to be passed through (asked for, or wanted)."""
+        return self.stdin is not False
+
+    @property
+    def terminal(self) -> bool:
+        """The command is to get a terminal (asked for, or wanted)."""
+        return self.tty is not False
+
+
+@dataclass(frozen=True)
 class ProcessStatus:
     process: str
     desired: int
@@ -525,6 +551,38 @@ class ViewsLogs(Protocol):
     def log_view(self, target: Target, query: LogQuery) -> LogView: ...
 
 
+class RunsCommands(Protocol):
+    """One-off commands in a deployed release's environment (``shipway run``)."""
+
+    def run_command(
+        self,
+        clearance: Clearance,
+        target: Target,
+        release: Release,
+        oneoff: OneOffCommand,
+        secrets: Mapping[str, Secret],
+        reporter: Reporter,
+    ) -> int:
+        """Run ``oneoff`` once in ``release``'s environment — its files, env, secrets and
+        volumes, as ``oneoff.process`` gets them — and return the command's exit code
+        (128 + N when a signal N ended it). The command's own output goes to this process's
+        standard output and error unmasked (it is the user's); what the backend itself says
+        goes to ``reporter``, masked. Whatever it made for the command (a container, a pod)
+        is removed on every path."""
+        ...
+
+
+class RuntimeFiles(Protocol):
+    """What a release wrote inside its own copy of the app while it ran."""
+
+    def runtime_files(self, target: Target, release: Release) -> list[str] | None:
+        """Paths (relative to the app's directory) that ``release`` created or changed at
+        run time inside its own snapshot or container — not part of its recorded content,
+        not under a volume, not a config file shipway wrote. They are lost to the next
+        release. Read-only. None: this backend cannot tell."""
+        ...
+
+
 class Closes(Protocol):
     """What a backend holds open (watch threads, connections, SSH sessions) ends here. The
     API closes every backend it opens; closing twice is harmless."""
@@ -620,9 +678,23 @@ class Drifts(Protocol):
 
 
 @runtime_checkable
-class Backend(Renders, Reads, Records, Locks, Steps, Builds, Closes, Volumes, Destroys, Protocol):
+class Backend(
+    Renders,
+    Reads,
+    Records,
+    Locks,
+    Steps,
+    Builds,
+    RunsCommands,
+    RuntimeFiles,
+    Closes,
+    Volumes,
+    Destroys,
+    Protocol,
+):
     """Every backend: renders, reads, keeps records and the lock, builds, performs rolling
-    steps, keeps volumes, and can be told to destroy what it made."""
+    steps, runs one-off commands, tells what a release wrote inside itself, keeps volumes,
+    and can be told to destroy what it made."""
 
     name: str
 

@@ -36,6 +36,7 @@ Exit codes:
   11  rollback-failed: the new release failed and so did the rollback; the slot MAY BE DOWN
   12  no-anchor: the new release failed and nothing ran before it; nothing was restored
   130/143  interrupted (SIGINT/SIGTERM): the pending release is marked failed
+  run: the command's own exit code (shipway's own failures: 1, 2, 3 as above)
 """
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -274,6 +275,7 @@ def cli(ctx: click.Context, spec_file: str | None) -> None:
       shipway restart prod web          restart one process type only
       shipway promote staging           roll staging's release to the next slot
       shipway logs local web -f         follow a process's log
+      shipway run prod -- CMD ARGS      a one-off command in the deployed release
       shipway stop local                stop what runs in a slot (records stay)
       shipway destroy test1 --confirm test1   delete it all but the volumes
       shipway ls                        every app and slot this machine runs
@@ -419,7 +421,9 @@ def deploy(
     timeout: float,
     rollback_timeout: float,
 ) -> None:
-    """Roll out to SLOT: lock, read the anchor, build, apply, wait, record — or roll back.
+    """Roll out to SLOT: lock, read the anchor, build; the release's prerequisites, its release
+    command (before any new process starts), the new processes and their health gate, the
+    switch, the prune; record — or roll back (a failed release command started nothing).
 
     When nothing differs from the deployed release (spec, image, secrets, and the target
     matching its record) it says "no changes", applies nothing, records no revision and
@@ -598,10 +602,12 @@ from shipway.cli.build import build  # noqa: E402
 from shipway.cli.completion import completion  # noqa: E402
 from shipway.cli.destroy import destroy  # noqa: E402
 from shipway.cli.helm import helm  # noqa: E402
+from shipway.cli.run import run  # noqa: E402
 
 cli.add_command(build)
 cli.add_command(destroy)
 cli.add_command(helm)
+cli.add_command(run)
 cli.add_command(completion)
 for _module in (reads, logs, generations, init):
     for _command in _module.COMMANDS:

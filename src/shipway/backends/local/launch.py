@@ -131,10 +131,10 @@ def main(argv: list[str]) -> int:
         doc = json.load(f)
     env = {str(k): str(v) for k, v in doc["env"].items()}
     secret_names = {str(n) for n in doc.get("secret_names", [])}
-    count_start(counter)
     words = [expand(w, env, keep=secret_names) for w in command]
     sys.stdout.flush()
     stamp_output()
+    count_start(counter)  # last before the exec: an uptime gate's clock starts at the program
     try:
         os.execvpe(words[0], words, env)
     except OSError as exc:

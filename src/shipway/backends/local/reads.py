@@ -57,10 +57,8 @@ class LocalReads(LocalLogs, LocalHealth, LocalVolumes):
         still hashes the same. A ref without one: that directory (``deploy --image DIR``).
         """
         preflight.check_router_port(app, self.slot, self.router(self.router_port))
-        exclude = render.excluded_paths(app)
         if ref is None:
-            source = app.source_dir.resolve()
-            return self._resolve_dir(source, exclude)
+            return self._resolve_dir(app, app.source_dir.resolve())
         body = ref[len("local:") :] if ref.startswith("local:") else ref
         path_part, _, digest = body.partition("@")
         if digest:
@@ -74,7 +72,7 @@ class LocalReads(LocalLogs, LocalHealth, LocalVolumes):
                     meta=ImageMeta("local", str(found)),
                 )
             source = Path(path_part)
-            if source.is_dir() and snapshot.digest(source, exclude, [self.root]) == digest:
+            if source.is_dir() and snapshot.digest(source, self._app_files(app, source)) == digest:
                 return ResolvedImage(
                     ref=f"local:{path_part}@{digest}",
                     digest=digest,
@@ -88,11 +86,11 @@ class LocalReads(LocalLogs, LocalHealth, LocalVolumes):
         source = Path(os.path.expanduser(path_part)).resolve()
         if not source.is_dir():
             raise InputError(f"--image {ref!r}: the local backend runs a directory; none is there")
-        return self._resolve_dir(source, exclude)
+        return self._resolve_dir(app, source)
 
-    def _resolve_dir(self, source: Path, exclude: list[str]) -> ResolvedImage:
+    def _resolve_dir(self, app: App, source: Path) -> ResolvedImage:
         try:
-            digest = snapshot.digest(source, exclude, [self.root])
+            digest = snapshot.digest(source, self._app_files(app, source))
         except OSError as exc:
             raise InputError(f"cannot read the source directory {source}: {exc}") from exc
         return ResolvedImage(
