@@ -5,7 +5,9 @@ The gate, per instance, failing fast:
   * ``http``: GET the path on the instance's port after ``initial_delay``, every
     ``interval``, each within ``timeout``; ready on 2xx/3xx, failed after ``attempts``;
   * ``tcp``: the same with a TCP connect (a port but no declared check);
-  * ``uptime``: no port: ready once it has run ``initial_delay`` since its only start;
+  * ``uptime``: no port: ready once it has run ``initial_delay`` since its only start and
+    has started (:func:`settled`: waiting for something, or busy for a while — never a
+    process still runnable but unscheduled on a loaded machine, nor an unreaped zombie);
   * any crash while starting — a second start, or supervisord's BACKOFF / EXITED / FATAL —
     fails at once, with the exit code supervisord logged.
 
@@ -16,9 +18,12 @@ masked. ``status`` uses one probe of the same kind for its health column.
 from __future__ import annotations
 
 import http.client
+import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
 
 from shipway.backends.excerpt import excerpt
 from shipway.backends.local import logfiles
@@ -28,6 +33,67 @@ from shipway.backends.local.state import LOG_TAIL, LocalState
 from shipway.backends.local.supervisor import RUNNING_STATES, Supervisor, state_of
 from shipway.backends.protocol import Failure, Reason, Reporter
 from shipway.spec.model import Target
+
+#: a process that never waits (CPU-bound) counts as started after this much CPU time
+BUSY_CPU_SECONDS = 0.5
+
+
+def still_running(info: Mapping[str, Any] | None) -> bool:
+    """Whether the instance's process is alive now, whatever supervisord last saw. Under
+    load supervisord may answer RUNNING for a process that has already exited and that it
+    has not reaped yet (a zombie): an uptime gate must never count that one as ready."""
+    return _proc_state(info) not in (None, "Z", "X")
+
+
+def settled(info: Mapping[str, Any] | None) -> bool:
+    """Whether the process has started, not merely been started: alive, and either waiting
+    for something (sleeping — on a socket, a queue, a timer, a child) or having had
+    ``BUSY_CPU_SECONDS`` of CPU. On a loaded machine a process can sit runnable, not yet
+    scheduled, for longer than an uptime gate's window; one that would crash at once must
+    never pass the window just because it had no CPU to crash with."""
+    pid = int((info or {}).get("pid") or 0)
+    fields = _proc_stat(pid)
+    if fields is None:
+        return still_running(info)
+    state = fields[0]
+    if state in ("S", "I"):
+        return True
+    if state in ("Z", "X"):
+        return False
+    ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    cpu = (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
+    return cpu >= BUSY_CPU_SECONDS
+
+
+def _proc_stat(pid: int) -> list[str] | None:
+    """``/proc/PID/stat`` from its state field on (None: no such process, or no /proc)."""
+    if pid <= 0:
+        return None
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rpartition(")")[2].split()  # "pid (comm) S ...": comm may hold a ')'
+
+
+def _proc_state(info: Mapping[str, Any] | None) -> str | None:
+    """The process's one-letter state; "S" where /proc cannot tell but the pid exists;
+    None when it does not."""
+    pid = int((info or {}).get("pid") or 0)
+    if pid <= 0:
+        return None
+    fields = _proc_stat(pid)
+    if fields is not None:
+        return fields[0]
+    if Path("/proc/self/stat").exists():
+        return None  # /proc works: the process is gone
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        return "S"
+    return "S"
 
 
 def http_probe(port: int, path: str, timeout: float) -> tuple[bool, str]:
@@ -112,7 +178,7 @@ def health_gate(
                     up = time.time() - inst.counter.stat().st_mtime
                 except OSError:
                     up = 0.0
-                if state == "RUNNING" and up >= needed:
+                if state == "RUNNING" and up >= needed and settled(info):
                     ready.add(name)
                 else:
                     last[name] = f"{state.lower()}, must stay up {needed:g}s"
