@@ -113,7 +113,8 @@ class Rule:
         if self.delay:
             parts.append(f"delay {self.delay:g}s")
         if self.status:
-            parts.append(str(self.status) + (f" retry-after {self.retry_after:g}" if self.retry_after is not None else ""))
+            after = f" retry-after {self.retry_after:g}" if self.retry_after is not None else ""
+            parts.append(f"{self.status}{after}")
         if self.reset:
             parts.append(f"reset {self.reset}")
         if self.cut_after is not None:
@@ -282,7 +283,9 @@ class FaultProxy:
         self._connections.add(writer)
         try:
             await self._one_call(reader, writer)
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ssl.SSLError):
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            pass  # the client went away, or sent no request
+        except ssl.SSLError:
             pass
         finally:
             self._connections.discard(writer)
@@ -350,9 +353,8 @@ class FaultProxy:
 
         async def downward() -> None:
             loop = asyncio.get_running_loop()
-            cut_at = (
-                loop.time() + rule.cut_after if rule is not None and rule.cut_after is not None else None
-            )
+            cut = rule.cut_after if rule is not None else None
+            cut_at = loop.time() + cut if cut is not None else None
             first = True
             while True:
                 timeout = None if cut_at is None else max(0.0, cut_at - loop.time())
@@ -581,15 +583,18 @@ def kubernetes_proxy(admin_kubeconfig: Path, directory: Path) -> tuple[FaultProx
     return proxy, proxy_kubeconfig(directory / "kubeconfig", proxy.port, ca)
 
 
-def docker_proxy(upstream_socket: str, directory: Path) -> tuple[FaultProxy, str]:
-    """A started proxy in front of a Docker engine's unix socket, and its ``unix://`` URL."""
+def docker_proxy(
+    upstream_socket: str, directory: Path, name: str = "faulty"
+) -> tuple[FaultProxy, str]:
+    """A started proxy in front of a Docker engine's unix socket, and its ``unix://`` URL
+    (``<name>.sock``: shipway names the host ``name``)."""
     target = upstream_socket.removeprefix("unix://")
 
     async def connect() -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         return await asyncio.open_unix_connection(target)
 
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / "docker.sock"
+    path = directory / f"{name}.sock"
     proxy = FaultProxy("docker", connect, unix_path=path).start()
     return proxy, f"unix://{path}"
 
@@ -609,3 +614,7 @@ def k8s_faults(k8s_kubeconfig: Path, tmp_path: Path) -> Iterator[tuple[FaultProx
 
 def summary(calls: Sequence[Call]) -> str:
     return "\n".join(str(c) for c in calls)
+
+
+#: every exit code the README's table documents (0 ok … 12 no-anchor, 130/143 signals)
+DOCUMENTED_EXIT_CODES = frozenset({0, 1, 2, 3, 4, 5, 10, 11, 12, 130, 143})
