@@ -73,9 +73,9 @@ def doing(what: str) -> Iterator[None]:
 
 @contextlib.contextmanager
 def within(deadline: float) -> Iterator[None]:
-    """For the block (a wait): no retry starts after ``deadline`` (time.monotonic())."""
-    outer = _DEADLINE.get()
-    token = _DEADLINE.set(deadline if outer is None else min(outer, deadline))
+    """For the block (a wait, or one last look after it): no retry starts after
+    ``deadline`` (time.monotonic()); the innermost block's deadline is the one that holds."""
+    token = _DEADLINE.set(deadline)
     try:
         yield
     finally:

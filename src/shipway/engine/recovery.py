@@ -59,12 +59,28 @@ class Recovery(EngineContext):
         and walked again, this time waiting on every unit of what it puts back, within
         the same timeout — so what is finally said is what the engine shows."""
         deadline = time.monotonic() + timeout
+
+        def walk(verify: bool) -> WalkResult:
+            walker = Walker(self.backend, clearance, target, release, secrets, self.reporter)
+            try:
+                steps = undo(target, done, anchor)
+                if verify and anchor is not None and anchor.generation is None:
+                    steps = with_waits(steps, anchor.artifact)
+                if steps:
+                    self.reporter.line(f"{label.strip()}: {len(steps)} steps")
+                return walker.run(steps, max(0.0, deadline - time.monotonic()), label)
+            except ShipwayError as exc:
+                failed = walker.result
+                failed.failure = Failure(
+                    reason=Reason.UNDO_FAILED,
+                    message=f"{label.strip()}: {redact(str(exc), secrets)}",
+                    process=getattr(failed.current, "process", None),
+                )
+                return failed
+
         attempt = 1
         while True:
-            back = self._walk_back_once(
-                clearance, target, release, secrets, undo, done, anchor,
-                max(0.0, deadline - time.monotonic()), label, verify=attempt > 1,
-            )  # fmt: skip
+            back = walk(verify=attempt > 1)
             failure = back.failure
             if (
                 failure is None
@@ -78,37 +94,6 @@ class Recovery(EngineContext):
                 f"{label.strip()}: stopped by {failure.headline()}; reading the slot again "
                 f"and trying once more (attempt {attempt} of {UNDO_ATTEMPTS})"
             )
-
-    def _walk_back_once(
-        self,
-        clearance: Clearance,
-        target: Target,
-        release: Release,
-        secrets: Mapping[str, Secret],
-        undo: Undo,
-        done: WalkResult,
-        anchor: Release | None,
-        timeout: float,
-        label: str,
-        *,
-        verify: bool,
-    ) -> WalkResult:
-        walker = Walker(self.backend, clearance, target, release, secrets, self.reporter)
-        try:
-            steps = undo(target, done, anchor)
-            if verify and anchor is not None and anchor.generation is None:
-                steps = with_waits(steps, anchor.artifact)
-            if steps:
-                self.reporter.line(f"{label.strip()}: {len(steps)} steps")
-            return walker.run(steps, timeout, label)
-        except ShipwayError as exc:
-            failed = walker.result
-            failed.failure = Failure(
-                reason=Reason.UNDO_FAILED,
-                message=f"{label.strip()}: {redact(str(exc), secrets)}",
-                process=getattr(failed.current, "process", None),
-            )
-            return failed
 
     def _undo_stopped(
         self,

@@ -22,6 +22,7 @@ from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.batch_v1 import Job
 from lightkube.resources.core_v1 import Event, Pod
 
+from shipway.backends import retry
 from shipway.backends.kubernetes import render
 from shipway.backends.kubernetes.rollout import (
     Judge,
@@ -42,6 +43,8 @@ from shipway.spec.model import Target
 
 EVENTS_SHOWN = 5
 LOG_LINES = 10
+#: how long the one last look at a rollout whose watch is down at its deadline may retry
+LAST_LOOK = 10.0
 
 
 class KubernetesHealth(KubernetesState):
@@ -105,7 +108,7 @@ class KubernetesHealth(KubernetesState):
             Judge(w, self.tuning, initial, before=earlier.get(w.deployment)) for w in watched
         ]
         started = time.monotonic()
-        with self._woken_on_lock_loss(session.changes):
+        with self._woken_on_lock_loss(session.changes), retry.within(deadline):
             while True:
                 with session.changes.cond:
                     version = session.changes.version
@@ -205,7 +208,10 @@ class KubernetesHealth(KubernetesState):
         """The watched Deployments and Pods as the API server shows them now (one list
         each, retried), for a wait whose watch is down at its deadline."""
         down = session.deployments.down or session.pods.down
-        with self._edge(f"reading the rollout once more (its watch was down: {down})"):
+        with (
+            self._edge(f"reading the rollout once more (its watch was down: {down})"),
+            retry.within(time.monotonic() + LAST_LOOK),
+        ):
             deployments = {
                 d.metadata.name: d.to_dict()
                 for d in self.client.list(

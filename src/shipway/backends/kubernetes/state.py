@@ -293,24 +293,19 @@ class KubernetesState(Guarded):
             render.INSTANCE: render.instance_of(self.app.name, self.slot.name),
             **extra_labels,
         }
-        deps = LiveSet(
-            loop,
-            Deployment,
-            self.namespace,
-            changes,
-            labels=labels,
-            policy=self.retry,
-            initial=carry.deployments.initial if carry else None,
-        )
-        pods = LiveSet(
-            loop,
-            Pod,
-            self.namespace,
-            changes,
-            labels=labels,
-            policy=self.retry,
-            initial=carry.pods.initial if carry else None,
-        )
+        def live(resource: type[Any], before: LiveSet | None) -> LiveSet:
+            return LiveSet(
+                loop,
+                resource,
+                self.namespace,
+                changes,
+                labels=labels,
+                policy=self.retry,
+                initial=before.initial if before is not None else None,
+            )
+
+        deps = live(Deployment, carry.deployments if carry else None)
+        pods = live(Pod, carry.pods if carry else None)
         deps.start()
         try:
             pods.start()
