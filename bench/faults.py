@@ -13,16 +13,17 @@ the proxy) to judge the outcome:
   while the previous one does not, or ``rollback-failed`` while the previous one does;
 * any other exit (an error, exit 1) is counted as such.
 
-Backends: ``docker`` (host A of scripts/docker-testenv, behind the proxy's unix socket) and
-``kubernetes`` (the test control plane, behind the TLS-terminating proxy). The local
-backend has no engine API of its own to fault here (its supervisor's XML-RPC is not split
-out of the local backend yet), so it is not measured.
+Backends: ``docker`` (host A of scripts/docker-testenv, behind the proxy's unix socket),
+``kubernetes`` (the test control plane, behind the TLS-terminating proxy) and ``local``
+(examples/hello; the proxy sits in front of its supervisord's XML-RPC socket once the
+fault-free first deploy started the daemon — the router and the processes themselves are
+not faulted: they are the app, not an engine API).
 
 Run (root, both test environments up):
 
     eval "$(scripts/docker-testenv env)"; eval "$(scripts/k8s-testenv env)"
     .venv/bin/python bench/faults.py [--trials 10] [--rates 0,0.05,0.1] \\
-        [--backends docker,kubernetes] [--out faults.json]
+        [--backends docker,kubernetes,local] [--out faults.json]
 
 Prints one table per backend against its fault-free run and writes every trial as JSON.
 """
@@ -85,7 +86,7 @@ class Trial:
 
 @dataclass
 class Slot:
-    """One benchmark slot: how to deploy a version and what serves."""
+    """One benchmark slot: how to deploy a version (an image, a greeting), and what serves."""
 
     name: str
     deploy: Callable[[str], tuple[int, str, Quiet]]
@@ -93,10 +94,13 @@ class Slot:
     proxy: FaultProxy
 
 
-def _deploy(app_file: Path, slot: str, image: str) -> tuple[int, str, Quiet]:
+def _deploy(
+    app_file: Path, slot: str, image: str | None, backend: Any = None
+) -> tuple[int, str, Quiet]:
     reporter = Quiet()
     try:
-        outcome = api.deploy(api.load(app_file), slot, image=image, reporter=reporter)
+        app = api.load(app_file)
+        outcome = api.deploy(app, slot, image=image, reporter=reporter, backend=backend)
     except ShipwayError as exc:
         return exc.exit_code, f"error (exit {exc.exit_code})", reporter
     return outcome.exit_code, outcome.kind, reporter
@@ -207,6 +211,57 @@ namespace = "{ns}"
             os.environ["KUBECONFIG"] = str(admin_config)
 
 
+@contextmanager
+def local_slot(work: Path) -> Iterator[tuple[Slot, dict[str, str]]]:
+    import http.client
+    import shutil
+
+    from shipway.backends.local import connect
+    from shipway.backends.local.supervisor import Supervisor
+
+    app_dir = work / "hello"
+    shutil.copytree(REPO / "examples" / "hello", app_dir)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    os.environ.update(SHIPWAY_STATE_DIR=str(work / "state"), SHIPWAY_ROUTER_PORT=str(port))
+    spec = app_dir / "shipway.toml"
+    greeting = {"now": "hello"}
+
+    def deploy(version: str) -> tuple[int, str, Quiet]:
+        was = f'GREETING = "{greeting["now"]}"'
+        spec.write_text(spec.read_text().replace(was, f'GREETING = "{version}"'))
+        greeting["now"] = version
+        app = api.load(spec)
+        backend = connect(app, app.slots.get("local"))
+        if proxy is not None:  # after the first deploy: supervisord runs, reached through it
+            backend.supervisor.sock = proxy_sock
+        return _deploy(spec, "local", None, backend)
+
+    def serving() -> str:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        try:
+            conn.request("GET", "/", headers={"Host": "hello.localhost"})
+            return conn.getresponse().read().decode().split(" ", 1)[0]
+        except (OSError, http.client.HTTPException) as exc:
+            return f"nothing ({type(exc).__name__})"
+        finally:
+            conn.close()
+
+    proxy: FaultProxy | None = None
+    first = deploy("hello")
+    if first[0] != 0:
+        raise SystemExit(f"local: the first deploy failed: {first[1]}")
+    real = Supervisor(work / "state" / "supervisor")
+    proxy, url = docker_proxy(f"unix://{real.sock}", work / "proxy", "supervisor")
+    proxy_sock = Path(url.removeprefix("unix://"))
+    try:
+        yield Slot("local", deploy, serving, proxy), {"hello": "hello", "hi": "hi"}
+    finally:
+        proxy.stop()
+        real.shutdown()
+
+
 def run(slot: Slot, versions: dict[str, str], rates: list[float], trials: int) -> list[Trial]:
     images = list(versions)
     out: list[Trial] = []
@@ -286,15 +341,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--trials", type=int, default=10, help="deploys per backend and rate")
     ap.add_argument("--rates", default="0,0.05,0.1")
-    ap.add_argument("--backends", default="docker,kubernetes")
+    ap.add_argument("--backends", default="docker,kubernetes,local")
     ap.add_argument("--out", type=Path, default=Path("faults.json"))
     args = ap.parse_args()
     rates = [float(r) for r in args.rates.split(",")]
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
-    if "local" in backends:
-        print("local: not measured (no engine API of its own to fault yet)", file=sys.stderr)
-        backends.remove("local")
-    slots = {"docker": docker_slot, "kubernetes": kubernetes_slot}
+    slots = {"docker": docker_slot, "kubernetes": kubernetes_slot, "local": local_slot}
     trials: list[Trial] = []
     for backend in backends:
         with slots[backend](Path(tempfile.mkdtemp(prefix=f"shipway-faults-{backend}-"))) as (

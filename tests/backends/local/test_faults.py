@@ -64,11 +64,21 @@ def test_a_daemon_that_answered_badly_once_is_still_running(
     assert len(proxy.faults()) == 1
 
 
-def test_adding_a_program_is_never_repeated(
+def test_adding_a_program_is_repeated_only_once_the_daemon_shows_it_did_not_land(
     faulty: tuple[Supervisor, FaultProxy, Lines],
 ) -> None:
+    """An add whose answer was lost is not sent again when the daemon lists the group (a
+    blind repeat would remove and re-add the program); one that never arrived is."""
     through, proxy, lines = faulty
+    (group,) = {n.split(":")[0] for n in through.info() if n.startswith("sw.") and "web" in n}
     proxy.rule(method="POST", reset="after", times=None)
     with pytest.raises(BackendError, match="did not answer addProcessGroup"):
-        through._call("addProcessGroup", "sw.nothing")
+        through._call("addProcessGroup", "sw.nothing")  # no landed check: never repeated
     assert len(proxy.calls) == 1 and not lines.lines
+
+    proxy.clear()
+    proxy.reset_log()
+    proxy.rule(method="POST", reset="after")  # landed (already there), answer lost
+    assert through._call("addProcessGroup", group, landed=lambda: group in through._groups())
+    assert len(proxy.calls) == 2  # the add, then the list that showed it landed
+    assert any("retrying supervisord addProcessGroup" in line for line in lines.lines)

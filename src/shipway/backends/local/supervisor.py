@@ -10,9 +10,10 @@ shared retry policy (:mod:`shipway.backends.retry`) tried the call again where i
 reads and the calls whose repeat does what the first did (``reloadConfig``, starting,
 stopping and removing a group: supervisord's "already started", "not running" and "bad
 name" answers are what those callers already accept) on a connection reset or cut, or an
-HTTP error from the daemon. ``addProcessGroup`` (a repeat after a lost answer would remove
-and add the program again) and ``shutdown`` are never repeated, and a socket refusing a
-connect is a daemon not running, not a passing fault.
+HTTP error from the daemon. ``addProcessGroup`` is repeated only after the daemon's list of
+groups showed the first attempt did not land (a blind repeat after a lost answer would
+remove and add the program again); ``shutdown`` never is; and a socket refusing a connect
+is a daemon not running, not a passing fault.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import subprocess
 import sys
 import time
 import xmlrpc.client
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -168,14 +169,38 @@ class Supervisor:
         transport = _UnixTransport(str(self.sock), timeout)
         return xmlrpc.client.ServerProxy("http://localhost", transport=transport).supervisor
 
-    def _call(self, method: str, *args: Any, timeout: float = RPC_TIMEOUT) -> Any:
-        classify = transient_rpc if method in REPEATABLE else (lambda exc: None)
+    def _call(
+        self,
+        method: str,
+        *args: Any,
+        timeout: float = RPC_TIMEOUT,
+        landed: Callable[[], bool] | None = None,
+    ) -> Any:
+        """``method(*args)``, retried when it may be: a repeatable one after any fault of
+        the conversation; another, with ``landed`` (did the call take effect?), after such
+        a fault only once ``landed`` said it did not — and when it says it did, that is
+        the answer."""
+        unknown = False
+
+        def once() -> Any:
+            nonlocal unknown
+            if unknown and landed is not None:
+                if landed():
+                    return True
+                unknown = False
+            try:
+                return getattr(self._proxy(timeout), method)(*args)
+            except Exception as exc:
+                unknown = landed is not None and transient_rpc(exc) is not None
+                raise
+
+        def classify(exc: BaseException) -> Transient | None:
+            if method in REPEATABLE or unknown:
+                return transient_rpc(exc)
+            return None
+
         try:
-            return self.policy.call(
-                lambda: getattr(self._proxy(timeout), method)(*args),
-                classify,
-                what=f"supervisord {method}",
-            )
+            return self.policy.call(once, classify, what=f"supervisord {method}")
         except xmlrpc.client.Fault:
             raise
         except (OSError, http.client.HTTPException, xmlrpc.client.ProtocolError) as exc:
@@ -308,7 +333,7 @@ class Supervisor:
         write_atomic(self.conf_file(name), conf.encode(), 0o600)
         try:
             self._call("reloadConfig")
-            self._call("addProcessGroup", name)
+            self._call("addProcessGroup", name, landed=lambda: name in self._groups())
         except xmlrpc.client.Fault as exc:
             if exc.faultCode != ALREADY_ADDED:
                 raise BackendError(f"supervisord refused to add {name}: {exc.faultString}") from exc
@@ -348,6 +373,10 @@ class Supervisor:
         if not keep_conf:
             with contextlib.suppress(FileNotFoundError):
                 self.conf_file(name).unlink()
+
+    def _groups(self) -> set[str]:
+        """The groups the daemon knows now (a read, retried)."""
+        return {str(i["group"]) for i in self._call("getAllProcessInfo")}
 
     def info(self) -> dict[str, dict[str, Any]]:
         """Every program's state, by name ({} when the daemon is not running)."""
