@@ -12,9 +12,7 @@ from shipway.backends.memory import MemoryBackend
 from shipway.engine import RollbackFailed, Rolled, RolledBack
 from shipway.errors import BackendError
 from shipway.spec import App
-from tests.engine.test_sequencing import Lines, app, backend, deploy, out, statuses
-
-__all__ = ["app", "backend", "out"]  # the fixtures, shared with the sequencing tests
+from tests.engine.test_sequencing import Lines, deploy, statuses
 
 
 def failing_writes(backend: MemoryBackend, needle: str) -> None:

@@ -236,7 +236,7 @@ def test_a_good_rollout_whose_record_cannot_be_written_serves_and_is_repaired_ne
     assert faulty.slot.statuses(faulty.slot.app()) == {1: "deployed", 2: "pending"}
 
     faulty.proxy.clear()
-    outcome, lines = faulty.slot.deploy(faulty.slot.app(), image="registry.example/shop:2")
+    outcome, lines = faulty.slot.deploy(faulty.slot.app(), image="registry.example/shop:3")
     assert isinstance(outcome, Rolled), lines.text
     assert "r2 is what runs, whole and ready: recorded as deployed" in lines.text
     assert "re-asserting r1" not in lines.text  # the good release was never undone

@@ -71,6 +71,7 @@ def test_adding_a_program_is_repeated_only_once_the_daemon_shows_it_did_not_land
     blind repeat would remove and re-add the program); one that never arrived is."""
     through, proxy, lines = faulty
     (group,) = {n.split(":")[0] for n in through.info() if n.startswith("sw.") and "web" in n}
+    proxy.reset_log()
     proxy.rule(method="POST", reset="after", times=None)
     with pytest.raises(BackendError, match="did not answer addProcessGroup"):
         through._call("addProcessGroup", "sw.nothing")  # no landed check: never repeated
