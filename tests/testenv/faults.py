@@ -200,6 +200,7 @@ class FaultProxy:
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._server: asyncio.AbstractServer | None = None
         self._connections: set[asyncio.StreamWriter] = set()
+        self._upstreams: set[asyncio.StreamWriter] = set()
 
     # -- the test's side -----------------------------------------------------------
 
@@ -241,12 +242,14 @@ class FaultProxy:
         async def close() -> None:
             if self._server is not None:
                 self._server.close()
-            for writer in list(self._connections):
+            # cut every connection, both sides: each handler then ends by itself
+            for writer in list(self._connections) + list(self._upstreams):
                 writer.transport.abort()
             others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for task in others:
+            _, pending = await asyncio.wait(others, timeout=5) if others else (set(), set())
+            for task in pending:
                 task.cancel()
-            await asyncio.gather(*others, return_exceptions=True)
+            await asyncio.gather(*pending, return_exceptions=True)
 
         asyncio.run_coroutine_threadsafe(close(), self._loop).result(timeout=10)
         self._loop.call_soon_threadsafe(self._loop.stop)
@@ -315,11 +318,13 @@ class FaultProxy:
                 await writer.drain()
                 return
         up_reader, up_writer = await self.upstream()
+        self._upstreams.add(up_writer)
         try:
             up_writer.write(self._forwarded(header_lines, line))
             await up_writer.drain()
             await self._relay(reader, writer, up_reader, up_writer, rule, call)
         finally:
+            self._upstreams.discard(up_writer)
             up_writer.transport.abort()
 
     def _forwarded(self, header_lines: list[str], line: str) -> bytes:
@@ -381,6 +386,7 @@ class FaultProxy:
             await downward()
         finally:
             up.cancel()
+            await asyncio.gather(up, return_exceptions=True)
             if not writer.is_closing():
                 await writer.drain()
 
