@@ -12,18 +12,8 @@ import pytest
 from shipway.backends.local.supervisor import Supervisor
 from shipway.errors import BackendError
 from tests.backends.local.conftest import Slot
+from tests.engine.test_sequencing import Lines
 from tests.testenv.faults import FaultProxy, docker_proxy
-
-
-class Lines:
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def line(self, text: str) -> None:
-        self.lines.append(text)
-
-    def progress(self, process: str, counts: object, note: str = "") -> None:
-        pass
 
 
 @pytest.fixture
