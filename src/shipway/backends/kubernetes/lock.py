@@ -16,6 +16,7 @@ import httpx2
 from lightkube import Client
 from lightkube.codecs import from_dict
 from lightkube.core.exceptions import ApiError
+from lightkube.resources.coordination_v1 import Lease
 
 from shipway.backends import retry
 from shipway.backends.kubernetes import render
@@ -63,6 +64,9 @@ class KubernetesLock(KubernetesState):
             self.lease = None
             try:
                 lease.release()
+                if self._lease_doomed:  # the slot was destroyed: its Lease goes too
+                    self._lease_doomed = False
+                    self._delete_lease(lease.name)
             except (ApiError, httpx2.HTTPError) as exc:
                 reporter.line(
                     f"warning: releasing the lock of {target} failed ({exc}); it expires by "
@@ -80,6 +84,13 @@ class KubernetesLock(KubernetesState):
             config=self.client.config, namespace=self.namespace, field_manager=render.MANAGER
         )
         return RetryingClient(client, policy)
+
+    def _delete_lease(self, name: str) -> None:
+        try:
+            self.client.delete(Lease, name, namespace=self.namespace)
+        except ApiError as exc:
+            if exc.status.code != 404:  # gone already: what destroy wanted
+                raise
 
     def _ensure_namespace(self, reporter: Reporter) -> None:
         body = render.namespace_unit(self.namespace)
