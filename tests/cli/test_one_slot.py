@@ -15,7 +15,8 @@ from tests.cli.conftest import TWO_SLOTS
 
 #: every command that acts on a slot
 SLOT_COMMANDS = ["plan", "diff", "deploy", "repair", "rollback", "restart", "promote", "status",
-                 "history", "logs", "run", "stop", "gens", "switch", "sleep", "wake", "gc"]  # fmt: skip
+                 "history", "logs", "run", "stop", "gens", "switch", "sleep", "wake",
+                 "gc"]  # fmt: skip
 
 
 def test_every_slot_command_takes_slot_as_optional() -> None:
