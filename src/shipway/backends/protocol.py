@@ -718,3 +718,19 @@ def drifts_of(backend: Backend) -> Drifts | None:
     """The backend as one that can find out-of-band changes, or None (its ``observe``
     already sees every change: the local backend's files, Docker's labelled bodies)."""
     return backend if isinstance(backend, Drifts) else None
+
+
+@runtime_checkable
+class ReportsRetries(Protocol):
+    """A backend whose edge retries transient engine faults (the shared policy,
+    :mod:`shipway.backends.retry`) says each retry to the reporter it is given here — the
+    operation's, so the retries show among its progress lines, never silently."""
+
+    def report_retries(self, reporter: Reporter) -> None: ...
+
+
+def report_retries_to(backend: Backend, reporter: Reporter) -> None:
+    """Let ``backend`` say its retries to ``reporter`` (a backend that never retries has
+    nothing to say)."""
+    if isinstance(backend, ReportsRetries):
+        backend.report_retries(reporter)

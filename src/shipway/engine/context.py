@@ -17,9 +17,9 @@ import socket
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
-from shipway.backends.protocol import Backend, NullReporter, Reporter
+from shipway.backends.protocol import Backend, NullReporter, Reporter, report_retries_to
 from shipway.engine.walk import WalkResult
-from shipway.errors import InputError, SecretUnavailable
+from shipway.errors import BackendError, InputError, SecretUnavailable
 from shipway.guard import Clearance
 from shipway.plan.model import Observed, Plan, Step
 from shipway.release import history
@@ -77,6 +77,8 @@ class EngineContext:
     ) -> None:
         self.backend = backend
         self.reporter = reporter or NullReporter()
+        if reporter is not None:
+            report_retries_to(backend, reporter)
         self.actor = actor or default_actor()
         self.lock_ttl = lock_ttl
         self.environ = environ
@@ -136,3 +138,19 @@ class EngineContext:
         self.backend.write_records(
             clearance, target, [release.with_status(ReleaseStatus.FAILED, why)]
         )
+
+    def _mark_failed(
+        self, clearance: Clearance, target: Target, release: Release, why: str
+    ) -> str | None:
+        """Record ``release`` failed, as :meth:`_fail` does — but a record that cannot be
+        written (the backend already retried it) never stops the undo that must follow: it
+        is said, and returned as why the record is behind (None: it was written)."""
+        try:
+            self._fail(clearance, target, release, why)
+        except BackendError as exc:
+            self.reporter.line(
+                f"warning: could not record r{release.revision} as failed ({exc}); "
+                "undoing it all the same"
+            )
+            return str(exc)
+        return None

@@ -49,6 +49,9 @@ class Rolled(Outcome):
     from_revision: int | None
     to_revision: int
     warnings: tuple[str, ...] = ()
+    #: the rollout is what the outcome says, but the records could not be written: they
+    #: lag behind, and the next operation on the slot repairs them
+    records_behind: bool = False
 
     def line(self) -> str:
         start = f"r{self.from_revision}" if self.from_revision else "nothing"
@@ -64,6 +67,7 @@ class Rolled(Outcome):
             "from": self.from_revision,
             "to": self.to_revision,
             "warnings": list(self.warnings),
+            "records_behind": self.records_behind,
         }
 
 
@@ -104,6 +108,7 @@ class RolledBack(Outcome):
     to_revision: int
     failure: Failure
     warnings: tuple[str, ...] = ()
+    records_behind: bool = False
 
     def line(self) -> str:
         return (
@@ -123,6 +128,7 @@ class RolledBack(Outcome):
             "to": self.to_revision,
             "failure": self.failure.to_json(),
             "warnings": list(self.warnings),
+            "records_behind": self.records_behind,
         }
 
 
@@ -136,6 +142,7 @@ class RollbackFailed(Outcome):
     failure: Failure
     rollback_failure: Failure
     warnings: tuple[str, ...] = ()
+    records_behind: bool = False
 
     def line(self) -> str:
         return (
@@ -163,6 +170,7 @@ class RollbackFailed(Outcome):
             "rollback_failure": self.rollback_failure.to_json(),
             "may_be_down": True,
             "warnings": list(self.warnings),
+            "records_behind": self.records_behind,
         }
 
 
@@ -174,6 +182,7 @@ class NoAnchor(Outcome):
     failed_revision: int
     failure: Failure
     warnings: tuple[str, ...] = ()
+    records_behind: bool = False
 
     def line(self) -> str:
         return (
@@ -191,20 +200,21 @@ class NoAnchor(Outcome):
             "failed": self.failed_revision,
             "failure": self.failure.to_json(),
             "warnings": list(self.warnings),
+            "records_behind": self.records_behind,
         }
 
 
 def outcome_from_json(data: dict[str, Any]) -> Outcome:
     kind = data["outcome"]
+    warnings = tuple(data.get("warnings", ()))
+    behind = bool(data.get("records_behind", False))
     if kind == Rolled.kind:
-        return Rolled(data["target"], data["from"], data["to"], tuple(data.get("warnings", ())))
+        return Rolled(data["target"], data["from"], data["to"], warnings, behind)
     if kind == Unchanged.kind:
         return Unchanged(data["target"], data["revision"], data.get("operation", "deploy"))
     failure = _failure(data["failure"])
     if kind == RolledBack.kind:
-        return RolledBack(
-            data["target"], data["failed"], data["to"], failure, tuple(data.get("warnings", ()))
-        )
+        return RolledBack(data["target"], data["failed"], data["to"], failure, warnings, behind)
     if kind == RollbackFailed.kind:
         return RollbackFailed(
             data["target"],
@@ -212,10 +222,11 @@ def outcome_from_json(data: dict[str, Any]) -> Outcome:
             data["anchor"],
             failure,
             _failure(data["rollback_failure"]),
-            tuple(data.get("warnings", ())),
+            warnings,
+            behind,
         )
     if kind == NoAnchor.kind:
-        return NoAnchor(data["target"], data["failed"], failure, tuple(data.get("warnings", ())))
+        return NoAnchor(data["target"], data["failed"], failure, warnings, behind)
     raise ValueError(f"unknown outcome {kind!r}")
 
 

@@ -11,6 +11,7 @@ What must never happen here:
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -20,13 +21,20 @@ from shipway.engine.walk import Walker, WalkResult
 from shipway.errors import BackendError, ShipwayError
 from shipway.guard import Clearance
 from shipway.plan.generation import switch_steps
-from shipway.plan.model import Step
-from shipway.plan.rollout import discard_steps, restore_steps
+from shipway.plan.model import ApplyObject, Remove, RunReleaseCommand, Step
+from shipway.plan.rollout import discard_steps, restore_steps, with_waits
 from shipway.release import history
-from shipway.release.model import Release
+from shipway.release.model import Release, ReleaseStatus
 from shipway.spec.model import App, Target
 from shipway.spec.parse import from_snapshot
 from shipway.spec.secrets import Secret, redact
+
+#: failures of an engine call (not a health verdict): an undo stopped by one is tried again
+ENGINE_FAULTS = frozenset({Reason.STEP_FAILED, Reason.UNDO_FAILED})
+#: how often an undo is walked at most (each time from a fresh read of the slot)
+UNDO_ATTEMPTS = 3
+#: how long a pending release found running whole gets to show it is ready
+VERIFY_WINDOW = 5.0
 
 
 class Recovery(EngineContext):
@@ -46,21 +54,46 @@ class Recovery(EngineContext):
     ) -> WalkResult:
         """Plan and walk an undo. Whatever stops it short (an error reading the target, a
         secret gone) is the undo's failure — never an exit that hides that the slot may be
-        down."""
-        walker = Walker(self.backend, clearance, target, release, secrets, self.reporter)
-        try:
-            steps = undo(target, done, anchor)
-            if steps:
-                self.reporter.line(f"{label.strip()}: {len(steps)} steps")
-            return walker.run(steps, timeout, label)
-        except ShipwayError as exc:
-            failed = walker.result
-            failed.failure = Failure(
-                reason=Reason.UNDO_FAILED,
-                message=f"{label.strip()}: {redact(str(exc), secrets)}",
-                process=getattr(failed.current, "process", None),
+        down. An undo stopped by an engine call that failed (the backend already retried
+        it) is not yet a rollback that failed: the slot is read again and the undo planned
+        and walked again, this time waiting on every unit of what it puts back, within
+        the same timeout — so what is finally said is what the engine shows."""
+        deadline = time.monotonic() + timeout
+
+        def walk(verify: bool) -> WalkResult:
+            walker = Walker(self.backend, clearance, target, release, secrets, self.reporter)
+            try:
+                steps = undo(target, done, anchor)
+                if verify and anchor is not None and anchor.generation is None:
+                    steps = with_waits(steps, anchor.artifact)
+                if steps:
+                    self.reporter.line(f"{label.strip()}: {len(steps)} steps")
+                return walker.run(steps, max(0.0, deadline - time.monotonic()), label)
+            except ShipwayError as exc:
+                failed = walker.result
+                failed.failure = Failure(
+                    reason=Reason.UNDO_FAILED,
+                    message=f"{label.strip()}: {redact(str(exc), secrets)}",
+                    process=getattr(failed.current, "process", None),
+                )
+                return failed
+
+        attempt = 1
+        while True:
+            back = walk(verify=attempt > 1)
+            failure = back.failure
+            if (
+                failure is None
+                or failure.reason not in ENGINE_FAULTS
+                or attempt >= UNDO_ATTEMPTS
+                or time.monotonic() >= deadline
+            ):
+                return back
+            attempt += 1
+            self.reporter.line(
+                f"{label.strip()}: stopped by {failure.headline()}; reading the slot again "
+                f"and trying once more (attempt {attempt} of {UNDO_ATTEMPTS})"
             )
-            return failed
 
     def _undo_stopped(
         self,
@@ -140,6 +173,20 @@ class Recovery(EngineContext):
                 f"recovering: r{release.revision} was left pending by an interrupted operation "
                 f"({release.actor}, {release.created_at})"
             )
+        if self._runs_whole(clearance, target, app, records, stuck[-1], secrets, timeout):
+            newest = stuck[-1]
+            written = history.promote_to_deployed(records, newest) + [
+                r.with_status(
+                    ReleaseStatus.FAILED, "interrupted: its operation stopped before finishing"
+                )
+                for r in stuck[:-1]
+            ]
+            self.backend.write_records(clearance, target, written)
+            self.reporter.line(
+                f"r{newest.revision} is what runs, whole and ready: recorded as deployed "
+                "(its record was behind)"
+            )
+            return self.backend.read_records(target)
         anchor = history.deployed(records)
         if anchor is None:
             self.reporter.line("nothing was deployed before it: nothing to re-assert")
@@ -170,3 +217,33 @@ class Recovery(EngineContext):
             )
             self.reporter.line(f"r{release.revision} marked failed")
         return self.backend.read_records(target)
+
+    def _runs_whole(
+        self,
+        clearance: Clearance,
+        target: Target,
+        app: App,
+        records: Sequence[Release],
+        stuck: Release,
+        secrets: Mapping[str, Secret],
+        timeout: float,
+    ) -> bool:
+        """Whether the pending release ``stuck`` is exactly what runs (nothing of it to
+        apply, nothing else to remove) and ready now: a rollout that finished but whose
+        final record could not be written. Then the record is what is behind, and is
+        repaired — putting the anchor back would undo a good release. A blue-green
+        release, or one not (yet) whole or ready, is resolved as interrupted."""
+        if stuck.generation is not None or not stuck.artifact.units:
+            return False
+        steps = restore_steps(stuck.artifact, self.observe(target, records).of_generation(None))
+        if any(isinstance(s, ApplyObject | Remove | RunReleaseCommand) for s in steps):
+            return False
+        own = self._secrets_of(stuck, app, secrets)
+        walker = Walker(self.backend, clearance, target, stuck, own, self.reporter)
+        window = min(timeout, VERIFY_WINDOW)
+        verified = walker.run(with_waits([], stuck.artifact), window, "verify ")
+        if verified.failure is not None:
+            self.reporter.line(
+                f"r{stuck.revision} runs whole but is not ready ({verified.failure.headline()})"
+            )
+        return verified.ok

@@ -98,7 +98,7 @@ class RolloutSequence(Recovery, BuildPhase):
                     if isinstance(exc, Interrupted)
                     else f"stopped by an error: {redact(str(exc), secrets)}"
                 )
-                self._fail(clearance, target, release, why)
+                behind = self._mark_failed(clearance, target, release, why)
                 self._undo_stopped(
                     clearance,
                     target,
@@ -110,6 +110,8 @@ class RolloutSequence(Recovery, BuildPhase):
                     rollback_timeout,
                     why,
                 )
+                if behind is not None and self._mark_failed(clearance, target, release, why):
+                    self.reporter.line(self._behind(release, "what serves is not verified"))
                 raise
             release = walker.release  # the build phase names what it built
             if result.ok:
@@ -120,7 +122,9 @@ class RolloutSequence(Recovery, BuildPhase):
                     return self._settled(rolled)
             assert result.failure is not None
             failure = result.failure
-            self._fail(clearance, target, release, failure.headline())
+            # a record that cannot be written never stops the rollback (a bad release left
+            # serving is the worst outcome there is); it is tried again after the rollback
+            behind = self._mark_failed(clearance, target, release, failure.headline())
             # the details (a log excerpt) are told once, with the outcome, not here too
             self.reporter.line(failure.headline())
             label = f"rollback to r{anchor.revision} " if anchor else "cleanup "
@@ -128,19 +132,47 @@ class RolloutSequence(Recovery, BuildPhase):
                 clearance, target, anchor or release, back_secrets, undo, result, anchor,
                 rollback_timeout, label,
             )  # fmt: skip
-            warnings = tuple(result.warnings + back.warnings)
+            warnings = result.warnings + back.warnings
+            if behind is not None:
+                behind = self._mark_failed(clearance, target, release, failure.headline())
+            if behind is not None:
+                live = (
+                    "what serves is not verified"
+                    if not back.ok
+                    else f"r{anchor.revision} is serving"
+                    if anchor
+                    else "nothing serves"
+                )
+                warnings.append(self._behind(release, live))
+            late = behind is not None
             if anchor is None:
-                return self._settled(NoAnchor(str(target), release.revision, failure, warnings))
-            if back.ok:
                 return self._settled(
-                    RolledBack(str(target), release.revision, anchor.revision, failure, warnings)
+                    NoAnchor(str(target), release.revision, failure, tuple(warnings), late)
                 )
+            if back.ok:
+                rolled_back = RolledBack(
+                    str(target), release.revision, anchor.revision, failure, tuple(warnings), late
+                )
+                return self._settled(rolled_back)
             assert back.failure is not None
-            return self._settled(
-                RollbackFailed(
-                    str(target), release.revision, anchor.revision, failure, back.failure, warnings
-                )
+            down = RollbackFailed(
+                str(target),
+                release.revision,
+                anchor.revision,
+                failure,
+                back.failure,
+                tuple(warnings),
+                late,
             )
+            return self._settled(down)
+
+    @staticmethod
+    def _behind(release: Release, live: str) -> str:
+        return (
+            f"the release records are behind: they could not be written, and still say "
+            f"r{release.revision} is pending ({live}); the next operation on this slot "
+            "resolves it"
+        )
 
     def _settled(self, outcome: AnyOutcome) -> AnyOutcome:
         """The outcome is recorded: from here on (releasing the lock, printing it) a signal
@@ -159,8 +191,26 @@ class RolloutSequence(Recovery, BuildPhase):
         result: WalkResult,
     ) -> Rolled:
         written = history.promote_to_deployed(records, release)
-        self.backend.write_records(clearance, target, written)
         warnings = list(result.warnings)
+        try:
+            self.backend.write_records(clearance, target, written)
+        except BackendError as exc:
+            # the rollout is done and verified: what the engine shows is the outcome, the
+            # record is what lags (the next operation finds r(N) pending, running whole and
+            # ready, and records it deployed — see Recovery._runs_whole)
+            was = f"r{anchor.revision} deployed and " if anchor else ""
+            warnings.append(
+                f"r{release.revision} is serving, but its record could not be written "
+                f"({exc}): the records still say {was}r{release.revision} pending; the next "
+                "operation on this slot repairs them"
+            )
+            return Rolled(
+                str(target),
+                anchor.revision if anchor else None,
+                release.revision,
+                tuple(warnings),
+                records_behind=True,
+            )
         merged = {r.revision: r for r in records} | {r.revision: r for r in written}
         limit = app.slots.get(target.slot).history_limit
         drop = history.over_limit(list(merged.values()), limit)

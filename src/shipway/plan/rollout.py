@@ -145,6 +145,16 @@ def restore_steps(anchor: Artifact, observed: Observed) -> list[Step]:
     return rollout_steps(anchor, observed, release_command=None, prune=True)
 
 
+def with_waits(steps: Sequence[Step], anchor: Artifact) -> list[Step]:
+    """``steps`` and, at their end, a wait for every unit of ``anchor`` that waits and no
+    step of them waits for: an undo tried again after a fault verifies that what it put
+    back serves, even where the first attempt already applied it all."""
+    waited = {key for s in steps if isinstance(s, WaitRollout) for key in s.units}
+    missing = [u for u in anchor if u.waits and u.key not in waited]
+    out = [s for s in steps if not isinstance(s, NoOp)]
+    return [*out, *_waits(missing)] or list(steps)
+
+
 def discard_steps(created: Sequence[ApplyObject], observed: Observed) -> list[Step]:
     """Nothing ran before a failed first deploy: stop the workloads it created, so nothing
     half-made keeps running. Prerequisites (namespaces, snapshots) stay for inspection."""

@@ -27,7 +27,9 @@ from docker.constants import DEFAULT_DOCKER_API_VERSION, MINIMUM_DOCKER_API_VERS
 from docker.utils import version_lt
 
 from shipway.backends.docker.hosts import HostAddress
+from shipway.backends.docker.retrying import RetryingDockerClient
 from shipway.backends.docker.trust import SshParams, open_ssh, ssh_params
+from shipway.backends.retry import RetryPolicy
 from shipway.errors import BackendError
 
 API_TIMEOUT = 60
@@ -59,8 +61,11 @@ class HostConnection:
         known_hosts: str | None = None,
         base_dir: Path | None = None,
         environ: Mapping[str, str] | None = None,
+        policy: RetryPolicy | None = None,
     ) -> None:
         self.address = address
+        #: how the clients' calls are tried again (:mod:`.retrying`)
+        self.policy = policy or RetryPolicy()
         self._known_hosts = known_hosts
         self._base_dir = base_dir
         self._environ = environ
@@ -90,8 +95,9 @@ class HostConnection:
                 self._ssh = open_ssh(self.address, self._params)
             return self._ssh
 
-    def _over_ssh(self, version: str) -> docker.DockerClient:
-        client = docker.DockerClient(
+    def _over_ssh(self, version: str, policy: RetryPolicy) -> docker.DockerClient:
+        client = RetryingDockerClient(
+            policy,
             base_url=self.address.url,
             use_ssh_client=True,  # a shell-out adapter that opens nothing by itself ...
             version=version,
@@ -118,16 +124,17 @@ class HostConnection:
                 self._client = self.new_client()
             return self._client
 
-    def new_client(self) -> docker.DockerClient:
-        """Another client to the same host (for a thread of its own); shares the SSH
-        connection."""
+    def new_client(self, policy: RetryPolicy | None = None) -> docker.DockerClient:
+        """Another client to the same host (for a thread of its own, retrying by
+        ``policy``, else the connection's); shares the SSH connection."""
+        policy = policy or self.policy
         with self._lock:
             if not self.address.over_ssh:
-                return docker.DockerClient(
-                    base_url=self.address.url, version="auto", timeout=API_TIMEOUT
+                return RetryingDockerClient(
+                    policy, base_url=self.address.url, version="auto", timeout=API_TIMEOUT
                 )
             if self._version is None:
-                probe = self._over_ssh(MINIMUM_DOCKER_API_VERSION)
+                probe = self._over_ssh(MINIMUM_DOCKER_API_VERSION, policy)
                 try:
                     server = str(probe.api.version(api_version=False)["ApiVersion"])
                 finally:
@@ -138,7 +145,7 @@ class HostConnection:
                     server if version_lt(server, DEFAULT_DOCKER_API_VERSION) else
                     DEFAULT_DOCKER_API_VERSION
                 )  # fmt: skip
-            return self._over_ssh(self._version)
+            return self._over_ssh(self._version, policy)
 
     # -- reaching containers -----------------------------------------------------------
 

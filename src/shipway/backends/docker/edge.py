@@ -3,7 +3,9 @@ shipway's errors here, and nowhere else.
 
 Every module of this package that talks to an engine runs its calls inside :func:`edge`,
 so no library exception ever reaches the engine layer: it always gets a
-:class:`~shipway.errors.BackendError` that says where it happened.
+:class:`~shipway.errors.BackendError` that says where it happened. The calls themselves
+were tried again first where they may be (:mod:`.retrying`, the shared retry policy); what
+:func:`edge` says it is doing names them in each retry line.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import docker.errors
 import paramiko
 import requests
 
+from shipway.backends import retry
 from shipway.errors import BackendError, ShipwayError
 
 
@@ -23,7 +26,8 @@ def edge(what: str) -> Iterator[None]:
     """Translate what the Docker SDK, requests, paramiko and the OS raise into shipway's
     errors (most specific first), each saying where it happened."""
     try:
-        yield
+        with retry.doing(what):
+            yield
     except ShipwayError:
         raise
     except docker.errors.ImageNotFound as exc:
@@ -31,11 +35,15 @@ def edge(what: str) -> Iterator[None]:
     except docker.errors.NotFound as exc:
         raise BackendError(f"{what}: not found: {explain(exc)}") from exc
     except docker.errors.APIError as exc:
-        raise BackendError(f"{what}: the Docker engine refused: {explain(exc)}") from exc
+        raise BackendError(
+            f"{what}: the Docker engine refused: {explain(exc)}{retry.gave_up(exc.response)}"
+        ) from exc
     except docker.errors.DockerException as exc:
         raise BackendError(f"{what}: {exc}") from exc
     except requests.exceptions.RequestException as exc:
-        raise BackendError(f"{what}: the Docker engine did not answer: {exc}") from exc
+        raise BackendError(
+            f"{what}: the Docker engine did not answer: {exc}{retry.gave_up(exc)}"
+        ) from exc
     except paramiko.SSHException as exc:
         raise BackendError(f"{what}: SSH failed: {exc}") from exc
     except OSError as exc:

@@ -30,6 +30,7 @@ from shipway.backends.docker.edge import edge
 from shipway.backends.docker.state import DockerState
 from shipway.backends.docker.store import ensure_holder_image, read_tree, tar_of
 from shipway.backends.protocol import LockHolder, Reporter, pid_alive
+from shipway.backends.retry import RetryPolicy
 from shipway.errors import BackendError, LockLost, SlotLocked
 from shipway.guard import Clearance
 from shipway.spec.model import Target
@@ -254,9 +255,20 @@ class DockerLock(DockerState):
     ) -> Iterator[None]:
         self._guard(clearance, target)
         conn = self._conn(self.primary)
+        if self.retry.reporter is None:
+            self.retry.reporter = reporter
+        # the renewing thread's retries fit in one renewal interval: a renewal that keeps
+        # failing is tried afresh at the next tick, not piled up behind the lock's TTL
+        interval = max(holder.ttl / 3, 0.5)
+        renewing = RetryPolicy(budget=interval, cap=interval / 2)
+        renewing.reporter = self.retry.reporter
         with edge(f"host {self.primary}: lock"):
             slot_lock = SlotLock(
-                conn.client(), conn.new_client(), self.app.name, self.slot.name, self.primary
+                conn.client(),
+                conn.new_client(renewing),
+                self.app.name,
+                self.slot.name,
+                self.primary,
             )
             held = slot_lock.held(holder, reporter)
             held.__enter__()

@@ -29,6 +29,7 @@ from shipway.backends.docker.containers import (
     remove,
 )
 from shipway.backends.docker.edge import explain
+from shipway.backends.docker.retrying import transient_call
 from shipway.backends.docker.state import DockerState
 from shipway.backends.docker.store import read_tree, tar_of
 from shipway.errors import BackendError
@@ -113,8 +114,13 @@ class DockerProxy(DockerState):
         routes = caddy.parse_routes(tree)
         change(routes)
         proxy.put_archive(config_dir, _config_tar(routes, proxy_body))
-        result = proxy.exec_run(
-            ["caddy", "reload", "--config", f"{config_dir}/{caddy.CONFIG_FILE}", "--force"]
+        # a reload of the same files is safe to run twice: one whose exec was cut off
+        # (its output lost with it) is run again whole
+        result = self.retry.call(
+            lambda: proxy.exec_run(
+                ["caddy", "reload", "--config", f"{config_dir}/{caddy.CONFIG_FILE}", "--force"]
+            ),
+            transient_call,
         )
         if result.exit_code != 0:
             previous = {

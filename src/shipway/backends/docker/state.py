@@ -23,6 +23,8 @@ from shipway.backends.docker.edge import edge
 from shipway.backends.docker.hosts import HostAddress, addresses
 from shipway.backends.docker.store import RecordStore
 from shipway.backends.guarded import Guarded
+from shipway.backends.protocol import Reporter
+from shipway.backends.retry import RetryPolicy
 from shipway.errors import BackendError, InputError
 from shipway.spec.model import App, Slot, Target
 
@@ -43,9 +45,15 @@ class DockerState(Guarded):
         self.host_addresses: list[HostAddress] = addresses(slot.hosts)
         if not self.host_addresses:
             raise InputError(f"slot {slot.name!r} lists no docker hosts")
+        #: how every Engine API call is tried again (:mod:`.retrying`)
+        self.retry = RetryPolicy()
         self.connections = {
             h.name: HostConnection(
-                h, known_hosts=slot.known_hosts, base_dir=app.source_dir, environ=environ
+                h,
+                known_hosts=slot.known_hosts,
+                base_dir=app.source_dir,
+                environ=environ,
+                policy=self.retry,
             )
             for h in self.host_addresses
         }
@@ -64,6 +72,9 @@ class DockerState(Guarded):
         self._insecure: tuple[str, ...] | None = None
 
     # -- plumbing ----------------------------------------------------------------------
+
+    def report_retries(self, reporter: Reporter) -> None:
+        self.retry.reporter = reporter
 
     def _conn(self, host: str | None) -> HostConnection:
         if host is None or host not in self.connections:

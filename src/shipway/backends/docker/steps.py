@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 import docker
 import docker.errors
 
+from shipway.backends import retry
 from shipway.backends.docker import drift, labels
 from shipway.backends.docker.connection import HostConnection
 from shipway.backends.docker.containers import (
@@ -266,7 +267,7 @@ class DockerSteps(DockerProxy, DockerVolumes):
         conn = self._conn(step.host)
         units = [artifact.get(k) for k in step.units]
         gates = [Gate(unit) for unit in units]
-        with edge(f"host {conn.name}: wait for {step.process}"):
+        with edge(f"host {conn.name}: wait for {step.process}"), retry.within(deadline):
             client = conn.client()
             while True:
                 for gate in gates:

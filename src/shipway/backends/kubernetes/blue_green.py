@@ -174,8 +174,10 @@ class KubernetesBlueGreen(KubernetesHealth):
         """One list and one watch each for the Deployments and Pods of a generation, opened
         at its first replica wait (after its scale) and shared by the others."""
         watches = self._generation_watches.get(generation)
-        if watches is None:
-            watches = self._open_watches({render.GENERATION: generation})
+        if watches is None or watches.dead:  # never share a dead stream
+            if watches is not None:
+                watches.stop()
+            watches = self._open_watches({render.GENERATION: generation}, carry=watches)
             self._generation_watches[generation] = watches
         return watches
 

@@ -18,9 +18,11 @@ from typing import Any
 
 import httpx2
 from lightkube.core.exceptions import ApiError
+from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.batch_v1 import Job
 from lightkube.resources.core_v1 import Event, Pod
 
+from shipway.backends import retry
 from shipway.backends.kubernetes import render
 from shipway.backends.kubernetes.rollout import (
     Judge,
@@ -41,6 +43,8 @@ from shipway.spec.model import Target
 
 EVENTS_SHOWN = 5
 LOG_LINES = 10
+#: how long the one last look at a rollout whose watch is down at its deadline may retry
+LAST_LOOK = 10.0
 
 
 class KubernetesHealth(KubernetesState):
@@ -104,7 +108,7 @@ class KubernetesHealth(KubernetesState):
             Judge(w, self.tuning, initial, before=earlier.get(w.deployment)) for w in watched
         ]
         started = time.monotonic()
-        with self._woken_on_lock_loss(session.changes):
+        with self._woken_on_lock_loss(session.changes), retry.within(deadline):
             while True:
                 with session.changes.cond:
                     version = session.changes.version
@@ -112,11 +116,17 @@ class KubernetesHealth(KubernetesState):
                     pods = list(session.pods.objects.values())
                 self._still_ours(target)
                 for live in (session.deployments, session.pods):
+                    for note in live.take_notes():
+                        reporter.line(f"  {note}")
                     if live.error:
                         raise BackendError(
                             f"watching {live.what} in {self.namespace}: {live.error}"
                         )
                 now = time.monotonic()
+                if now >= deadline and (session.deployments.down or session.pods.down):
+                    # the watch was down when time ran out: judge what the API server
+                    # shows now, not what it showed before the fault
+                    deployments, pods = self._read_now(session)
                 verdicts = [
                     j.assess(deployments.get(j.watched.deployment), pods, now) for j in judges
                 ]
@@ -150,7 +160,12 @@ class KubernetesHealth(KubernetesState):
         """Until the Job ``name`` is Complete (→ None) or Failed, or the deadline passes."""
         changes = Changes()
         jobs = LiveSet(
-            self._watch_loop(), Job, self.namespace, changes, fields={"metadata.name": name}
+            self._watch_loop(),
+            Job,
+            self.namespace,
+            changes,
+            fields={"metadata.name": name},
+            policy=self.retry,
         )
         with self._edge(f"watching Job {name}"):
             jobs.start()
@@ -161,6 +176,8 @@ class KubernetesHealth(KubernetesState):
                         version = changes.version
                         job = jobs.objects.get(name)
                     self._still_ours(target)
+                    for note in jobs.take_notes():
+                        self.retry.say(f"  {note}")
                     if jobs.error:
                         raise BackendError(f"watching Job {name}: {jobs.error}")
                     conditions = {
@@ -186,6 +203,28 @@ class KubernetesHealth(KubernetesState):
                     changes.wait_past(version, min(deadline, lock or deadline) - now)
         finally:
             jobs.stop()
+
+    def _read_now(self, session: Session) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """The watched Deployments and Pods as the API server shows them now (one list
+        each, retried), for a wait whose watch is down at its deadline."""
+        down = session.deployments.down or session.pods.down
+        with (
+            self._edge(f"reading the rollout once more (its watch was down: {down})"),
+            retry.within(time.monotonic() + LAST_LOOK),
+        ):
+            deployments = {
+                d.metadata.name: d.to_dict()
+                for d in self.client.list(
+                    Deployment, namespace=self.namespace, labels=session.deployments.labels
+                )
+            }
+            pods = [
+                p.to_dict()
+                for p in self.client.list(
+                    Pod, namespace=self.namespace, labels=session.pods.labels
+                )
+            ]
+        return deployments, pods
 
     # -- what a failure says ---------------------------------------------------------
 

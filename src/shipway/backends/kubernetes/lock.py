@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import Any
 
 import httpx2
 from lightkube import Client
@@ -17,8 +18,10 @@ from lightkube.codecs import from_dict
 from lightkube.core.exceptions import ApiError
 from lightkube.resources.coordination_v1 import Lease
 
+from shipway.backends import retry
 from shipway.backends.kubernetes import render
 from shipway.backends.kubernetes.lease import SlotLease
+from shipway.backends.kubernetes.retrying import RetryingClient
 from shipway.backends.kubernetes.state import KubernetesState
 from shipway.backends.protocol import LockHolder, Reporter
 from shipway.guard import Clearance
@@ -33,6 +36,8 @@ class KubernetesLock(KubernetesState):
         self, clearance: Clearance, target: Target, holder: LockHolder, reporter: Reporter
     ) -> Iterator[None]:
         self._guard(clearance, target)
+        if self.retry.reporter is None:
+            self.retry.reporter = reporter
         lease = SlotLease(
             self.client,
             self.namespace,
@@ -41,9 +46,7 @@ class KubernetesLock(KubernetesState):
             holder,
             reporter,
             ensure_namespace=lambda: self._ensure_namespace(reporter),
-            renew_client=lambda: Client(
-                config=self.client.config, namespace=self.namespace, field_manager=render.MANAGER
-            ),
+            renew_client=lambda: self._renewal_client(holder),
         )
         lease.on_lost = self._wake_waits
         with self._edge(f"taking the lock of {target}"):
@@ -69,6 +72,18 @@ class KubernetesLock(KubernetesState):
                     f"warning: releasing the lock of {target} failed ({exc}); it expires by "
                     f"itself at the latest {holder.ttl:g}s after its last renewal"
                 )
+
+    def _renewal_client(self, holder: LockHolder) -> Any:
+        """The renewing thread's own client. Its retries fit in one renewal interval, so a
+        renewal that keeps failing is tried afresh at the next tick rather than piling up
+        behind the Lease's expiry."""
+        interval = max(0.5, holder.ttl / 3)
+        policy = retry.RetryPolicy(budget=interval, cap=interval / 2)
+        policy.reporter = self.retry.reporter
+        client = Client(
+            config=self.client.config, namespace=self.namespace, field_manager=render.MANAGER
+        )
+        return RetryingClient(client, policy)
 
     def _delete_lease(self, name: str) -> None:
         try:

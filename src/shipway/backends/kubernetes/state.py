@@ -9,7 +9,9 @@ its Lease is lost.
 
 ``_edge`` is the one place library errors (lightkube's ApiError, httpx's transport errors)
 become shipway errors, most specific first, secret values masked; nothing outside this
-package ever sees a library exception.
+package ever sees a library exception. Before an error gets there, the client has tried
+the call again if it may be (:mod:`.retrying`: the shared retry policy, each retry said as
+a line naming what ``_edge`` says the calls are for).
 """
 
 from __future__ import annotations
@@ -34,13 +36,16 @@ from lightkube.resources.core_v1 import Secret as SecretObject
 from lightkube.resources.networking_v1 import Ingress
 from lightkube.types import PatchType
 
+from shipway.backends import retry
 from shipway.backends.guarded import Guarded
 from shipway.backends.kubernetes import render
 from shipway.backends.kubernetes.client import load_config
 from shipway.backends.kubernetes.lease import SlotLease
 from shipway.backends.kubernetes.records import RecordStore
+from shipway.backends.kubernetes.retrying import RetryingClient
 from shipway.backends.kubernetes.rollout import Tuning
 from shipway.backends.kubernetes.watch import Changes, LiveSet, WatchLoop
+from shipway.backends.protocol import Reporter
 from shipway.errors import BackendError, CleanupFailed, InputError
 from shipway.spec.model import App, Slot
 from shipway.spec.secrets import Masker, Secret, redact, resolve_all
@@ -78,6 +83,10 @@ class Session:
         self.deployments = deployments
         self.pods = pods
 
+    @property
+    def dead(self) -> bool:
+        return self.deployments.dead or self.pods.dead
+
     def stop(self) -> None:
         self.deployments.stop()
         self.pods.stop()
@@ -99,7 +108,10 @@ class KubernetesState(Guarded):
         self.slot = slot
         self.namespace = slot.namespace or render.instance_of(app.name, slot.name)
         self.tuning = tuning or Tuning()
-        self._client = client
+        #: how every call to the API server is tried again (the lock's renewals have their
+        #: own, shorter budget; watches reopen with its back-off)
+        self.retry = retry.RetryPolicy()
+        self._client = RetryingClient(client, self.retry) if client is not None else None
         self._loop: WatchLoop | None = None
         self._session: Session | None = None
         self._generations: dict[str, int] = {}
@@ -119,15 +131,21 @@ class KubernetesState(Guarded):
 
     @property
     def client(self) -> Any:
-        """The lightkube client (typed Any: its overloads over resource classes do not
-        survive our kind-by-name tables)."""
+        """The lightkube client, every call retried as :mod:`.retrying` allows (typed Any:
+        its overloads over resource classes do not survive our kind-by-name tables)."""
         if self._client is None:
-            self._client = Client(
-                config=load_config(self.slot.context),
-                namespace=self.namespace,
-                field_manager=render.MANAGER,
+            self._client = RetryingClient(
+                Client(
+                    config=load_config(self.slot.context),
+                    namespace=self.namespace,
+                    field_manager=render.MANAGER,
+                ),
+                self.retry,
             )
         return self._client
+
+    def report_retries(self, reporter: Reporter) -> None:
+        self.retry.reporter = reporter
 
     def _watch_loop(self) -> WatchLoop:
         if self._loop is None:
@@ -183,15 +201,18 @@ class KubernetesState(Guarded):
         With ``cleanup_fix`` (best-effort cleanup) they become CleanupFailed with that
         manual fix: reported, never failing the operation."""
         try:
-            yield
+            with retry.doing(doing):
+                yield
         except ApiError as exc:
-            message = self._redact(f"{doing}: {api_message(exc)}")
+            message = self._redact(f"{doing}: {api_message(exc)}{retry.gave_up(exc)}")
             if cleanup_fix is not None:
                 raise CleanupFailed(message, cleanup_fix) from exc
             raise BackendError(message) from exc
         except httpx2.HTTPError as exc:
             server = self.client.config.cluster.server if self._client else "the cluster"
-            message = self._redact(f"{doing}: cannot reach {server}: {type(exc).__name__}: {exc}")
+            message = self._redact(
+                f"{doing}: cannot reach {server}: {type(exc).__name__}: {exc}{retry.gave_up(exc)}"
+            )
             if cleanup_fix is not None:
                 raise CleanupFailed(message, cleanup_fix) from exc
             raise BackendError(message) from exc
@@ -259,11 +280,19 @@ class KubernetesState(Guarded):
     # -- the watches an operation's waits share --------------------------------------
 
     def _start_session(self) -> Session:
+        """The operation's watches, opened once and shared by its waits — unless one of
+        them died (an error no retry cures): then a new pair is opened for the next wait,
+        never the dead stream shared, with what existed before the operation carried over
+        (earlier exits of those pods are still not held against a release)."""
+        if self._session is not None and self._session.dead:
+            old = self._session
+            old.stop()
+            self._session = self._open_watches({}, carry=old)
         if self._session is None:
             self._session = self._open_watches({})
         return self._session
 
-    def _open_watches(self, extra_labels: dict[str, str]) -> Session:
+    def _open_watches(self, extra_labels: dict[str, str], carry: Session | None = None) -> Session:
         """One list and one watch each for this app and slot's Deployments and Pods (those
         with ``extra_labels`` too); nothing left open if the second fails to start."""
         loop = self._watch_loop()
@@ -273,8 +302,19 @@ class KubernetesState(Guarded):
             render.INSTANCE: render.instance_of(self.app.name, self.slot.name),
             **extra_labels,
         }
-        deps = LiveSet(loop, Deployment, self.namespace, changes, labels=labels)
-        pods = LiveSet(loop, Pod, self.namespace, changes, labels=labels)
+        def live(resource: type[Any], before: LiveSet | None) -> LiveSet:
+            return LiveSet(
+                loop,
+                resource,
+                self.namespace,
+                changes,
+                labels=labels,
+                policy=self.retry,
+                initial=before.initial if before is not None else None,
+            )
+
+        deps = live(Deployment, carry.deployments if carry else None)
+        pods = live(Pod, carry.pods if carry else None)
         deps.start()
         try:
             pods.start()

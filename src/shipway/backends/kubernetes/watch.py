@@ -9,6 +9,15 @@ free to time out and to receive signals, and stopping a watch is a clean cancell
 Request cost: one list and one long-lived watch per set (re-opened only if the server
 closes it); a rollout wait tracks the app's Deployments and Pods: four requests per
 operation, whatever the number of processes.
+
+A watch survives faults: one that fails to open, is cut, or answers 410 Gone (its
+resourceVersion is too old) is re-listed and watched again, with the retry policy's
+back-off, for as long as it is wanted (the waits bound it by their deadlines). Re-listing
+replaces what the set holds (objects deleted meanwhile go), while :attr:`LiveSet.initial`
+— the objects that existed before the operation — stays as first listed. Each reopening
+is noted for the wait to say (:meth:`LiveSet.take_notes`). Only an error no retry can cure
+(403 Forbidden, 404 on the namespace, a response lightkube cannot decode) ends a set:
+:attr:`LiveSet.error`.
 """
 
 from __future__ import annotations
@@ -21,13 +30,15 @@ import time
 from collections.abc import Coroutine, Mapping
 from typing import TYPE_CHECKING, Any
 
+from shipway.backends.retry import RetryPolicy, Transient
 from shipway.errors import BackendError
 
 if TYPE_CHECKING:
     from lightkube import AsyncClient
     from lightkube.config.kubeconfig import SingleConfig
 
-RETRIES = 5
+#: a watch that stayed up this long counts as healthy: the next failure backs off afresh
+HEALTHY_AFTER = 5.0
 
 
 class WatchLoop:
@@ -101,12 +112,15 @@ class Changes:
             return self.version
 
 
-def _retry(error: Exception, count: int) -> Any:
-    from lightkube.types import OnErrorAction, OnErrorResult
+def watch_fault(exc: BaseException) -> Transient | None:
+    """Why a list or watch may be opened again: a read's transient faults, and 410 Gone
+    (the resourceVersion expired: re-list, at once)."""
+    from shipway.backends.kubernetes.retrying import status_of, transient_read
 
-    if count > RETRIES:
-        return OnErrorResult(OnErrorAction.RAISE)
-    return OnErrorResult(OnErrorAction.RETRY, sleep=min(2.0, 0.2 * count))
+    found = status_of(exc)
+    if found is not None and found[0] == 410:
+        return Transient("410 Gone (its resourceVersion expired)", 0.0)
+    return transient_read(exc)
 
 
 class LiveSet:
@@ -121,6 +135,8 @@ class LiveSet:
         *,
         labels: Mapping[str, str] | None = None,
         fields: Mapping[str, str] | None = None,
+        policy: RetryPolicy | None = None,
+        initial: Mapping[str, dict[str, Any]] | None = None,
     ) -> None:
         self.loop = loop
         self.resource = resource
@@ -128,9 +144,17 @@ class LiveSet:
         self.changes = changes
         self.labels = dict(labels) if labels else None
         self.fields = dict(fields) if fields else None
+        self.policy = policy or RetryPolicy()
         self.objects: dict[str, dict[str, Any]] = {}
-        self.initial: dict[str, dict[str, Any]] = {}
+        #: what existed before the operation: the first listing (or one carried over from
+        #: an earlier set of the same operation), never replaced by a re-list
+        self.initial: dict[str, dict[str, Any]] = dict(initial) if initial is not None else {}
+        self._carried = initial is not None
+        #: why the set cannot be kept up to date at all (then it is dead)
         self.error: str | None = None
+        #: why the set is not up to date now (None while its watch runs)
+        self.down: str | None = None
+        self._notes: list[str] = []
         self._listed = threading.Event()
         self._future: concurrent.futures.Future[Any] | None = None
 
@@ -139,17 +163,31 @@ class LiveSet:
         return getattr(self.resource, "__name__", str(self.resource))
 
     def start(self, timeout: float = 60.0) -> LiveSet:
-        """Start watching; return once the initial list is in (or raise BackendError)."""
+        """Start watching; return once the initial list is in (or raise BackendError: the
+        list failed for good, or kept failing for ``timeout`` seconds)."""
         self._future = self.loop.submit(self._run())
         end = time.monotonic() + timeout
         while not self._listed.wait(0.2):
             if self._future.done() or time.monotonic() > end:
                 break
         if not self._listed.is_set():
-            detail = self.error or f"no answer within {timeout:g}s"
+            detail = self.error or self.down or f"no answer within {timeout:g}s"
             self.stop()
             raise BackendError(f"cannot list {self.what} in {self.namespace}: {detail}")
         return self
+
+    @property
+    def dead(self) -> bool:
+        """Stopped for good (an error no retry cures, or its task ended): a later wait
+        must open a set of its own rather than share this one."""
+        future = self._future
+        return self.error is not None or future is None or future.done()
+
+    def take_notes(self) -> list[str]:
+        """What happened to the watch since the last call (each reopening), to be said."""
+        with self.changes.cond:
+            notes, self._notes = self._notes, []
+        return notes
 
     def stop(self) -> None:
         if self._future is not None:
@@ -161,8 +199,38 @@ class LiveSet:
             return dict(self.objects)
 
     async def _run(self) -> None:
+        """List, then watch from that list's resourceVersion; on a fault, back off and do
+        both again, until cancelled or an error no retry cures."""
         from lightkube.core.exceptions import ApiError
 
+        failures = 0
+        while True:
+            opened = time.monotonic()
+            try:
+                await self._list_and_watch()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                fault = watch_fault(exc)
+                if fault is None:
+                    if isinstance(exc, ApiError):
+                        self.error = f"{exc.status.code} {exc.status.reason}: {exc.status.message}"
+                    else:
+                        self.error = f"{type(exc).__name__}: {exc}"
+                    self.changes.bump()
+                    return
+                failures = 1 if time.monotonic() - opened >= HEALTHY_AFTER else failures + 1
+                pause = self.policy.delay(failures, fault.retry_after)
+                with self.changes.cond:
+                    self.down = fault.why
+                    self._notes.append(
+                        f"watch of {self.what} in {self.namespace}: {fault.why}; listing and "
+                        f"watching again in {pause:.1f}s (attempt {failures + 1})"
+                    )
+                self.changes.bump()
+                await asyncio.sleep(pause)
+
+    async def _list_and_watch(self) -> None:
         client = self.loop.client()
         kwargs: dict[str, Any] = {"namespace": self.namespace}
         if self.labels:
@@ -171,34 +239,25 @@ class LiveSet:
             kwargs["fields"] = self.fields
         list_: Any = client.list
         watch: Any = client.watch
-        try:
-            listing = list_(self.resource, **kwargs)
-            items = [obj.to_dict() async for obj in listing]
-            with self.changes.cond:
-                for item in items:
-                    self.objects[item["metadata"]["name"]] = item
+        listing = list_(self.resource, **kwargs)
+        items = [obj.to_dict() async for obj in listing]
+        with self.changes.cond:
+            self.objects = {item["metadata"]["name"]: item for item in items}
+            if not self._listed.is_set() and not self._carried:
                 self.initial = dict(self.objects)
-            self._listed.set()
-            self.changes.bump()
-            async for event, obj in watch(
-                self.resource,
-                resource_version=listing.resourceVersion,
-                on_error=_retry,
-                **kwargs,
-            ):
-                item = obj.to_dict()
-                name = item["metadata"]["name"]
-                with self.changes.cond:
-                    if event == "DELETED":
-                        self.objects.pop(name, None)
-                    else:
-                        self.objects[name] = item
-                self.changes.bump()
-        except asyncio.CancelledError:
-            raise
-        except ApiError as exc:
-            self.error = f"{exc.status.code} {exc.status.reason}: {exc.status.message}"
-            self.changes.bump()
-        except Exception as exc:
-            self.error = f"{type(exc).__name__}: {exc}"
+            self.down = None
+        self._listed.set()
+        self.changes.bump()
+        # lightkube reopens a watch the server ended cleanly, from the last version seen;
+        # every error comes here (its default on_error raises)
+        async for event, obj in watch(
+            self.resource, resource_version=listing.resourceVersion, **kwargs
+        ):
+            item = obj.to_dict()
+            name = item["metadata"]["name"]
+            with self.changes.cond:
+                if event == "DELETED":
+                    self.objects.pop(name, None)
+                else:
+                    self.objects[name] = item
             self.changes.bump()

@@ -31,6 +31,8 @@ from shipway.backends.local.ports import PortTable, owner_prefix
 from shipway.backends.local.render import ProgramBody, excluded_paths
 from shipway.backends.local.router_control import RouterControl
 from shipway.backends.local.supervisor import INHERITED_ENV, Supervisor
+from shipway.backends.protocol import Reporter
+from shipway.backends.retry import RetryPolicy
 from shipway.errors import BackendError, InputError
 from shipway.guard import Clearance
 from shipway.release import codec
@@ -66,10 +68,15 @@ class LocalState(Guarded):
         self.environ = dict(os.environ if environ is None else environ)
         self.root = state_root(slot, app.source_dir, self.environ)
         self.router_port = router_port(slot, self.environ)
-        self.supervisor = Supervisor(self.root / "supervisor")
+        #: how supervisord's calls are tried again (:mod:`.supervisor`)
+        self.retry = RetryPolicy()
+        self.supervisor = Supervisor(self.root / "supervisor", self.retry)
         self.ports = PortTable(self.root, reserved=(self.router_port,))
         self._secrets: dict[str, Secret] = {}
         self._held_lock: HeldLock | None = None  # while :meth:`.LocalLock.lock` holds it
+
+    def report_retries(self, reporter: Reporter) -> None:
+        self.retry.reporter = reporter
 
     def _lock_problem(self) -> str | None:
         """The slot's lock file was deleted or replaced while this backend held it."""

@@ -5,7 +5,15 @@ process groups); this module only starts it on first use, adds and removes progr
 (one include file per program, then ``reloadConfig`` + ``addProcessGroup``) and reads
 their state. Reading never starts anything: when the daemon is not running, nothing is.
 
-Errors from the socket or from supervisord become :class:`BackendError` here.
+Errors from the socket or from supervisord become :class:`BackendError` here, after the
+shared retry policy (:mod:`shipway.backends.retry`) tried the call again where it may be:
+reads and the calls whose repeat does what the first did (``reloadConfig``, starting,
+stopping and removing a group: supervisord's "already started", "not running" and "bad
+name" answers are what those callers already accept) on a connection reset or cut, or an
+HTTP error from the daemon. ``addProcessGroup`` is repeated only after the daemon's list of
+groups showed the first attempt did not land (a blind repeat after a lost answer would
+remove and add the program again); ``shutdown`` never is; and a socket refusing a connect
+is a daemon not running, not a passing fault.
 """
 
 from __future__ import annotations
@@ -21,11 +29,13 @@ import subprocess
 import sys
 import time
 import xmlrpc.client
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
+from shipway.backends import retry
 from shipway.backends.local.dirs import file_lock, private_dir, socket_path, write_atomic
+from shipway.backends.retry import RetryPolicy, Transient
 from shipway.errors import BackendError
 
 # supervisord fault codes (supervisor.xmlrpc.Faults)
@@ -42,6 +52,32 @@ RPC_TIMEOUT = 30.0
 #: what the daemon (and so every program it starts) inherits from the environment of the
 #: shipway that started it; nothing else — in particular no secret the user exported.
 INHERITED_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR")
+
+#: the calls a repeat of which does what the first did
+REPEATABLE = frozenset(
+    {
+        "getState",
+        "getAllProcessInfo",
+        "getProcessInfo",
+        "reloadConfig",
+        "startProcessGroup",
+        "stopProcessGroup",
+        "removeProcessGroup",
+    }
+)
+
+
+def transient_rpc(exc: BaseException) -> Transient | None:
+    """A fault of the conversation with supervisord (not one of its own answers)."""
+    if isinstance(exc, xmlrpc.client.Fault):
+        return None
+    if isinstance(exc, xmlrpc.client.ProtocolError):
+        return Transient(f"HTTP {exc.errcode} {exc.errmsg}")
+    if isinstance(exc, ConnectionRefusedError | FileNotFoundError):
+        return None  # nothing listens: the daemon is not running, not a passing fault
+    if isinstance(exc, OSError | http.client.HTTPException):
+        return Transient(f"a connection error ({type(exc).__name__}: {exc or 'no detail'})")
+    return None
 
 
 class _UnixConnection(http.client.HTTPConnection):
@@ -68,6 +104,12 @@ class _UnixTransport(xmlrpc.client.Transport):
 
     def make_connection(self, host: Any) -> http.client.HTTPConnection:
         return _UnixConnection(self._path, self._timeout)
+
+    def request(self, host: Any, handler: Any, request_body: Any, verbose: bool = False) -> Any:
+        """One attempt: the standard library's transport quietly sends a call again after
+        a reset — ``addProcessGroup`` included — while whether a call may be repeated is
+        the retry policy's to decide (:func:`transient_rpc`, :data:`REPEATABLE`)."""
+        return self.single_request(host, handler, request_body, verbose)
 
 
 def _escape(value: str) -> str:
@@ -112,8 +154,9 @@ def program_conf(
 class Supervisor:
     """The supervisord of one state directory."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, policy: RetryPolicy | None = None) -> None:
         self.dir = directory
+        self.policy = policy or RetryPolicy()
         self.conf = directory / "supervisord.conf"
         self.pidfile = directory / "supervisord.pid"
         self.logfile = directory / "supervisord.log"
@@ -126,20 +169,59 @@ class Supervisor:
         transport = _UnixTransport(str(self.sock), timeout)
         return xmlrpc.client.ServerProxy("http://localhost", transport=transport).supervisor
 
-    def _call(self, method: str, *args: Any, timeout: float = RPC_TIMEOUT) -> Any:
+    def _call(
+        self,
+        method: str,
+        *args: Any,
+        timeout: float = RPC_TIMEOUT,
+        landed: Callable[[], bool] | None = None,
+    ) -> Any:
+        """``method(*args)``, retried when it may be: a repeatable one after any fault of
+        the conversation; another, with ``landed`` (did the call take effect?), after such
+        a fault only once ``landed`` said it did not — and when it says it did, that is
+        the answer."""
+        unknown = False
+
+        def once() -> Any:
+            nonlocal unknown
+            if unknown and landed is not None:
+                if landed():
+                    return True
+                unknown = False
+            try:
+                return getattr(self._proxy(timeout), method)(*args)
+            except Exception as exc:
+                unknown = landed is not None and transient_rpc(exc) is not None
+                raise
+
+        def classify(exc: BaseException) -> Transient | None:
+            if method in REPEATABLE or unknown:
+                return transient_rpc(exc)
+            return None
+
         try:
-            return getattr(self._proxy(timeout), method)(*args)
+            return self.policy.call(once, classify, what=f"supervisord {method}")
         except xmlrpc.client.Fault:
             raise
         except (OSError, http.client.HTTPException, xmlrpc.client.ProtocolError) as exc:
-            raise BackendError(f"supervisord ({self.sock}) did not answer {method}: {exc}") from exc
+            raise BackendError(
+                f"supervisord ({self.sock}) did not answer {method}: {exc}{retry.gave_up(exc)}"
+            ) from exc
 
     def running(self) -> bool:
-        """True when the daemon answers. Never starts it."""
+        """True when the daemon answers. Never starts it. A connection cut or reset is
+        asked again (a daemon that answered badly once is not a daemon that is gone, and
+        starting a second one beside it must never happen); a socket nobody listens on is a
+        daemon not running."""
         if not self.sock.exists():
             return False
         try:
-            state = self._proxy(2.0).getState()
+            state = self.policy.call(
+                lambda: self._proxy(2.0).getState(),
+                transient_rpc,
+                what="supervisord getState",
+                budget=5.0,
+            )
         except (OSError, http.client.HTTPException, xmlrpc.client.Error):
             return False
         return bool(state.get("statename") == "RUNNING")
@@ -251,7 +333,7 @@ class Supervisor:
         write_atomic(self.conf_file(name), conf.encode(), 0o600)
         try:
             self._call("reloadConfig")
-            self._call("addProcessGroup", name)
+            self._call("addProcessGroup", name, landed=lambda: name in self._groups())
         except xmlrpc.client.Fault as exc:
             if exc.faultCode != ALREADY_ADDED:
                 raise BackendError(f"supervisord refused to add {name}: {exc.faultString}") from exc
@@ -291,6 +373,10 @@ class Supervisor:
         if not keep_conf:
             with contextlib.suppress(FileNotFoundError):
                 self.conf_file(name).unlink()
+
+    def _groups(self) -> set[str]:
+        """The groups the daemon knows now (a read, retried)."""
+        return {str(i["group"]) for i in self._call("getAllProcessInfo")}
 
     def info(self) -> dict[str, dict[str, Any]]:
         """Every program's state, by name ({} when the daemon is not running)."""
