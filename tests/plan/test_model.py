@@ -19,7 +19,7 @@ from shipway.plan import (
     WaitRollout,
     changes_between,
 )
-from shipway.plan.model import STEP_TYPES
+from shipway.plan.model import STEP_TYPES, SetImage, WaitImage
 from shipway.release.artifact import Artifact, Unit
 from shipway.release.model import Release, ReleaseStatus
 
@@ -33,6 +33,8 @@ ALL_STEPS = [
     DropHost(host="shop.example.com", generation="g1"),
     Remove(unit="Service/old", kind="Service", reason="no longer declared"),
     NoOp(reason="nothing changed"),
+    SetImage(workload="Deployment/web", container="app", image="reg/web:2", was="reg/web:1"),
+    WaitImage(workload="Deployment/web", container="app", image="reg/web:2"),
 ]
 
 
