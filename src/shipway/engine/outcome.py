@@ -67,6 +67,13 @@ class Rolled(Outcome):
         }
 
 
+def _serving(revision: int | None, restored: str) -> str:
+    """What an undo put back: a revision, and (set-image) the image it restored."""
+    if revision is None:
+        return restored or "the previous state"
+    return f"r{revision}" + (f" ({restored})" if restored else "")
+
+
 @dataclass(frozen=True)
 class Unchanged(Outcome):
     """"No changes": what runs is what the operation would make run, so nothing was
@@ -97,19 +104,23 @@ class Unchanged(Outcome):
 
 @dataclass(frozen=True)
 class RolledBack(Outcome):
+    """``to_revision`` None: no revision was deployed before, yet something was put back
+    (``restored``: a set-image's anchor image)."""
+
     kind: ClassVar[str] = "rolled-back"
     exit_code: ClassVar[int] = EXIT_ROLLED_BACK
     target: str
     failed_revision: int
-    to_revision: int
+    to_revision: int | None
     failure: Failure
     warnings: tuple[str, ...] = ()
+    restored: str = ""
 
     def line(self) -> str:
         return (
             f"rolled back {self.target}: r{self.failed_revision} failed "
-            f"({self.failure.headline()}); r{self.to_revision} is serving again — "
-            "the deploy is not done"
+            f"({self.failure.headline()}); {_serving(self.to_revision, self.restored)} is "
+            "serving again — the deploy is not done"
         )
 
     def details(self) -> list[str]:
@@ -123,6 +134,7 @@ class RolledBack(Outcome):
             "to": self.to_revision,
             "failure": self.failure.to_json(),
             "warnings": list(self.warnings),
+            **({"restored": self.restored} if self.restored else {}),
         }
 
 
@@ -132,15 +144,17 @@ class RollbackFailed(Outcome):
     exit_code: ClassVar[int] = EXIT_ROLLBACK_FAILED
     target: str
     failed_revision: int
-    anchor_revision: int
+    anchor_revision: int | None
     failure: Failure
     rollback_failure: Failure
     warnings: tuple[str, ...] = ()
+    restored: str = ""
 
     def line(self) -> str:
         return (
             f"ROLLBACK FAILED for {self.target}: r{self.failed_revision} failed "
-            f"({self.failure.headline()}) and restoring r{self.anchor_revision} failed too "
+            f"({self.failure.headline()}) and restoring "
+            f"{_serving(self.anchor_revision, self.restored)} failed too "
             f"({self.rollback_failure.headline()}) — the slot MAY BE DOWN"
         )
 
@@ -163,6 +177,7 @@ class RollbackFailed(Outcome):
             "rollback_failure": self.rollback_failure.to_json(),
             "may_be_down": True,
             "warnings": list(self.warnings),
+            **({"restored": self.restored} if self.restored else {}),
         }
 
 
@@ -203,7 +218,12 @@ def outcome_from_json(data: dict[str, Any]) -> Outcome:
     failure = _failure(data["failure"])
     if kind == RolledBack.kind:
         return RolledBack(
-            data["target"], data["failed"], data["to"], failure, tuple(data.get("warnings", ()))
+            data["target"],
+            data["failed"],
+            data["to"],
+            failure,
+            tuple(data.get("warnings", ())),
+            data.get("restored", ""),
         )
     if kind == RollbackFailed.kind:
         return RollbackFailed(
@@ -213,6 +233,7 @@ def outcome_from_json(data: dict[str, Any]) -> Outcome:
             failure,
             _failure(data["rollback_failure"]),
             tuple(data.get("warnings", ())),
+            data.get("restored", ""),
         )
     if kind == NoAnchor.kind:
         return NoAnchor(data["target"], data["failed"], failure, tuple(data.get("warnings", ())))

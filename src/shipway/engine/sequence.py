@@ -14,7 +14,7 @@ What must never happen, and where it is prevented:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
 from shipway.backends.protocol import LockHolder
@@ -53,7 +53,11 @@ class RolloutSequence(Recovery):
         undo: Undo,
         timeout: float,
         rollback_timeout: float,
+        restores: Callable[[], str] | None = None,
     ) -> Outcome:
+        """``restores``: what the undo puts back besides the anchor revision (set-image: the
+        image read first) — with it, an undo is possible, and said, even when no revision
+        was deployed before."""
         holder = LockHolder.me(self.lock_ttl)
         with signals_raise(), self.backend.lock(clearance, target, holder, self.reporter):
             records = self.backend.read_records(target)
@@ -115,16 +119,18 @@ class RolloutSequence(Recovery):
                 rollback_timeout, label,
             )  # fmt: skip
             warnings = tuple(result.warnings + back.warnings)
-            if anchor is None:
+            restored = restores() if restores is not None else ""
+            if anchor is None and not restored:
                 return self._settled(NoAnchor(str(target), release.revision, failure, warnings))
+            to = anchor.revision if anchor is not None else None
             if back.ok:
                 return self._settled(
-                    RolledBack(str(target), release.revision, anchor.revision, failure, warnings)
+                    RolledBack(str(target), release.revision, to, failure, warnings, restored)
                 )
             assert back.failure is not None
             return self._settled(
                 RollbackFailed(
-                    str(target), release.revision, anchor.revision, failure, back.failure, warnings
+                    str(target), release.revision, to, failure, back.failure, warnings, restored
                 )
             )
 

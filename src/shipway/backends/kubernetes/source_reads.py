@@ -20,7 +20,7 @@ from lightkube.core.exceptions import ApiError
 from shipway.backends.kubernetes import chart, render
 from shipway.backends.kubernetes.helm import read_deployed
 from shipway.backends.kubernetes.ownership import owner_of
-from shipway.backends.kubernetes.reads import KubernetesReads, _comparable, _yaml
+from shipway.backends.kubernetes.reads import KubernetesReads, _yaml, comparable
 from shipway.backends.kubernetes.source_state import KubernetesSourceState
 from shipway.backends.kubernetes.sources import (
     SourceObject,
@@ -360,7 +360,7 @@ class KubernetesSourceReads(KubernetesReads, KubernetesSourceState):
                 force=True,
                 dry_run=True,
             ).to_dict()
-        out = _unified(_comparable(live), _comparable(merged), unit.key, "live", "planned")
+        out = _unified(comparable(live), comparable(merged), unit.key, "live", "planned")
         return [f"~ {unit.key}", *out] if out else [f"= {unit.key}"]
 
 
