@@ -33,6 +33,7 @@ if TYPE_CHECKING:
         repair,
         restart,
         rollback,
+        set_image,
         status,
         stop,
     )
@@ -69,7 +70,7 @@ __version__ = "0.1.0"
 _WHERE = {
     "shipway.api": (
         "SlotStatus clear deploy diff helm_history helm_release history load logs plan promote "
-        "repair restart rollback status stop"
+        "repair restart rollback set_image status stop"
     ),
     # what api functions take: a backend of one's own (``backend=``), where progress goes
     # (``reporter=``)
@@ -160,6 +161,7 @@ __all__ = [
     "repair",
     "restart",
     "rollback",
+    "set_image",
     "status",
     "stop",
 ]

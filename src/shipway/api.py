@@ -69,6 +69,7 @@ def plan(
     *,
     image: str | None = None,
     take_host: bool = False,
+    take_over: bool = False,
     repair: bool = False,
     force: bool = False,
     backend: Backend | None = None,
@@ -76,14 +77,17 @@ def plan(
 ) -> Plan:
     """What a deploy (or, with ``repair``, a repair) would do now, and what it changes
     (``plan.diff``; ``plan.unchanged``: "no changes", unless ``force``). Mutates nothing,
-    starts nothing."""
+    starts nothing. ``take_over``: plan taking objects of the slot's source that someone
+    else owns (without it they are refused, naming their owners)."""
     if repair and (image is not None or force):
         flag = "--image" if image is not None else "--force"
         raise InputError(f"a repair re-asserts the deployed release: it takes no {flag}")
     with _engine(app, slot, backend, reporter) as engine:
         if repair:
             return engine.plan_repair(app, slot)
-        return engine.plan_deploy(app, slot, image=image, take_host=take_host, force=force)
+        return engine.plan_deploy(
+            app, slot, image=image, take_host=take_host, force=force, take_over=take_over
+        )
 
 
 def diff(
@@ -128,13 +132,16 @@ def deploy(
     saved_plan: Plan | None = None,
     take_host: bool = False,
     force: bool = False,
+    take_over: bool = False,
     timeout: float = DEFAULT_TIMEOUT,
     rollback_timeout: float = DEFAULT_ROLLBACK_TIMEOUT,
     backend: Backend | None = None,
     reporter: Reporter | None = None,
 ) -> Outcome:
     """Roll out to ``slot``. Nothing differs: ``Unchanged``, nothing applied and no
-    revision recorded, unless ``force``."""
+    revision recorded, unless ``force``. ``take_over``: objects of the slot's source that
+    someone else owns (a Helm release, another field manager) are taken, and said so,
+    instead of refused."""
     clearance = clear(app, slot, confirm)
     with _engine(app, slot, backend, reporter) as engine:
         return engine.deploy(
@@ -145,6 +152,7 @@ def deploy(
             saved=saved_plan,
             take_host=take_host,
             force=force,
+            take_over=take_over,
             timeout=timeout,
             rollback_timeout=rollback_timeout,
         )
@@ -261,6 +269,39 @@ def promote(
             description=f"promote {slot} r{deployed.revision} ({ref})",
             timeout=timeout,
             rollback_timeout=rollback_timeout,
+        )
+
+
+def set_image(
+    app: App,
+    slot: str,
+    workload: str,
+    image: str,
+    *,
+    confirm: str | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    rollback_timeout: float = DEFAULT_ROLLBACK_TIMEOUT,
+    backend: Backend | None = None,
+    reporter: Reporter | None = None,
+) -> Outcome:
+    """Roll ``workload`` (``KIND/NAME[:CONTAINER]``, a Deployment, StatefulSet, DaemonSet or
+    CronJob of the slot's namespace that shipway did not render) to ``image``, under the
+    slot's guard and lock: its current image is the anchor, put back when the new one
+    fails; recorded in the slot's history."""
+    from shipway.spec.source import ContainerRef
+
+    ref = ContainerRef.parse(workload)
+    if ref is None:
+        raise InputError(
+            f"{workload!r} is not KIND/NAME[:CONTAINER] (e.g. Deployment/web or "
+            "StatefulSet/db:postgres)"
+        )
+    if not image.strip() or any(c.isspace() for c in image):
+        raise InputError(f"{image!r} is not an image reference")
+    clearance = clear(app, slot, confirm)
+    with _engine(app, slot, backend, reporter) as engine:
+        return engine.set_image(
+            clearance, app, slot, ref, image, timeout=timeout, rollback_timeout=rollback_timeout
         )
 
 

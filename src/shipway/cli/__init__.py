@@ -208,6 +208,7 @@ def cli(ctx: click.Context, spec_file: str | None) -> None:
       shipway promote staging           roll staging's release to the next slot
       shipway logs local web -f         follow a process's log
       shipway stop local                stop what runs in a slot (records stay)
+      shipway set-image prod Deployment/web REF   roll a workload shipway did not render
       shipway helm values RELEASE -n NS values of a Helm release (no helm binary)
     """
     ctx.ensure_object(Context).spec_file = spec_file
@@ -309,6 +310,14 @@ def take_host_option(f: F) -> F:
     )(f)
 
 
+def take_over_option(f: F) -> F:
+    return click.option(
+        "--take-over",
+        is_flag=True,
+        help="Source slots: take objects a Helm release or another tool owns (said, per object).",
+    )(f)
+
+
 @cli.command()
 @click.argument("slot")
 @click.option("--image", metavar="REF", help="Deploy this image instead of the spec's.")
@@ -331,6 +340,7 @@ def take_host_option(f: F) -> F:
 )
 @confirm_option
 @take_host_option
+@take_over_option
 @timeout_options
 @output_option
 @pass_obj
@@ -343,6 +353,7 @@ def deploy(
     force: bool,
     confirm: str | None,
     take_host: bool,
+    take_over: bool,
     timeout: float,
     rollback_timeout: float,
 ) -> None:
@@ -350,14 +361,15 @@ def deploy(
 
     When nothing differs from the deployed release (spec, image, secrets, and the target
     matching its record) it says "no changes", applies nothing, records no revision and
-    exits 0; --force rolls every process anyway."""
+    exits 0; --force rolls every process anyway. For a slot whose objects come from a
+    source, --image sets the image of the containers the source's image_containers names."""
     if dry_run:
         if plan_file:
             _fail(obj, 2, "--dry-run prints a new plan; it takes no --plan FILE")
         from shipway.cli.changes import show_plan
 
         def dry_run_body() -> int:
-            show_plan(obj, slot, image, None, False, take_host, force)
+            show_plan(obj, slot, image, None, False, take_host, force, take_over)
             return 0
 
         _run(obj, dry_run_body)
@@ -375,6 +387,7 @@ def deploy(
             image=image,
             take_host=take_host,
             force=force,
+            take_over=take_over,
             timeout=timeout,
             rollback_timeout=rollback_timeout,
             reporter=reporter,
@@ -508,25 +521,6 @@ def status(obj: Context, slot: str) -> None:
     _run(obj, body)
 
 
-@cli.command()
-@click.argument("slot")
-@output_option
-@pass_obj
-def gens(obj: Context, slot: str) -> None:
-    """List SLOT's generations (blue-green): release, state (live / awake / asleep), age."""
-
-    def body() -> int:
-        from shipway import api
-
-        rows = [g.to_json() for g in api.generations(obj.app(), slot)]
-        if not obj.json:
-            for row in rows:
-                row["age"] = _age(str(row["created_at"]))
-        return _list(obj, slot, "generations", rows, ["name", "state", "release", "age"])
-
-    _run(obj, body)
-
-
 def _list(
     obj: Context, slot: str, what: str, rows: list[dict[str, Any]], columns: list[str]
 ) -> int:
@@ -542,119 +536,6 @@ def _list(
     for line in table(rows, columns):
         click.echo(line)
     return 0
-
-
-def _age(stamp: str) -> str:
-    from datetime import UTC, datetime
-
-    try:
-        then = datetime.fromisoformat(stamp)
-    except ValueError:
-        return stamp
-    seconds = int((datetime.now(UTC) - then).total_seconds())
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size}{unit}"
-    return f"{max(seconds, 0)}s"
-
-
-@cli.command()
-@click.argument("slot")
-@click.argument("generation")
-@confirm_option
-@take_host_option
-@timeout_options
-@output_option
-@pass_obj
-def switch(
-    obj: Context,
-    slot: str,
-    generation: str,
-    confirm: str | None,
-    take_host: bool,
-    timeout: float,
-    rollback_timeout: float,
-) -> None:
-    """Switch SLOT to GENERATION: wake, wait, point hosts, drop the old route, sleep it."""
-
-    from shipway import api
-
-    _roll(
-        obj,
-        lambda app, reporter: api.switch(
-            app,
-            slot,
-            generation,
-            confirm=_confirmation(app, slot, confirm),
-            take_host=take_host,
-            timeout=timeout,
-            rollback_timeout=rollback_timeout,
-            reporter=reporter,
-        ),
-    )
-
-
-def _generation_command(name: str, doc: str) -> None:
-    @cli.command(name=name, help=doc)
-    @click.argument("slot")
-    @click.argument("generation")
-    @confirm_option
-    @output_option
-    @pass_obj
-    def command(obj: Context, slot: str, generation: str, confirm: str | None) -> None:
-        def body() -> int:
-            from shipway import api
-            from shipway.cli.report import emit_json
-
-            app = obj.app()
-            action = api.sleep if name == "sleep" else api.wake
-            action(
-                app,
-                slot,
-                generation,
-                confirm=_confirmation(app, slot, confirm),
-                reporter=_reporter(obj),
-            )
-            state = "asleep" if name == "sleep" else "awake (no traffic moved)"
-            if obj.json:
-                emit_json({"slot": slot, "generation": generation, "state": state})
-            else:
-                click.echo(f"{generation} is {state}")
-            return 0
-
-        _run(obj, body)
-
-
-_generation_command("sleep", "Put GENERATION of SLOT to sleep (scaled to zero, kept).")
-_generation_command("wake", "Wake GENERATION of SLOT and wait until ready; no traffic moves.")
-
-
-@cli.command()
-@click.argument("slot")
-@click.option(
-    "--keep", type=int, default=2, show_default=True, help="How many asleep generations to keep."
-)
-@confirm_option
-@output_option
-@pass_obj
-def gc(obj: Context, slot: str, keep: int, confirm: str | None) -> None:
-    """Delete SLOT's asleep generations beyond the KEEP newest; never the live one."""
-
-    def body() -> int:
-        from shipway import api
-        from shipway.cli.report import emit_json
-
-        app = obj.app()
-        deleted = api.gc(
-            app, slot, keep, confirm=_confirmation(app, slot, confirm), reporter=_reporter(obj)
-        )
-        if obj.json:
-            emit_json({"slot": slot, "deleted": deleted})
-        else:
-            click.echo(f"deleted {len(deleted)} generation(s): {', '.join(deleted) or '-'}")
-        return 0
-
-    _run(obj, body)
 
 
 @cli.command()
@@ -721,8 +602,10 @@ def stop(obj: Context, slot: str, confirm: str | None) -> None:
     _run(obj, body)
 
 
-# Command groups kept in their own modules; imported last, as they use what is above.
+# Commands kept in their own modules; imported last, as they use what is above (they
+# register themselves).
 from shipway.cli import changes as _changes  # noqa: E402,F401  (plan, diff, history)
+from shipway.cli import generations, set_image  # noqa: E402,F401
 from shipway.cli.helm import helm  # noqa: E402
 
 cli.add_command(helm)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from shipway.cli import Context, _list, _run, cli, output_option, pass_obj
+from shipway.cli import Context, _list, _reporter, _run, cli, output_option, pass_obj
 
 #: ``plan --detailed-exitcode``: the plan changes something (0: no changes). Terraform's
 #: -detailed-exitcode uses 2, which is shipway's invalid-input code.
@@ -41,6 +41,11 @@ EXIT_CHANGES = 6
     help="Blue-green slots: plan taking a host another app or slot serves today.",
 )
 @click.option(
+    "--take-over",
+    is_flag=True,
+    help="Source slots: plan taking objects a Helm release or another tool owns.",
+)
+@click.option(
     "--force",
     is_flag=True,
     help="Plan the redeploy `deploy --force` would do even when nothing changed.",
@@ -59,6 +64,7 @@ def plan(
     out: str | None,
     repair: bool,
     take_host: bool,
+    take_over: bool,
     force: bool,
     detailed_exitcode: bool,
 ) -> None:
@@ -72,7 +78,7 @@ def plan(
     do nothing. In CI: plan --detailed-exitcode exits 0 (no changes) or 6 (changes)."""
 
     def body() -> int:
-        code = show_plan(obj, slot, image, out, repair, take_host, force)
+        code = show_plan(obj, slot, image, out, repair, take_host, force, take_over)
         return code if detailed_exitcode else 0
 
     _run(obj, body)
@@ -86,13 +92,23 @@ def show_plan(
     repair: bool,
     take_host: bool,
     force: bool = False,
+    take_over: bool = False,
 ) -> int:
     """``plan`` (and ``deploy --dry-run``, which is exactly this): read-only. Returns 0
     when the plan changes nothing, EXIT_CHANGES when it does."""
     from shipway import api
 
     app = obj.app()
-    the_plan = api.plan(app, slot, image=image, repair=repair, take_host=take_host, force=force)
+    the_plan = api.plan(
+        app,
+        slot,
+        image=image,
+        repair=repair,
+        take_host=take_host,
+        force=force,
+        take_over=take_over,
+        reporter=_reporter(obj),  # what planning says (objects taken over, hooks left out)
+    )
     detail = [] if the_plan.unchanged else api.object_diff(app, slot, the_plan)
     if out:
         Path(out).write_text(json.dumps(the_plan.to_json(), indent=2, sort_keys=True) + "\n")
