@@ -1,0 +1,608 @@
+"""A slot whose objects come from the team's own manifests, on the real control plane.
+
+Every kind the cluster knows is applied by server-side apply in a safe order (read back
+from the API server's audit log), waited on by its own rule, failed fast, rolled back,
+pruned when it leaves the set (never when the set comes out empty), and recorded so that
+``rollback`` re-applies exactly what ran. Secret data never reaches a plan or a record.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+import pytest
+from lightkube import Client
+from lightkube.codecs import from_dict
+from lightkube.core.exceptions import ApiError
+from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
+from lightkube.resources.apps_v1 import DaemonSet, Deployment, StatefulSet
+from lightkube.resources.batch_v1 import CronJob, Job
+from lightkube.resources.core_v1 import (
+    ConfigMap,
+    PersistentVolumeClaim,
+    Secret,
+)
+
+from shipway import api
+from shipway.backends.kubernetes import records
+from shipway.engine.outcome import NoAnchor, Rolled, RolledBack
+from shipway.errors import InputError
+from tests.backends.kubernetes.conftest import Lines, Slot
+
+pytestmark = pytest.mark.k8s
+
+ADMIN = "shipway-test-admin"
+PASSWORD = "pw-7d1c0e55-never-print-me"
+
+SPEC = """
+[app]
+name = "shop"
+
+[slots.test1]
+backend = "kubernetes"
+namespace = "{namespace}"
+
+[slots.test1.source]
+manifests = ["k8s/"]
+image_containers = {containers}
+cluster_scoped = ["CustomResourceDefinition"]
+"""
+
+BASE = """
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: web
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: web-config
+data:
+  greeting: hello
+---
+apiVersion: v1
+kind: Secret
+metadata:
+  name: web-secret
+stringData:
+  password: {password}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  labels:
+    app.kubernetes.io/name: web
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {{app: web}}
+  template:
+    metadata:
+      labels: {{app: web}}
+    spec:
+      serviceAccountName: web
+      containers:
+        - name: app
+          image: registry.example/web:1
+          envFrom: [{{secretRef: {{name: web-secret}}}}]
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: web
+spec:
+  selector: {{app: web}}
+  ports: [{{port: 80, targetPort: 8080}}]
+"""
+
+WORKLOADS = """
+apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: db
+spec:
+  replicas: 2
+  serviceName: db
+  selector:
+    matchLabels: {app: db}
+  template:
+    metadata:
+      labels: {app: db}
+    spec:
+      containers:
+        - name: postgres
+          image: registry.example/db:1
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: agent
+spec:
+  selector:
+    matchLabels: {app: agent}
+  template:
+    metadata:
+      labels: {app: agent}
+    spec:
+      containers:
+        - name: agent
+          image: registry.example/agent:1
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: migrate
+spec:
+  backoffLimit: 0
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+        - name: migrate
+          image: registry.example/migrate:1
+---
+apiVersion: batch/v1
+kind: CronJob
+metadata:
+  name: report
+spec:
+  schedule: "0 3 * * *"
+  jobTemplate:
+    spec:
+      template:
+        spec:
+          restartPolicy: OnFailure
+          containers:
+            - name: report
+              image: registry.example/report:1
+"""
+
+
+def crd_yaml(group: str) -> str:
+    return textwrap.dedent(
+        f"""
+        apiVersion: apiextensions.k8s.io/v1
+        kind: CustomResourceDefinition
+        metadata:
+          name: widgets.{group}
+        spec:
+          group: {group}
+          scope: Namespaced
+          names: {{plural: widgets, singular: widget, kind: Widget}}
+          versions:
+            - name: v1
+              served: true
+              storage: true
+              schema:
+                openAPIV3Schema:
+                  type: object
+                  x-kubernetes-preserve-unknown-fields: true
+        ---
+        apiVersion: {group}/v1
+        kind: Widget
+        metadata:
+          name: w1
+        spec:
+          size: 3
+        """
+    )
+
+
+def claim_yaml(storage_class: str) -> str:
+    return textwrap.dedent(
+        f"""
+        apiVersion: v1
+        kind: PersistentVolumeClaim
+        metadata:
+          name: data
+        spec:
+          storageClassName: {storage_class}
+          accessModes: [ReadWriteOnce]
+          resources: {{requests: {{storage: 1Gi}}}}
+        """
+    )
+
+
+def spec(*containers: str) -> str:
+    """The spec, its source naming ``containers`` for --image (KIND/NAME[:CONTAINER])."""
+    return SPEC.replace("{containers}", json.dumps(list(containers)))
+
+
+def write(slot: Slot, files: dict[str, str], spec: str = spec("Deployment/web:app")) -> Any:
+    manifests = slot.directory / "k8s"
+    if manifests.exists():
+        for old in manifests.iterdir():
+            old.unlink()
+    manifests.mkdir(exist_ok=True)
+    for name, text in files.items():
+        (manifests / name).write_text(textwrap.dedent(text))
+    return slot.write(spec)
+
+
+def base(password: str = PASSWORD) -> str:
+    return BASE.format(password=password)
+
+
+def deploy(slot: Slot, app: Any, **kw: Any) -> tuple[Any, Lines]:
+    kw.setdefault("tuning", {"unschedulable_window": 3, "readiness_default": 10})
+    return slot.deploy(app, **kw)
+
+
+# -- the audit log -------------------------------------------------------------------------
+
+
+@contextmanager
+def audited(log: Path) -> Iterator[Callable[[], list[dict[str, Any]]]]:
+    start = log.stat().st_size
+
+    def events() -> list[dict[str, Any]]:
+        with log.open("rb") as f:
+            f.seek(start)
+            raw = f.read().decode(errors="replace")
+        out = []
+        for line in raw.splitlines():
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+        return out
+
+    yield events
+
+
+def applies(events: list[dict[str, Any]], namespace: str, crd: str) -> list[str]:
+    """The server-side applies shipway made, in the order the API server received them,
+    as ``resource/name`` (the slot's namespace, and the CRD)."""
+    mine = [
+        e
+        for e in events
+        if e.get("user", {}).get("username") == ADMIN
+        and e.get("verb") == "patch"
+        and "fieldManager=shipway" in e.get("requestURI", "")
+        and "force=true" in e.get("requestURI", "")
+        and (
+            e.get("objectRef", {}).get("namespace") == namespace
+            or e.get("objectRef", {}).get("name") == crd
+        )
+        and not str(e.get("objectRef", {}).get("name", "")).startswith("shipway.")
+    ]
+    mine.sort(key=lambda e: e["requestReceivedTimestamp"])
+    return [f"{e['objectRef']['resource']}/{e['objectRef']['name']}" for e in mine]
+
+
+# -- fixtures: cluster-scoped helpers the tests make and remove ----------------------------
+
+
+@pytest.fixture
+def cluster_scoped(k8s_client: Client) -> Iterator[Callable[[Any], Any]]:
+    """``make(obj)``: create a cluster-scoped object, deleted after the test (CRDs shipway
+    applied are deleted by name through ``made.append``)."""
+    made: list[Any] = []
+
+    def make(obj: Any) -> Any:
+        created = k8s_client.create(obj)
+        made.append((type(obj), obj.metadata.name))
+        return created
+
+    make.made = made  # type: ignore[attr-defined]
+    yield make
+    for kind, name in reversed(made):
+        with suppress(ApiError):
+            k8s_client.delete(kind, name)
+
+
+def bound_storage(make: Callable[[Any], Any], namespace: str) -> str:
+    """A StorageClass with Immediate binding and a volume made for it by hand: the volume
+    controller binds a claim of that class to it."""
+    name = f"manual-{namespace}"[:63]
+    make(
+        from_dict(
+            {
+                "apiVersion": "storage.k8s.io/v1",
+                "kind": "StorageClass",
+                "metadata": {"name": name},
+                "provisioner": "example.com/made-by-hand",
+                "volumeBindingMode": "Immediate",
+            }
+        )
+    )
+    make(
+        from_dict(
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolume",
+                "metadata": {"name": name},
+                "spec": {
+                    "storageClassName": name,
+                    "capacity": {"storage": "1Gi"},
+                    "accessModes": ["ReadWriteOnce"],
+                    "hostPath": {"path": "/tmp/shipway-test"},
+                },
+            }
+        )
+    )
+    return name
+
+
+# -- the tests -----------------------------------------------------------------------------
+
+
+def test_every_kind_deploys_in_the_safe_order_and_is_waited_on(
+    slot: Slot, k8s_audit_log: Path, cluster_scoped: Any
+) -> None:
+    group = f"{slot.namespace}.example.com"
+    storage = bound_storage(cluster_scoped, slot.namespace)
+    cluster_scoped.made.append((CustomResourceDefinition, f"widgets.{group}"))
+    # The files list the kinds in the wrong order on purpose: workloads first.
+    app = write(
+        slot,
+        {
+            "a-workloads.yaml": WORKLOADS,
+            "b-app.yaml": base(),
+            "c-crd.yaml": crd_yaml(group),
+            "d-claim.yaml": claim_yaml(storage),
+        },
+    )
+    with audited(k8s_audit_log) as events:
+        outcome, lines = deploy(slot, app)
+    assert isinstance(outcome, Rolled), lines.text
+
+    expected = [
+        f"customresourcedefinitions/widgets.{group}",
+        "serviceaccounts/web",
+        "configmaps/web-config",
+        "secrets/web-secret",
+        "persistentvolumeclaims/data",
+        "widgets/w1",
+        "statefulsets/db",
+        "daemonsets/agent",
+        "jobs/migrate",
+        "cronjobs/report",
+        "deployments/web",
+        "services/web",
+    ]
+    deadline = time.monotonic() + 10
+    while (seen := applies(events(), slot.namespace, f"widgets.{group}")) != expected:
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert seen == expected
+
+    # waited on, each by its own rule
+    for key in (
+        f"CustomResourceDefinition/widgets.{group}",
+        "PersistentVolumeClaim/data",
+        f"Widget.{group}/w1",
+        "StatefulSet/db",
+        "DaemonSet/agent",
+        "Job/migrate",
+        "CronJob/report",
+        "Deployment/web",
+    ):
+        assert f"wait until {key} is ready" in lines.text
+    for key in ("ConfigMap/web-config", "Secret/web-secret", "Service/web"):
+        assert f"wait until {key}" not in lines.text  # ready once applied
+    ns = slot.namespace
+    c = slot.client
+    assert c.get(StatefulSet, "db", namespace=ns).status.readyReplicas == 2
+    assert c.get(DaemonSet, "agent", namespace=ns).status.numberAvailable == 2
+    job = c.get(Job, "migrate", namespace=ns)
+    assert {x.type: x.status for x in job.status.conditions}.get("Complete") == "True"
+    assert c.get(PersistentVolumeClaim, "data", namespace=ns).status.phase == "Bound"
+    assert c.get(Deployment, "web", namespace=ns).status.availableReplicas == 2
+    # labelled for pruning, the team's own labels kept, applied by shipway only
+    web = c.get(Deployment, "web", namespace=ns)
+    assert web.metadata.labels == {
+        "app.kubernetes.io/name": "web",
+        "app.kubernetes.io/managed-by": "shipway",
+        "shipway.io/app": "shop",
+        "shipway.io/slot": "test1",
+    }
+    appliers = {f.manager for f in web.metadata.managedFields if f.operation == "Apply"}
+    assert appliers == {"shipway"}
+    # the Secret holds its data in the cluster, and nowhere else
+    secret = c.get(Secret, "web-secret", namespace=ns)
+    assert base64.b64decode(secret.data["password"]).decode() == PASSWORD
+    assert PASSWORD not in lines.text
+    stored = c.get(Secret, records.record_name("shop", 1), namespace=ns)
+    payload = gzip.decompress(base64.b64decode(stored.data["release"])).decode()
+    assert PASSWORD not in payload
+    assert base64.b64encode(PASSWORD.encode()).decode() not in payload
+    assert "${secrets.S_" in payload
+
+
+def test_a_plan_of_a_source_shows_no_secret_data(slot: Slot) -> None:
+    app = write(slot, {"app.yaml": base()})
+    deploy(slot, app)
+    write(slot, {"app.yaml": base("another-" + PASSWORD)})
+    result = slot.cli("plan", "test1", "-o", "json")
+    assert result.returncode == 0, result.stderr
+    assert PASSWORD not in result.stdout + result.stderr
+    assert base64.b64encode(("another-" + PASSWORD).encode()).decode() not in result.stdout
+    plan = json.loads(result.stdout)
+    assert [s["unit"] for s in plan["steps"] if s["step"] == "apply"] == ["Secret/web-secret"]
+    assert any("Secret/web-secret" in line and "***" in line for line in plan["diff"])
+
+
+def test_a_redeploy_of_the_same_manifests_changes_nothing(slot: Slot) -> None:
+    app = write(slot, {"app.yaml": base()})
+    deploy(slot, app)
+    before = slot.replicasets("web")
+    plan = api.plan(app, "test1", backend=slot.backend(app))
+    assert [s.name for s in plan.steps] == ["no-op"]
+    outcome, lines = deploy(slot, app)
+    assert isinstance(outcome, Rolled), lines.text
+    assert set(slot.replicasets("web")) == set(before)
+
+
+def test_an_image_replaces_the_containers_the_source_names(slot: Slot) -> None:
+    files = {"app.yaml": base(), "w.yaml": WORKLOADS}
+    app = write(slot, files, spec("Deployment/web:app", "StatefulSet/db"))
+    outcome, lines = deploy(slot, app, image="registry.example/web:2")
+    assert isinstance(outcome, Rolled), lines.text
+    ns = slot.namespace
+    assert slot.images()["web"] == "registry.example/web:2"
+    db = slot.client.get(StatefulSet, "db", namespace=ns)
+    assert db.spec.template.spec.containers[0].image == "registry.example/web:2"
+    agent = slot.client.get(DaemonSet, "agent", namespace=ns)
+    assert agent.spec.template.spec.containers[0].image == "registry.example/agent:1"
+
+
+def test_a_crash_looping_statefulset_is_rolled_back_with_the_reason(slot: Slot) -> None:
+    app = write(slot, {"w.yaml": WORKLOADS}, spec("StatefulSet/db"))
+    outcome, lines = deploy(slot, app)
+    assert isinstance(outcome, Rolled), lines.text
+    outcome, lines = deploy(slot, app, image="registry.example/db:crashloop")
+    assert isinstance(outcome, RolledBack), lines.text
+    assert outcome.failure.process == "StatefulSet/db"
+    assert outcome.failure.reason == "CrashLoopBackOff"
+    assert "container postgres exited" in outcome.failure.message
+    db = slot.client.get(StatefulSet, "db", namespace=slot.namespace)
+    assert db.spec.template.spec.containers[0].image == "registry.example/db:1"
+    assert db.status.readyReplicas == 2
+    assert db.status.updateRevision == db.status.currentRevision
+    assert slot.statuses(app) == {1: "deployed", 2: "failed"}
+
+
+def test_a_failing_job_is_rolled_back_with_the_reason(slot: Slot) -> None:
+    app = write(slot, {"w.yaml": WORKLOADS}, spec("Job/migrate"))
+    outcome, lines = deploy(slot, app)
+    assert isinstance(outcome, Rolled), lines.text
+    outcome, lines = deploy(slot, app, image="registry.example/migrate:crashloop")
+    assert isinstance(outcome, RolledBack), lines.text
+    assert outcome.failure.process == "Job/migrate"
+    assert outcome.failure.reason in ("JobFailed", "CrashLoopBackOff")
+    assert "replacing Job/migrate" in lines.text
+    job = slot.client.get(Job, "migrate", namespace=slot.namespace)
+    assert job.spec.template.spec.containers[0].image == "registry.example/migrate:1"
+    assert {x.type: x.status for x in job.status.conditions}.get("Complete") == "True"
+
+
+def test_an_object_removed_from_the_set_is_pruned(slot: Slot) -> None:
+    app = write(slot, {"app.yaml": base(), "w.yaml": WORKLOADS})
+    deploy(slot, app)
+    app = write(slot, {"app.yaml": base()})  # the workloads leave the set
+    outcome, lines = deploy(slot, app)
+    assert isinstance(outcome, Rolled), lines.text
+    for kind, name in (
+        (StatefulSet, "db"),
+        (DaemonSet, "agent"),
+        (Job, "migrate"),
+        (CronJob, "report"),
+    ):
+        with pytest.raises(ApiError) as gone:
+            slot.client.get(kind, name, namespace=slot.namespace)
+        assert gone.value.status.code == 404
+    assert slot.client.get(Deployment, "web", namespace=slot.namespace)
+
+
+def test_an_empty_set_is_refused_and_prunes_nothing(slot: Slot) -> None:
+    app = write(slot, {"app.yaml": base()})
+    deploy(slot, app)
+    app = write(slot, {"app.yaml": "# everything was commented out\n"})
+    result = slot.cli("deploy", "test1")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "holds no objects" in result.stderr and "refusing" in result.stderr
+    assert slot.client.get(Deployment, "web", namespace=slot.namespace)
+    assert slot.client.get(ConfigMap, "web-config", namespace=slot.namespace)
+    assert slot.statuses(app) == {1: "deployed"}
+
+
+def test_rollback_re_applies_the_recorded_objects(slot: Slot) -> None:
+    app = write(slot, {"app.yaml": base()})
+    deploy(slot, app)
+    app = write(slot, {"app.yaml": base("second-" + PASSWORD).replace("hello", "bonjour")})
+    outcome, _ = deploy(slot, app, image="registry.example/web:2")
+    assert isinstance(outcome, Rolled)
+    ns = slot.namespace
+    # the manifests are gone from this machine: the record is all a rollback needs
+    for f in (slot.directory / "k8s").iterdir():
+        f.unlink()
+    outcome = api.rollback(app, "test1", backend=slot.backend(app), reporter=Lines())
+    assert isinstance(outcome, Rolled) and outcome.to_revision == 3
+    assert slot.images()["web"] == "registry.example/web:1"
+    assert slot.client.get(ConfigMap, "web-config", namespace=ns).data == {"greeting": "hello"}
+    secret = slot.client.get(Secret, "web-secret", namespace=ns)
+    assert base64.b64decode(secret.data["password"]).decode() == PASSWORD
+    assert slot.statuses(app) == {1: "superseded", 2: "superseded", 3: "deployed"}
+
+
+def test_a_custom_resource_whose_controller_never_reports_times_out_saying_so(
+    slot: Slot, cluster_scoped: Any
+) -> None:
+    group = f"{slot.namespace}.example.com"
+    cluster_scoped.made.append((CustomResourceDefinition, f"widgets.{group}"))
+    # No status subresource: the manifest's own status is what the object says, and no
+    # controller will ever say more.
+    stuck = crd_yaml(group) + textwrap.dedent(
+        """\
+        status:
+          conditions:
+            - type: Ready
+              status: "False"
+              message: waiting for its controller
+        """
+    )
+    app = write(slot, {"crd.yaml": stuck}, spec())
+    outcome, lines = deploy(slot, app, timeout=4)
+    assert isinstance(outcome, NoAnchor), lines.text
+    assert outcome.failure.reason == "Timeout"
+    assert outcome.failure.process == f"Widget.{group}/w1"
+    assert "Ready is False: waiting for its controller" in outcome.failure.message
+
+
+def test_cluster_scoped_objects_are_refused_unless_the_slot_allows_them(slot: Slot) -> None:
+    group = f"{slot.namespace}.example.com"
+    refusing = spec().replace('cluster_scoped = ["CustomResourceDefinition"]\n', "")
+    app = write(slot, {"crd.yaml": crd_yaml(group)}, refusing)
+    with pytest.raises(InputError) as refused:
+        api.plan(app, "test1", backend=slot.backend(app))
+    assert f"CustomResourceDefinition/widgets.{group} is cluster-scoped" in str(refused.value)
+    with pytest.raises(ApiError):
+        slot.client.get(CustomResourceDefinition, f"widgets.{group}")
+
+
+def test_an_object_of_another_namespace_is_refused_naming_its_file(slot: Slot) -> None:
+    elsewhere = base().replace("name: web-config\n", "name: web-config\n  namespace: kube-system\n")
+    write(slot, {"app.yaml": elsewhere})
+    result = slot.cli("plan", "test1")
+    assert result.returncode == 2
+    assert "k8s/app.yaml#2: ConfigMap/web-config names namespace 'kube-system'" in result.stderr
+
+
+def test_a_claim_is_never_pruned(slot: Slot, cluster_scoped: Any) -> None:
+    storage = bound_storage(cluster_scoped, slot.namespace)
+    app = write(slot, {"app.yaml": base(), "claim.yaml": claim_yaml(storage)})
+    deploy(slot, app)
+    app = write(slot, {"app.yaml": base()})
+    outcome, lines = deploy(slot, app)
+    assert isinstance(outcome, Rolled), lines.text
+    assert "PersistentVolumeClaim/data left the source but is not deleted" in lines.text
+    assert slot.client.get(PersistentVolumeClaim, "data", namespace=slot.namespace)
+
+
+def test_status_lists_every_workload_of_the_source(slot: Slot) -> None:
+    app = write(slot, {"app.yaml": base(), "w.yaml": WORKLOADS})
+    deploy(slot, app)
+    result = slot.cli("status", "test1", "-o", "json")
+    assert result.returncode == 0, result.stderr
+    rows = {p["process"]: p for p in json.loads(result.stdout)["processes"]}
+    assert set(rows) == {
+        "CronJob/report",
+        "DaemonSet/agent",
+        "Deployment/web",
+        "Job/migrate",
+        "StatefulSet/db",
+    }
+    assert rows["StatefulSet/db"]["ready"] == 2
+    assert rows["Deployment/web"]["image"] == "registry.example/web:1"
