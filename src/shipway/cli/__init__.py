@@ -242,7 +242,9 @@ def validate(obj: Context) -> None:
             )
         else:
             click.echo(
-                f"ok: {app.name} — processes: {', '.join(app.processes)}; slots: {', '.join(slots)}"
+                f"ok: {app.name} — processes: "
+                + (", ".join(app.processes) or "none (every slot's objects come from a source)")
+                + f"; slots: {', '.join(slots)}"
             )
         return 0
 

@@ -36,6 +36,7 @@ from shipway.backends.kubernetes import records
 from shipway.engine.outcome import NoAnchor, Rolled, RolledBack
 from shipway.errors import InputError
 from tests.backends.kubernetes.conftest import Lines, Slot
+from tests.testenv.k8s import audit_events
 
 pytestmark = pytest.mark.k8s
 
@@ -243,21 +244,7 @@ def deploy(slot: Slot, app: Any, **kw: Any) -> tuple[Any, Lines]:
 
 @contextmanager
 def audited(log: Path) -> Iterator[Callable[[], list[dict[str, Any]]]]:
-    start = log.stat().st_size
-
-    def events() -> list[dict[str, Any]]:
-        with log.open("rb") as f:
-            f.seek(start)
-            raw = f.read().decode(errors="replace")
-        out = []
-        for line in raw.splitlines():
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-        return out
-
-    yield events
+    yield audit_events(log)
 
 
 def applies(events: list[dict[str, Any]], namespace: str, crd: str) -> list[str]:
@@ -606,3 +593,53 @@ def test_status_lists_every_workload_of_the_source(slot: Slot) -> None:
     }
     assert rows["StatefulSet/db"]["ready"] == 2
     assert rows["Deployment/web"]["image"] == "registry.example/web:1"
+
+
+def test_stop_scales_the_source_down_and_a_deploy_brings_it_back(slot: Slot) -> None:
+    app = write(slot, {"app.yaml": base(), "w.yaml": WORKLOADS})
+    deploy(slot, app)
+    stopped = slot.cli("stop", "test1")
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    assert "scaled Deployment/web to 0" in stopped.stdout
+    assert "scaled StatefulSet/db to 0" in stopped.stdout
+    assert slot.deployment("web").spec.replicas == 0
+    plan = api.plan(app, "test1", backend=slot.backend(app))
+    starts = {getattr(s, "unit", "") for s in plan.steps if getattr(s, "action", "") == "start"}
+    assert starts == {"StatefulSet/db", "Deployment/web"}
+    outcome, lines = deploy(slot, app)
+    assert isinstance(outcome, Rolled), lines.text
+    assert slot.deployment("web").status.availableReplicas == 2
+    assert slot.client.get(StatefulSet, "db", namespace=slot.namespace).status.readyReplicas == 2
+
+
+PROMOTING = """
+[app]
+name = "shop"
+
+[source]
+manifests = ["k8s/"]
+image_containers = ["Deployment/web:app"]
+
+[slots.test1]
+backend = "kubernetes"
+namespace = "{namespace}"
+promotes_to = "prod"
+
+[slots.prod]
+backend = "kubernetes"
+namespace = "{prod}"
+role = "production"
+"""
+
+
+def test_a_source_slot_promotes_the_digest_it_runs(slot: Slot, k8s_namespaces: Any) -> None:
+    prod = k8s_namespaces()
+    digest = "sha256:" + "5e" * 32
+    write(slot, {"app.yaml": base()}, PROMOTING.replace("{prod}", prod))
+    tested = f"registry.example/web:7@{digest}"
+    deployed = slot.cli("deploy", "test1", "--image", tested)
+    assert deployed.returncode == 0, deployed.stdout + deployed.stderr
+    promoted = slot.cli("promote", "test1", "--confirm", "prod")
+    assert promoted.returncode == 0, promoted.stdout + promoted.stderr
+    live = slot.client.get(Deployment, "web", namespace=prod)
+    assert live.spec.template.spec.containers[0].image == f"registry.example/web@{digest}"

@@ -23,7 +23,9 @@ from shipway.backends.kubernetes.ownership import owner_of
 from shipway.backends.kubernetes.reads import KubernetesReads, _yaml, comparable
 from shipway.backends.kubernetes.source_state import KubernetesSourceState
 from shipway.backends.kubernetes.sources import (
+    STOPPED_KINDS,
     SourceObject,
+    containers_of,
     is_source_unit,
     phase_of,
     read_manifests,
@@ -33,7 +35,7 @@ from shipway.backends.kubernetes.sources import (
 from shipway.backends.kubernetes.workloads import POD_OWNERS
 from shipway.backends.protocol import ProcessStatus, Reporter
 from shipway.errors import InputError, ObjectsTaken
-from shipway.plan.model import ApplyObject, Observed, ObservedUnit, Plan, Remove
+from shipway.plan.model import ApplyObject, Observed, ObservedUnit, Plan, Remove, UnitState
 from shipway.release import history
 from shipway.release.artifact import Artifact, Unit, digest_of
 from shipway.release.model import Release
@@ -193,6 +195,7 @@ class KubernetesSourceReads(KubernetesReads, KubernetesSourceState):
         if self.slot.source is not None and self.slot.source.chart and chart.helm_missing():
             units += self._observe_declared()
         kinds = {(str(u.body["apiVersion"]), u.kind) for u in source_units}
+        declared = {(u.key, u.digest): u for u in source_units}
         src = self._src()
         for api_version, kind in sorted(kinds):
             served = src.discovery.find(api_version, kind)
@@ -205,14 +208,18 @@ class KubernetesSourceReads(KubernetesReads, KubernetesSourceState):
                     labels=self._source_labels(),
                 )
                 for obj in found:
-                    meta = obj.to_dict().get("metadata") or {}
+                    live = obj.to_dict()
+                    meta = live.get("metadata") or {}
                     key = source_key(api_version, kind, str(meta.get("name")))
+                    digest = (meta.get("annotations") or {}).get(render.DIGEST)
                     src.found[key] = api_version
+                    unit = declared.get((key, digest or ""))
                     units.append(
                         ObservedUnit(
                             key=key,
                             kind=kind,
-                            digest=(meta.get("annotations") or {}).get(render.DIGEST),
+                            digest=digest,
+                            state=_state(live, unit),
                             phase=phase_of(kind),
                         )
                     )
@@ -237,6 +244,29 @@ class KubernetesSourceReads(KubernetesReads, KubernetesSourceState):
                 return read_deployed(self.client, source.release_name(self.app.name), chart=name)
             except InputError:  # no such release, or none of that chart deployed
                 return None
+
+    def live_digest(self, target: Target, release: Release) -> str | None:
+        """A source slot: the digest the containers its source names for ``--image`` run
+        (what a promotion moves on)."""
+        source = self.slot.source
+        if source is None:
+            return super().live_digest(target, release)
+        self._serves(target)
+        digests: set[str] = set()
+        for unit in release.artifact:
+            name = str(unit.body["metadata"]["name"])
+            refs = [r for r in source.image_containers if r.workload == f"{unit.kind}/{name}"]
+            if not refs or not is_source_unit(unit):
+                continue
+            served = self._served(unit.body)
+            with self._edge(f"reading {unit.key}"):
+                live = self.client.get(served.resource, name, namespace=self.namespace)
+            for container in containers_of(live.to_dict()):
+                image = str(container.get("image", ""))
+                if "@" in image and any(r.container in (None, container.get("name")) for r in refs):
+                    digests.add(image.split("@", 1)[1])
+        others = sorted(d for d in digests if d != release.digest)
+        return None if not digests else others[0] if others else release.digest
 
     # -- status ---------------------------------------------------------------------
 
@@ -362,6 +392,16 @@ class KubernetesSourceReads(KubernetesReads, KubernetesSourceState):
             ).to_dict()
         out = _unified(comparable(live), comparable(merged), unit.key, "live", "planned")
         return [f"~ {unit.key}", *out] if out else [f"= {unit.key}"]
+
+
+def _state(live: Mapping[str, Any], unit: Unit | None) -> UnitState:
+    """Stopped: a Deployment or StatefulSet at zero replicas that its unit (the one its
+    digest names) asks more of — ``stop``'s doing, or by hand; the next deploy applies it."""
+    if unit is None or unit.kind not in STOPPED_KINDS:
+        return "present"
+    asked = (unit.body.get("spec") or {}).get("replicas", 1)
+    running = (live.get("spec") or {}).get("replicas", 1)
+    return "stopped" if running == 0 and asked != 0 else "present"
 
 
 def _apply() -> Any:

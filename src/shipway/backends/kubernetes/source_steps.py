@@ -30,6 +30,7 @@ from shipway.backends.kubernetes.ownership import helm_marks
 from shipway.backends.kubernetes.source_waits import KubernetesSourceWaits
 from shipway.backends.kubernetes.sources import (
     NEVER_PRUNED,
+    STOPPED_KINDS,
     decoded,
     is_source_unit,
     read_manifests,
@@ -183,6 +184,31 @@ class KubernetesSourceSteps(KubernetesSteps, KubernetesSourceWaits):
         where = f" in namespace {namespace}" if namespace else ""
         with self._edge(f"removing {step.unit}", cleanup_fix=f"delete {kind} {name}{where}"):
             self._delete(served.resource, name, namespace)
+
+    def stop(self, clearance: Clearance, target: Target, reporter: Reporter) -> None:
+        """Also the source's Deployments and StatefulSets, scaled to zero (``observe``
+        calls them stopped, so the next deploy or repair applies them again)."""
+        super().stop(clearance, target, reporter)
+        if self.slot.source is None:
+            return
+        kinds = {(str(u.body["apiVersion"]), u.kind) for u in self._history_units()}
+        for api_version, kind in sorted(kinds):
+            if kind not in STOPPED_KINDS:
+                continue
+            served = self._served({"apiVersion": api_version, "kind": kind})
+            with self._edge(f"stopping the {kind} objects of {target}"):
+                for obj in self.client.list(
+                    served.resource, namespace=self.namespace, labels=self._source_labels()
+                ):
+                    name = obj.to_dict()["metadata"]["name"]
+                    self.client.patch(
+                        served.resource,
+                        name,
+                        {"spec": {"replicas": 0}},
+                        namespace=self.namespace,
+                        patch_type=PatchType.MERGE,
+                    )
+                    reporter.line(f"scaled {kind}/{name} to 0")
 
     # -- the records, and the values of the source's Secrets -----------------------------
 

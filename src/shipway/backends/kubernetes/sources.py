@@ -148,6 +148,8 @@ TEMPLATE_PATHS: Mapping[str, tuple[str, ...]] = {
     "Job": ("spec", "template"),
     "CronJob": ("spec", "jobTemplate", "spec", "template"),
 }
+#: What ``stop`` scales to zero (and ``observe`` then calls stopped).
+STOPPED_KINDS = frozenset({"Deployment", "StatefulSet"})
 #: Never deleted because they left the set: deleting a CRD deletes every object of its
 #: kind, a Namespace everything in it, a claim or a volume its data (invariant 11).
 NEVER_PRUNED = frozenset(
