@@ -285,6 +285,12 @@ class Engine(Workloads, BlueGreen):
             changes = changes_between(saved.observed, observed.summary())
             if changes:
                 raise StalePlan(changes)
+            if slot.source is not None and saved.release is not None:
+                # objects of other owners are not in the observed state: asked again, and
+                # taken only with --take-over given now
+                sources_of(self.backend).claim(
+                    target, saved.release.artifact, take_over, self.reporter
+                )
             return saved
 
         undo = self._sleep_new if blue_green else self._restore_anchor

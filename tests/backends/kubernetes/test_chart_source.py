@@ -125,6 +125,12 @@ def test_a_chart_deploys_the_objects_helm_itself_installs(
     slot: Slot, helm: HelmPeer, k8s_namespaces: Any
 ) -> None:
     app = chart_spec(slot)
+    planned = slot.cli("plan", "test1")
+    assert planned.returncode == 0, planned.stdout + planned.stderr
+    assert "stack/templates/tests/test-connection.yaml#1: Pod/shop-stack-test is a Helm hook" in (
+        planned.stdout
+    )
+    assert "create StatefulSet/shop-cache" in planned.stdout
     outcome, lines = slot.deploy(app)
     assert isinstance(outcome, Rolled), lines.text
     # the hook is left out, said so; the subchart's StatefulSet and the worker its
@@ -258,6 +264,10 @@ def test_objects_of_a_helm_release_are_refused_without_take_over(
     before = slot.client.get(Deployment, "legacy", namespace=slot.namespace)
     assert before.spec.template.spec.containers[0].image == "demo-app:1.0"
 
+    planned = slot.cli("plan", "test1", "--take-over")
+    assert planned.returncode == 0, planned.stdout + planned.stderr
+    assert "taking over Deployment/legacy from Helm release legacy" in planned.stdout
+
     taken = slot.cli("deploy", "test1", "--take-over")
     assert taken.returncode == 0, taken.stdout + taken.stderr
     assert "taking over Deployment/legacy from Helm release legacy" in taken.stdout
@@ -274,3 +284,22 @@ def test_objects_of_a_helm_release_are_refused_without_take_over(
     # taken: the next deploy has nothing to refuse
     again = slot.cli("deploy", "test1")
     assert again.returncode == 0, again.stdout + again.stderr
+
+
+def test_a_saved_plan_asks_again_whose_objects_are_whose(slot: Slot, helm: HelmPeer) -> None:
+    (slot.directory / "k8s").mkdir()
+    (slot.directory / "k8s" / "app.yaml").write_text(LEGACY.split("---")[0])
+    slot.write(MANIFESTS_SPEC)
+    saved = slot.directory / "plan.json"
+    made = slot.cli("plan", "test1", "--out", str(saved))
+    assert made.returncode == 0, made.stdout + made.stderr
+    # between the plan and its deploy, a Helm release takes the name
+    helm.install("legacy", slot.namespace, chart="demo")
+    refused = slot.cli("deploy", "test1", "--plan", str(saved))
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "Deployment/legacy: Helm release legacy" in refused.stderr
+    taken = slot.cli("deploy", "test1", "--plan", str(saved), "--take-over")
+    assert taken.returncode == 0, taken.stdout + taken.stderr
+    assert "taking over Deployment/legacy from Helm release legacy" in taken.stdout
+    live = slot.client.get(Deployment, "legacy", namespace=slot.namespace)
+    assert live.spec.template.spec.containers[0].image == "registry.example/legacy:2"

@@ -148,10 +148,10 @@ class KubernetesSourceReads(KubernetesReads, KubernetesSourceState):
         for unit in units:
             by_kind.setdefault(served[unit.key], []).append(unit)
         for kind, group in by_kind.items():
-            if not self._src().discovery.serves(kind.api_version, kind.kind):
-                continue  # a kind only a CRD of the set will serve: none exists yet
             names = {str(u.body["metadata"]["name"]): u.key for u in group}
             with self._edge(f"reading the live {kind.kind} objects"):
+                if not self._src().discovery.serves(kind.api_version, kind.kind):
+                    continue  # a kind only a CRD of the set will serve: none exists yet
                 if kind.namespaced:
                     live = [
                         o.to_dict()
@@ -198,10 +198,10 @@ class KubernetesSourceReads(KubernetesReads, KubernetesSourceState):
         declared = {(u.key, u.digest): u for u in source_units}
         src = self._src()
         for api_version, kind in sorted(kinds):
-            served = src.discovery.find(api_version, kind)
-            if served is None:
-                continue
             with self._edge(f"listing the {kind} objects of {target}"):
+                served = src.discovery.find(api_version, kind)
+                if served is None:  # no longer served (its CRD is gone): nothing to list
+                    continue
                 found = self.client.list(
                     served.resource,
                     namespace=self.namespace if served.namespaced else None,
