@@ -17,6 +17,7 @@ fix rather than pretend.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -88,7 +89,8 @@ def render_chart(
     import helm_python
 
     assert source.chart is not None
-    values = user_values(source, base_dir)
+    # what TOML or YAML hold beyond JSON (a date) reaches Helm as its text
+    values = json.loads(json.dumps(user_values(source, base_dir), default=str))
     problems: list[str] = []
     objects: list[SourceObject] = []
     notes: list[str] = []

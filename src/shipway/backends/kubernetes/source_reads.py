@@ -373,7 +373,9 @@ class KubernetesSourceReads(KubernetesReads, KubernetesSourceState):
             old = set(live.get("data") or {})
             added, gone = sorted(set(keys) - old), sorted(old - set(keys))
             parts = [f"+{k}" for k in added] + [f"-{k}" for k in gone]
-            return [f"~ {unit.key} (keys {' '.join(parts) or 'unchanged'}; values {MASK})"]
+            if parts:
+                return [f"~ {unit.key} (keys {' '.join(parts)}; values {MASK})"]
+            return [f"~ {unit.key} (same keys; a value or its metadata changed; values {MASK})"]
         if live is None:
             return [f"+ {unit.key} (new)", *("+   " + line for line in _yaml(desired).splitlines())]
         body = copy.deepcopy(desired)
