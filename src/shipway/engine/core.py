@@ -108,7 +108,7 @@ class Engine(Workloads, BlueGreen):
                 description=description or f"{operation} {resolved.ref}",
                 actor=self.actor,
             )
-        release = marked(release, secrets, records)
+            release = marked(release, secrets, records)  # a source release is, to render
 
         def plan_of(seen: Observed) -> Plan:
             if slot.source is not None:  # rendered (read) already, by _source_release

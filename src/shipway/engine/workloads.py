@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from shipway.backends.protocol import sources_of
-from shipway.engine.context import DEFAULT_ROLLBACK_TIMEOUT, DEFAULT_TIMEOUT
+from shipway.engine.context import DEFAULT_ROLLBACK_TIMEOUT, DEFAULT_TIMEOUT, marked
 from shipway.engine.outcome import Outcome
 from shipway.engine.sequence import RolloutSequence
 from shipway.engine.walk import WalkResult
@@ -81,6 +81,8 @@ class Workloads(RolloutSequence):
                 f"note: the release command is not run on slot {slot_name!r}: its objects come "
                 "from a source (hint: make it a Job of the source)"
             )
+        # marked first: the source's Secret data is named under the slot's secret-mark salt
+        release = marked(release, secrets, records)
         release = replace(release, artifact=sb.render(view, slot, release))
         sb.claim(target, release.artifact, take_over, self.reporter)
         return release

@@ -33,7 +33,7 @@ from lightkube.resources.core_v1 import (
 
 from shipway import api
 from shipway.backends.kubernetes import records
-from shipway.engine.outcome import NoAnchor, Rolled, RolledBack
+from shipway.engine.outcome import NoAnchor, Rolled, RolledBack, Unchanged
 from shipway.errors import InputError
 from tests.backends.kubernetes.conftest import Lines, Slot
 from tests.testenv.k8s import audit_events
@@ -426,10 +426,36 @@ def test_a_redeploy_of_the_same_manifests_changes_nothing(slot: Slot) -> None:
     deploy(slot, app)
     before = slot.replicasets("web")
     plan = api.plan(app, "test1", backend=slot.backend(app))
-    assert [s.name for s in plan.steps] == ["no-op"]
+    assert [s.name for s in plan.steps] == ["no-op"] and plan.unchanged
+    outcome, lines = deploy(slot, app)
+    assert isinstance(outcome, Unchanged), lines.text
+    assert set(slot.replicasets("web")) == set(before)
+    assert slot.statuses(app) == {1: "deployed"}  # no revision for nothing
+
+
+def test_a_changed_manifest_is_a_change_and_an_edit_out_of_band_is_drift(slot: Slot) -> None:
+    app = write(slot, {"app.yaml": base()})
+    deploy(slot, app)
+    # the spec is the same; what its source holds is not
+    app = write(slot, {"app.yaml": base().replace("greeting: hello", "greeting: bonjour")})
+    diff = api.diff(app, "test1", backend=slot.backend(app))
+    assert [(c.unit, c.kind) for c in diff.changes] == [("ConfigMap/web-config", "changed")]
     outcome, lines = deploy(slot, app)
     assert isinstance(outcome, Rolled), lines.text
-    assert set(slot.replicasets("web")) == set(before)
+    # someone edits an object by hand: the digest annotation stays, its fields do not
+    slot.client.patch(
+        ConfigMap,
+        "web-config",
+        {"data": {"greeting": "edited by hand"}},
+        namespace=slot.namespace,
+        field_manager="kubectl-edit",
+    )
+    plan = api.plan(app, "test1", backend=slot.backend(app))
+    assert [getattr(s, "unit", None) for s in plan.steps] == ["ConfigMap/web-config"]
+    outcome, lines = deploy(slot, app)
+    assert isinstance(outcome, Rolled), lines.text
+    live = slot.client.get(ConfigMap, "web-config", namespace=slot.namespace)
+    assert live.data == {"greeting": "bonjour"}
 
 
 def test_an_image_replaces_the_containers_the_source_names(slot: Slot) -> None:

@@ -10,7 +10,8 @@ shipway errors with secret values masked):
   * :mod:`.health` — the rollout and Job waits, and the failures they report;
   * :mod:`.blue_green` — generations: scale, replica waits, hosts pointed and dropped;
   * :mod:`.lock` — the slot's Lease held for an operation;
-  * :mod:`.drift` — objects changed outside shipway (a server-side dry run of the record);
+  * :mod:`.drift` — objects changed outside shipway (a server-side dry run of the record;
+    :mod:`.source_drift` for a source's objects: their managed fields);
   * :mod:`.source_reads`, :mod:`.source_steps`, :mod:`.source_waits` — a slot whose
     objects come from a source (manifests, a chart): render, observe, claim, apply, prune,
     wait on every kind; :mod:`.set_image` — set-image on a workload shipway did not render.
@@ -19,15 +20,19 @@ shipway errors with secret values masked):
 from __future__ import annotations
 
 from shipway.backends.kubernetes.blue_green import KubernetesBlueGreen
-from shipway.backends.kubernetes.drift import KubernetesDrift
 from shipway.backends.kubernetes.lock import KubernetesLock
 from shipway.backends.kubernetes.set_image import KubernetesSetImage
+from shipway.backends.kubernetes.source_drift import KubernetesSourceDrift
 from shipway.backends.kubernetes.source_reads import KubernetesSourceReads
 from shipway.backends.protocol import Drifts, GenerationBackend, SourceBackend
 
 
 class KubernetesBackend(
-    KubernetesSetImage, KubernetesSourceReads, KubernetesBlueGreen, KubernetesLock, KubernetesDrift
+    KubernetesSetImage,
+    KubernetesSourceReads,
+    KubernetesBlueGreen,
+    KubernetesLock,
+    KubernetesSourceDrift,
 ):
     """One app's slot in one namespace of one cluster."""
 

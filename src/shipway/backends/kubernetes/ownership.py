@@ -69,3 +69,28 @@ def helm_marks(live: Mapping[str, Any]) -> list[str]:
     treating it as its own: they are removed once it is taken)."""
     notes = (live.get("metadata") or {}).get("annotations") or {}
     return [k for k in HELM_ANNOTATIONS if k in notes]
+
+
+def edited_since_applied(live: Mapping[str, Any]) -> bool:
+    """Whether a field manager other than shipway (and the control plane) wrote the object's
+    own fields after shipway last applied it: ``kubectl edit``, ``kubectl scale``'s old
+    path, another tool — a change ``observe`` cannot see, since the digest annotation stays
+    as shipway wrote it. Read from ``managedFields`` (their times are RFC 3339 to the
+    second, so they compare as text; a write in the same second as shipway's apply counts
+    as after it: applying again is harmless, missing an edit is not)."""
+    entries = (live.get("metadata") or {}).get("managedFields") or []
+    ours = [
+        str(e.get("time") or "")
+        for e in entries
+        if e.get("manager") in OUR_MANAGERS and e.get("operation") == "Apply"
+    ]
+    if not ours:
+        return False
+    applied = max(ours)
+    return any(
+        str(e.get("time") or "") >= applied
+        for e in entries
+        if not e.get("subresource")
+        and e.get("manager") not in OUR_MANAGERS
+        and not str(e.get("manager", "")).startswith("kube-")
+    )

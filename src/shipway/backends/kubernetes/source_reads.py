@@ -83,6 +83,7 @@ class KubernetesSourceReads(KubernetesReads, KubernetesSourceState):
             slot=slot.name,
             namespace=namespace,
             described=f"{source.kind} source of slot {slot.name!r} ({source.describe()})",
+            salt=release.secret_marks.salt,
             image=render.image_of(release) if release.image else None,
             image_containers=source.image_containers,
         )

@@ -303,15 +303,19 @@ class KubernetesSourceSteps(KubernetesSteps, KubernetesSourceWaits):
         source = self.slot.source
         if source is None or source.chart is not None:
             return
+        records = sorted(self._src().records or [], key=lambda r: -r.revision)
+        salt = next((r.secret_marks.salt for r in records if r.secret_marks.salt), "")
+        if not salt:  # a first deploy's saved plan: its salt was never recorded
+            return
         try:
             objects = read_manifests(self.app.source_dir, source.manifests)
-            namespace = self.namespace
             built = to_units(
                 objects,
                 app=self.app.name,
                 slot=self.slot.name,
-                namespace=namespace,
+                namespace=self.namespace,
                 described=source.describe(),
+                salt=salt,
             )
         except InputError:
             return

@@ -36,6 +36,7 @@ from __future__ import annotations
 import base64
 import copy
 import hashlib
+import hmac
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -304,11 +305,13 @@ def to_units(
     slot: str,
     namespace: str,
     described: str,
+    salt: str,
     image: str | None = None,
     image_containers: Sequence[ContainerRef] = (),
 ) -> SourceUnits:
     """The units of a source's objects, in the safe order; InputError listing every problem
-    (an empty set, the same object twice, another namespace, an image for no container)."""
+    (an empty set, the same object twice, another namespace, an image for no container).
+    ``salt``: the slot's secret-mark salt, which keys the names of Secret values."""
     if not objects:
         raise InputError(
             f"the {described} holds no objects: refusing to apply an empty set, which would "
@@ -345,7 +348,7 @@ def to_units(
         key = source_key(str(body["apiVersion"]), obj.kind, obj.name)
         _label(body, app, slot)
         if obj.kind == "Secret":
-            values.update(_secret_placeholders(body, app, slot, key))
+            values.update(_secret_placeholders(body, salt, key))
         units.append(
             Unit(
                 key=key,
@@ -415,18 +418,21 @@ def _set_images(
     return problems
 
 
-def _secret_placeholders(body: dict[str, Any], app: str, slot: str, key: str) -> dict[str, Secret]:
+def _secret_placeholders(body: dict[str, Any], salt: str, key: str) -> dict[str, Secret]:
     """A Secret's ``data`` and ``stringData`` as ``data`` placeholders; the values (base64,
-    as ``data`` holds them) returned by placeholder name. ``stringData`` becomes ``data``:
-    fields applied as stringData could never be removed again by server-side apply."""
+    as ``data`` holds them) returned by placeholder name — HMAC-SHA256 of where the value
+    is and what it is, under the slot's secret-mark salt, which only the records hold: a
+    changed value changes the unit, and no output holds a hash a guessed value could be
+    checked against. ``stringData`` becomes ``data``: fields applied as stringData could
+    never be removed again by server-side apply."""
     data: dict[str, str] = {k: str(v) for k, v in (body.pop("data", None) or {}).items()}
     for k, v in (body.pop("stringData", None) or {}).items():
         data[k] = base64.b64encode(str(v).encode()).decode()
     values: dict[str, Secret] = {}
     out: dict[str, str] = {}
     for name, value in sorted(data.items()):
-        salted = f"shipway-source-secret\0{app}\0{slot}\0{key}\0{name}\0{value}".encode()
-        ref = "S_" + hashlib.sha256(salted).hexdigest()[:32]
+        where = f"shipway-source-secret\0{key}\0{name}\0{value}".encode()
+        ref = "S_" + hmac.new(salt.encode(), where, hashlib.sha256).hexdigest()[:32]
         values[ref] = Secret(value)
         out[name] = placeholder(ref)
     if out:
