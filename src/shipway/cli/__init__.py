@@ -75,6 +75,15 @@ def confirm_option(f: F) -> F:
     )(f)
 
 
+def build_option(f: F) -> F:
+    return click.option(
+        "--build",
+        is_flag=True,
+        help="Build the image from the app's Dockerfile first (reused when the source is "
+        "unchanged), push it, and deploy it by its digest.",
+    )(f)
+
+
 def timeout_options(f: F) -> F:
     f = click.option(
         "--rollback-timeout",
@@ -202,6 +211,7 @@ def cli(ctx: click.Context, spec_file: str | None) -> None:
       shipway plan staging              what a deploy would change (touches nothing)
       shipway diff prod [REV_A] [REV_B] what differs between releases (secrets masked)
       shipway deploy staging            roll out; roll back automatically on failure
+      shipway deploy staging --build    build the image from the source first, then roll out
       shipway deploy prod --confirm prod
       shipway status prod | history prod | rollback prod [REV]
       shipway restart prod web          restart one process type only
@@ -209,6 +219,7 @@ def cli(ctx: click.Context, spec_file: str | None) -> None:
       shipway logs local web -f         follow a process's log
       shipway stop local                stop what runs in a slot (records stay)
       shipway set-image prod Deployment/web REF   roll a workload shipway did not render
+      shipway destroy test1 --confirm test1   delete it all but the volumes
       shipway helm values RELEASE -n NS values of a Helm release (no helm binary)
     """
     ctx.ensure_object(Context).spec_file = spec_file
@@ -343,6 +354,7 @@ def take_over_option(f: F) -> F:
 @confirm_option
 @take_host_option
 @take_over_option
+@build_option
 @timeout_options
 @output_option
 @pass_obj
@@ -356,10 +368,11 @@ def deploy(
     confirm: str | None,
     take_host: bool,
     take_over: bool,
+    build: bool,
     timeout: float,
     rollback_timeout: float,
 ) -> None:
-    """Roll out to SLOT: lock, read the anchor, apply, wait, record — or roll back.
+    """Roll out to SLOT: lock, read the anchor, build, apply, wait, record — or roll back.
 
     When nothing differs from the deployed release (spec, image, secrets, and the target
     matching its record) it says "no changes", applies nothing, records no revision and
@@ -371,7 +384,7 @@ def deploy(
         from shipway.cli.changes import show_plan
 
         def dry_run_body() -> int:
-            show_plan(obj, slot, image, None, False, take_host, force, take_over)
+            show_plan(obj, slot, image, None, False, take_host, force, take_over, build)
             return 0
 
         _run(obj, dry_run_body)
@@ -390,6 +403,7 @@ def deploy(
             take_host=take_host,
             force=force,
             take_over=take_over,
+            build=build,
             timeout=timeout,
             rollback_timeout=rollback_timeout,
             reporter=reporter,
@@ -495,7 +509,7 @@ def promote(
 @output_option
 @pass_obj
 def status(obj: Context, slot: str) -> None:
-    """What runs in SLOT: the deployed release and each process."""
+    """What runs in SLOT: the deployed release, each process, each volume."""
 
     def body() -> int:
         from shipway import api
@@ -518,6 +532,8 @@ def status(obj: Context, slot: str) -> None:
         columns = list(dict.fromkeys(k for r in rows for k in r if r.get(k) is not None))
         for line in table(rows, columns):
             click.echo(line)
+        for volume in result.volumes:
+            click.echo(f"volume {volume.line()}")
         return 0
 
     _run(obj, body)
@@ -608,8 +624,12 @@ def stop(obj: Context, slot: str, confirm: str | None) -> None:
 # register themselves).
 from shipway.cli import changes as _changes  # noqa: E402,F401  (plan, diff, history)
 from shipway.cli import generations, set_image  # noqa: E402,F401
+from shipway.cli.build import build  # noqa: E402
+from shipway.cli.destroy import destroy  # noqa: E402
 from shipway.cli.helm import helm  # noqa: E402
 
+cli.add_command(build)
+cli.add_command(destroy)
 cli.add_command(helm)
 
 

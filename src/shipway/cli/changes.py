@@ -13,7 +13,16 @@ from pathlib import Path
 
 import click
 
-from shipway.cli import Context, _list, _reporter, _run, cli, output_option, pass_obj
+from shipway.cli import (
+    Context,
+    _list,
+    _reporter,
+    _run,
+    build_option,
+    cli,
+    output_option,
+    pass_obj,
+)
 
 #: ``plan --detailed-exitcode``: the plan changes something (0: no changes). Terraform's
 #: -detailed-exitcode uses 2, which is shipway's invalid-input code.
@@ -55,6 +64,7 @@ EXIT_CHANGES = 6
     is_flag=True,
     help=f"Exit 0 when there are no changes, {EXIT_CHANGES} when there are (errors as usual).",
 )
+@build_option
 @output_option
 @pass_obj
 def plan(
@@ -67,6 +77,7 @@ def plan(
     take_over: bool,
     force: bool,
     detailed_exitcode: bool,
+    build: bool,
 ) -> None:
     """Show what a deploy to SLOT would change and do. Touches nothing, starts nothing.
 
@@ -78,7 +89,7 @@ def plan(
     do nothing. In CI: plan --detailed-exitcode exits 0 (no changes) or 6 (changes)."""
 
     def body() -> int:
-        code = show_plan(obj, slot, image, out, repair, take_host, force, take_over)
+        code = show_plan(obj, slot, image, out, repair, take_host, force, take_over, build)
         return code if detailed_exitcode else 0
 
     _run(obj, body)
@@ -93,6 +104,7 @@ def show_plan(
     take_host: bool,
     force: bool = False,
     take_over: bool = False,
+    build: bool = False,
 ) -> int:
     """``plan`` (and ``deploy --dry-run``, which is exactly this): read-only. Returns 0
     when the plan changes nothing, EXIT_CHANGES when it does."""
@@ -107,6 +119,7 @@ def show_plan(
         take_host=take_host,
         force=force,
         take_over=take_over,
+        build=build,
         reporter=_reporter(obj),  # what planning says (objects taken over, hooks left out)
     )
     detail = [] if the_plan.unchanged else api.object_diff(app, slot, the_plan)

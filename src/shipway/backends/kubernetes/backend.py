@@ -12,6 +12,8 @@ shipway errors with secret values masked):
   * :mod:`.lock` — the slot's Lease held for an operation;
   * :mod:`.drift` — objects changed outside shipway (a server-side dry run of the record;
     :mod:`.source_drift` for a source's objects: their managed fields);
+  * :mod:`.volumes` (pure) and :mod:`.claims` — a PersistentVolumeClaim per volume, its
+    status; :mod:`.destroy` — every object of the slot deleted (claims only when asked);
   * :mod:`.source_reads`, :mod:`.source_steps`, :mod:`.source_waits` — a slot whose
     objects come from a source (manifests, a chart): render, observe, claim, apply, prune,
     wait on every kind; :mod:`.set_image` — set-image on a workload shipway did not render.
@@ -19,7 +21,9 @@ shipway errors with secret values masked):
 
 from __future__ import annotations
 
+from shipway.backends.imagebuild import ImageBuilds
 from shipway.backends.kubernetes.blue_green import KubernetesBlueGreen
+from shipway.backends.kubernetes.destroy import KubernetesDestroy
 from shipway.backends.kubernetes.lock import KubernetesLock
 from shipway.backends.kubernetes.set_image import KubernetesSetImage
 from shipway.backends.kubernetes.source_drift import KubernetesSourceDrift
@@ -28,8 +32,10 @@ from shipway.backends.protocol import Drifts, GenerationBackend, SourceBackend
 
 
 class KubernetesBackend(
+    ImageBuilds,
     KubernetesSetImage,
     KubernetesSourceReads,
+    KubernetesDestroy,
     KubernetesBlueGreen,
     KubernetesLock,
     KubernetesSourceDrift,

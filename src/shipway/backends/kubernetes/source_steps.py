@@ -103,7 +103,7 @@ class KubernetesSourceSteps(KubernetesSteps, KubernetesSourceWaits):
             if unit.kind == "Job" and action == "update":
                 # A Job's template cannot change: a changed Job is a new run.
                 reporter.line(f"replacing {unit.key} (a Job's pod template cannot change)")
-                self._delete(served.resource, name, namespace)
+                self._delete_object(served.resource, name, namespace)
             applied = self.client.patch(
                 served.resource,
                 name,
@@ -150,13 +150,13 @@ class KubernetesSourceSteps(KubernetesSteps, KubernetesSourceWaits):
             if not owned or not other or meta.get("deletionTimestamp") or _ready(pod):
                 continue
             with self._edge(f"deleting pod {meta['name']} of StatefulSet/{statefulset}"):
-                self._delete(Pod, str(meta["name"]), self.namespace)
+                self._delete_object(Pod, str(meta["name"]), self.namespace)
             reporter.line(
                 f"deleted pod {meta['name']}: not ready, of an earlier revision of "
                 f"StatefulSet/{statefulset} (its controller would wait on it forever)"
             )
 
-    def _delete(self, resource: type[Any], name: str, namespace: str | None) -> None:
+    def _delete_object(self, resource: type[Any], name: str, namespace: str | None) -> None:
         try:
             self.client.delete(resource, name, namespace=namespace, cascade=CascadeType.BACKGROUND)
         except ApiError as exc:
@@ -183,7 +183,7 @@ class KubernetesSourceSteps(KubernetesSteps, KubernetesSourceWaits):
         namespace = self.namespace if served.namespaced else None
         where = f" in namespace {namespace}" if namespace else ""
         with self._edge(f"removing {step.unit}", cleanup_fix=f"delete {kind} {name}{where}"):
-            self._delete(served.resource, name, namespace)
+            self._delete_object(served.resource, name, namespace)
 
     def stop(self, clearance: Clearance, target: Target, reporter: Reporter) -> None:
         """Also the source's Deployments and StatefulSets, scaled to zero (``observe``
@@ -259,7 +259,9 @@ class KubernetesSourceSteps(KubernetesSteps, KubernetesSourceWaits):
         super().delete_records(clearance, target, revisions)
         with self._edge(f"deleting old source Secret data of {target}"):
             for revision in revisions:
-                self._delete(SecretObject, store_name(self.app.name, revision), self.namespace)
+                self._delete_object(
+                    SecretObject, store_name(self.app.name, revision), self.namespace
+                )
 
     def _values_of(self, unit: Unit) -> dict[str, Secret]:
         return {n: self._value(n) for n in _placeholders(unit)}

@@ -45,6 +45,7 @@ from typing import Any
 import yaml
 
 from shipway.backends.kubernetes import render
+from shipway.backends.kubernetes.names import dns_name
 from shipway.errors import InputError
 from shipway.release.artifact import PREREQUISITE, ROUTING, WORKLOAD, Artifact, Unit
 from shipway.spec.limits import Unreadable, read_regular_file
@@ -197,7 +198,7 @@ def source_labels(app: str, slot: str) -> dict[str, str]:
 
 
 def pod_label_value(app: str, slot: str) -> str:
-    return render.dns_name(app, slot)
+    return dns_name(app, slot)
 
 
 def is_source_unit(unit: Unit) -> bool:
