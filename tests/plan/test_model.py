@@ -88,7 +88,7 @@ def test_describe_gives_the_dry_run_lines() -> None:
     assert "  2. run the release command: rake db:migrate" in lines
     assert "  4. put to sleep: web generation g1 after 2.5s" in lines
     assert (
-        "  10. build image reg/shop:src-0123456789abcdef from Dockerfile (12 files) "
+        "  12. build image reg/shop:src-0123456789abcdef from Dockerfile (12 files) "
         "(inputs 0123456789ab)" in lines
     )
     assert lines[-1].startswith("  (made from observed state ")
