@@ -22,6 +22,7 @@ import pytest
 from lightkube import Client
 from lightkube.codecs import from_dict
 from lightkube.core.exceptions import ApiError
+from lightkube.generic_resource import create_namespaced_resource
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.resources.apps_v1 import DaemonSet, Deployment, StatefulSet
 from lightkube.resources.batch_v1 import CronJob, Job
@@ -600,7 +601,9 @@ def test_a_claim_is_never_pruned(slot: Slot, cluster_scoped: Any) -> None:
     app = write(slot, {"app.yaml": base()})
     outcome, lines = deploy(slot, app)
     assert isinstance(outcome, Rolled), lines.text
-    assert "PersistentVolumeClaim/data left the source but is not deleted" in lines.text
+    # a plan never removes a claim (invariant 11): no step deletes it, the diff says it left
+    assert "remove PersistentVolumeClaim/data" not in lines.text, lines.text
+    assert "PersistentVolumeClaim/data" in lines.text
     assert slot.client.get(PersistentVolumeClaim, "data", namespace=slot.namespace)
 
 
@@ -669,3 +672,46 @@ def test_a_source_slot_promotes_the_digest_it_runs(slot: Slot, k8s_namespaces: A
     assert promoted.returncode == 0, promoted.stdout + promoted.stderr
     live = slot.client.get(Deployment, "web", namespace=prod)
     assert live.spec.template.spec.containers[0].image == f"registry.example/web@{digest}"
+
+
+def test_destroy_deletes_the_source_objects_and_keeps_claims_and_crds(
+    slot: Slot, cluster_scoped: Any
+) -> None:
+    group = f"{slot.namespace}.example.com"
+    storage = bound_storage(cluster_scoped, slot.namespace)
+    cluster_scoped.made.append((CustomResourceDefinition, f"widgets.{group}"))
+    files = {"app.yaml": base(), "w.yaml": WORKLOADS, "crd.yaml": crd_yaml(group)}
+    app = write(slot, {**files, "claim.yaml": claim_yaml(storage)})
+    outcome, lines = deploy(slot, app)
+    assert isinstance(outcome, Rolled), lines.text
+    ns, c = slot.namespace, slot.client
+    assert c.get(Secret, "shipway.sources.v1.shop.v1", namespace=ns)  # the Secret data kept
+
+    listed = {str(i) for i in api.leftovers(app, "test1", backend=slot.backend(app))}
+    assert f"StatefulSet db (namespace {ns})" in listed
+    assert f"Widget w1 (namespace {ns})" in listed
+    assert f"PersistentVolumeClaim data (namespace {ns})" in listed
+    said = Lines()
+    gone = api.destroy(app, "test1", confirm="test1", backend=slot.backend(app), reporter=said)
+    assert not any(i.data for i in gone)
+    widget = create_namespaced_resource(group, "v1", "Widget", "widgets")
+    for kind, name in (
+        (Deployment, "web"),
+        (StatefulSet, "db"),
+        (DaemonSet, "agent"),
+        (Job, "migrate"),
+        (CronJob, "report"),
+        (ConfigMap, "web-config"),
+        (Secret, "web-secret"),
+        (widget, "w1"),
+        (Secret, "shipway.sources.v1.shop.v1"),
+        (Secret, records.record_name("shop", 1)),
+    ):
+        with pytest.raises(ApiError) as err:
+            c.get(kind, name, namespace=ns)
+        assert err.value.status.code == 404, f"{kind.__name__}/{name} is still there"
+    # a claim only with --volumes; a CRD never (it would take every Widget in the cluster)
+    assert c.get(PersistentVolumeClaim, "data", namespace=ns)
+    assert c.get(CustomResourceDefinition, f"widgets.{group}")
+    assert f"CustomResourceDefinition/widgets.{group} stays" in said.text
+    assert api.history(app, "test1", backend=slot.backend(app)) == []

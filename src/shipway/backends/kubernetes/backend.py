@@ -16,16 +16,17 @@ shipway errors with secret values masked):
     status; :mod:`.destroy` — every object of the slot deleted (claims only when asked);
   * :mod:`.source_reads`, :mod:`.source_steps`, :mod:`.source_waits` — a slot whose
     objects come from a source (manifests, a chart): render, observe, claim, apply, prune,
-    wait on every kind; :mod:`.set_image` — set-image on a workload shipway did not render.
+    wait on every kind; :mod:`.source_destroy` — destroy of its objects too;
+    :mod:`.set_image` — set-image on a workload shipway did not render.
 """
 
 from __future__ import annotations
 
 from shipway.backends.imagebuild import ImageBuilds
 from shipway.backends.kubernetes.blue_green import KubernetesBlueGreen
-from shipway.backends.kubernetes.destroy import KubernetesDestroy
 from shipway.backends.kubernetes.lock import KubernetesLock
 from shipway.backends.kubernetes.set_image import KubernetesSetImage
+from shipway.backends.kubernetes.source_destroy import KubernetesSourceDestroy
 from shipway.backends.kubernetes.source_drift import KubernetesSourceDrift
 from shipway.backends.kubernetes.source_reads import KubernetesSourceReads
 from shipway.backends.protocol import Drifts, GenerationBackend, SourceBackend
@@ -35,7 +36,7 @@ class KubernetesBackend(
     ImageBuilds,
     KubernetesSetImage,
     KubernetesSourceReads,
-    KubernetesDestroy,
+    KubernetesSourceDestroy,
     KubernetesBlueGreen,
     KubernetesLock,
     KubernetesSourceDrift,
