@@ -23,6 +23,7 @@ from shipway.engine.sequence import RolloutSequence
 from shipway.engine.walk import WalkResult
 from shipway.errors import InputError
 from shipway.guard import Clearance
+from shipway.plan.change import Diff
 from shipway.plan.model import NoOp, Observed, Plan, SetImage, Step, WaitImage
 from shipway.release import history
 from shipway.release.model import Release, ReleaseStatus
@@ -126,6 +127,16 @@ class Workloads(RolloutSequence):
                     actor=self.actor,
                 )
             steps: tuple[Step, ...]
+            if was == image and deployed is not None:  # "no changes": no revision either
+                return Plan(
+                    app=app.name,
+                    slot=slot_name,
+                    backend=sb.name,
+                    operation="set-image",
+                    steps=(NoOp(reason=f"{where} already runs {image}"),),
+                    observed=observed.summary(),
+                    diff=Diff(deployed.revision, None, ()),
+                )
             if was == image:
                 steps = (NoOp(reason=f"{where} already runs {image}"),)
             else:
