@@ -715,3 +715,15 @@ def test_destroy_deletes_the_source_objects_and_keeps_claims_and_crds(
     assert c.get(CustomResourceDefinition, f"widgets.{group}")
     assert f"CustomResourceDefinition/widgets.{group} stays" in said.text
     assert api.history(app, "test1", backend=slot.backend(app)) == []
+
+
+def test_build_is_refused_on_a_source_slot_before_anything_is_touched(slot: Slot) -> None:
+    app = write(slot, {"app.yaml": base()})
+    for command in ("plan", "deploy"):
+        result = slot.cli(command, "test1", "--build")
+        assert result.returncode == 2, result.stdout + result.stderr
+        assert "takes its objects from a source" in result.stderr
+        assert "deploy --image REF" in result.stderr
+    with pytest.raises(ApiError):
+        slot.client.get(Deployment, "web", namespace=slot.namespace)
+    assert slot.statuses(app) == {}
