@@ -37,7 +37,7 @@ from shipway.backends.kubernetes import records
 from shipway.engine.outcome import NoAnchor, Rolled, RolledBack, Unchanged
 from shipway.errors import InputError
 from tests.backends.kubernetes.conftest import Lines, Slot
-from tests.testenv.k8s import audit_events
+from tests.testenv.k8s import audit_events, wait_for
 
 pytestmark = pytest.mark.k8s
 
@@ -727,3 +727,51 @@ def test_build_is_refused_on_a_source_slot_before_anything_is_touched(slot: Slot
     with pytest.raises(ApiError):
         slot.client.get(Deployment, "web", namespace=slot.namespace)
     assert slot.statuses(app) == {}
+
+
+def test_a_cronjobs_failed_last_job_is_reported(slot: Slot) -> None:
+    app = write(slot, {"w.yaml": WORKLOADS}, spec("CronJob/report"))
+    outcome, lines = deploy(slot, app)
+    assert isinstance(outcome, Rolled), lines.text
+    ns = slot.namespace
+    cron = slot.client.get(CronJob, "report", namespace=ns)
+    owner = {"apiVersion": "batch/v1", "kind": "CronJob", "name": "report"}
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": "report-manual",
+            "namespace": ns,
+            "ownerReferences": [{**owner, "uid": cron.metadata.uid, "controller": True}],
+        },
+        "spec": {
+            "backoffLimit": 0,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {"name": "report", "image": "registry.example/report:crashloop"}
+                    ],
+                }
+            },
+        },
+    }
+    slot.client.create(from_dict(job))
+    wait_for(
+        slot.client,
+        Job,
+        "report-manual",
+        lambda j: any(
+            c.type == "Failed" and c.status == "True"
+            for c in (j.status and j.status.conditions) or []
+        ),
+        namespace=ns,
+        timeout=60,
+        what="the CronJob's Job failed",
+    )
+    # it failed before this deploy: said, and the deploy is not failed for it
+    outcome, lines = deploy(slot, app, image="registry.example/report:2")
+    assert isinstance(outcome, Rolled), lines.text
+    assert "note: CronJob/report: its last Job report-manual failed before this deploy" in (
+        lines.text
+    )
