@@ -53,15 +53,10 @@ class KubernetesSourceDestroy(KubernetesDestroy, KubernetesSourceState):
         }
         found: list[tuple[ServedKind, str]] = []
         for api_version, kind in sorted(kinds):
-            served = self._src().discovery.find(api_version, kind)
-            if served is None or kind in KEPT:  # no longer served: nothing of it is left
-                continue
-            for obj in self.client.list(
-                served.resource,
-                namespace=self.namespace if served.namespaced else None,
-                labels=self._source_labels(),
-            ):
-                found.append((served, str(obj.to_dict()["metadata"]["name"])))
+            listed = None if kind in KEPT else self._listed(api_version, kind)
+            if listed is not None:
+                served, objects = listed
+                found += [(served, str(o["metadata"]["name"])) for o in objects]
         found.sort(key=lambda f: (f[0].kind == CLAIM, -RANKS.get(f[0].kind, OTHER_RANK)))
         return found
 

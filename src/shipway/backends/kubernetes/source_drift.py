@@ -43,17 +43,9 @@ class KubernetesSourceDrift(KubernetesDrift, KubernetesSourceState):
         out: list[str] = []
         for api_version, kind in kinds:
             with self._edge(f"reading the {kind} objects of {self.app.name}/{self.slot.name}"):
-                served = self._src().discovery.find(api_version, kind)
-                if served is None:
-                    continue
-                found = self.client.list(
-                    served.resource,
-                    namespace=self.namespace if served.namespaced else None,
-                    labels=self._source_labels(),
-                )
-                for obj in found:
-                    live = obj.to_dict()
-                    key = source_key(api_version, kind, str(live["metadata"]["name"]))
-                    if key in wanted and edited_since_applied(live):
-                        out.append(key)
+                listed = self._listed(api_version, kind)
+            for live in listed[1] if listed else []:
+                key = source_key(api_version, kind, str(live["metadata"]["name"]))
+                if key in wanted and edited_since_applied(live):
+                    out.append(key)
         return sorted(out)

@@ -200,16 +200,8 @@ class KubernetesSourceReads(KubernetesReads, KubernetesSourceState):
         src = self._src()
         for api_version, kind in sorted(kinds):
             with self._edge(f"listing the {kind} objects of {target}"):
-                served = src.discovery.find(api_version, kind)
-                if served is None:  # no longer served (its CRD is gone): nothing to list
-                    continue
-                found = self.client.list(
-                    served.resource,
-                    namespace=self.namespace if served.namespaced else None,
-                    labels=self._source_labels(),
-                )
-                for obj in found:
-                    live = obj.to_dict()
+                listed = self._listed(api_version, kind)
+                for live in listed[1] if listed else []:
                     meta = live.get("metadata") or {}
                     key = source_key(api_version, kind, str(meta.get("name")))
                     digest = (meta.get("annotations") or {}).get(render.DIGEST)

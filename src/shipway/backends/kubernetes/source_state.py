@@ -71,6 +71,21 @@ class KubernetesSourceState(KubernetesState):
             )
         return served
 
+    def _listed(self, api_version: str, kind: str) -> tuple[ServedKind, list[Any]] | None:
+        """The slot's source objects of one kind as the cluster has them now (plain dicts,
+        by the source labels, in the kind's scope), with the kind as served; None when the
+        cluster no longer serves it (its CRD is gone: nothing of it is left). The caller
+        holds the edge."""
+        served = self._src().discovery.find(api_version, kind)
+        if served is None:
+            return None
+        found = self.client.list(
+            served.resource,
+            namespace=self.namespace if served.namespaced else None,
+            labels=self._source_labels(),
+        )
+        return served, [obj.to_dict() for obj in found]
+
     def _history_units(self) -> list[Unit]:
         """Every unit of every record read or written in this operation."""
         src = self._src()

@@ -195,12 +195,13 @@ class KubernetesSourceSteps(KubernetesSteps, KubernetesSourceWaits):
         for api_version, kind in sorted(kinds):
             if kind not in STOPPED_KINDS:
                 continue
-            served = self._served({"apiVersion": api_version, "kind": kind})
             with self._edge(f"stopping the {kind} objects of {target}"):
-                for obj in self.client.list(
-                    served.resource, namespace=self.namespace, labels=self._source_labels()
-                ):
-                    name = obj.to_dict()["metadata"]["name"]
+                listed = self._listed(api_version, kind)
+                if listed is None:  # no longer served: nothing of it runs
+                    continue
+                served, objects = listed
+                for obj in objects:
+                    name = obj["metadata"]["name"]
                     self.client.patch(
                         served.resource,
                         name,
