@@ -77,6 +77,12 @@ class Workloads(RolloutSequence):
             or f"{operation} {source.describe()}" + (f" with {resolved.ref}" if resolved else ""),
             actor=self.actor,
         )
+        if view.volumes:
+            self.reporter.line(
+                f"note: the app's volumes ({', '.join(sorted(view.volumes))}) are not mounted "
+                f"on slot {slot_name!r}: its objects come from a source (hint: declare a "
+                "PersistentVolumeClaim in the source and mount it there)"
+            )
         if view.release_command:
             self.reporter.line(
                 f"note: the release command is not run on slot {slot_name!r}: its objects come "

@@ -775,3 +775,13 @@ def test_a_cronjobs_failed_last_job_is_reported(slot: Slot) -> None:
     assert "note: CronJob/report: its last Job report-manual failed before this deploy" in (
         lines.text
     )
+
+
+def test_the_apps_volumes_are_said_not_to_be_mounted_on_a_source_slot(slot: Slot) -> None:
+    volume = '\n[volumes.media]\npath = "media"\n'
+    write(slot, {"app.yaml": base()}, spec("Deployment/web:app") + volume)
+    result = slot.cli("plan", "test1")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "the app's volumes (media) are not mounted on slot 'test1'" in (
+        result.stdout + result.stderr
+    )
