@@ -1,65 +1,79 @@
-"""Blue-green commands: ``gens``, ``switch``, ``sleep``, ``wake``, ``gc`` (a slot's
-generations, and the switches between them). Kept apart from the core commands; they use
-the same helpers (``_run``, ``_roll``, the options) and register on the same group.
+"""``shipway gens | switch | sleep | wake | gc``: the generations of a blue-green slot.
+
+Engine clients are imported inside the commands, so ``shipway --help`` stays fast.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from shipway.cli import (
     Context,
     _confirmation,
-    _list,
     _reporter,
     _roll,
     _run,
-    cli,
     confirm_option,
+    one_slot,
     output_option,
+    pick_slot,
+    slot_argument,
     take_host_option,
     timeout_options,
 )
+from shipway.cli.completion import complete_generation
+
+if TYPE_CHECKING:
+    from shipway.backends.protocol import Reporter
+    from shipway.engine.outcome import Outcome
+    from shipway.spec.model import App
 
 pass_obj = click.make_pass_decorator(Context, ensure=True)
 
 
-@cli.command()
-@click.argument("slot")
+def generation_argument(f: Any) -> Any:
+    # not required for click: with one slot, GENERATION may arrive in SLOT's place
+    return click.argument(
+        "generation", required=False, metavar="GENERATION", shell_complete=complete_generation
+    )(f)
+
+
+def _slot_and_generation(app: App, slot: str | None, generation: str | None) -> tuple[str, str]:
+    name, gen = pick_slot(app, slot, generation)
+    if gen is None:
+        from shipway.errors import InputError
+
+        raise InputError("GENERATION is missing (hint: shipway gens SLOT lists them)")
+    return str(name), str(gen)
+
+
+@click.command()
+@slot_argument
 @output_option
 @pass_obj
-def gens(obj: Context, slot: str) -> None:
+def gens(obj: Context, slot: str | None) -> None:
     """List SLOT's generations (blue-green): release, state (live / awake / asleep), age."""
 
     def body() -> int:
         from shipway import api
+        from shipway.cli.report import age, listing
 
-        rows = [g.to_json() for g in api.generations(obj.app(), slot)]
+        app = obj.app()
+        name = one_slot(app, slot)
+        rows = [g.to_json() for g in api.generations(app, name)]
         if not obj.json:
             for row in rows:
-                row["age"] = _age(str(row["created_at"]))
-        return _list(obj, slot, "generations", rows, ["name", "state", "release", "age"])
+                row["age"] = age(str(row["created_at"]))
+        return listing(obj.json, name, "generations", rows, ["name", "state", "release", "age"])
 
     _run(obj, body)
 
 
-def _age(stamp: str) -> str:
-    from datetime import UTC, datetime
-
-    try:
-        then = datetime.fromisoformat(stamp)
-    except ValueError:
-        return stamp
-    seconds = int((datetime.now(UTC) - then).total_seconds())
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size}{unit}"
-    return f"{max(seconds, 0)}s"
-
-
-@cli.command()
-@click.argument("slot")
-@click.argument("generation")
+@click.command()
+@slot_argument
+@generation_argument
 @confirm_option
 @take_host_option
 @timeout_options
@@ -67,8 +81,8 @@ def _age(stamp: str) -> str:
 @pass_obj
 def switch(
     obj: Context,
-    slot: str,
-    generation: str,
+    slot: str | None,
+    generation: str | None,
     confirm: str | None,
     take_host: bool,
     timeout: float,
@@ -78,65 +92,63 @@ def switch(
 
     from shipway import api
 
-    _roll(
-        obj,
-        lambda app, reporter: api.switch(
+    def operation(app: App, reporter: Reporter) -> Outcome:
+        name, gen = _slot_and_generation(app, slot, generation)
+        return api.switch(
             app,
-            slot,
-            generation,
-            confirm=_confirmation(app, slot, confirm),
+            name,
+            gen,
+            confirm=_confirmation(app, name, confirm),
             take_host=take_host,
             timeout=timeout,
             rollback_timeout=rollback_timeout,
             reporter=reporter,
-        ),
-    )
+        )
+
+    _roll(obj, operation)
 
 
-def _generation_command(name: str, doc: str) -> None:
-    @cli.command(name=name, help=doc)
-    @click.argument("slot")
-    @click.argument("generation")
+def _generation_command(verb: str, doc: str) -> click.Command:
+    @click.command(name=verb, help=doc)
+    @slot_argument
+    @generation_argument
     @confirm_option
     @output_option
     @pass_obj
-    def command(obj: Context, slot: str, generation: str, confirm: str | None) -> None:
+    def command(
+        obj: Context, slot: str | None, generation: str | None, confirm: str | None
+    ) -> None:
         def body() -> int:
             from shipway import api
             from shipway.cli.report import emit_json
 
             app = obj.app()
-            action = api.sleep if name == "sleep" else api.wake
+            name, gen = _slot_and_generation(app, slot, generation)
+            action = api.sleep if verb == "sleep" else api.wake
             action(
-                app,
-                slot,
-                generation,
-                confirm=_confirmation(app, slot, confirm),
-                reporter=_reporter(obj),
+                app, name, gen, confirm=_confirmation(app, name, confirm), reporter=_reporter(obj)
             )
-            state = "asleep" if name == "sleep" else "awake (no traffic moved)"
+            state = "asleep" if verb == "sleep" else "awake (no traffic moved)"
             if obj.json:
-                emit_json({"slot": slot, "generation": generation, "state": state})
+                emit_json({"slot": name, "generation": gen, "state": state})
             else:
-                click.echo(f"{generation} is {state}")
+                click.echo(f"{gen} is {state}")
             return 0
 
         _run(obj, body)
 
-
-_generation_command("sleep", "Put GENERATION of SLOT to sleep (scaled to zero, kept).")
-_generation_command("wake", "Wake GENERATION of SLOT and wait until ready; no traffic moves.")
+    return command
 
 
-@cli.command()
-@click.argument("slot")
+@click.command()
+@slot_argument
 @click.option(
     "--keep", type=int, default=2, show_default=True, help="How many asleep generations to keep."
 )
 @confirm_option
 @output_option
 @pass_obj
-def gc(obj: Context, slot: str, keep: int, confirm: str | None) -> None:
+def gc(obj: Context, slot: str | None, keep: int, confirm: str | None) -> None:
     """Delete SLOT's asleep generations beyond the KEEP newest; never the live one."""
 
     def body() -> int:
@@ -144,13 +156,23 @@ def gc(obj: Context, slot: str, keep: int, confirm: str | None) -> None:
         from shipway.cli.report import emit_json
 
         app = obj.app()
+        name = one_slot(app, slot)
         deleted = api.gc(
-            app, slot, keep, confirm=_confirmation(app, slot, confirm), reporter=_reporter(obj)
+            app, name, keep, confirm=_confirmation(app, name, confirm), reporter=_reporter(obj)
         )
         if obj.json:
-            emit_json({"slot": slot, "deleted": deleted})
+            emit_json({"slot": name, "deleted": deleted})
         else:
             click.echo(f"deleted {len(deleted)} generation(s): {', '.join(deleted) or '-'}")
         return 0
 
     _run(obj, body)
+
+
+COMMANDS = [
+    gens,
+    switch,
+    _generation_command("sleep", "Put GENERATION of SLOT to sleep (scaled to zero, kept)."),
+    _generation_command("wake", "Wake GENERATION of SLOT and wait until ready; no traffic moves."),
+    gc,
+]

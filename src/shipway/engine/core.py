@@ -23,6 +23,7 @@ from shipway.engine.build import planned, with_build
 from shipway.engine.context import DEFAULT_ROLLBACK_TIMEOUT, DEFAULT_TIMEOUT, marked
 from shipway.engine.destroy import Destruction
 from shipway.engine.ids import fresh_ids, restart_ids
+from shipway.engine.oneoff import OneOffs
 from shipway.engine.outcome import Outcome
 from shipway.engine.signals import signals_raise
 from shipway.engine.workloads import Workloads
@@ -41,7 +42,7 @@ from shipway.spec.parse import from_snapshot
 from shipway.spec.secrets import Secret
 
 
-class Engine(Workloads, BlueGreen, Destruction):
+class Engine(Workloads, BlueGreen, Destruction, OneOffs):
     """Drives one backend for one app's slots. Knows nothing of which backend it drives."""
 
     def plan_deploy(
@@ -325,8 +326,9 @@ class Engine(Workloads, BlueGreen, Destruction):
 
         undo = self._sleep_new if blue_green else self._restore_anchor
         return self._rollout(
-            clearance, target, app, secrets, make_plan, undo, timeout, rollback_timeout
-        )
+            clearance, target, app, secrets, make_plan, undo, timeout, rollback_timeout,
+            check_data=True,
+        )  # fmt: skip
 
     def rollback(
         self,

@@ -173,5 +173,5 @@ class Workloads(RolloutSequence):
             return f"{s.workload}:{s.container} on {s.was}"
 
         return self._rollout(
-            clearance, target, app, {}, build, undo, timeout, rollback_timeout, restores
+            clearance, target, app, {}, build, undo, timeout, rollback_timeout, restores=restores
         )
