@@ -28,7 +28,7 @@ EXPECTED = [
     "Reporter", "RollbackFailed", "Rolled", "RolledBack", "ShipwayError", "Slot", "SlotLocked",
     "SlotStatus", "SpecInvalid", "StalePlan", "Target", "Unchanged", "__version__", "build",
     "clear", "deploy", "destroy", "diff", "helm_history", "helm_release", "history", "load",
-    "logs", "plan", "promote", "repair", "restart", "rollback", "run", "status",
+    "logs", "plan", "promote", "repair", "restart", "rollback", "run", "set_image", "status",
     "stop",
 ]  # fmt: skip
 

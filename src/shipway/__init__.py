@@ -36,6 +36,7 @@ if TYPE_CHECKING:
         restart,
         rollback,
         run,
+        set_image,
         status,
         stop,
     )
@@ -72,8 +73,7 @@ __version__ = "0.1.0"
 _WHERE = {
     "shipway.api": (
         "SlotStatus build clear deploy destroy diff helm_history helm_release history load logs "
-        "plan "
-        "promote repair restart rollback run status stop"
+        "plan promote repair restart rollback run set_image status stop"
     ),
     # what api functions take: a backend of one's own (``backend=``), where progress goes
     # (``reporter=``)
@@ -167,6 +167,7 @@ __all__ = [
     "restart",
     "rollback",
     "run",
+    "set_image",
     "status",
     "stop",
 ]

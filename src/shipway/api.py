@@ -84,6 +84,7 @@ def plan(
     *,
     image: str | None = None,
     take_host: bool = False,
+    take_over: bool = False,
     repair: bool = False,
     force: bool = False,
     build: bool = False,
@@ -92,7 +93,9 @@ def plan(
 ) -> Plan:
     """What a deploy (or, with ``repair``, a repair) would do now, and what it changes
     (``plan.diff``; ``plan.unchanged``: "no changes", unless ``force``). Mutates nothing,
-    starts nothing; with ``build``, its first step says what would be built, or reused."""
+    starts nothing; with ``build``, its first step says what would be built, or reused.
+    ``take_over``: plan taking objects of the slot's source that someone else owns (without
+    it they are refused, naming their owners)."""
     if repair and (image is not None or force or build):
         flag = "--image" if image is not None else "--force" if force else "--build"
         raise InputError(f"a repair re-asserts the deployed release: it takes no {flag}")
@@ -100,7 +103,13 @@ def plan(
         if repair:
             return engine.plan_repair(app, slot)
         return engine.plan_deploy(
-            app, slot, image=image, take_host=take_host, force=force, build=build
+            app,
+            slot,
+            image=image,
+            take_host=take_host,
+            force=force,
+            build=build,
+            take_over=take_over,
         )
 
 
@@ -146,6 +155,7 @@ def deploy(
     saved_plan: Plan | None = None,
     take_host: bool = False,
     force: bool = False,
+    take_over: bool = False,
     build: bool = False,
     timeout: float = DEFAULT_TIMEOUT,
     rollback_timeout: float = DEFAULT_ROLLBACK_TIMEOUT,
@@ -155,7 +165,8 @@ def deploy(
     """Roll out to ``slot``. Nothing differs: ``Unchanged``, nothing applied and no
     revision recorded, unless ``force``. With ``build``, the image is built from the app's
     source first (or the one built from the same source reused) and deployed by its pushed
-    digest."""
+    digest. ``take_over``: objects of the slot's source that someone else owns (a Helm
+    release, another field manager) are taken, and said so, instead of refused."""
     clearance = clear(app, slot, confirm)
     with _engine(app, slot, backend, reporter) as engine:
         return engine.deploy(
@@ -166,6 +177,7 @@ def deploy(
             saved=saved_plan,
             take_host=take_host,
             force=force,
+            take_over=take_over,
             build=build,
             timeout=timeout,
             rollback_timeout=rollback_timeout,
@@ -309,6 +321,39 @@ def promote(
             description=f"promote {slot} r{deployed.revision} ({ref})",
             timeout=timeout,
             rollback_timeout=rollback_timeout,
+        )
+
+
+def set_image(
+    app: App,
+    slot: str,
+    workload: str,
+    image: str,
+    *,
+    confirm: str | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    rollback_timeout: float = DEFAULT_ROLLBACK_TIMEOUT,
+    backend: Backend | None = None,
+    reporter: Reporter | None = None,
+) -> Outcome:
+    """Roll ``workload`` (``KIND/NAME[:CONTAINER]``, a Deployment, StatefulSet, DaemonSet or
+    CronJob of the slot's namespace that shipway did not render) to ``image``, under the
+    slot's guard and lock: its current image is the anchor, put back when the new one
+    fails; recorded in the slot's history."""
+    from shipway.spec.source import ContainerRef
+
+    ref = ContainerRef.parse(workload)
+    if ref is None:
+        raise InputError(
+            f"{workload!r} is not KIND/NAME[:CONTAINER] (e.g. Deployment/web or "
+            "StatefulSet/db:postgres)"
+        )
+    if not image.strip() or any(c.isspace() for c in image):
+        raise InputError(f"{image!r} is not an image reference")
+    clearance = clear(app, slot, confirm)
+    with _engine(app, slot, backend, reporter) as engine:
+        return engine.set_image(
+            clearance, app, slot, ref, image, timeout=timeout, rollback_timeout=rollback_timeout
         )
 
 

@@ -7,6 +7,7 @@
     │   ├── SpecInvalid                       a spec file failed validation (carries every error)
     │   ├── UnknownSlot
     │   ├── HostTaken                         a host another app or slot serves
+    │   ├── ObjectsTaken                      objects another manager owns (Helm, kubectl …)
     │   ├── SecretUnavailable                 a secret reference cannot be resolved
     │   └── ImageMetadataMissing              image gone and no recorded release knows it
     ├── GuardRefused                  exit 3  the guard refused: confirmation missing or wrong,
@@ -96,6 +97,21 @@ class HostTaken(InputError):
         super().__init__(
             f"host {host} is served by {owner}; refusing to take it "
             "(hint: pass --take-host to move it to this slot)"
+        )
+
+
+class ObjectsTaken(InputError):
+    """Objects a source would apply already exist and belong to someone else (a Helm
+    release, another field manager, another slot); taking them needs ``--take-over``."""
+
+    def __init__(self, owners: dict[str, str]) -> None:
+        self.owners = dict(owners)
+        lines = [f"  {key}: {owner}" for key, owner in sorted(owners.items())]
+        super().__init__(
+            f"{len(owners)} object{'s' if len(owners) != 1 else ''} of this slot's source "
+            "already exist and belong to someone else; refusing to take them:\n"
+            + "\n".join(lines)
+            + "\n(hint: pass --take-over to take them, or remove them from the source)"
         )
 
 

@@ -20,7 +20,7 @@ from shipway.plan import (
     WaitRollout,
     changes_between,
 )
-from shipway.plan.model import STEP_TYPES
+from shipway.plan.model import STEP_TYPES, SetImage, WaitImage
 from shipway.release.artifact import Artifact, Unit
 from shipway.release.model import Release, ReleaseStatus
 
@@ -34,6 +34,8 @@ ALL_STEPS = [
     DropHost(host="shop.example.com", generation="g1"),
     Remove(unit="Service/old", kind="Service", reason="no longer declared"),
     NoOp(reason="nothing changed"),
+    SetImage(workload="Deployment/web", container="app", image="reg/web:2", was="reg/web:1"),
+    WaitImage(workload="Deployment/web", container="app", image="reg/web:2"),
     Build(
         kind="image",
         what="reg/shop:src-0123456789abcdef",
@@ -86,7 +88,7 @@ def test_describe_gives_the_dry_run_lines() -> None:
     assert "  2. run the release command, before any new process starts: rake db:migrate" in lines
     assert "  4. put to sleep: web generation g1 after 2.5s" in lines
     assert (
-        "  10. build image reg/shop:src-0123456789abcdef from Dockerfile (12 files) "
+        "  12. build image reg/shop:src-0123456789abcdef from Dockerfile (12 files) "
         "(inputs 0123456789ab)" in lines
     )
     assert lines[-1].startswith("  (made from observed state ")

@@ -28,6 +28,8 @@ from shipway.plan.model import (
     PointHost,
     Remove,
     Scale,
+    SetImage,
+    WaitImage,
     WaitReplicas,
     WaitRollout,
 )
@@ -35,6 +37,7 @@ from shipway.release.artifact import Artifact, Unit
 from shipway.release.model import BuildKind, ImageMeta, Release
 from shipway.spec.model import App, Slot, Target
 from shipway.spec.secrets import Masker, Secret
+from shipway.spec.source import ContainerRef
 
 
 class Reporter(Protocol):
@@ -633,6 +636,38 @@ class Generations(Protocol):
         ...
 
 
+class Sources(Protocol):
+    """What a backend adds whose slots may take their objects from a source (the team's
+    manifests, a chart) and whose namespace holds workloads shipway did not render
+    (``set-image``): Kubernetes. ``render`` reads the source for such a slot."""
+
+    def undeployable(self, app: App, slot: Slot) -> str | None:
+        """Why a deploy cannot render ``slot``'s objects here (its source is only a
+        declaration: a chart without Helm's SDK), with the fix; None when it can."""
+        ...
+
+    def claim(
+        self, target: Target, artifact: Artifact, take_over: bool, reporter: Reporter
+    ) -> None:
+        """Read-only, before anything is applied: refuse (InputError) objects of
+        ``artifact`` the cluster has no kind for, cluster-scoped ones the slot does not
+        allow, and ones another manager owns — those unless ``take_over``, which says whose
+        they were instead (and lets the apply take them)."""
+        ...
+
+    def workload_image(self, target: Target, ref: ContainerRef) -> tuple[str, str]:
+        """(container, image) that ``ref``'s container runs now: set-image's anchor."""
+        ...
+
+    def set_image(
+        self, clearance: Clearance, target: Target, step: SetImage, reporter: Reporter
+    ) -> None: ...
+
+    def wait_image(
+        self, target: Target, step: WaitImage, deadline: float, reporter: Reporter
+    ) -> Failure | None: ...
+
+
 class Volumes(Protocol):
     """The slot's volumes: data that belongs to the app and slot, not to a release."""
 
@@ -702,6 +737,21 @@ class Backend(
 @runtime_checkable
 class GenerationBackend(Backend, Generations, Protocol):
     """A backend that also keeps generations (blue/green): local and Kubernetes."""
+
+
+@runtime_checkable
+class SourceBackend(Backend, Sources, Protocol):
+    """A backend whose slots may take their objects from a source: Kubernetes."""
+
+
+def sources_of(backend: Backend) -> SourceBackend:
+    """The backend as one with sources and workloads of its own, or an InputError."""
+    if not isinstance(backend, SourceBackend):
+        raise InputError(
+            f"the {backend.name} backend takes no manifests or charts and has no workloads "
+            "of its own (hint: use a kubernetes slot)"
+        )
+    return backend
 
 
 def generations_of(backend: Backend) -> GenerationBackend:

@@ -277,6 +277,7 @@ def cli(ctx: click.Context, spec_file: str | None) -> None:
       shipway logs local web -f         follow a process's log
       shipway run prod -- CMD ARGS      a one-off command in the deployed release
       shipway stop local                stop what runs in a slot (records stay)
+      shipway set-image prod Deployment/web REF   roll a workload shipway did not render
       shipway destroy test1 --confirm test1   delete it all but the volumes
       shipway ls                        every app and slot this machine runs
       shipway completion bash           shell completion (see README)
@@ -313,7 +314,9 @@ def validate(obj: Context) -> None:
             )
         else:
             click.echo(
-                f"ok: {app.name} — processes: {', '.join(app.processes)}; slots: {', '.join(slots)}"
+                f"ok: {app.name} — processes: "
+                + (", ".join(app.processes) or "none (every slot's objects come from a source)")
+                + f"; slots: {', '.join(slots)}"
             )
         return 0
 
@@ -382,6 +385,14 @@ def take_host_option(f: F) -> F:
     )(f)
 
 
+def take_over_option(f: F) -> F:
+    return click.option(
+        "--take-over",
+        is_flag=True,
+        help="Source slots: take objects a Helm release or another tool owns (said, per object).",
+    )(f)
+
+
 @cli.command()
 @slot_argument
 @click.option("--image", metavar="REF", help="Deploy this image instead of the spec's.")
@@ -404,6 +415,7 @@ def take_host_option(f: F) -> F:
 )
 @confirm_option
 @take_host_option
+@take_over_option
 @build_option
 @timeout_options
 @output_option
@@ -417,6 +429,7 @@ def deploy(
     force: bool,
     confirm: str | None,
     take_host: bool,
+    take_over: bool,
     build: bool,
     timeout: float,
     rollback_timeout: float,
@@ -427,14 +440,15 @@ def deploy(
 
     When nothing differs from the deployed release (spec, image, secrets, and the target
     matching its record) it says "no changes", applies nothing, records no revision and
-    exits 0; --force rolls every process anyway."""
+    exits 0; --force rolls every process anyway. For a slot whose objects come from a
+    source, --image sets the image of the containers the source's image_containers names."""
     if dry_run:
         if plan_file:
             _fail(obj, 2, "--dry-run prints a new plan; it takes no --plan FILE")
         from shipway.cli.changes import show_plan
 
         def dry_run_body() -> int:
-            show_plan(obj, slot, image, None, False, take_host, force, build)
+            show_plan(obj, slot, image, None, False, take_host, force, take_over, build)
             return 0
 
         _run(obj, dry_run_body)
@@ -452,6 +466,7 @@ def deploy(
             image=image,
             take_host=take_host,
             force=force,
+            take_over=take_over,
             build=build,
             timeout=timeout,
             rollback_timeout=rollback_timeout,
@@ -598,6 +613,7 @@ def stop(obj: Context, slot: str | None, confirm: str | None) -> None:
 # Commands kept in their own modules; imported last, as they use what is above.
 from shipway.cli import changes as _changes  # noqa: E402,F401  (plan, diff, history)
 from shipway.cli import generations, init, logs, reads  # noqa: E402
+from shipway.cli import set_image as _set_image  # noqa: E402,F401  (set-image)
 from shipway.cli.build import build  # noqa: E402
 from shipway.cli.completion import completion  # noqa: E402
 from shipway.cli.destroy import destroy  # noqa: E402

@@ -16,6 +16,7 @@ import click
 
 from shipway.cli import (
     Context,
+    _reporter,
     _revision,
     _run,
     build_option,
@@ -59,6 +60,11 @@ EXIT_CHANGES = 6
     help="Blue-green slots: plan taking a host another app or slot serves today.",
 )
 @click.option(
+    "--take-over",
+    is_flag=True,
+    help="Source slots: plan taking objects a Helm release or another tool owns.",
+)
+@click.option(
     "--force",
     is_flag=True,
     help="Plan the redeploy `deploy --force` would do even when nothing changed.",
@@ -78,6 +84,7 @@ def plan(
     out: str | None,
     repair: bool,
     take_host: bool,
+    take_over: bool,
     force: bool,
     detailed_exitcode: bool,
     build: bool,
@@ -92,7 +99,7 @@ def plan(
     do nothing. In CI: plan --detailed-exitcode exits 0 (no changes) or 6 (changes)."""
 
     def body() -> int:
-        code = show_plan(obj, slot, image, out, repair, take_host, force, build)
+        code = show_plan(obj, slot, image, out, repair, take_host, force, take_over, build)
         return code if detailed_exitcode else 0
 
     _run(obj, body)
@@ -106,6 +113,7 @@ def show_plan(
     repair: bool,
     take_host: bool,
     force: bool = False,
+    take_over: bool = False,
     build: bool = False,
 ) -> int:
     """``plan`` (and ``deploy --dry-run``, which is exactly this): read-only. Returns 0
@@ -115,7 +123,15 @@ def show_plan(
     app = obj.app()
     slot = one_slot(app, given)
     the_plan = api.plan(
-        app, slot, image=image, repair=repair, take_host=take_host, force=force, build=build
+        app,
+        slot,
+        image=image,
+        repair=repair,
+        take_host=take_host,
+        force=force,
+        take_over=take_over,
+        build=build,
+        reporter=_reporter(obj),  # what planning says (objects taken over, hooks left out)
     )
     detail = [] if the_plan.unchanged else api.object_diff(app, slot, the_plan)
     if out:

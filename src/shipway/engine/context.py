@@ -54,10 +54,16 @@ def marked(release: Release, secrets: Mapping[str, Secret], records: Sequence[Re
     """``release`` with the marks of the secret values it runs with (those its spec refers
     to), under the salt the slot's records share (a new one for a new slot). The marks let
     a diff name which secret changed; they are never shown."""
-    salt = next(
-        (r.secret_marks.salt for r in history.ordered(records)[::-1] if r.secret_marks.salt),
-        "",
-    ) or _random.token_hex(16)
+    salt = (
+        next(
+            (r.secret_marks.salt for r in history.ordered(records)[::-1] if r.secret_marks.salt),
+            "",
+        )
+        # a new slot's: the one this release drew when it was planned (a source's Secret
+        # data is named under it), else a new one
+        or release.secret_marks.salt
+        or _random.token_hex(16)
+    )
     names = (release.spec or {}).get("secrets") or {}
     marks = {name: secrets[name].mark(salt) for name in names if name in secrets}
     return replace(release, secret_marks=SecretMarks(salt, marks))

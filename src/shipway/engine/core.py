@@ -11,7 +11,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from shipway.backends.protocol import LockHolder, ResolvedImage, drifts_of
+from shipway.backends.protocol import (
+    BuildInputs,
+    LockHolder,
+    ResolvedImage,
+    drifts_of,
+    sources_of,
+)
 from shipway.engine.blue_green import BlueGreen
 from shipway.engine.build import planned, with_build
 from shipway.engine.context import DEFAULT_ROLLBACK_TIMEOUT, DEFAULT_TIMEOUT, marked
@@ -20,11 +26,13 @@ from shipway.engine.ids import fresh_ids, restart_ids
 from shipway.engine.oneoff import OneOffs
 from shipway.engine.outcome import Outcome
 from shipway.engine.signals import signals_raise
+from shipway.engine.workloads import Workloads
 from shipway.errors import ImageMetadataMissing, InputError, SecretUnavailable, StalePlan
 from shipway.guard import Clearance
 from shipway.plan.change import Diff
 from shipway.plan.diff import drift, plan_diff
 from shipway.plan.model import NoOp, Observed, Plan, changes_between
+from shipway.plan.objects import object_changes
 from shipway.plan.rollout import rollout_plan
 from shipway.release import history
 from shipway.release.artifact import Artifact
@@ -34,7 +42,7 @@ from shipway.spec.parse import from_snapshot
 from shipway.spec.secrets import Secret
 
 
-class Engine(BlueGreen, Destruction, OneOffs):
+class Engine(Workloads, BlueGreen, Destruction, OneOffs):
     """Drives one backend for one app's slots. Knows nothing of which backend it drives."""
 
     def plan_deploy(
@@ -47,6 +55,7 @@ class Engine(BlueGreen, Destruction, OneOffs):
         description: str = "",
         take_host: bool = False,
         force: bool = False,
+        take_over: bool = False,
         build: bool = False,
     ) -> Plan:
         """What a deploy would do now, with what it changes. Mutates nothing."""
@@ -64,6 +73,7 @@ class Engine(BlueGreen, Destruction, OneOffs):
             description,
             take_host,
             force,
+            take_over,
             build,
         )
 
@@ -79,6 +89,7 @@ class Engine(BlueGreen, Destruction, OneOffs):
         description: str,
         take_host: bool = False,
         force: bool = False,
+        take_over: bool = False,
         build: bool = False,
     ) -> Plan:
         """The deploy plan, and what it changes against the deployed release and the
@@ -88,43 +99,70 @@ class Engine(BlueGreen, Destruction, OneOffs):
         it renders), so without this check every deploy of an unchanged slot would roll
         every process."""
         slot = app.slots.get(slot_name)
-        view = app.in_slot(slot_name)
         target = app.slots.target(slot_name)
-        inputs = self._build_inputs(target, view, image, build)
-        if inputs is not None and inputs.kind == "image":
-            resolved = self._planned_image(view, inputs)
+        inputs: BuildInputs | None = None
+        if slot.source is not None:  # the team's manifests or a chart (engine/workloads.py)
+            if build:
+                raise InputError(
+                    f"--build builds the image of shipway's own processes, and slot "
+                    f"{slot_name!r} takes its objects from a source (hint: build and push "
+                    "the image yourself, then deploy --image REF; the source's "
+                    "image_containers take it)"
+                )
+            release = self._source_release(
+                app, slot_name, records, secrets, image, operation, description, take_over
+            )
         else:
-            resolved = self.backend.resolve_image(target, view, image)
-        meta = self._image_meta(resolved, records, view)
-        release = Release(
-            app=app.name,
-            slot=slot_name,
-            revision=history.next_revision(records),
-            status=ReleaseStatus.PENDING,
-            image=resolved.ref,
-            digest=resolved.digest,
-            image_meta=meta,
-            deployment_ids=fresh_ids(view.processes),
-            spec=view.snapshot(slot),
-            config_hash=view.config_hash(secrets),
-            description=description or f"{operation} {resolved.ref}",
-            actor=self.actor,
-            build=planned(inputs) if inputs is not None else None,
-        )
-        release = marked(release, secrets, records)
-        plan = self._release_plan(app, slot_name, release, observed, operation, take_host)
-        assert plan.release is not None
+            view = app.in_slot(slot_name)
+            inputs = self._build_inputs(target, view, image, build)
+            if inputs is not None and inputs.kind == "image":
+                resolved = self._planned_image(view, inputs)
+            else:
+                resolved = self.backend.resolve_image(target, view, image)
+            meta = self._image_meta(resolved, records, view)
+            release = Release(
+                app=app.name,
+                slot=slot_name,
+                revision=history.next_revision(records),
+                status=ReleaseStatus.PENDING,
+                image=resolved.ref,
+                digest=resolved.digest,
+                image_meta=meta,
+                deployment_ids=fresh_ids(view.processes),
+                spec=view.snapshot(slot),
+                config_hash=view.config_hash(secrets),
+                description=description or f"{operation} {resolved.ref}",
+                actor=self.actor,
+                build=planned(inputs) if inputs is not None else None,
+            )
+            release = marked(release, secrets, records)  # a source release is, to render
+
+        def plan_of(seen: Observed) -> Plan:
+            if slot.source is not None:  # rendered (read) already, by _source_release
+                return rollout_plan(
+                    operation=operation, backend=self.backend.name, release=release, observed=seen
+                )
+            return self._release_plan(app, slot_name, release, seen, operation, take_host)
+
+        def diff_of(plan: Plan, seen: Observed) -> Diff:
+            assert plan.release is not None
+            diff = plan_diff(anchor, plan.release, seen)
+            if slot.source is not None and anchor is not None:  # what the source holds
+                found = object_changes(anchor.artifact, plan.release.artifact)
+                diff = replace(diff, changes=(*diff.changes, *found))
+            return diff
+
         anchor = history.deployed(records)
-        diff = plan_diff(anchor, plan.release, observed)
+        plan = plan_of(observed)
+        diff = diff_of(plan, observed)
         if diff.empty and anchor is not None:
             # what observing cannot see (an object edited outside shipway) is looked for
             # before "no changes" is said; such units are applied again
             altered = self._altered(target, anchor, app, secrets)
             if altered:
                 seen = observed.with_altered(altered)
-                plan = self._release_plan(app, slot_name, release, seen, operation, take_host)
-                assert plan.release is not None
-                diff = plan_diff(anchor, plan.release, seen)
+                plan = plan_of(seen)
+                diff = diff_of(plan, seen)
                 plan = replace(plan, observed=observed.summary())  # what a saved plan checks
         if diff.empty and not force:
             plan = self._unchanged_plan(
@@ -222,6 +260,7 @@ class Engine(BlueGreen, Destruction, OneOffs):
         description: str = "",
         take_host: bool = False,
         force: bool = False,
+        take_over: bool = False,
         build: bool = False,
         timeout: float = DEFAULT_TIMEOUT,
         rollback_timeout: float = DEFAULT_ROLLBACK_TIMEOUT,
@@ -231,9 +270,14 @@ class Engine(BlueGreen, Destruction, OneOffs):
         and no revision recorded (:class:`Unchanged`), unless ``force``."""
         target = app.slots.target(slot_name)
         clearance.require_covers(target)
-        blue_green = app.slots.get(slot_name).strategy == "blue-green"
+        slot = app.slots.get(slot_name)
+        blue_green = slot.strategy == "blue-green"
         if blue_green:
             self._generations()  # refused before the lock: nothing is created or touched
+        if slot.source is not None:  # a source that can only be compared: refused here
+            refusal = sources_of(self.backend).undeployable(app, slot)
+            if refusal is not None:
+                raise InputError(refusal)
         secrets = self.secrets(app)
         if saved is not None and (image is not None or take_host or force or build):
             given = [(image is not None, "--image"), (take_host, "--take-host"), (force, "--force")]
@@ -266,11 +310,18 @@ class Engine(BlueGreen, Destruction, OneOffs):
                     description,
                     take_host,
                     force,
+                    take_over,
                     build,
                 )
             changes = changes_between(saved.observed, observed.summary())
             if changes:
                 raise StalePlan(changes)
+            if slot.source is not None and saved.release is not None:
+                # objects of other owners are not in the observed state: asked again, and
+                # taken only with --take-over given now
+                sources_of(self.backend).claim(
+                    target, saved.release.artifact, take_over, self.reporter
+                )
             return saved
 
         undo = self._sleep_new if blue_green else self._restore_anchor
@@ -426,6 +477,11 @@ class Engine(BlueGreen, Destruction, OneOffs):
         every other unit is taken byte-for-byte from the deployed release."""
         target = app.slots.target(slot_name)
         clearance.require_covers(target)
+        if app.slots.get(slot_name).source is not None:
+            raise InputError(
+                f"restart rolls shipway's own processes, and slot {slot_name!r} takes its "
+                f"objects from a source (hint: shipway deploy {slot_name}, or set-image)"
+            )
         secrets = self.secrets(app)
 
         def build(records: list[Release], observed: Observed) -> Plan:

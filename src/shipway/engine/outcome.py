@@ -71,6 +71,13 @@ class Rolled(Outcome):
         }
 
 
+def _serving(revision: int | None, restored: str) -> str:
+    """What an undo put back: a revision, and (set-image) the image it restored."""
+    if revision is None:
+        return restored or "the previous state"
+    return f"r{revision}" + (f" ({restored})" if restored else "")
+
+
 @dataclass(frozen=True)
 class Unchanged(Outcome):
     """"No changes": what runs is what the operation would make run, so nothing was
@@ -101,20 +108,24 @@ class Unchanged(Outcome):
 
 @dataclass(frozen=True)
 class RolledBack(Outcome):
+    """``to_revision`` None: no revision was deployed before, yet something was put back
+    (``restored``: a set-image's anchor image)."""
+
     kind: ClassVar[str] = "rolled-back"
     exit_code: ClassVar[int] = EXIT_ROLLED_BACK
     target: str
     failed_revision: int
-    to_revision: int
+    to_revision: int | None
     failure: Failure
     warnings: tuple[str, ...] = ()
     records_behind: bool = False
+    restored: str = ""
 
     def line(self) -> str:
         return (
             f"rolled back {self.target}: r{self.failed_revision} failed "
-            f"({self.failure.headline()}); r{self.to_revision} is serving again — "
-            "the deploy is not done"
+            f"({self.failure.headline()}); {_serving(self.to_revision, self.restored)} is "
+            "serving again — the deploy is not done"
         )
 
     def details(self) -> list[str]:
@@ -129,6 +140,7 @@ class RolledBack(Outcome):
             "failure": self.failure.to_json(),
             "warnings": list(self.warnings),
             "records_behind": self.records_behind,
+            **({"restored": self.restored} if self.restored else {}),
         }
 
 
@@ -138,16 +150,18 @@ class RollbackFailed(Outcome):
     exit_code: ClassVar[int] = EXIT_ROLLBACK_FAILED
     target: str
     failed_revision: int
-    anchor_revision: int
+    anchor_revision: int | None
     failure: Failure
     rollback_failure: Failure
     warnings: tuple[str, ...] = ()
     records_behind: bool = False
+    restored: str = ""
 
     def line(self) -> str:
         return (
             f"ROLLBACK FAILED for {self.target}: r{self.failed_revision} failed "
-            f"({self.failure.headline()}) and restoring r{self.anchor_revision} failed too "
+            f"({self.failure.headline()}) and restoring "
+            f"{_serving(self.anchor_revision, self.restored)} failed too "
             f"({self.rollback_failure.headline()}) — the slot MAY BE DOWN"
         )
 
@@ -171,6 +185,7 @@ class RollbackFailed(Outcome):
             "may_be_down": True,
             "warnings": list(self.warnings),
             "records_behind": self.records_behind,
+            **({"restored": self.restored} if self.restored else {}),
         }
 
 
@@ -214,7 +229,10 @@ def outcome_from_json(data: dict[str, Any]) -> Outcome:
         return Unchanged(data["target"], data["revision"], data.get("operation", "deploy"))
     failure = _failure(data["failure"])
     if kind == RolledBack.kind:
-        return RolledBack(data["target"], data["failed"], data["to"], failure, warnings, behind)
+        return RolledBack(
+            data["target"], data["failed"], data["to"], failure, warnings, behind,
+            data.get("restored", ""),
+        )
     if kind == RollbackFailed.kind:
         return RollbackFailed(
             data["target"],
@@ -224,6 +242,7 @@ def outcome_from_json(data: dict[str, Any]) -> Outcome:
             _failure(data["rollback_failure"]),
             warnings,
             behind,
+            data.get("restored", ""),
         )
     if kind == NoAnchor.kind:
         return NoAnchor(data["target"], data["failed"], failure, warnings, behind)

@@ -14,7 +14,7 @@ What must never happen, and where it is prevented:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
 from shipway.backends.protocol import LockHolder
@@ -56,9 +56,12 @@ class RolloutSequence(Recovery, BuildPhase):
         timeout: float,
         rollback_timeout: float,
         check_data: bool = False,
+        restores: Callable[[], str] | None = None,
     ) -> Outcome:
         """``check_data``: warn, once rolled, about files the anchor wrote inside its own
-        copy of the app (a deploy replaces that copy; :mod:`.data_loss`)."""
+        copy of the app (a deploy replaces that copy; :mod:`.data_loss`). ``restores``: what
+        the undo puts back besides the anchor revision (set-image: the image read first) —
+        with it, an undo is possible, and said, even when no revision was deployed before."""
         holder = LockHolder.me(self.lock_ttl)
         with signals_raise(), self.backend.lock(clearance, target, holder, self.reporter):
             records = self.backend.read_records(target)
@@ -135,34 +138,40 @@ class RolloutSequence(Recovery, BuildPhase):
             warnings = result.warnings + back.warnings
             if behind is not None:
                 behind = self._mark_failed(clearance, target, release, failure.headline())
+            # a source slot's own workload put back (set-image): what serves, without an anchor
+            restored = restores() if restores is not None else ""
             if behind is not None:
                 live = (
                     "what serves is not verified"
                     if not back.ok
                     else f"r{anchor.revision} is serving"
                     if anchor
+                    else f"{restored} is serving"
+                    if restored
                     else "nothing serves"
                 )
                 warnings.append(self._behind(release, live))
             late = behind is not None
-            if anchor is None:
+            if anchor is None and not restored:
                 return self._settled(
                     NoAnchor(str(target), release.revision, failure, tuple(warnings), late)
                 )
+            to = anchor.revision if anchor is not None else None
             if back.ok:
                 rolled_back = RolledBack(
-                    str(target), release.revision, anchor.revision, failure, tuple(warnings), late
+                    str(target), release.revision, to, failure, tuple(warnings), late, restored
                 )
                 return self._settled(rolled_back)
             assert back.failure is not None
             down = RollbackFailed(
                 str(target),
                 release.revision,
-                anchor.revision,
+                to,
                 failure,
                 back.failure,
                 tuple(warnings),
                 late,
+                restored,
             )
             return self._settled(down)
 

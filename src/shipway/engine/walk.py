@@ -11,7 +11,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from shipway.backends.protocol import Backend, Failure, Reason, Reporter, generations_of
+from shipway.backends.protocol import (
+    Backend,
+    Failure,
+    Reason,
+    Reporter,
+    generations_of,
+    sources_of,
+)
 from shipway.errors import BackendError, BuildFailed, CleanupFailed, InputError
 from shipway.guard import Clearance
 from shipway.plan.model import (
@@ -24,9 +31,12 @@ from shipway.plan.model import (
     Remove,
     RunReleaseCommand,
     Scale,
+    SetImage,
     Step,
+    WaitImage,
     WaitReplicas,
     WaitRollout,
+    WorkloadStep,
 )
 from shipway.release.model import Release
 from shipway.spec.model import Target
@@ -140,6 +150,8 @@ class Walker:
             b.remove(c, t, step, r)
         elif isinstance(step, GenerationStep):
             return self._do_generation(step, deadline)
+        elif isinstance(step, WorkloadStep):
+            return self._do_workload(step, deadline)
         elif isinstance(step, NoOp):
             pass
         else:  # pragma: no cover - every step type is handled above
@@ -160,6 +172,16 @@ class Walker:
             gb.drop_host(c, t, step, r)
         else:  # pragma: no cover - every generation step is handled above
             raise TypeError(f"unknown generation step {step!r}")
+        return None
+
+    def _do_workload(self, step: WorkloadStep, deadline: float) -> Failure | None:
+        sb, c, t, r = sources_of(self.backend), self.clearance, self.target, self.reporter
+        if isinstance(step, SetImage):
+            sb.set_image(c, t, step, r)
+        elif isinstance(step, WaitImage):
+            return sb.wait_image(t, step, deadline, r)
+        else:  # pragma: no cover - every workload step is handled above
+            raise TypeError(f"unknown workload step {step!r}")
         return None
 
 

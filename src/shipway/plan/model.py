@@ -257,6 +257,39 @@ class DropHost(GenerationStep):
 
 
 @dataclass(frozen=True)
+class WorkloadStep(Step):
+    """A step on a workload shipway did not render (``set-image``): only a backend with
+    such workloads performs it (:class:`~shipway.backends.protocol.SourceBackend`)."""
+
+
+@dataclass(frozen=True)
+class SetImage(WorkloadStep):
+    """Patch one container's image (and nothing else) of ``workload`` (``Kind/name``);
+    ``was`` is the anchor, the image it ran before."""
+
+    name: ClassVar[str] = "set-image"
+    workload: str
+    container: str
+    image: str
+    was: str
+
+    def describe(self) -> str:
+        return f"set the image of {self.workload}:{self.container} to {self.image} (was {self.was})"
+
+
+@dataclass(frozen=True)
+class WaitImage(WorkloadStep):
+    name: ClassVar[str] = "wait-image"
+    mutates: ClassVar[bool] = False
+    workload: str
+    container: str
+    image: str
+
+    def describe(self) -> str:
+        return f"wait until {self.workload} runs {self.image}"
+
+
+@dataclass(frozen=True)
 class Remove(Step):
     name: ClassVar[str] = "remove"
     best_effort: ClassVar[bool] = True
@@ -293,6 +326,8 @@ STEP_TYPES: dict[str, type[Step]] = {
         DropHost,
         Remove,
         NoOp,
+        SetImage,
+        WaitImage,
     )
 }
 

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from shipway.errors import UnknownSlot
 from shipway.spec.secrets import Secret, SecretRef
+from shipway.spec.source import Source
 from shipway.spec.volumes import Volume
 
 BackendName = Literal["local", "docker", "kubernetes"]
@@ -133,6 +134,7 @@ class Slot:
     # kubernetes
     context: str | None = None
     namespace: str | None = None
+    source: Source | None = None  # the team's manifests or a chart (spec/source.py)
     # docker
     hosts: tuple[DockerHost, ...] = ()
     known_hosts: str | None = None
@@ -305,6 +307,8 @@ def _slot_json(slot: Slot) -> dict[str, Any]:
     }
     if slot.backend == "kubernetes":
         out.update(_drop_none({"context": slot.context, "namespace": slot.namespace}))
+        if slot.source is not None:
+            out["source"] = slot.source.to_json()
     elif slot.backend == "docker":
         out["hosts"] = [
             h.url if h.processes is None else {"url": h.url, "processes": list(h.processes)}

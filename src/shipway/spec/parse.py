@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -37,6 +38,7 @@ from shipway.spec.model import (
 )
 from shipway.spec.procfile import Procfile
 from shipway.spec.secrets import SecretRef, names_in
+from shipway.spec.source import Source, every_slot_has_source, parse_source
 from shipway.spec.volumes import check_volume_slots, parse_volumes
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -48,7 +50,18 @@ QUANTITY = re.compile(r"^([0-9]+(\.[0-9]+)?)(m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
 IMAGE_REF = re.compile(r"^[a-z0-9][a-z0-9._:/@-]*[a-z0-9]$|^[a-z0-9]$", re.IGNORECASE)
 _ANY = re.compile(r".")
 
-TOP_KEYS = ("app", "processes", "env", "secrets", "files", "routes", "volumes", "slots", "build")
+TOP_KEYS = (
+    "app",
+    "processes",
+    "env",
+    "secrets",
+    "files",
+    "routes",
+    "volumes",
+    "slots",
+    "build",
+    "source",
+)
 APP_KEYS = ("name", "image", "image_type", "release_command", "build", "procfile", "env_file")
 PROCESS_KEYS = ("command", "port", "replicas", "healthcheck", "resources")
 HEALTH_KEYS = ("path", "interval", "timeout", "attempts", "initial_delay")
@@ -74,10 +87,12 @@ SLOT_KEYS = (
     "replicas",
     "env",
     "routes",
+    "source",
 )
 BACKEND_ONLY = {
     "context": "kubernetes",
     "namespace": "kubernetes",
+    "source": "kubernetes",
     "hosts": "docker",
     "known_hosts": "docker",
     "proxy_image": "docker",
@@ -89,9 +104,15 @@ BACKEND_ONLY = {
 
 
 def parse(
-    raw: Any, *, file: str = "shipway.toml", locate: Locator = no_lines, base_dir: Path = Path(".")
+    raw: Any,
+    *,
+    file: str = "shipway.toml",
+    locate: Locator = no_lines,
+    base_dir: Path = Path("."),
+    check_files: bool = True,
 ) -> App:
-    """Validate raw spec data and build the App, or raise SpecInvalid with every problem."""
+    """Validate raw spec data and build the App, or raise SpecInvalid with every problem.
+    ``check_files``: the files a source names must exist (not for a recorded snapshot)."""
     c = Checker(file, locate)
     top = c.table(raw, (), TOP_KEYS) or {}
 
@@ -123,7 +144,14 @@ def parse(
         c, procfile, release_command, "release_command" in app_t
     )
 
-    processes = _processes(c, top.get("processes"), procfile)
+    processes = _processes(
+        c, top.get("processes"), procfile, required=not every_slot_has_source(top)
+    )
+    default_source = (
+        parse_source(c, top["source"], ("source",), base_dir, check_files=check_files)
+        if "source" in top
+        else None
+    )
     env = _env(c, top.get("env", {}), ("env",))
     secrets = _secrets(c, top.get("secrets", {}), base_dir)
     env, secrets, env_files = appfiles.env_files(c, app_t, base_dir, env, secrets)
@@ -132,7 +160,9 @@ def parse(
     for key in env:
         if key in secrets:
             c.error(("env", key), "is also declared as a secret", "keep one of the two")
-    slots = _slots(c, top.get("slots"), processes, routes, name or "app")
+    slots = _slots(
+        c, top.get("slots"), processes, routes, name or "app", default_source, base_dir, check_files
+    )
     build = parse_build(c, top.get("build"), app_t.get("build"))
     volumes = parse_volumes(c, top.get("volumes", {}), processes, files)
     check_volume_slots(c, volumes, slots)
@@ -163,10 +193,13 @@ def parse(
     )
 
 
-def _processes(c: Checker, raw: Any, procfile: Procfile | None = None) -> dict[str, Process]:
-    """The ``[processes]`` table, with the Procfile's types (and commands) when it names one."""
+def _processes(
+    c: Checker, raw: Any, procfile: Procfile | None = None, *, required: bool = True
+) -> dict[str, Process]:
+    """The ``[processes]`` table, with the Procfile's types (and commands) when it names one;
+    none is needed when every slot takes its objects from a source (``required``)."""
     if raw is None and not (procfile and procfile.entries):
-        if procfile is None:
+        if procfile is None and required:
             c.error(
                 ("processes",),
                 "at least one process is required",
@@ -443,6 +476,9 @@ def _slots(
     processes: Mapping[str, Process],
     routes: tuple[Route, ...],
     app_name: str,
+    default_source: Source | None = None,
+    base_dir: Path = Path("."),
+    check_files: bool = True,
 ) -> dict[str, Slot]:
     if raw is None:
         return {"local": Slot(name="local", backend="local", role="test")}
@@ -460,6 +496,14 @@ def _slots(
         if s is None:
             continue
         slot = _slot(c, sname, s, path, processes, app_name)
+        if slot is not None and slot.backend == "kubernetes":
+            own = (
+                parse_source(c, s["source"], (*path, "source"), base_dir, check_files=check_files)
+                if "source" in s
+                else None
+            )
+            declared = "source" in s or default_source is not None
+            slot = _with_source(c, slot, s, path, own or default_source, declared)
         if slot is not None:
             out[sname] = slot
     _check_chain(c, out, list(table))
@@ -591,6 +635,35 @@ def _slot(
     )
 
 
+def _with_source(
+    c: Checker,
+    slot: Slot,
+    s: Mapping[str, Any],
+    path: KeyPath,
+    source: Source | None,
+    declared: bool,
+) -> Slot:
+    """The slot with its source (its own, else the app's default); overrides that only
+    shipway's own render reads are refused on it rather than silently ignored (also when
+    the source itself is invalid: ``declared``)."""
+    if not declared:
+        return slot
+    for key in ("replicas", "routes"):
+        if key in s:
+            c.error(
+                (*path, key),
+                "does not apply to a slot whose objects come from a source",
+                f"set it in the source's objects, or remove {key}",
+            )
+    if slot.strategy == "blue-green":
+        c.error(
+            (*path, "strategy"),
+            "a slot whose objects come from a source rolls them in place",
+            'use strategy = "rolling"',
+        )
+    return replace(slot, source=source) if source is not None else slot
+
+
 def _docker_hosts(
     c: Checker, raw: Any, path: KeyPath, processes: Mapping[str, Process]
 ) -> tuple[DockerHost, ...]:
@@ -692,4 +765,4 @@ def _check_namespaces(c: Checker, slots: Mapping[str, Slot]) -> None:
 
 def from_snapshot(snapshot: Any, base_dir: Path) -> App:
     """The App a release record ran, parsed back from its spec snapshot."""
-    return parse(snapshot, file="(recorded release)", base_dir=base_dir)
+    return parse(snapshot, file="(recorded release)", base_dir=base_dir, check_files=False)

@@ -11,44 +11,44 @@ shipway errors with secret values masked):
   * :mod:`.health` — the rollout and Job waits, and the failures they report;
   * :mod:`.blue_green` — generations: scale, replica waits, hosts pointed and dropped;
   * :mod:`.lock` — the slot's Lease held for an operation;
-  * :mod:`.drift` — objects changed outside shipway (a server-side dry run of the record);
+  * :mod:`.drift` — objects changed outside shipway (a server-side dry run of the record;
+    :mod:`.source_drift` for a source's objects: their managed fields);
   * :mod:`.volumes` (pure) and :mod:`.claims` — a PersistentVolumeClaim per volume, its
-    status; :mod:`.destroy` — every object of the slot deleted (claims only when asked).
+    status; :mod:`.destroy` — every object of the slot deleted (claims only when asked);
+  * :mod:`.source_reads`, :mod:`.source_steps`, :mod:`.source_waits` — a slot whose
+    objects come from a source (manifests, a chart): render, observe, claim, apply, prune,
+    wait on every kind; :mod:`.source_destroy` — destroy of its objects too;
+    :mod:`.set_image` — set-image on a workload shipway did not render.
 """
 
 from __future__ import annotations
 
 from shipway.backends.imagebuild import ImageBuilds
-from shipway.backends.kubernetes import render
 from shipway.backends.kubernetes.blue_green import KubernetesBlueGreen
 from shipway.backends.kubernetes.commands import KubernetesCommands
-from shipway.backends.kubernetes.destroy import KubernetesDestroy
-from shipway.backends.kubernetes.drift import KubernetesDrift
 from shipway.backends.kubernetes.lock import KubernetesLock
-from shipway.backends.kubernetes.reads import KubernetesReads
-from shipway.backends.protocol import Drifts, GenerationBackend
-from shipway.release.artifact import Artifact
-from shipway.release.model import Release
-from shipway.spec.model import App, Slot
+from shipway.backends.kubernetes.set_image import KubernetesSetImage
+from shipway.backends.kubernetes.source_destroy import KubernetesSourceDestroy
+from shipway.backends.kubernetes.source_drift import KubernetesSourceDrift
+from shipway.backends.kubernetes.source_reads import KubernetesSourceReads
+from shipway.backends.protocol import Drifts, GenerationBackend, SourceBackend
 
 
 class KubernetesBackend(
     ImageBuilds,
-    KubernetesReads,
-    KubernetesDestroy,
+    KubernetesSetImage,
+    KubernetesSourceReads,
+    KubernetesSourceDestroy,
     KubernetesBlueGreen,
     KubernetesCommands,
     KubernetesLock,
-    KubernetesDrift,
+    KubernetesSourceDrift,
 ):
     """One app's slot in one namespace of one cluster."""
 
     name = "kubernetes"
 
-    def render(self, app: App, slot: Slot, release: Release) -> Artifact:
-        """Pure: the manifests of ``release`` (see :mod:`.render`)."""
-        return render.render(app, slot, release)
-
 
 _: type[GenerationBackend] = KubernetesBackend  # mypy checks it keeps the whole protocol
 _drifts: type[Drifts] = KubernetesBackend  # and that it finds out-of-band changes
+_sources: type[SourceBackend] = KubernetesBackend  # and the part a source slot needs

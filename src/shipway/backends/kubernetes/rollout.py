@@ -28,7 +28,7 @@ time, so it is deterministic under test.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -61,7 +61,14 @@ class Tuning:
 
 @dataclass(frozen=True)
 class Watched:
-    """One Deployment a wait is about."""
+    """One workload a wait is about (a Deployment, unless judged by another rule).
+
+    Its new pods are those whose ``shipway.io/template`` is ``template`` (when given), of
+    its process (``match_component``: shipway's own render labels pods with it), and, with
+    ``image`` (container, image), those running that image in that container — how
+    ``set-image`` tells the pods of its revision on a workload it did not render.
+    ``completes``: a container that exits 0 is done, not crashed (a Job's pods).
+    """
 
     process: str
     deployment: str
@@ -69,6 +76,9 @@ class Watched:
     replicas: int
     generation: int | None = None
     readiness_window: float = 60.0
+    match_component: bool = True
+    completes: bool = False
+    image: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -201,6 +211,25 @@ def deployment_state(dep: Mapping[str, Any], generation: int | None) -> tuple[st
     return "done", counts, ""
 
 
+@dataclass(frozen=True)
+class Progress:
+    """Where a workload's rollout stands by its kind's rule: ``done``, ``waiting`` or
+    ``failed`` (then ``reason`` says why, in the engine's word)."""
+
+    state: str
+    counts: Counts
+    why: str = ""
+    reason: str = ""
+
+
+Rule = Callable[[Mapping[str, Any], "int | None"], Progress]
+
+
+def deployment_progress(dep: Mapping[str, Any], generation: int | None) -> Progress:
+    state, counts, why = deployment_state(dep, generation)
+    return Progress(state, counts, why, "ProgressDeadlineExceeded")
+
+
 def _statuses(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     status = pod.get("status") or {}
     return list(status.get("initContainerStatuses") or []) + list(
@@ -208,10 +237,20 @@ def _statuses(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     )
 
 
-def _exits(cs: Mapping[str, Any]) -> int:
-    """Times a container has exited: its restarts, plus one if it lies exited now."""
+def _exits(cs: Mapping[str, Any], completes: bool = False) -> int:
+    """Times a container has exited: its restarts, plus one if it lies exited now (with
+    ``completes``, an exit 0 is a finished task, not a crash)."""
     state = cs.get("state") or {}
-    return int(cs.get("restartCount", 0)) + (1 if state.get("terminated") else 0)
+    ended = state.get("terminated")
+    if ended and completes and ended.get("exitCode") == 0:
+        ended = None
+    return int(cs.get("restartCount", 0)) + (1 if ended else 0)
+
+
+def _runs(pod: Mapping[str, Any], container: str, image: str) -> bool:
+    spec = pod.get("spec") or {}
+    every = list(spec.get("initContainers") or []) + list(spec.get("containers") or [])
+    return any(c.get("name") == container and c.get("image") == image for c in every)
 
 
 def _last_exit(cs: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -230,16 +269,19 @@ def new_pods(pods: Iterable[Mapping[str, Any]], watched: Watched) -> list[Mappin
         meta = pod.get("metadata", {})
         if meta.get("deletionTimestamp"):
             continue
-        if (meta.get("labels") or {}).get(COMPONENT) != watched.process:
+        if watched.match_component and (meta.get("labels") or {}).get(COMPONENT) != watched.process:
             continue
-        if (meta.get("annotations") or {}).get(TEMPLATE) != watched.template:
+        if watched.template and (meta.get("annotations") or {}).get(TEMPLATE) != watched.template:
+            continue
+        if watched.image is not None and not _runs(pod, *watched.image):
             continue
         out.append(pod)
     return sorted(out, key=_name)
 
 
 class Judge:
-    """Assesses one Deployment's rollout, snapshot after snapshot."""
+    """Assesses one workload's rollout, snapshot after snapshot: a Deployment by kubectl's
+    rule, or another kind by its ``rule`` (:mod:`.workloads`)."""
 
     def __init__(
         self,
@@ -247,16 +289,18 @@ class Judge:
         tuning: Tuning,
         baseline: Mapping[str, Mapping[str, Any]] | None = None,
         before: Mapping[str, Any] | None = None,
+        rule: Rule = deployment_progress,
     ) -> None:
         self.watched = watched
         self.tuning = tuning
+        self.rule = rule
         # The Deployment before this operation applied it (None: it did not exist).
         self.before = before
         # Pods that existed before tracking: exits they had then are not counted.
         self.baseline: dict[tuple[str, str], int] = {}
         for pod in (baseline or {}).values():
             for cs in _statuses(pod):
-                self.baseline[(_name(pod), cs.get("name", ""))] = _exits(cs)
+                self.baseline[(_name(pod), cs.get("name", ""))] = _exits(cs, watched.completes)
         self.strikes: dict[tuple[str, str], int] = {}
         self.exits_seen: dict[tuple[str, str], int] = {}
         self.last_waiting: dict[tuple[str, str], str] = {}
@@ -281,11 +325,12 @@ class Judge:
         w = self.watched
         if deployment is None:
             return Verdict(counts=Counts(desired=w.replicas), note="waiting for the Deployment")
-        state, counts, why = deployment_state(deployment, w.generation)
+        progress = self.rule(deployment, w.generation)
+        state, counts, why = progress.state, progress.counts, progress.why
         if state == "done":
             return Verdict(done=True, counts=counts)
         if state == "failed":
-            return Verdict(failure=Signal("ProgressDeadlineExceeded", why), counts=counts, note=why)
+            return Verdict(failure=Signal(progress.reason, why), counts=counts, note=why)
         rechecks: list[float] = []
         failure = self._deployment_conditions(deployment, now, rechecks)
         for pod in new_pods(pods, w):
@@ -379,7 +424,7 @@ class Judge:
 
         # Exits are counted apart from the strikes: a container's strikes also hold its
         # pull and create errors, and only the exits it had since we last looked are new.
-        exits = _exits(cs) - self.baseline.get(key, 0)
+        exits = _exits(cs, self.watched.completes) - self.baseline.get(key, 0)
         seen = self.exits_seen.get(key, 0)
         if exits > seen:
             last = _last_exit(cs)

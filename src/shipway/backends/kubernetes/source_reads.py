@@ -1,0 +1,444 @@
+"""What the backend reads for a slot whose objects come from a source: the source itself
+(``render`` reads the manifests or renders the chart: local files, no cluster I/O), the
+slot's objects of any kind (``observe``, through discovery), the claim on objects someone
+else owns, status, and the diff a plan prints. Nothing here mutates anything.
+
+What must never happen here: a Secret's data in a diff (keys are listed, values masked);
+a chart that cannot be rendered pretending it can (it is a declaration, compared with the
+live Helm release, and ``undeployable`` says why a deploy refuses).
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+from collections.abc import Mapping
+from typing import Any
+
+from lightkube.core.exceptions import ApiError
+
+from shipway.backends.kubernetes import chart, render
+from shipway.backends.kubernetes.helm import read_deployed
+from shipway.backends.kubernetes.ownership import owner_of
+from shipway.backends.kubernetes.reads import KubernetesReads, _yaml, comparable
+from shipway.backends.kubernetes.source_state import KubernetesSourceState
+from shipway.backends.kubernetes.sources import (
+    STOPPED_KINDS,
+    SourceObject,
+    containers_of,
+    is_source_unit,
+    phase_of,
+    read_manifests,
+    source_key,
+    to_units,
+)
+from shipway.backends.kubernetes.workloads import POD_OWNERS
+from shipway.backends.protocol import ProcessStatus, Reporter
+from shipway.errors import InputError, ObjectsTaken
+from shipway.plan.model import ApplyObject, Observed, ObservedUnit, Plan, Remove, UnitState
+from shipway.release import history
+from shipway.release.artifact import Artifact, Unit, digest_of
+from shipway.release.model import Release
+from shipway.spec.model import App, Slot, Target
+from shipway.spec.secrets import MASK
+
+STATUS_KINDS = (*sorted(POD_OWNERS), "CronJob")
+
+
+class KubernetesSourceReads(KubernetesReads, KubernetesSourceState):
+    """``render``, ``observe``, ``status`` and ``diff`` for source slots; ``claim``."""
+
+    # -- the source --------------------------------------------------------------------
+
+    def render(self, app: App, slot: Slot, release: Release) -> Artifact:
+        """Shipway's own render of the spec (pure), or the slot's source: its manifests
+        read, or its chart rendered by Helm's SDK, or (without it) the chart's
+        declaration."""
+        source = slot.source
+        if source is None:
+            return render.render(app, slot, release)
+        src = self._src()
+        namespace = slot.namespace or render.instance_of(app.name, slot.name)
+        release_name = source.release_name(app.name)
+        if source.chart is not None and chart.helm_missing():
+            body = chart.declaration(source, app.source_dir, release_name)
+            return Artifact(
+                (
+                    Unit(
+                        key=_declared_key(release_name),
+                        kind=chart.DECLARED_KIND,
+                        body=body,
+                        phase=1,
+                    ),
+                )
+            )
+        objects: list[SourceObject]
+        if source.chart is not None:
+            objects, src.notes = chart.render_chart(source, app.source_dir, release_name, namespace)
+        else:
+            objects = read_manifests(app.source_dir, source.manifests)
+        built = to_units(
+            objects,
+            app=app.name,
+            slot=slot.name,
+            namespace=namespace,
+            described=f"{source.kind} source of slot {slot.name!r} ({source.describe()})",
+            salt=release.secret_marks.salt,
+            image=render.image_of(release) if release.image else None,
+            image_containers=source.image_containers,
+        )
+        src.values.update(built.values)
+        return built.artifact
+
+    def undeployable(self, app: App, slot: Slot) -> str | None:
+        source = slot.source
+        if source is None or source.chart is None:
+            return None
+        missing = chart.helm_missing()
+        if missing is None:
+            return None
+        return (
+            f"slot {slot.name!r} takes its objects from chart {source.chart}, which can only "
+            f"be compared here, not rendered: {missing} (hint: {chart.INSTALL_HINT})"
+        )
+
+    def claim(
+        self, target: Target, artifact: Artifact, take_over: bool, reporter: Reporter
+    ) -> None:
+        self._serves(target)
+        src = self._src()
+        for note in src.notes:
+            reporter.line(note)
+        units = [u for u in artifact if is_source_unit(u)]
+        for unit in units:
+            if unit.kind == "CustomResourceDefinition":
+                src.discovery.declare_crd(unit.body)
+        problems, served = [], {}
+        source = self.slot.source
+        for unit in units:
+            api_version = str(unit.body["apiVersion"])
+            with self._edge(f"discovering {unit.kind} ({api_version})"):
+                kind = src.discovery.find(api_version, unit.kind)
+            if kind is None:
+                problems.append(
+                    f"{unit.key}: the cluster serves no {unit.kind} in {api_version} "
+                    "(hint: check the apiVersion, or add its CustomResourceDefinition)"
+                )
+            elif not kind.namespaced and not (source and source.allows_cluster_scoped(unit.kind)):
+                problems.append(
+                    f"{unit.key} is cluster-scoped, and slot {self.slot.name!r} allows no "
+                    f'cluster-scoped {unit.kind} (hint: cluster_scoped = ["{unit.kind}"] in '
+                    "its source)"
+                )
+            else:
+                served[unit.key] = kind
+        if problems:
+            raise InputError("the source cannot be applied:\n  " + "\n  ".join(problems))
+        owners = self._foreign_owners(units, served)
+        if owners and not take_over:
+            raise ObjectsTaken(owners)
+        for key, owner in sorted(owners.items()):
+            reporter.line(f"taking over {key} from {owner} (--take-over)")
+        src.owners = owners
+
+    def _foreign_owners(self, units: list[Unit], served: Mapping[str, Any]) -> dict[str, str]:
+        """Objects of the set that exist and are someone else's: one list per namespaced
+        kind (not a read per object), a read per cluster-scoped object."""
+        owners: dict[str, str] = {}
+        by_kind: dict[Any, list[Unit]] = {}
+        for unit in units:
+            by_kind.setdefault(served[unit.key], []).append(unit)
+        for kind, group in by_kind.items():
+            names = {str(u.body["metadata"]["name"]): u.key for u in group}
+            with self._edge(f"reading the live {kind.kind} objects"):
+                if not self._src().discovery.serves(kind.api_version, kind.kind):
+                    continue  # a kind only a CRD of the set will serve: none exists yet
+                if kind.namespaced:
+                    live = [
+                        o.to_dict()
+                        for o in self.client.list(kind.resource, namespace=self.namespace)
+                    ]
+                else:
+                    live = [o for n in names if (o := self._get(kind.resource, n)) is not None]
+            for obj in live:
+                key = names.get(str((obj.get("metadata") or {}).get("name")))
+                owner = owner_of(obj, self.app.name, self.slot.name) if key else None
+                if key and owner:
+                    owners[key] = owner
+        return owners
+
+    def _get(self, resource: type[Any], name: str) -> dict[str, Any] | None:
+        try:
+            return dict(self.client.get(resource, name).to_dict())
+        except ApiError as exc:
+            if exc.status.code == 404:
+                return None
+            raise
+
+    # -- observing ------------------------------------------------------------------
+
+    def read_records(self, target: Target) -> list[Release]:
+        records = super().read_records(target)
+        self._src().records = records
+        return records
+
+    def observe(self, target: Target) -> Observed:
+        """Shipway's own objects (by its labels), and the source's objects of every kind
+        the slot's history holds (by the source labels). A source slot has no Namespace
+        unit: its namespace is the Lease's, never a source object to prune."""
+        self._serves(target)
+        source_units = [u for u in self._history_units() if is_source_unit(u)]
+        units: list[ObservedUnit] = []
+        if self.slot.source is None or self._history_has_rendered():
+            units = list(super().observe(target).units.values())
+            if self.slot.source is not None:
+                units = [u for u in units if u.kind != "Namespace"]
+        if self.slot.source is not None and self.slot.source.chart and chart.helm_missing():
+            units += self._observe_declared()
+        kinds = {(str(u.body["apiVersion"]), u.kind) for u in source_units}
+        declared = {(u.key, u.digest): u for u in source_units}
+        src = self._src()
+        for api_version, kind in sorted(kinds):
+            with self._edge(f"listing the {kind} objects of {target}"):
+                listed = self._listed(api_version, kind)
+                for live in listed[1] if listed else []:
+                    meta = live.get("metadata") or {}
+                    key = source_key(api_version, kind, str(meta.get("name")))
+                    digest = (meta.get("annotations") or {}).get(render.DIGEST)
+                    src.found[key] = api_version
+                    unit = declared.get((key, digest or ""))
+                    units.append(
+                        ObservedUnit(
+                            key=key,
+                            kind=kind,
+                            digest=digest,
+                            state=_state(live, unit),
+                            phase=phase_of(kind),
+                        )
+                    )
+        return Observed.of(units)
+
+    def _observe_declared(self) -> list[ObservedUnit]:
+        """The live Helm release a declared chart is compared with, as a unit whose digest
+        is that of the same declaration made from the release's deployed revision."""
+        live = self._live_release()
+        if live is None:
+            return []
+        body = chart.declared_body(live.name, live.chart.name, live.chart.version, live.config)
+        key = _declared_key(live.name)
+        return [ObservedUnit(key, chart.DECLARED_KIND, digest_of(body), "present", phase=1)]
+
+    def _live_release(self) -> Any:
+        source = self.slot.source
+        assert source is not None and source.chart is not None
+        name, _ = chart.chart_metadata(source, self.app.source_dir)
+        with self._edge(f"reading Helm release {source.release_name(self.app.name)}"):
+            try:
+                return read_deployed(self.client, source.release_name(self.app.name), chart=name)
+            except InputError:  # no such release, or none of that chart deployed
+                return None
+
+    def live_digest(self, target: Target, release: Release) -> str | None:
+        """A source slot: the digest the containers its source names for ``--image`` run
+        (what a promotion moves on)."""
+        source = self.slot.source
+        if source is None:
+            return super().live_digest(target, release)
+        self._serves(target)
+        digests: set[str] = set()
+        for unit in release.artifact:
+            name = str(unit.body["metadata"]["name"])
+            refs = [r for r in source.image_containers if r.workload == f"{unit.kind}/{name}"]
+            if not refs or not is_source_unit(unit):
+                continue
+            served = self._served(unit.body)
+            with self._edge(f"reading {unit.key}"):
+                live = self.client.get(served.resource, name, namespace=self.namespace)
+            for container in containers_of(live.to_dict()):
+                image = str(container.get("image", ""))
+                if "@" in image and any(r.container in (None, container.get("name")) for r in refs):
+                    digests.add(image.split("@", 1)[1])
+        others = sorted(d for d in digests if d != release.digest)
+        return None if not digests else others[0] if others else release.digest
+
+    # -- status ---------------------------------------------------------------------
+
+    def status(self, target: Target) -> list[ProcessStatus]:
+        if self.slot.source is None:
+            return super().status(target)
+        self._serves(target)
+        out = self._declared_status() if self.slot.source.chart and chart.helm_missing() else []
+        deployed = history.deployed(self.read_records(target))
+        kinds = {
+            (str(u.body["apiVersion"]), u.kind)
+            for u in (deployed.artifact if deployed else ())
+            if u.kind in STATUS_KINDS
+        }
+        for api_version, kind in sorted(kinds):
+            served = self._served({"apiVersion": api_version, "kind": kind})
+            with self._edge(f"reading the {kind} objects of {target}"):
+                found = [
+                    o.to_dict()
+                    for o in self.client.list(
+                        served.resource, namespace=self.namespace, labels=self._source_labels()
+                    )
+                ]
+            out += [_workload_status(kind, obj) for obj in found]
+        return sorted(out, key=lambda s: s.process)
+
+    def _declared_status(self) -> list[ProcessStatus]:
+        source = self.slot.source
+        assert source is not None
+        declared = chart.declaration(
+            source, self.app.source_dir, source.release_name(self.app.name)
+        )
+        live = self._live_release()
+        want = f"{declared['chart']['name']}-{declared['chart']['version']}"
+        detail: dict[str, Any] = {"declared": want, "live": None, "drift": "not installed"}
+        if live is not None:
+            detail["live"] = f"{live.chart} (revision {live.revision})"
+            drift = []
+            if str(live.chart) != want:
+                drift.append("chart")
+            if dict(live.config) != declared["values"]:
+                drift.append("values")
+            detail["drift"] = ", ".join(drift) or "none"
+        name = f"helm release {source.release_name(self.app.name)}"
+        return [ProcessStatus(process=name, desired=0, ready=0, detail=detail)]
+
+    # -- the diff -------------------------------------------------------------------
+
+    def diff(self, target: Target, plan: Plan) -> list[str]:
+        """Per object of a source plan: a declared chart against its live Helm release, a
+        Secret by its keys only, anything else from a server-side dry run."""
+        self._serves(target)
+        release = plan.release
+        if release is None or not any(
+            is_source_unit(u) or u.kind == chart.DECLARED_KIND for u in release.artifact
+        ):
+            return super().diff(target, plan)
+        lines: list[str] = []
+        for step in plan.steps:
+            if isinstance(step, ApplyObject):
+                unit = release.artifact.get(step.unit)
+                if unit.kind == chart.DECLARED_KIND:
+                    lines += self._diff_declared(unit)
+                elif is_source_unit(unit):
+                    lines += self._diff_source(unit)
+                else:
+                    lines += self._diff_apply(unit)
+            elif isinstance(step, Remove):
+                lines.append(f"- {step.unit} (would be removed: {step.reason})")
+        if self.slot.source is not None and self.slot.source.chart and chart.helm_missing():
+            lines.append(
+                f"note: chart {self.slot.source.chart} is compared, not rendered: a deploy "
+                f"refuses ({chart.INSTALL_HINT})"
+            )
+        return lines
+
+    def _diff_declared(self, unit: Unit) -> list[str]:
+        live = self._live_release()
+        if live is None:
+            name = unit.body["metadata"]["name"]
+            return [f"+ {unit.key}: no deployed Helm release {name} of this chart in the namespace"]
+        before = chart.declared_body(live.name, live.chart.name, live.chart.version, live.config)
+        return [
+            f"~ {unit.key} (drift from the live release, revision {live.revision})",
+            *_unified(before, dict(unit.body), unit.key, "live", "declared"),
+        ]
+
+    def _diff_source(self, unit: Unit) -> list[str]:
+        served = self._served(unit.body)
+        name = str(unit.body["metadata"]["name"])
+        with self._edge(f"diffing {unit.key}"):
+            try:
+                ns = self.namespace if served.namespaced else None
+                live = self.client.get(served.resource, name, namespace=ns).to_dict()
+            except ApiError as exc:
+                if exc.status.code != 404:
+                    raise
+                live = None
+        desired = render.with_digest(unit)
+        if unit.kind == "Secret":
+            keys = sorted(desired.get("data") or {})
+            if live is None:
+                return [f"+ {unit.key} (new; keys: {', '.join(keys) or 'none'}, values {MASK})"]
+            old = set(live.get("data") or {})
+            added, gone = sorted(set(keys) - old), sorted(old - set(keys))
+            parts = [f"+{k}" for k in added] + [f"-{k}" for k in gone]
+            if parts:
+                return [f"~ {unit.key} (keys {' '.join(parts)}; values {MASK})"]
+            return [f"~ {unit.key} (same keys; a value or its metadata changed; values {MASK})"]
+        if live is None:
+            return [f"+ {unit.key} (new)", *("+   " + line for line in _yaml(desired).splitlines())]
+        body = copy.deepcopy(desired)
+        if served.namespaced:
+            body["metadata"]["namespace"] = self.namespace
+        with self._edge(f"diffing {unit.key}"):
+            merged = self.client.patch(
+                served.resource,
+                name,
+                body,
+                namespace=ns,
+                patch_type=_apply(),
+                field_manager=render.MANAGER,
+                force=True,
+                dry_run=True,
+            ).to_dict()
+        out = _unified(comparable(live), comparable(merged), unit.key, "live", "planned")
+        return [f"~ {unit.key}", *out] if out else [f"= {unit.key}"]
+
+
+def _state(live: Mapping[str, Any], unit: Unit | None) -> UnitState:
+    """Stopped: a Deployment or StatefulSet at zero replicas that its unit (the one its
+    digest names) asks more of — ``stop``'s doing, or by hand; the next deploy applies it."""
+    if unit is None or unit.kind not in STOPPED_KINDS:
+        return "present"
+    asked = (unit.body.get("spec") or {}).get("replicas", 1)
+    running = (live.get("spec") or {}).get("replicas", 1)
+    return "stopped" if running == 0 and asked != 0 else "present"
+
+
+def _apply() -> Any:
+    from lightkube.types import PatchType
+
+    return PatchType.APPLY
+
+
+def _unified(before: Any, after: Any, key: str, old: str, new: str) -> list[str]:
+    out = list(
+        difflib.unified_diff(
+            _yaml(before).splitlines(),
+            _yaml(after).splitlines(),
+            fromfile=f"{key} ({old})",
+            tofile=f"{key} ({new})",
+            lineterm="",
+            n=2,
+        )
+    )
+    return ["    " + line for line in out[2:]]
+
+
+def _declared_key(release: str) -> str:
+    return render.unit_key(chart.DECLARED_KIND, release)
+
+
+def _workload_status(kind: str, obj: Mapping[str, Any]) -> ProcessStatus:
+    spec, st = obj.get("spec") or {}, obj.get("status") or {}
+    name = str((obj.get("metadata") or {}).get("name"))
+    if kind == "DaemonSet":
+        desired, ready = st.get("desiredNumberScheduled", 0), st.get("numberReady", 0)
+    elif kind == "Job":
+        desired, ready = spec.get("completions") or 1, st.get("succeeded", 0)
+    elif kind == "CronJob":
+        desired, ready = 0, len(st.get("active") or [])
+    else:
+        desired, ready = spec.get("replicas", 1), st.get("readyReplicas", 0)
+    template = (spec.get("jobTemplate", {}).get("spec", {}) if kind == "CronJob" else spec).get(
+        "template"
+    ) or {}
+    containers = (template.get("spec") or {}).get("containers") or [{}]
+    detail = {"image": containers[0].get("image")}
+    return ProcessStatus(
+        process=f"{kind}/{name}", desired=int(desired), ready=int(ready), detail=detail
+    )

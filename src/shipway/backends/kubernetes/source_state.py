@@ -1,0 +1,117 @@
+"""What the source parts of the backend share for one slot: discovery, the Secret values of
+the objects this process read, the records last read (which kinds a slot's history holds),
+the owners ``claim`` named (the only objects an apply may take over), and the watches of
+the source's waits.
+
+Kept apart from :mod:`.state` (the typed state every part derives from), created on first
+use, so a slot without a source pays nothing for it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from shipway.backends.kubernetes.discovery import Discovery, ServedKind
+from shipway.backends.kubernetes.sources import is_source_unit, source_labels
+from shipway.backends.kubernetes.state import KubernetesState
+from shipway.backends.kubernetes.watch import Changes, LiveSet
+from shipway.errors import BackendError
+from shipway.release.artifact import Unit
+from shipway.release.model import Release
+from shipway.spec.secrets import Secret
+
+
+@dataclass
+class Sourcing:
+    discovery: Discovery
+    #: the data of the source's Secrets, by placeholder name, as this process read them
+    values: dict[str, Secret] = field(default_factory=dict)
+    #: the same, as the slot's value stores hold them (read once, when needed)
+    stored: dict[str, Secret] | None = None
+    #: the records last read, and those written since: the kinds the slot's history holds
+    records: list[Release] | None = None
+    written: dict[int, Release] = field(default_factory=dict)
+    #: unit key -> apiVersion of the source objects ``observe`` found (what ``remove`` deletes)
+    found: dict[str, str] = field(default_factory=dict)
+    #: unit key -> its owner, as ``claim`` named it in this operation (take-over allowed)
+    owners: dict[str, str] = field(default_factory=dict)
+    #: what a plan of this operation says about its source (a chart's hooks left out)
+    notes: list[str] = field(default_factory=list)
+    changes: Changes = field(default_factory=Changes)
+    #: the source's objects of one kind (by apiVersion/kind), and its pods, watched
+    watches: dict[str, LiveSet] = field(default_factory=dict)
+    pods: LiveSet | None = None
+    #: set-image: per workload, its own object and pod watches
+    image_watches: dict[str, tuple[LiveSet, LiveSet]] = field(default_factory=dict)
+
+
+class KubernetesSourceState(KubernetesState):
+    """The shared source state, created on first use."""
+
+    _sourcing: Sourcing | None = None
+
+    def _src(self) -> Sourcing:
+        if self._sourcing is None:
+            self._sourcing = Sourcing(Discovery(self.client))
+        return self._sourcing
+
+    def _source_labels(self) -> dict[str, str]:
+        return source_labels(self.app.name, self.slot.name)
+
+    def _served(self, body: Any) -> ServedKind:
+        """The kind that serves an object (apiVersion, kind), or BackendError."""
+        api_version, kind = str(body.get("apiVersion")), str(body.get("kind"))
+        with self._edge(f"discovering {kind} ({api_version})"):
+            served = self._src().discovery.find(api_version, kind)
+        if served is None:
+            raise BackendError(
+                f"the cluster serves no {kind} in {api_version} (hint: is its "
+                "CustomResourceDefinition installed?)"
+            )
+        return served
+
+    def _listed(self, api_version: str, kind: str) -> tuple[ServedKind, list[Any]] | None:
+        """The slot's source objects of one kind as the cluster has them now (plain dicts,
+        by the source labels, in the kind's scope), with the kind as served; None when the
+        cluster no longer serves it (its CRD is gone: nothing of it is left). The caller
+        holds the edge."""
+        served = self._src().discovery.find(api_version, kind)
+        if served is None:
+            return None
+        found = self.client.list(
+            served.resource,
+            namespace=self.namespace if served.namespaced else None,
+            labels=self._source_labels(),
+        )
+        return served, [obj.to_dict() for obj in found]
+
+    def _history_units(self) -> list[Unit]:
+        """Every unit of every record read or written in this operation."""
+        src = self._src()
+        if src.records is None:
+            with self._edge("reading the release records"):
+                src.records = self._store().read()
+        records = {r.revision: r for r in src.records} | src.written
+        return [u for r in records.values() for u in r.artifact]
+
+    def _history_has_rendered(self) -> bool:
+        """Whether any record holds objects of shipway's own render (a slot that moved to
+        a source prunes them)."""
+        return any(not is_source_unit(u) for u in self._history_units())
+
+    def _stop_source_watches(self) -> None:
+        src = self._sourcing
+        if src is None:
+            return
+        for live in src.watches.values():
+            live.stop()
+        src.watches.clear()
+        for obj, pods in src.image_watches.values():
+            obj.stop()
+            pods.stop()
+        src.image_watches.clear()
+        if src.pods is not None:
+            src.pods.stop()
+            src.pods = None
+        src.owners.clear()
