@@ -142,6 +142,7 @@ class Engine(BlueGreen):
             release=release,
             observed=observed,
             release_command=view.release_command,
+            batch=slot.batch,
         )
 
     def _altered(
@@ -294,7 +295,11 @@ class Engine(BlueGreen):
             source = self._rollback_source(records, revision)
             release = self._successor(source, records, f"rollback to r{source.revision}")
             return rollout_plan(
-                operation="rollback", backend=self.backend.name, release=release, observed=observed
+                operation="rollback",
+                backend=self.backend.name,
+                release=release,
+                observed=observed,
+                batch=app.slots.get(slot_name).batch,
             )
 
         return self._rollout(
@@ -455,6 +460,7 @@ class Engine(BlueGreen):
             backend=self.backend.name,
             release=release,
             observed=observed.of_generation(anchor.generation),
+            batch=app.slots.get(slot_name).batch,
         )
 
     def stop(self, clearance: Clearance, app: App, slot_name: str) -> None:

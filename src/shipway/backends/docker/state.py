@@ -30,6 +30,8 @@ if TYPE_CHECKING:  # lock.py's part derives from this class
     from shipway.backends.docker.lock import SlotLock
 
 T = TypeVar("T")
+#: the most hosts talked to at once (threads, each with its own Engine API connection)
+MAX_FAN_OUT = 16
 
 
 class DockerState(Guarded):
@@ -107,9 +109,14 @@ class DockerState(Guarded):
         if self._slot_lock is not None:
             self._slot_lock.check()
 
+    def fan_out(self) -> int:
+        """Hosts whose steps run at once: all of them, or the slot's ``batch`` (the plan
+        rolls a batch at a time; :mod:`shipway.plan.rollout`)."""
+        return min(len(self.host_addresses), self.slot.batch or MAX_FAN_OUT, MAX_FAN_OUT)
+
     def _each_host(self, work: Callable[[HostConnection], T]) -> dict[str, T]:
         """Run ``work`` on every host at once; the first error (in host order) is raised."""
-        with ThreadPoolExecutor(max_workers=len(self.host_addresses)) as pool:
+        with ThreadPoolExecutor(max_workers=min(len(self.host_addresses), MAX_FAN_OUT)) as pool:
             futures = {
                 h.name: pool.submit(work, self.connections[h.name]) for h in self.host_addresses
             }
