@@ -146,9 +146,10 @@ class Router:
         self.tables.mkdir()
         self.sock = tmp / "control.sock"
         self.point([f"127.0.0.1:{upstream}"])
+        argv = [sys.executable, str(ROUTER_SCRIPT), "--port", str(self.port)]
+        argv += ["--tables", str(self.tables), "--control", str(self.sock)]
         self.proc = subprocess.Popen(
-            [sys.executable, str(ROUTER_SCRIPT), "--port", str(self.port)]
-            + ["--tables", str(self.tables), "--control", str(self.sock)],
+            argv,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
