@@ -58,8 +58,9 @@ class _OnePoolAdapter(SSHHTTPAdapter):
     """docker-py's SSH adapter keys its connection pools by the whole request URL, so every
     new path (each container's ``/json``, each exec) opened a new channel and ran a new
     ``docker system dial-stdio`` on the host: about 0.4 s per Engine API call over SSH on
-    the test host. One pool per client instead: its HTTP connections (channels) are kept
-    alive and reused, as they are on a unix socket."""
+    the test host. One pool per host instead, shared by its clients (urllib3's pool is
+    thread-safe): its HTTP connections (channels) are kept alive and reused, as they are
+    on a unix socket. Closing a client leaves the pool to its :class:`HostConnection`."""
 
     def __init__(self, base_url: str, ssh: paramiko.SSHClient, timeout: int) -> None:
         super().__init__(base_url, timeout=timeout, shell_out=True)
@@ -72,6 +73,9 @@ class _OnePoolAdapter(SSHHTTPAdapter):
         return self._pool
 
     def close(self) -> None:
+        pass  # a client's close: the pool is the host's (:meth:`shut`)
+
+    def shut(self) -> None:
         self._pool.close()  # its channels; the SSH connection is the HostConnection's
 
 
@@ -94,6 +98,7 @@ class HostConnection:
         self._params: SshParams | None = None
         self._client: docker.DockerClient | None = None
         self._version: str | None = None
+        self._adapter: _OnePoolAdapter | None = None
         self._lock = threading.RLock()
 
     @property
@@ -123,10 +128,13 @@ class HostConnection:
             version=version,
             timeout=API_TIMEOUT,
         )
-        # ... given our verified connection instead, through one pool of channels
-        client.api.mount(
-            "http+docker://ssh", _OnePoolAdapter(self.address.url, self._ssh_client(), API_TIMEOUT)
-        )
+        # ... given our verified connection instead, through the host's one pool of channels
+        ssh = self._ssh_client()
+        if self._adapter is None or self._adapter.ssh_client is not ssh:
+            if self._adapter is not None:
+                self._adapter.shut()
+            self._adapter = _OnePoolAdapter(self.address.url, ssh, API_TIMEOUT)
+        client.api.mount("http+docker://ssh", self._adapter)
         return client
 
     # -- clients -----------------------------------------------------------------------
@@ -185,6 +193,9 @@ class HostConnection:
                 with contextlib.suppress(Exception):
                     self._client.close()
                 self._client = None
+            if self._adapter is not None:
+                self._adapter.shut()
+                self._adapter = None
             if self._ssh is not None:
                 self._ssh.close()
                 self._ssh = None

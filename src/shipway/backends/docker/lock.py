@@ -253,6 +253,7 @@ class DockerLock(DockerState):
         self, clearance: Clearance, target: Target, holder: LockHolder, reporter: Reporter
     ) -> Iterator[None]:
         self._guard(clearance, target)
+        self._connect_others()  # while the lock is taken, the other hosts connect
         conn = self._conn(self.primary)
         with edge(f"host {self.primary}: lock"):
             slot_lock = SlotLock(

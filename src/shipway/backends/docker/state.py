@@ -9,6 +9,7 @@ the one preamble :meth:`~shipway.backends.guarded.Guarded._guard`).
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, TypeVar
@@ -109,6 +110,18 @@ class DockerState(Guarded):
         if self._slot_lock is not None:
             self._slot_lock.check()
 
+    def _connect_others(self) -> None:
+        """Open every other host's connection in the background (an SSH handshake and the
+        engine's API version take a second or more): the operation's first call on a host
+        then finds it open, or waits for it (a failure is raised there, by :meth:`_client`)."""
+
+        def connect(conn: HostConnection) -> None:
+            with contextlib.suppress(Exception):
+                conn.client()
+
+        for h in self.host_addresses[1:]:
+            threading.Thread(target=connect, args=(self.connections[h.name],), daemon=True).start()
+
     def fan_out(self) -> int:
         """Hosts whose steps run at once: all of them, or the slot's ``batch`` (the plan
         rolls a batch at a time; :mod:`shipway.plan.rollout`)."""
@@ -122,9 +135,13 @@ class DockerState(Guarded):
             }
             return {name: f.result() for name, f in futures.items()}
 
-    def _labelled(self, client: docker.DockerClient, kind: str | None = None) -> list[Container]:
+    def _labelled(
+        self, client: docker.DockerClient, kind: str | None = None, sparse: bool = False
+    ) -> list[Container]:
+        """The slot's containers on a host. ``sparse``: as the one list call gives them
+        (labels, state, ids) — docker-py otherwise inspects each one, a call apiece."""
         found: list[Container] = client.containers.list(
-            all=True, filters=labels.slot_filter(self.app.name, self.slot.name, kind)
+            all=True, filters=labels.slot_filter(self.app.name, self.slot.name, kind), sparse=sparse
         )
         return found
 
