@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import queue
 import socket
 import threading
 from collections.abc import Mapping
@@ -71,6 +72,24 @@ class _OnePoolAdapter(SSHHTTPAdapter):
 
     def get_connection(self, url: str | bytes, proxies: Any = None) -> SSHConnectionPool:
         return self._pool
+
+    def prefill(self, count: int) -> None:
+        """Open ``count`` channels ahead of need. A call whose connection the engine takes
+        over (an exec's output, the events stream a health gate follows) never gives its
+        channel back, so the next call opens one: a ``dial-stdio`` on the host, up to a
+        second on a busy one. Opened here, in the background, they wait in the pool."""
+        for _ in range(count):
+            slots = self._pool.pool
+            conn = self._pool._new_conn()
+            conn.connect()
+            try:
+                if slots is None:  # the pool was closed meanwhile
+                    raise queue.Empty
+                slots.get(block=False)  # an empty slot (None) of the pool's queue
+            except queue.Empty:
+                conn.close()
+                return
+            self._pool._put_conn(conn)
 
     def close(self) -> None:
         pass  # a client's close: the pool is the host's (:meth:`shut`)
@@ -186,6 +205,14 @@ class HostConnection:
             raise OSError(f"{ip}:{port}: {exc}") from exc
         channel.settimeout(timeout)
         return channel
+
+    def warm(self, channels: int) -> None:
+        """Connect (as :meth:`client`) and, over SSH, open ``channels`` channels ahead of
+        need (see :meth:`_OnePoolAdapter.prefill`)."""
+        self.client()
+        adapter = self._adapter
+        if adapter is not None:
+            adapter.prefill(channels)
 
     def close(self) -> None:
         with self._lock:

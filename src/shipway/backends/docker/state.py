@@ -33,6 +33,9 @@ if TYPE_CHECKING:  # lock.py's part derives from this class
 T = TypeVar("T")
 #: the most hosts talked to at once (threads, each with its own Engine API connection)
 MAX_FAN_OUT = 16
+#: SSH channels opened ahead on each other host (the gate's events stream, an exec's output
+#: and the calls beside them each hold one)
+WARM_CHANNELS = 3
 
 
 class DockerState(Guarded):
@@ -113,13 +116,14 @@ class DockerState(Guarded):
     def _connect_others(self) -> None:
         """Open every other host's connection in the background (an SSH handshake and the
         engine's API version take a second or more): the operation's first call on a host
-        then finds it open, or waits for it (a failure is raised there, by :meth:`_client`)."""
+        then finds it open, or waits for it (a failure is raised there, by :meth:`_client`).
+        Every host, the first one too, gets a few SSH channels opened ahead of need."""
 
         def connect(conn: HostConnection) -> None:
             with contextlib.suppress(Exception):
-                conn.client()
+                conn.warm(WARM_CHANNELS)
 
-        for h in self.host_addresses[1:]:
+        for h in self.host_addresses:
             threading.Thread(target=connect, args=(self.connections[h.name],), daemon=True).start()
 
     def fan_out(self) -> int:
