@@ -153,12 +153,24 @@ EOF
 }
 
 down() {
-  local dir i ns
+  local dir i ns id m
   for dir in "$RUN"/h*; do
     [ -d "$dir" ] || continue
+    # every container the bench left, removed through the engine's API (no docker CLI)
+    if [ -S "$dir/docker.sock" ]; then
+      for id in $(curl -fsS --max-time 10 --unix-socket "$dir/docker.sock" \
+        'http://docker/containers/json?all=1' 2>/dev/null | grep -o '"Id":"[0-9a-f]*"' | cut -d'"' -f4); do
+        curl -fsS --max-time 30 -X DELETE --unix-socket "$dir/docker.sock" \
+          "http://docker/containers/$id?force=1" >/dev/null 2>&1 || true
+      done
+    fi
     stop "$dir/sshd.pid.launcher"
     stop "$dir/dockerd.pid"
     stop "$dir/containerd.pid"
+  done
+  # what the engines left mounted under their state (overlay layers, netns files)
+  for m in $(awk '{print $2}' /proc/mounts | grep -E "^($BASE|$RUN)/" | sort -r); do
+    umount -l "$m" 2>/dev/null || true
   done
   for ns in /run/netns/swbench-h*; do
     [ -e "$ns" ] || continue
