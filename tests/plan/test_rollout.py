@@ -187,3 +187,28 @@ def test_without_a_batch_or_with_one_as_large_as_the_hosts_every_host_rolls_at_o
     assert rollout_steps(four_hosts(2), observed, batch=4) == whole
     kinds = [type(s).__name__ for s in whole]
     assert kinds[:4] == ["ApplyObject"] * 4 and kinds[4:8] == ["WaitRollout"] * 4
+
+
+def test_a_volume_is_never_removed_and_every_generation_keeps_it() -> None:
+    from shipway.plan.model import Observed, ObservedUnit, Remove
+    from shipway.plan.rollout import rollout_steps
+    from shipway.release.artifact import Artifact, Unit
+
+    wanted = Artifact((Unit(key="program/web@2", kind="program", body={"n": 2}),))
+    observed = Observed.of(
+        [
+            ObservedUnit("program/web@1", "program", "x", phase=1),
+            ObservedUnit("volume/data", "volume", "v", phase=0),
+            ObservedUnit("PersistentVolumeClaim/shop-data", "PersistentVolumeClaim", "c", phase=0),
+        ]
+    )
+    removed = [s.unit for s in rollout_steps(wanted, observed) if isinstance(s, Remove)]
+    assert removed == ["program/web@1"]
+    of_gen = Observed.of(
+        [*observed.units.values(), ObservedUnit("gen/g1/x", "x", "d", generation="g1")]
+    )
+    assert sorted(of_gen.of_generation("g1").units) == [
+        "PersistentVolumeClaim/shop-data",
+        "gen/g1/x",
+        "volume/data",
+    ]

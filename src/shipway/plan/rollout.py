@@ -6,7 +6,8 @@ Order, and why:
   3. the release command (migrations), once, before anything switches;
   4. units that switch traffic or replace what runs in place; then wait for those;
   5. removal of what is no longer desired (routes first, prerequisites last) — best effort.
-An empty desired set is refused: it would remove everything.
+An empty desired set is refused: it would remove everything. A volume is never removed,
+declared or not (invariant 11): it belongs to the slot, and only ``destroy`` deletes it.
 
 With a ``batch`` size (Docker's ``batch``, like Kamal's boot limit) and more hosts than
 that, the hosts roll a batch at a time, in their order: each batch's new units, its waits,
@@ -31,7 +32,7 @@ from shipway.plan.model import (
     Step,
     WaitRollout,
 )
-from shipway.release.artifact import Artifact, Unit
+from shipway.release.artifact import DATA_KINDS, Artifact, Unit
 from shipway.release.model import Release
 
 
@@ -102,7 +103,7 @@ def rollout_steps(
     changed = [(u, a) for u in ordered if (a := change_of(u, observed)) is not None]
     wanted = set(desired.keys())
     gone = sorted(
-        (o for key, o in observed.units.items() if key not in wanted),
+        (o for key, o in observed.units.items() if key not in wanted and o.kind not in DATA_KINDS),
         key=lambda o: (-o.phase, o.key),
     )
     groups = host_batches(desired, batch)

@@ -22,8 +22,8 @@ from docker.models.containers import Container
 from shipway.backends.docker import caddy, container_logs, drift, labels, render
 from shipway.backends.docker.connection import HostConnection
 from shipway.backends.docker.edge import edge
-from shipway.backends.docker.state import DockerState
 from shipway.backends.docker.store import read_tree
+from shipway.backends.docker.volumes import DockerVolumes
 from shipway.backends.imagemeta import classify, repo_digest
 from shipway.backends.protocol import ProcessStatus, ResolvedImage
 from shipway.backends.registry import insecure_registries, lookup
@@ -50,7 +50,7 @@ def _labels(c: Container) -> dict[str, str]:
     return dict(listed) if isinstance(listed, dict) else dict(c.labels)
 
 
-class DockerReads(DockerState):
+class DockerReads(DockerVolumes):
     """resolve_image, observe, read_records, status, diff, logs, live_digest."""
 
     def resolve_image(self, target: Target, app: App, ref: str | None) -> ResolvedImage:
@@ -117,6 +117,7 @@ class DockerReads(DockerState):
         out: list[tuple[ObservedUnit, list[str]]] = []
         with edge(f"host {host}: observe"):
             client = conn.client()
+            out += [(unit, []) for unit in self._observe_volumes(client, host)]
             containers = self._labelled(client, sparse=True)
             files_reasons: dict[str, list[str]] = {}
             for c in containers:

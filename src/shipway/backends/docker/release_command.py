@@ -19,6 +19,7 @@ from shipway.backends.docker import container_logs, labels
 from shipway.backends.docker.containers import (
     ContainerSpec,
     create,
+    data_mounts,
     ensure_image,
     ensure_network,
     file_mounts,
@@ -84,7 +85,7 @@ class DockerReleaseCommand(DockerState):
                     entrypoint=start.entrypoint,
                     command=start.args or (),
                     network=network,
-                    mounts=file_mounts(client, body),
+                    mounts=file_mounts(client, body) + data_mounts(body),
                 ),
             )
             try:

@@ -9,8 +9,9 @@ import os
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
-from shipway.backends.local import logfiles
+from shipway.backends.local import environments, logfiles
 from shipway.backends.local.launch import expand
 from shipway.backends.local.state import LOG_TAIL, LocalState
 from shipway.backends.protocol import Failure, Reason, Reporter
@@ -49,6 +50,8 @@ class LocalReleaseCommand(LocalState):
             "SHIPWAY_SLOT": target.slot,
             "SHIPWAY_RELEASE": f"r{release.revision}",
         }
+        if release.build is not None and release.build.kind == "environment":
+            env.update(environments.variables(Path(release.build.what), env.get("PATH", "")))
         words = [expand(w, env, keep=secrets.keys()) for w in command]  # never a secret in argv
         d.logs.mkdir(parents=True, exist_ok=True)
         log = d.logs / f"_release-r{release.revision}.log"
