@@ -4,7 +4,9 @@ rounds, and the JSON a later run is compared with.
 The machine is shared (2 cores, load average often 10-20), so no benchmark here trusts an
 absolute figure: each measures its peer in the same run, in interleaved rounds, and reports
 the median of the per-round ratios. The JSON goes to ``bench/results/<name>.json`` (or
-``--json PATH``); the previous file's ratios are printed beside the new ones.
+``--json PATH``); the previous file's ratios are printed beside the new ones. That directory
+is run output of this machine, ignored by git: the figures worth keeping are written into
+``docs/`` with the load they were measured under.
 """
 
 from __future__ import annotations
