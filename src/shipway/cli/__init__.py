@@ -752,9 +752,10 @@ def main() -> None:
     try:
         cli(prog_name="shipway")
     except SystemExit:
-        from shipway.engine.signals import settled_outcome
-
-        if settled_outcome() is not None:
+        # only an operation imports the engine: `--help`, `validate` … must not pay for
+        # importing it here (``shipway --help`` stays within 150 ms, bench/cli_startup.py)
+        signals = sys.modules.get("shipway.engine.signals")
+        if signals is not None and signals.settled_outcome() is not None:
             # the outcome is recorded and its code is the exit code: a signal during the
             # interpreter's own exit must not turn it into 130/143
             signal.signal(signal.SIGINT, signal.SIG_IGN)
