@@ -406,7 +406,11 @@ class Engine(BlueGreen, Destruction):
                 self._altered(app.slots.target(slot_name), anchor, app, secrets)
             )
         plan = rollout_plan(
-            operation="repair", backend=self.backend.name, release=release, observed=seen
+            operation="repair",
+            backend=self.backend.name,
+            release=release,
+            observed=seen,
+            batch=app.slots.get(slot_name).batch,
         )
         diff = Diff(anchor.revision, None, tuple(drift(anchor, seen)))
         plan = replace(plan, observed=observed.summary(), diff=diff)  # saved: the whole slot
