@@ -175,11 +175,16 @@ class Build(Step):
 
 @dataclass(frozen=True)
 class RunReleaseCommand(Step):
+    """The release phase: the release command, once, in the new release's environment,
+    after its prerequisites and before any of its processes starts."""
+
     name: ClassVar[str] = "release-command"
     command: tuple[str, ...]
 
     def describe(self) -> str:
-        return "run the release command: " + " ".join(self.command)
+        return "run the release command, before any new process starts: " + " ".join(
+            self.command
+        )
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,8 @@
-"""The release command (migrations): run once in the new snapshot with the new env, after
-the gate and before any host moves; its output streamed (secret values masked) and kept in
-``logs/_release-r<N>.log``. A secret's ``$NAME`` is never expanded in its words.
+"""The release command (migrations): run once in the new release's snapshot with the env
+its processes get (:mod:`.environment`), after the snapshot is made and BEFORE any program
+of the release starts; its output streamed (secret values masked) and kept in
+``logs/_release-r<N>.log`` (0600: the command's own output may hold a secret). A secret's
+``$NAME`` is never expanded in its words.
 """
 
 from __future__ import annotations
@@ -9,11 +11,11 @@ import os
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
-from shipway.backends.local import environments, logfiles
+from shipway.backends.local import logfiles
+from shipway.backends.local.environment import LocalEnvironment
 from shipway.backends.local.launch import expand
-from shipway.backends.local.state import LOG_TAIL, LocalState
+from shipway.backends.local.state import LOG_TAIL
 from shipway.backends.protocol import Failure, Reason, Reporter
 from shipway.guard import Clearance
 from shipway.release.model import Release
@@ -21,7 +23,7 @@ from shipway.spec.model import Target
 from shipway.spec.secrets import Secret
 
 
-class LocalReleaseCommand(LocalState):
+class LocalReleaseCommand(LocalEnvironment):
     """The release command step."""
 
     def run_release_command(
@@ -36,22 +38,8 @@ class LocalReleaseCommand(LocalState):
     ) -> Failure | None:
         d = self._guarded(clearance, target)
         self._secrets.update(secrets)
-        cwd = (
-            self._generation_snapshot(d, release.generation)
-            if release.generation
-            else self._snapshot_dir(d, release.digest or "")
-        )
-        spec_env = {str(k): str(v) for k, v in (release.spec.get("env") or {}).items()}
-        env = {
-            **self._base_env(),
-            **spec_env,
-            **{n: s.reveal() for n, s in secrets.items()},
-            "SHIPWAY_APP": target.app,
-            "SHIPWAY_SLOT": target.slot,
-            "SHIPWAY_RELEASE": f"r{release.revision}",
-        }
-        if release.build is not None and release.build.kind == "environment":
-            env.update(environments.variables(Path(release.build.what), env.get("PATH", "")))
+        release_env = self._environment(d, release, None, secrets, "release")
+        cwd, env = release_env.cwd, dict(release_env.env)
         words = [expand(w, env, keep=secrets.keys()) for w in command]  # never a secret in argv
         d.logs.mkdir(parents=True, exist_ok=True)
         log = d.logs / f"_release-r{release.revision}.log"
@@ -71,7 +59,9 @@ class LocalReleaseCommand(LocalState):
                 message=f"cannot run {words[0]!r}: {exc.strerror or exc}",
             )
         assert proc.stdout is not None
-        with open(log, "wb") as out:
+        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(fd, 0o600)  # an older log of this revision may have been wider
+        with open(fd, "wb") as out:
             os.set_blocking(proc.stdout.fileno(), False)
             buffer = b""
             while True:
