@@ -159,26 +159,30 @@ def seen_on(u: Unit) -> ObservedUnit:
                         process=u.process, host=u.host, phase=u.phase)  # fmt: skip
 
 
-def four_hosts(v: int) -> Artifact:
+def four_hosts(v: int, files: bool = False) -> Artifact:
     units = []
     for h in ("h1", "h2", "h3", "h4"):
+        if files:  # a prerequisite of the release command, on every host
+            units.append(on(h, f"files/app.{v}", phase=PREREQUISITE))
         units.append(on(h, f"container/web.{v}", waits=True, process="web"))
         units.append(on(h, "route/web", phase=ROUTING, switches=True, process="web", v=v))
     return Artifact(tuple(units))
 
 
 def test_a_batch_size_rolls_the_hosts_a_batch_at_a_time_release_command_once_first() -> None:
-    observed = Observed.of([seen_on(u) for u in four_hosts(1)])
-    steps = rollout_steps(four_hosts(2), observed, release_command=("migrate",), batch=2)
+    observed = Observed.of([seen_on(u) for u in four_hosts(1, files=True)])
+    steps = rollout_steps(
+        four_hosts(2, files=True), observed, release_command=("migrate",), batch=2
+    )
     hosts_of = [getattr(s, "host", None) for s in steps]
-    # h1 and h2 roll whole (create, wait, switch, remove) before h3 and h4 begin
+    # h1 and h2 roll whole (files, create, wait, switch, remove) before h3 and h4 begin
     first, second = hosts_of[: hosts_of.index("h3")], hosts_of[hosts_of.index("h3") :]
     assert set(first) == {"h1", "h2", None} and set(second) == {"h3", "h4"}
-    kinds = [type(s).__name__ for s in steps]
-    assert kinds[: kinds.index("RunReleaseCommand") + 1] == [
-        "ApplyObject", "ApplyObject", "WaitRollout", "WaitRollout", "RunReleaseCommand"
-    ]  # fmt: skip
-    assert kinds.count("RunReleaseCommand") == 1
+    # the release phase: after the first batch's prerequisites, before any new process
+    units = [getattr(s, "unit", type(s).__name__) for s in steps]
+    assert units[:3] == ["files/app.2@h1", "files/app.2@h2", "RunReleaseCommand"]
+    assert units.count("RunReleaseCommand") == 1
+    assert units.index("files/app.2@h3") > units.index("container/web.2@h2")
     removes = [s for s in steps if isinstance(s, Remove)]
     assert {r.host for r in removes[:2]} == {"h1", "h2"}
     assert steps.index(removes[1]) < hosts_of.index("h3")
