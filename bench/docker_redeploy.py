@@ -1,25 +1,29 @@
 """Benchmark of the Docker hosts backend on the test hosts of scripts/docker-testenv
-(A: local socket, B: over SSH).
+(A: local socket, B: over SSH), or on more engines (``bench/many_hosts.sh``).
 
-Measures:
-  1. failed requests during N redeploys (v1 <-> v2, both hosts) under a loopback request
-     loop against both hosts' proxies (bounded in count and time; goal 0);
-  2. deploy time: the median shipway redeploy (lock, records, observe, health gate, switch,
-     drain, removal of the old containers) against starting the same containers with the
-     Docker SDK directly (create + start on both hosts, wait until they answer HTTP) — the
-     overhead ratio. The drain window (``drain_timeout``, 1 s here) is part of shipway's
-     time and is reported separately.
+Measures, in interleaved rounds (each round: one shipway redeploy and one SDK floor, in an
+order that alternates), under a request loop against every host's proxy:
+  1. failed requests during the redeploys (v1 <-> v2 on every host; goal 0);
+  2. deploy time: shipway's redeploy (lock, records, observe, health gates, switch, drain,
+     removal of the old containers) against the Docker SDK floor: the same containers
+     created and started with the SDK directly, one host after the other (the floor this
+     benchmark always had), until each answers HTTP; and the same floor with every host at
+     once (threads), printed beside. The ratio is the median of the rounds' ratios. The
+     drain window (``drain_timeout``, 1 s here) is part of shipway's time; the ratio
+     without it is printed too;
+  3. Engine API calls per redeploy, per kind of host (local socket, SSH), and per route.
 
-Run (root, test hosts up):  .venv/bin/python bench/docker_redeploy.py [--redeploys 20]
+Run (root, test hosts up):  .venv/bin/python bench/docker_redeploy.py [--redeploys 10]
+    [--hosts-file FILE]   # more hosts (one URL a line), e.g. from bench/many_hosts.sh
+    [--batch N]           # the slot's batch size
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
+import re
 import socket
-import statistics
 import sys
 import tempfile
 import threading
@@ -28,13 +32,17 @@ import urllib.error
 import urllib.request
 import uuid
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
 
+import requests  # noqa: E402
+from benchlib import Run, median  # noqa: E402
 from tests.testenv.docker import DockerEnv, ensure_docker_env  # noqa: E402
 
 from shipway import api  # noqa: E402
@@ -56,7 +64,32 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def spec(env: DockerEnv, name: str, port: int) -> str:
+class Calls:
+    """Every Engine API call this process makes (docker-py's requests), while counting."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+        self.on = False
+        real = requests.Session.send
+
+        def send(session: requests.Session, request: Any, **kw: Any) -> Any:
+            if self.on:
+                url = str(request.url)
+                transport = "ssh" if "://ssh" in url else "socket"
+                path = re.sub(r"/v1\.\d+", "", str(request.path_url).split("?")[0])
+                path = re.sub(r"/(containers|exec|images|networks|volumes)/[^/]+", r"/\1/ID", path)
+                self.counts[f"{transport} {request.method} {path}"] += 1
+            return real(session, request, **kw)
+
+        requests.Session.send = send  # type: ignore[method-assign]
+
+    def take(self) -> Counter[str]:
+        out, self.counts = self.counts, Counter()
+        return out
+
+
+def spec(env: DockerEnv, name: str, port: int, hosts: list[str], batch: int | None) -> str:
+    listed = ", ".join(f'"{h}"' for h in hosts)
     return f"""
 [app]
 name = "{name}"
@@ -71,10 +104,11 @@ attempts = 100
 
 [slots.bench]
 backend = "docker"
-hosts = ["{env.a.url}", "{env.b.url}"]
+hosts = [{listed}]
 proxy_image = "{env.images.proxy}"
 proxy_port = {port}
 drain_timeout = "{DRAIN}s"
+{f"batch = {batch}" if batch else ""}
 """
 
 
@@ -110,102 +144,174 @@ class Load:
             t.join(timeout=15)
 
 
-def direct_start(env: DockerEnv, name: str, image: str) -> float:
+def _start_one(client: Any, name: str, image: str) -> Any:
+    c = client.containers.create(
+        image, name=f"{name}-direct-{uuid.uuid4().hex[:6]}", environment=["PORT=8080"]
+    )
+    c.start()
+    deadline = time.monotonic() + 60
+    while True:
+        c.reload()
+        ip = next(iter(c.attrs["NetworkSettings"]["Networks"].values()))["IPAddress"]
+        r = c.exec_run(["wget", "-q", "-O", "-", f"http://{ip}:8080/up"])
+        if r.exit_code == 0 or time.monotonic() > deadline:
+            return c
+        time.sleep(0.05)
+
+
+def direct_start(clients: list[Any], name: str, image: str, parallel: bool) -> float:
     """The same work without shipway: create + start one container per host with the SDK
-    (B over SSH), wait until each answers GET /up, then remove them."""
-    clients = [env.client(env.a), env.client(env.b)]
+    (over SSH where the host is), wait until each answers GET /up, then remove them; one
+    host after the other, or (``parallel``) every host at once."""
     started = time.monotonic()
-    containers = []
+    containers: list[Any] = []
     try:
-        for client in clients:
-            c = client.containers.create(
-                image, name=f"{name}-direct-{uuid.uuid4().hex[:6]}", environment=["PORT=8080"]
-            )
-            c.start()
-            containers.append((client, c))
-        for _, c in containers:
-            deadline = time.monotonic() + 60
-            while True:
-                c.reload()
-                ip = next(iter(c.attrs["NetworkSettings"]["Networks"].values()))["IPAddress"]
-                r = c.exec_run(["wget", "-q", "-O", "-", f"http://{ip}:8080/up"])
-                if r.exit_code == 0 or time.monotonic() > deadline:
-                    break
-                time.sleep(0.05)
+        if parallel:
+            with ThreadPoolExecutor(max_workers=len(clients)) as pool:
+                futures = [pool.submit(_start_one, c, name, image) for c in clients]
+                containers = [f.result() for f in futures]
+        else:
+            containers = [_start_one(c, name, image) for c in clients]
         return time.monotonic() - started
     finally:
-        for _, c in containers:
+        for c in containers:
             c.remove(force=True)
-        for client in clients:
-            client.close()
 
 
-def cleanup(env: DockerEnv, name: str) -> None:
-    """Remove everything the benchmark's app left on both hosts (records included)."""
+def cleanup(clients: list[Any], name: str) -> None:
+    """Remove everything the benchmark's app left on every host (records included)."""
     label = {"label": [f"org.shipway.app={name}"]}
-    for host in (env.a, env.b):
-        client = env.local_client(host)
-        try:
-            for c in client.containers.list(all=True, filters=label):
-                c.remove(force=True)
-            for v in client.volumes.list(filters=label):
-                v.remove(force=True)
-            for n in client.networks.list(filters=label):
-                n.remove()
-        finally:
-            client.close()
+    for client in clients:
+        for c in client.containers.list(all=True, filters=label):
+            c.remove(force=True)
+        for v in client.volumes.list(filters=label):
+            v.remove(force=True)
+        for n in client.networks.list(filters=label):
+            n.remove()
+
+
+def sdk_clients(urls: list[str]) -> tuple[list[Any], list[Any]]:
+    """An SDK client per host, and the connections that hold them. Over SSH docker-py alone
+    opens a channel (and a ``docker system dial-stdio``) for every new URL, which made
+    this floor 3-6x slower than the SDK can be; so the floor's clients get the same one
+    pool of channels as shipway's (:class:`HostConnection`) — it is still the SDK's own
+    client, used well."""
+    from shipway.backends.docker.connection import HostConnection
+    from shipway.backends.docker.hosts import addresses
+    from shipway.spec.model import DockerHost
+
+    conns = [HostConnection(a) for a in addresses([DockerHost(url=u) for u in urls])]
+    return [c.client() for c in conns], conns
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    ap.add_argument("--redeploys", type=int, default=20)
+    ap.add_argument("--redeploys", type=int, default=10, help="rounds (one redeploy each)")
     ap.add_argument("--clients", type=int, default=2, help="client threads per host")
+    ap.add_argument("--hosts-file", type=Path, help="more hosts, one URL a line")
+    ap.add_argument("--batch", type=int, help="the slot's batch size")
+    ap.add_argument("--only-more", action="store_true", help="the hosts file's hosts only")
+    ap.add_argument("--json", type=Path, help="where the figures go")
     args = ap.parse_args()
+    name_of_run = "docker_redeploy" if not args.hosts_file else "docker_many_hosts"
+    run = Run(name_of_run, {k: str(v) for k, v in vars(args).items()})
 
     env = ensure_docker_env()
-    os.environ["SHIPWAY_SSH_CONFIG"] = str(env.ssh_home / ".ssh" / "config")
-    os.environ["SHIPWAY_KNOWN_HOSTS"] = str(env.known_hosts)
+    more = args.hosts_file.read_text().split() if args.hosts_file else []
+    if more:  # their SSH config and known_hosts come with the hosts file
+        os.environ["SHIPWAY_SSH_CONFIG"] = str(args.hosts_file.with_name("ssh_config"))
+        os.environ["SHIPWAY_KNOWN_HOSTS"] = str(args.hosts_file.with_name("known_hosts"))
+    else:
+        os.environ["SHIPWAY_SSH_CONFIG"] = str(env.ssh_home / ".ssh" / "config")
+        os.environ["SHIPWAY_KNOWN_HOSTS"] = str(env.known_hosts)
+    hosts = more if args.only_more else [env.a.url, env.b.url, *more]
     name = f"bench{uuid.uuid4().hex[:6]}"
     port = free_port()
     work = Path(tempfile.mkdtemp(prefix="shipway-docker-bench-"))
-    (work / "shipway.toml").write_text(spec(env, name, port))
+    (work / "shipway.toml").write_text(spec(env, name, port, hosts, args.batch))
     app = api.load(work / "shipway.toml")
-    urls = [f"http://{h.address}:{port}/version" for h in (env.a, env.b)]
+    addresses = [h.split("@")[-1].split(":")[0] if h.startswith("ssh://") else "127.0.0.1"
+                 for h in hosts]  # fmt: skip
+    urls = [f"http://{a}:{port}/version" for a in addresses]
+    calls = Calls()
+    clients, connections = sdk_clients(hosts)
     times: list[float] = []
+    floors: list[float] = []
+    parallel_floors: list[float] = []
+    per_redeploy: list[Counter[str]] = []
     try:
         t0 = time.monotonic()
         first = api.deploy(app, "bench", reporter=Quiet())
         cold = time.monotonic() - t0
         assert first.ok, first.line()
-        with Load(urls, args.clients, limit=60 + 60 * args.redeploys) as load:
+        with Load(urls, args.clients, limit=120 + 60 * args.redeploys) as load:
             for i in range(args.redeploys):
                 image = env.images.v2 if i % 2 == 0 else env.images.v1
-                t0 = time.monotonic()
-                outcome = api.deploy(app, "bench", image=image, reporter=Quiet())
-                times.append(time.monotonic() - t0)
-                assert outcome.ok, outcome.line()
-                print(f"redeploy {i + 1}/{args.redeploys}: {times[-1]:.2f}s", file=sys.stderr)
-        direct = [direct_start(env, name, env.images.v2) for _ in range(5)]
+
+                def redeploy(image: str = image) -> None:
+                    calls.on = True
+                    t0 = time.monotonic()
+                    outcome = api.deploy(app, "bench", image=image, reporter=Quiet())
+                    times.append(time.monotonic() - t0)
+                    calls.on = False
+                    per_redeploy.append(calls.take())
+                    assert outcome.ok, outcome.line()
+
+                def floor() -> None:
+                    floors.append(direct_start(clients, name, env.images.v2, parallel=False))
+
+                for work_item in (redeploy, floor) if i % 2 == 0 else (floor, redeploy):
+                    work_item()
+                parallel_floors.append(direct_start(clients, name, env.images.v2, parallel=True))
+                print(
+                    f"round {i + 1}/{args.redeploys}: shipway {times[-1]:.2f}s, SDK floor "
+                    f"{floors[-1]:.2f}s (hosts at once {parallel_floors[-1]:.2f}s), "
+                    f"{sum(per_redeploy[-1].values())} API calls",
+                    file=sys.stderr,
+                )
     finally:
-        cleanup(env, name)
-    median = statistics.median(times)
-    base = statistics.median(direct)
-    result = {
+        cleanup(clients, name)
+        for conn in connections:
+            conn.close()
+    ratios = [t / f for t, f in zip(times, floors, strict=True)]
+    ratios_nodrain = [(t - DRAIN) / f for t, f in zip(times, floors, strict=True)]
+    ratios_parallel = [t / f for t, f in zip(times, parallel_floors, strict=True)]
+    kinds: dict[str, list[int]] = {"socket": [], "ssh": [], "all": []}
+    for counted in per_redeploy:
+        kinds["socket"].append(sum(v for k, v in counted.items() if k.startswith("socket ")))
+        kinds["ssh"].append(sum(v for k, v in counted.items() if k.startswith("ssh ")))
+        kinds["all"].append(sum(counted.values()))
+    routes: Counter[str] = Counter()
+    for counted in per_redeploy:
+        routes.update(counted)
+    figures = {
+        "hosts": len(hosts),
+        "batch": args.batch,
         "redeploys": args.redeploys,
         "requests_ok": sum(load.ok.values()),
         "requests_failed": sum(load.failed.values()),
         "failures": dict(load.failed.most_common(5)),
         "cold_first_deploy_s": round(cold, 2),
-        "redeploy_median_s": round(median, 2),
+        "redeploy_median_s": round(median(times), 2),
         "redeploy_min_max_s": [round(min(times), 2), round(max(times), 2)],
         "drain_s": DRAIN,
-        "direct_sdk_start_median_s": round(base, 2),
-        "overhead_ratio": round(median / base, 2),
-        "overhead_ratio_without_drain": round((median - DRAIN) / base, 2),
-        "load_average": os.getloadavg()[0],
+        "sdk_floor_median_s": round(median(floors), 2),
+        "sdk_floor_hosts_at_once_median_s": round(median(parallel_floors), 2),
+        "ratio_to_sdk_floor": round(median(ratios), 2),
+        "ratio_to_sdk_floor_without_drain": round(median(ratios_nodrain), 2),
+        "ratio_to_sdk_floor_hosts_at_once": round(median(ratios_parallel), 2),
+        "api_calls_per_redeploy_median": {k: median(v) for k, v in kinds.items()},
+        "api_calls_per_redeploy_by_route": {
+            k: round(v / len(per_redeploy), 1) for k, v in routes.most_common()
+        },
     }
-    print(json.dumps(result, indent=2))
-    return 0 if result["requests_failed"] == 0 else 1
+    run.finish(figures, args.json)
+    for key in ("redeploy_median_s", "sdk_floor_median_s", "sdk_floor_hosts_at_once_median_s",
+                "ratio_to_sdk_floor", "ratio_to_sdk_floor_without_drain",
+                "ratio_to_sdk_floor_hosts_at_once", "api_calls_per_redeploy_median",
+                "requests_ok", "requests_failed"):  # fmt: skip
+        print(f"{key}: {figures[key]}")
+    return 0 if figures["requests_failed"] == 0 else 1
 
 
 if __name__ == "__main__":

@@ -149,6 +149,53 @@ def test_release_command_only_when_something_changes() -> None:
     assert not any(isinstance(s, RunReleaseCommand) for s in steps)
 
 
+def on(host: str, key: str, **kw: object) -> Unit:
+    u = unit(f"{key}@{host}", **kw)  # type: ignore[arg-type]
+    return Unit(**{**u.__dict__, "host": host, "digest": ""})
+
+
+def seen_on(u: Unit) -> ObservedUnit:
+    return ObservedUnit(key=u.key, kind=u.kind, digest=u.digest, state="running",
+                        process=u.process, host=u.host, phase=u.phase)  # fmt: skip
+
+
+def four_hosts(v: int, files: bool = False) -> Artifact:
+    units = []
+    for h in ("h1", "h2", "h3", "h4"):
+        if files:  # a prerequisite of the release command, on every host
+            units.append(on(h, f"files/app.{v}", phase=PREREQUISITE))
+        units.append(on(h, f"container/web.{v}", waits=True, process="web"))
+        units.append(on(h, "route/web", phase=ROUTING, switches=True, process="web", v=v))
+    return Artifact(tuple(units))
+
+
+def test_a_batch_size_rolls_the_hosts_a_batch_at_a_time_release_command_once_first() -> None:
+    observed = Observed.of([seen_on(u) for u in four_hosts(1, files=True)])
+    steps = rollout_steps(
+        four_hosts(2, files=True), observed, release_command=("migrate",), batch=2
+    )
+    hosts_of = [getattr(s, "host", None) for s in steps]
+    # h1 and h2 roll whole (files, create, wait, switch, remove) before h3 and h4 begin
+    first, second = hosts_of[: hosts_of.index("h3")], hosts_of[hosts_of.index("h3") :]
+    assert set(first) == {"h1", "h2", None} and set(second) == {"h3", "h4"}
+    # the release phase: after the first batch's prerequisites, before any new process
+    units = [getattr(s, "unit", type(s).__name__) for s in steps]
+    assert units[:3] == ["files/app.2@h1", "files/app.2@h2", "RunReleaseCommand"]
+    assert units.count("RunReleaseCommand") == 1
+    assert units.index("files/app.2@h3") > units.index("container/web.2@h2")
+    removes = [s for s in steps if isinstance(s, Remove)]
+    assert {r.host for r in removes[:2]} == {"h1", "h2"}
+    assert steps.index(removes[1]) < hosts_of.index("h3")
+
+
+def test_without_a_batch_or_with_one_as_large_as_the_hosts_every_host_rolls_at_once() -> None:
+    observed = Observed.of([seen_on(u) for u in four_hosts(1)])
+    whole = rollout_steps(four_hosts(2), observed)
+    assert rollout_steps(four_hosts(2), observed, batch=4) == whole
+    kinds = [type(s).__name__ for s in whole]
+    assert kinds[:4] == ["ApplyObject"] * 4 and kinds[4:8] == ["WaitRollout"] * 4
+
+
 def test_a_volume_is_never_removed_and_every_generation_keeps_it() -> None:
     from shipway.plan.model import Observed, ObservedUnit, Remove
     from shipway.plan.rollout import rollout_steps

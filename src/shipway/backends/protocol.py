@@ -713,6 +713,18 @@ class Drifts(Protocol):
 
 
 @runtime_checkable
+class FansOut(Protocol):
+    """What a backend adds whose hosts are independent engines (Docker): the engine may
+    give it the same step for several hosts at once, each in a thread of its own. Every
+    step on one host still comes in plan order; a failure on one host is the walk's
+    failure as before (the other hosts' steps under way are let finish, then undone)."""
+
+    def fan_out(self) -> int:
+        """How many hosts' steps may run at once (1: one at a time)."""
+        ...
+
+
+@runtime_checkable
 class Backend(
     Renders,
     Reads,
@@ -762,6 +774,11 @@ def generations_of(backend: Backend) -> GenerationBackend:
             '(hint: use strategy = "rolling" for this slot)'
         )
     return backend
+
+
+def fan_out_of(backend: Backend) -> int:
+    """How many hosts' steps the backend takes at once (1 unless it :class:`FansOut`)."""
+    return max(1, backend.fan_out()) if isinstance(backend, FansOut) else 1
 
 
 def drifts_of(backend: Backend) -> Drifts | None:

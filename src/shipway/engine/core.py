@@ -194,6 +194,7 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
             release=release,
             observed=observed,
             release_command=view.release_command,
+            batch=slot.batch,
         )
 
     def _altered(
@@ -363,7 +364,11 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
             source = self._rollback_source(records, revision)
             release = self._successor(source, records, f"rollback to r{source.revision}")
             plan = rollout_plan(
-                operation="rollback", backend=self.backend.name, release=release, observed=observed
+                operation="rollback",
+                backend=self.backend.name,
+                release=release,
+                observed=observed,
+                batch=app.slots.get(slot_name).batch,
             )
             return self._noted(plan, from_snapshot(source.spec, app.source_dir), slot_name)
 
@@ -454,7 +459,11 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
                 self._altered(app.slots.target(slot_name), anchor, app, secrets)
             )
         plan = rollout_plan(
-            operation="repair", backend=self.backend.name, release=release, observed=seen
+            operation="repair",
+            backend=self.backend.name,
+            release=release,
+            observed=seen,
+            batch=app.slots.get(slot_name).batch,
         )
         diff = Diff(anchor.revision, None, tuple(drift(anchor, seen)))
         plan = replace(plan, observed=observed.summary(), diff=diff)  # saved: the whole slot
@@ -530,6 +539,7 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
             backend=self.backend.name,
             release=release,
             observed=observed.of_generation(anchor.generation),
+            batch=app.slots.get(slot_name).batch,
         )
         return self._noted(plan, recorded, slot_name)
 

@@ -1,14 +1,21 @@
 """Walking a plan: one step at a time, each given to the backend.
 
-A step that fails stops the walk with a Failure. A best-effort step (dropping an old
-route, pruning) that fails is reported as a warning with its manual fix, and the walk
-goes on: cleanup never turns a success into a failure. A no-op step says why.
+A backend whose hosts are independent engines (:class:`~shipway.backends.protocol.FansOut`,
+Docker) gets a *wave* at once: consecutive steps of one kind on different hosts (create on
+every host, then wait on every host, then switch every host …), each host's in a thread of
+its own; the order of the steps on any one host is the plan's. A step that fails stops
+the walk with a Failure (the wave's other steps under way finish first). A best-effort
+step (dropping an old route, pruning) that fails is reported as a warning with its manual
+fix, and the walk goes on: cleanup never turns a success into a failure. A no-op step says
+why.
 """
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 from shipway.backends.protocol import (
@@ -16,6 +23,7 @@ from shipway.backends.protocol import (
     Failure,
     Reason,
     Reporter,
+    fan_out_of,
     generations_of,
     sources_of,
 )
@@ -65,6 +73,56 @@ class WalkResult:
         return [s for s in self.done if isinstance(s, ApplyObject) and s.action == "create"]
 
 
+class _Serial:
+    """A reporter that threads share: one line or progress report at a time."""
+
+    def __init__(self, reporter: Reporter) -> None:
+        self.reporter = reporter
+        self.lock = threading.Lock()
+
+    def line(self, text: str) -> None:
+        with self.lock:
+            self.reporter.line(text)
+
+    def progress(self, process: str, counts: Mapping[str, int], note: str = "") -> None:
+        with self.lock:
+            self.reporter.progress(process, counts, note)
+
+
+def _wave_key(step: Step) -> tuple[str, str] | None:
+    """Steps with one key, on different hosts, may run at once; None: never with another."""
+    if getattr(step, "host", None) is None:
+        return None
+    if isinstance(step, ApplyObject):
+        return ("apply", step.kind)
+    if isinstance(step, WaitRollout):
+        return ("wait", step.process)
+    if isinstance(step, Remove):
+        return ("remove", step.kind)
+    return None
+
+
+def waves(steps: Sequence[Step], width: int) -> Iterator[list[Step]]:
+    """The steps in order, in runs of at most ``width`` consecutive steps of one kind on
+    pairwise different hosts (a run of one when ``width`` is 1)."""
+    wave: list[Step] = []
+    for step in steps:
+        key = _wave_key(step)
+        joins = (
+            wave
+            and key is not None
+            and len(wave) < width
+            and _wave_key(wave[0]) == key
+            and all(getattr(s, "host", None) != getattr(step, "host", None) for s in wave)
+        )
+        if wave and not joins:
+            yield wave
+            wave = []
+        wave.append(step)
+    if wave:
+        yield wave
+
+
 class Walker:
     def __init__(
         self,
@@ -82,47 +140,62 @@ class Walker:
         self.target = target
         self.release = release
         self.secrets = secrets
-        self.reporter = reporter
+        self.reporter: Reporter = _Serial(reporter)
+        self.width = fan_out_of(backend)
         self.result = WalkResult()  # what the last run did so far, also when interrupted
 
     def run(self, steps: Sequence[Step], timeout: float, label: str = "") -> WalkResult:
         deadline = time.monotonic() + timeout
         result = self.result = WalkResult()
         total = len(steps)
-        for i, step in enumerate(steps, start=1):
-            self.reporter.line(f"{label}[{i}/{total}] {step.describe()}")
-            result.current = step
-            try:
-                failure = self._do(step, deadline)
-            except CleanupFailed as exc:
-                failure = None
-                result.warnings.append(self._warning(step, str(exc), exc.manual_fix))
-            except BuildFailed as exc:
-                failure = Failure(
-                    reason=Reason.BUILD_FAILED,
-                    message=f"{step.describe()}: {exc}",
-                    details=exc.log_tail,
-                )
-            except (BackendError, InputError) as exc:
-                # InputError: what the step needs is missing (a secret its objects refer
-                # to): the step failed, and the rollout is undone like any failure
-                if step.best_effort:
-                    result.warnings.append(self._warning(step, str(exc), ""))
-                    failure = None
-                else:
-                    failure = Failure(
-                        reason=Reason.STEP_FAILED,
-                        message=f"{step.describe()}: {redact(str(exc), self.secrets)}",
-                        process=getattr(step, "process", None),
-                    )
-            if failure is not None:
-                result.failure = _masked(failure, self.secrets)
+        i = 0
+        for wave in waves(steps, self.width):
+            for step in wave:
+                i += 1
+                self.reporter.line(f"{label}[{i}/{total}] {step.describe()}")
+            result.current = wave[0]
+            if len(wave) == 1:
+                failures = [self._attempt(wave[0], deadline, result)]
+            else:
+                with ThreadPoolExecutor(max_workers=len(wave)) as pool:
+                    futures = [pool.submit(self._attempt, s, deadline, result) for s in wave]
+                    failures = [f.result() for f in futures]
+            for step, failure in zip(wave, failures, strict=True):
+                if failure is None:
+                    result.done.append(step)
+                elif result.failure is None:
+                    result.failure = _masked(failure, self.secrets)
+                    result.current = step
+            if result.failure is not None:
                 return result
-            result.done.append(step)
             result.current = None
-            if isinstance(step, Build):  # the rollout's budget starts once it is built
+            if isinstance(wave[0], Build):  # the rollout's budget starts once it is built
                 deadline = time.monotonic() + timeout
         return result
+
+    def _attempt(self, step: Step, deadline: float, result: WalkResult) -> Failure | None:
+        """One step: its failure, or None (a best-effort step's failure is a warning)."""
+        try:
+            return self._do(step, deadline)
+        except CleanupFailed as exc:
+            result.warnings.append(self._warning(step, str(exc), exc.manual_fix))
+        except BuildFailed as exc:
+            return Failure(
+                reason=Reason.BUILD_FAILED,
+                message=f"{step.describe()}: {exc}",
+                details=exc.log_tail,
+            )
+        except (BackendError, InputError) as exc:
+            # InputError: what the step needs is missing (a secret its objects refer
+            # to): the step failed, and the rollout is undone like any failure
+            if not step.best_effort:
+                return Failure(
+                    reason=Reason.STEP_FAILED,
+                    message=f"{step.describe()}: {redact(str(exc), self.secrets)}",
+                    process=getattr(step, "process", None),
+                )
+            result.warnings.append(self._warning(step, str(exc), ""))
+        return None
 
     def _warning(self, step: Step, message: str, fix: str) -> str:
         text = f"{step.describe()} failed: {redact(message, self.secrets)}"

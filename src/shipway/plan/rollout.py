@@ -12,6 +12,14 @@ Order, and why (the same on every backend):
   5. removal of what is no longer desired (routes first, prerequisites last) — best effort.
 An empty desired set is refused: it would remove everything. A volume is never removed,
 declared or not (invariant 11): it belongs to the slot, and only ``destroy`` deletes it.
+
+With a ``batch`` size (Docker's ``batch``, like Kamal's boot limit) and more hosts than
+that, the hosts roll a batch at a time, in their order: each batch's prerequisites, new
+units, waits, switches and removals, before the next batch starts; the release command
+runs once, after the first batch's prerequisites (it runs on the first host) and before any
+new process starts. The other hosts keep serving
+the deployed release meanwhile. An undo (:func:`restore_steps`) is never batched: it puts
+every host back at once.
 """
 
 from __future__ import annotations
@@ -72,11 +80,30 @@ def apply_step(unit: Unit, action: str) -> ApplyObject:
     )
 
 
+def host_batches(desired: Artifact, batch: int | None) -> list[tuple[str | None, ...]]:
+    """The hosts of ``desired`` (in order of their first unit) in batches of ``batch``; one
+    batch of every host (and the host-less units, None) when there is no batch size."""
+    hosts: list[str | None] = []
+    for unit in desired:
+        if unit.host not in hosts:
+            hosts.append(unit.host)
+    named = [h for h in hosts if h is not None]
+    if not batch or len(named) <= batch:
+        return [tuple(hosts)]
+    groups: list[tuple[str | None, ...]] = [
+        tuple(named[i : i + batch]) for i in range(0, len(named), batch)
+    ]
+    if None in hosts:  # what belongs to no host goes with the first batch
+        groups[0] = (None, *groups[0])
+    return groups
+
+
 def rollout_steps(
     desired: Artifact,
     observed: Observed,
     release_command: tuple[str, ...] | None = None,
     prune: bool = True,
+    batch: int | None = None,
 ) -> list[Step]:
     if not desired.units:
         raise InputError(
@@ -85,35 +112,39 @@ def rollout_steps(
         )
     ordered = sorted(desired, key=lambda u: u.phase)
     changed = [(u, a) for u in ordered if (a := change_of(u, observed)) is not None]
-    needed = [(u, a) for u, a in changed if is_prerequisite(u)]
-    quiet = [(u, a) for u, a in changed if not u.switches and not is_prerequisite(u)]
-    switching = [(u, a) for u, a in changed if u.switches]
-
-    steps: list[Step] = [apply_step(u, a) for u, a in needed]
-    steps += _waits([u for u, _ in needed])
-    if release_command and changed:
-        steps.append(RunReleaseCommand(command=release_command))
-    steps += [apply_step(u, a) for u, a in quiet]
-    steps += _waits([u for u, _ in quiet])
-    steps += [apply_step(u, a) for u, a in switching]
-    steps += _waits([u for u, _ in switching])
-
-    if prune:
-        wanted = set(desired.keys())
-        gone = sorted(
-            (
-                o
-                for key, o in observed.units.items()
-                if key not in wanted and o.kind not in DATA_KINDS
-            ),
-            key=lambda o: (-o.phase, o.key),
-        )
-        steps += [
-            Remove(
-                unit=o.key, kind=o.kind, reason="no longer declared", process=o.process, host=o.host
-            )
-            for o in gone
-        ]
+    wanted = set(desired.keys())
+    gone = sorted(
+        (o for key, o in observed.units.items() if key not in wanted and o.kind not in DATA_KINDS),
+        key=lambda o: (-o.phase, o.key),
+    )
+    groups = host_batches(desired, batch)
+    steps: list[Step] = []
+    for i, group in enumerate(groups):
+        last = i == len(groups) - 1
+        mine = [(u, a) for u, a in changed if u.host in group]
+        needed = [(u, a) for u, a in mine if is_prerequisite(u)]
+        quiet = [(u, a) for u, a in mine if not u.switches and not is_prerequisite(u)]
+        switching = [(u, a) for u, a in mine if u.switches]
+        steps += [apply_step(u, a) for u, a in needed]
+        steps += _waits([u for u, _ in needed])
+        if i == 0 and release_command and changed:
+            steps.append(RunReleaseCommand(command=release_command))
+        steps += [apply_step(u, a) for u, a in quiet]
+        steps += _waits([u for u, _ in quiet])
+        steps += [apply_step(u, a) for u, a in switching]
+        steps += _waits([u for u, _ in switching])
+        if prune:  # the last batch also removes what is on hosts no longer listed
+            steps += [
+                Remove(
+                    unit=o.key,
+                    kind=o.kind,
+                    reason="no longer declared",
+                    process=o.process,
+                    host=o.host,
+                )
+                for o in gone
+                if o.host in group or (last and not any(o.host in g for g in groups))
+            ]
     if not steps:
         steps.append(NoOp(reason=f"all {len(desired)} objects are up to date"))
     return steps
@@ -126,6 +157,7 @@ def rollout_plan(
     release: Release,
     observed: Observed,
     release_command: tuple[str, ...] | None = None,
+    batch: int | None = None,
 ) -> Plan:
     """The plan that makes the target run ``release`` (its artifact must be rendered)."""
     return Plan(
@@ -133,7 +165,7 @@ def rollout_plan(
         slot=release.slot,
         backend=backend,
         operation=operation,
-        steps=tuple(rollout_steps(release.artifact, observed, release_command)),
+        steps=tuple(rollout_steps(release.artifact, observed, release_command, batch=batch)),
         observed=observed.summary(),
         release=release,
     )

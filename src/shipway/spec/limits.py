@@ -45,6 +45,7 @@ COUNTS: Mapping[str, tuple[int, int]] = {
     "replicas": (0, 1000),
     "attempts": (1, 10_000),
     "history_limit": (1, 1000),
+    "batch": (1, 1000),
 }
 
 _KINDS = (

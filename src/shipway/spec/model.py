@@ -141,6 +141,8 @@ class Slot:
     proxy_image: str | None = None
     proxy_port: int | None = None
     drain_timeout: float | None = None
+    #: hosts rolled at a time (Kamal's boot limit); None: every host at once
+    batch: int | None = None
     # local
     state_dir: str | None = None
     router_port: int | None = None
@@ -321,6 +323,7 @@ def _slot_json(slot: Slot) -> dict[str, Any]:
                     "proxy_image": slot.proxy_image,
                     "proxy_port": slot.proxy_port,
                     "drain_timeout": slot.drain_timeout,
+                    "batch": slot.batch,
                 }
             )
         )

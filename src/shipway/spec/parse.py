@@ -82,6 +82,7 @@ SLOT_KEYS = (
     "proxy_image",
     "proxy_port",
     "drain_timeout",
+    "batch",
     "state_dir",
     "router_port",
     "replicas",
@@ -98,6 +99,7 @@ BACKEND_ONLY = {
     "proxy_image": "docker",
     "proxy_port": "docker",
     "drain_timeout": "docker",
+    "batch": "docker",
     "state_dir": "local",
     "router_port": "local",
 }
@@ -583,6 +585,7 @@ def _slot(
         if "drain_timeout" in s
         else None
     )
+    batch = c.integer(s["batch"], (*path, "batch"), "batch") if "batch" in s else None
     state_dir = c.string(s["state_dir"], (*path, "state_dir")) if "state_dir" in s else None
     router_port = (
         c.integer(s["router_port"], (*path, "router_port"), "port") if "router_port" in s else None
@@ -625,6 +628,7 @@ def _slot(
         hosts=hosts,
         known_hosts=known_hosts,
         proxy_image=proxy_image,
+        batch=batch,
         proxy_port=proxy_port,
         drain_timeout=drain_timeout,
         state_dir=state_dir,

@@ -29,7 +29,7 @@ from shipway.backends.docker.reads import DockerReads
 from shipway.backends.docker.release_command import DockerReleaseCommand
 from shipway.backends.docker.runtime_files import DockerRuntimeFiles
 from shipway.backends.imagebuild import ImageBuilds
-from shipway.backends.protocol import Backend
+from shipway.backends.protocol import Backend, FansOut
 from shipway.errors import InputError
 from shipway.release.artifact import Artifact
 from shipway.release.model import Release
@@ -69,3 +69,4 @@ def connect(app: App, slot: Slot) -> DockerBackend:
 
 
 _: type[Backend] = DockerBackend  # mypy checks it keeps the protocol (no generations)
+_fans_out: type[FansOut] = DockerBackend  # and that its hosts take their steps at once

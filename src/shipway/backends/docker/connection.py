@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import queue
 import socket
 import threading
 from collections.abc import Mapping
@@ -23,7 +24,12 @@ from typing import Any, Protocol
 import docker
 import docker.errors
 import paramiko
-from docker.constants import DEFAULT_DOCKER_API_VERSION, MINIMUM_DOCKER_API_VERSION
+from docker.constants import (
+    DEFAULT_DOCKER_API_VERSION,
+    DEFAULT_MAX_POOL_SIZE,
+    MINIMUM_DOCKER_API_VERSION,
+)
+from docker.transport.sshconn import SSHConnectionPool, SSHHTTPAdapter
 from docker.utils import version_lt
 
 from shipway.backends.docker.hosts import HostAddress
@@ -51,6 +57,49 @@ class Stream(Protocol):
     def close(self) -> Any: ...
 
 
+class _OnePoolAdapter(SSHHTTPAdapter):
+    """docker-py's SSH adapter keys its connection pools by the whole request URL, so every
+    new path (each container's ``/json``, each exec) opened a new channel and ran a new
+    ``docker system dial-stdio`` on the host: about 0.4 s per Engine API call over SSH on
+    the test host. One pool per host instead, shared by its clients (urllib3's pool is
+    thread-safe): its HTTP connections (channels) are kept alive and reused, as they are
+    on a unix socket. Closing a client leaves the pool to its :class:`HostConnection`."""
+
+    def __init__(self, base_url: str, ssh: paramiko.SSHClient, timeout: int) -> None:
+        super().__init__(base_url, timeout=timeout, shell_out=True)
+        self.ssh_client = ssh
+        self._pool = SSHConnectionPool(
+            ssh_client=ssh, timeout=timeout, maxsize=DEFAULT_MAX_POOL_SIZE, host=self.ssh_host
+        )
+
+    def get_connection(self, url: str | bytes, proxies: Any = None) -> SSHConnectionPool:
+        return self._pool
+
+    def prefill(self, count: int) -> None:
+        """Open ``count`` channels ahead of need. A call whose connection the engine takes
+        over (an exec's output, the events stream a health gate follows) never gives its
+        channel back, so the next call opens one: a ``dial-stdio`` on the host, up to a
+        second on a busy one. Opened here, in the background, they wait in the pool."""
+        for _ in range(count):
+            slots = self._pool.pool
+            conn = self._pool._new_conn()
+            conn.connect()
+            try:
+                if slots is None:  # the pool was closed meanwhile
+                    raise queue.Empty
+                slots.get(block=False)  # an empty slot (None) of the pool's queue
+            except queue.Empty:
+                conn.close()
+                return
+            self._pool._put_conn(conn)
+
+    def close(self) -> None:
+        pass  # a client's close: the pool is the host's (:meth:`shut`)
+
+    def shut(self) -> None:
+        self._pool.close()  # its channels; the SSH connection is the HostConnection's
+
+
 class HostConnection:
     """Lazily connected: nothing is opened until the host is first used."""
 
@@ -73,6 +122,7 @@ class HostConnection:
         self._params: SshParams | None = None
         self._client: docker.DockerClient | None = None
         self._version: str | None = None
+        self._adapter: _OnePoolAdapter | None = None
         self._lock = threading.RLock()
 
     @property
@@ -103,16 +153,13 @@ class HostConnection:
             version=version,
             timeout=API_TIMEOUT,
         )
-        adapter: Any = client.api.get_adapter("http+docker://ssh")
+        # ... given our verified connection instead, through the host's one pool of channels
         ssh = self._ssh_client()
-        params = self._params
-        assert params is not None
-        adapter.ssh_client = ssh  # ... given our verified connection instead
-        adapter.ssh_params = {
-            "hostname": params.hostname,
-            "port": params.port,
-            "username": params.username,
-        }
+        if self._adapter is None or self._adapter.ssh_client is not ssh:
+            if self._adapter is not None:
+                self._adapter.shut()
+            self._adapter = _OnePoolAdapter(self.address.url, ssh, API_TIMEOUT)
+        client.api.mount("http+docker://ssh", self._adapter)
         return client
 
     # -- clients -----------------------------------------------------------------------
@@ -138,8 +185,6 @@ class HostConnection:
                 try:
                     server = str(probe.api.version(api_version=False)["ApiVersion"])
                 finally:
-                    probe_adapter: Any = probe.api.get_adapter("http+docker://ssh")
-                    probe_adapter.ssh_client = None
                     probe.close()  # closes its channels, not our connection
                 self._version = (
                     server if version_lt(server, DEFAULT_DOCKER_API_VERSION) else
@@ -168,12 +213,23 @@ class HostConnection:
         channel.settimeout(timeout)
         return channel
 
+    def warm(self, channels: int) -> None:
+        """Connect (as :meth:`client`) and, over SSH, open ``channels`` channels ahead of
+        need (see :meth:`_OnePoolAdapter.prefill`)."""
+        self.client()
+        adapter = self._adapter
+        if adapter is not None:
+            adapter.prefill(channels)
+
     def close(self) -> None:
         with self._lock:
             if self._client is not None:
                 with contextlib.suppress(Exception):
                     self._client.close()
                 self._client = None
+            if self._adapter is not None:
+                self._adapter.shut()
+                self._adapter = None
             if self._ssh is not None:
                 self._ssh.close()
                 self._ssh = None

@@ -1,8 +1,10 @@
 """What the Docker backend reads from its hosts. Nothing here mutates anything.
 
-Observing reads every host at once: the containers, files volumes and proxy routes labelled
-as this slot's, each compared with the unit body it carries (drift, in words that never
-hold a value). Logs are masked with the secret values each container actually got.
+Observing reads every host at once, each once: one list of the containers labelled as this
+slot's, then only what drift needs (the app containers and the proxy inspected, the files
+volumes and the proxy's routes read), each compared with the unit body it carries (drift,
+in words that never hold a value). Logs are masked with the secret values each container
+actually got.
 """
 
 from __future__ import annotations
@@ -40,6 +42,12 @@ def _unit_state(status: str) -> UnitState:
     if status == "created":
         return "created"
     return "stopped"
+
+
+def _labels(c: Container) -> dict[str, str]:
+    """A container's labels, from a sparse listing (``Labels``) or an inspection."""
+    listed = c.attrs.get("Labels")
+    return dict(listed) if isinstance(listed, dict) else dict(c.labels)
 
 
 class DockerReads(DockerVolumes):
@@ -108,24 +116,26 @@ class DockerReads(DockerVolumes):
         host = conn.name
         out: list[tuple[ObservedUnit, list[str]]] = []
         with edge(f"host {host}: observe"):
-            out += [(unit, []) for unit in self._observe_volumes(conn.client(), host)]
-            containers = self._labelled(conn.client())
+            client = conn.client()
+            out += [(unit, []) for unit in self._observe_volumes(client, host)]
+            containers = self._labelled(client, sparse=True)
             files_reasons: dict[str, list[str]] = {}
             for c in containers:
-                if c.labels.get(labels.KIND) != labels.FILES:
+                if _labels(c).get(labels.KIND) != labels.FILES:
                     continue
-                body, reasons = drift.body_of(c.labels)
+                body, reasons = drift.body_of(_labels(c))
                 if body is not None:
-                    content = json.loads(c.labels.get(labels.CONTENT) or "{}")
+                    content = json.loads(_labels(c).get(labels.CONTENT) or "{}")
                     actual = read_tree(c, "/files")
                     reasons += drift.files(actual, body, content, str(body.get("volume")))
                     files_reasons[str(body.get("volume"))] = reasons
                 out.append(self._observed(c, "files", 0, reasons, host, state="present"))
             for c in containers:
-                kind = c.labels.get(labels.KIND)
+                kind = _labels(c).get(labels.KIND)
                 if kind not in (labels.APP_CONTAINER, labels.PROXY):
                     continue
-                body, reasons = drift.body_of(c.labels)
+                c = client.containers.get(str(c.id))  # its whole configuration, for drift
+                body, reasons = drift.body_of(_labels(c))
                 if body is not None:
                     reasons += drift.container(c.attrs, body)
                     volume = body.get("volume")
@@ -150,13 +160,13 @@ class DockerReads(DockerVolumes):
         host: str,
         state: UnitState | None = None,
     ) -> tuple[ObservedUnit, list[str]]:
-        digest = c.labels.get(labels.DIGEST) or ""
+        digest = _labels(c).get(labels.DIGEST) or ""
         unit = ObservedUnit(
-            key=c.labels.get(labels.KEY) or f"unknown/{c.name}@{host}",
+            key=_labels(c).get(labels.KEY) or f"unknown/{c.name}@{host}",
             kind=kind,
             digest=drift.drifted(digest, reasons) if reasons else digest,
             state=state or _unit_state(c.status),
-            process=c.labels.get(labels.PROCESS),
+            process=_labels(c).get(labels.PROCESS),
             host=host,
             phase=phase,
         )

@@ -9,6 +9,7 @@ the one preamble :meth:`~shipway.backends.guarded.Guarded._guard`).
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, TypeVar
@@ -32,6 +33,11 @@ if TYPE_CHECKING:  # lock.py's part derives from this class
     from shipway.backends.docker.lock import SlotLock
 
 T = TypeVar("T")
+#: the most hosts talked to at once (threads, each with its own Engine API connection)
+MAX_FAN_OUT = 16
+#: SSH channels opened ahead on each other host (the gate's events stream, an exec's output
+#: and the calls beside them each hold one)
+WARM_CHANNELS = 3
 
 
 class DockerState(Guarded):
@@ -118,17 +124,39 @@ class DockerState(Guarded):
         if self._slot_lock is not None:
             self._slot_lock.check()
 
+    def _connect_others(self) -> None:
+        """Open every other host's connection in the background (an SSH handshake and the
+        engine's API version take a second or more): the operation's first call on a host
+        then finds it open, or waits for it (a failure is raised there, by :meth:`_client`).
+        Every host, the first one too, gets a few SSH channels opened ahead of need."""
+
+        def connect(conn: HostConnection) -> None:
+            with contextlib.suppress(Exception):
+                conn.warm(WARM_CHANNELS)
+
+        for h in self.host_addresses:
+            threading.Thread(target=connect, args=(self.connections[h.name],), daemon=True).start()
+
+    def fan_out(self) -> int:
+        """Hosts whose steps run at once: all of them, or the slot's ``batch`` (the plan
+        rolls a batch at a time; :mod:`shipway.plan.rollout`)."""
+        return min(len(self.host_addresses), self.slot.batch or MAX_FAN_OUT, MAX_FAN_OUT)
+
     def _each_host(self, work: Callable[[HostConnection], T]) -> dict[str, T]:
         """Run ``work`` on every host at once; the first error (in host order) is raised."""
-        with ThreadPoolExecutor(max_workers=len(self.host_addresses)) as pool:
+        with ThreadPoolExecutor(max_workers=min(len(self.host_addresses), MAX_FAN_OUT)) as pool:
             futures = {
                 h.name: pool.submit(work, self.connections[h.name]) for h in self.host_addresses
             }
             return {name: f.result() for name, f in futures.items()}
 
-    def _labelled(self, client: docker.DockerClient, kind: str | None = None) -> list[Container]:
+    def _labelled(
+        self, client: docker.DockerClient, kind: str | None = None, sparse: bool = False
+    ) -> list[Container]:
+        """The slot's containers on a host. ``sparse``: as the one list call gives them
+        (labels, state, ids) — docker-py otherwise inspects each one, a call apiece."""
         found: list[Container] = client.containers.list(
-            all=True, filters=labels.slot_filter(self.app.name, self.slot.name, kind)
+            all=True, filters=labels.slot_filter(self.app.name, self.slot.name, kind), sparse=sparse
         )
         return found
 

@@ -34,7 +34,7 @@ from shipway.backends.docker.containers import (
     remove,
 )
 from shipway.backends.docker.edge import edge, explain
-from shipway.backends.docker.health import Gate
+from shipway.backends.docker.health import Gate, events
 from shipway.backends.docker.proxy import DockerProxy
 from shipway.backends.docker.store import ensure_holder_image, tar_of
 from shipway.backends.docker.volumes import DockerVolumes
@@ -47,8 +47,8 @@ from shipway.release.model import Release
 from shipway.spec.model import Target
 from shipway.spec.secrets import Secret, redact, reveal
 
-#: seconds between two looks at the units a wait gates
-POLL = 0.15
+#: the longest a gate waits for an event before it looks again all the same
+QUIET = 1.0
 
 
 class DockerSteps(DockerProxy, DockerVolumes):
@@ -267,12 +267,21 @@ class DockerSteps(DockerProxy, DockerVolumes):
         conn = self._conn(step.host)
         units = [artifact.get(k) for k in step.units]
         gates = [Gate(unit) for unit in units]
-        with edge(f"host {conn.name}: wait for {step.process}"), retry.within(deadline):
+        with (
+            edge(f"host {conn.name}: wait for {step.process}"),
+            retry.within(deadline),
+            events(conn.client(), [g.name for g in gates]) as changes,
+        ):
             client = conn.client()
+            touched = {g.name for g in gates}  # the first look reads every container
             while True:
+                now = time.monotonic()
                 for gate in gates:
-                    if not gate.ready:
-                        failure = gate.check(client, conn, step.process)
+                    if gate.ready:
+                        continue
+                    inspect = gate.name in touched or gate.due is None
+                    if inspect or (gate.due is not None and gate.due <= now):
+                        failure = gate.look(client, conn, step.process, inspect)
                         if failure is not None:
                             return self._failed(step, failure, reporter)
                 ready = sum(g.ready for g in gates)
@@ -292,7 +301,9 @@ class DockerSteps(DockerProxy, DockerVolumes):
                         ),
                         reporter,
                     )
-                time.sleep(POLL)
+                waiting = [g.due for g in gates if not g.ready and g.due is not None]
+                until = min([*waiting, time.monotonic() + QUIET, deadline])
+                touched = changes.wait(until - time.monotonic())
 
     def _failed(self, step: WaitRollout, failure: Failure, reporter: Reporter) -> Failure:
         self._trouble = True

@@ -115,6 +115,15 @@ def http_probe(port: int, path: str, timeout: float) -> tuple[bool, str]:
         conn.close()
 
 
+def _listens(port: int) -> bool:
+    """Something accepts connections on 127.0.0.1:port (a refusal comes back at once)."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
 def tcp_probe(port: int, timeout: float) -> tuple[bool, str]:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=timeout):
@@ -148,6 +157,13 @@ def health_gate(
     attempts: dict[str, int] = {}
     last: dict[str, str] = {}
     next_probe = started + check.initial_delay if mode != "uptime" else 0
+    refused: set[str] = set()  # instances on whose port nothing listened at their last probe
+
+    def probe(port: int) -> tuple[bool, str]:
+        if mode == "http":
+            return http_probe(port, str(check.path), check.timeout)
+        return tcp_probe(port, check.timeout)
+
     reporter.progress(process, {"ready": 0, "of": total})
     while len(ready) < total:
         still_ours()
@@ -184,16 +200,24 @@ def health_gate(
                     last[name] = f"{state.lower()}, must stay up {needed:g}s"
                 continue
             if time.monotonic() < next_probe:
+                # nothing listened at the last probe: look again at the loop's pace, so an
+                # app that is up is not kept waiting for the next interval. A refused
+                # connect reaches no app; only a success counts here (a failure never comes
+                # sooner: attempts stay one per interval)
+                if name in refused and _listens(inst.port):
+                    refused.discard(name)
+                    if probe(inst.port)[0]:
+                        ready.add(name)
                 continue
-            if mode == "http":
-                ok, why = http_probe(inst.port, str(check.path), check.timeout)
-            else:
-                ok, why = tcp_probe(inst.port, check.timeout)
+            ok, why = probe(inst.port)
             attempts[name] = attempts.get(name, 0) + 1
             last[name] = why
             if ok:
                 ready.add(name)
-            elif attempts[name] >= check.attempts:
+                continue
+            if not _listens(inst.port):
+                refused.add(name)
+            if attempts[name] >= check.attempts:
                 what = "health check" if mode == "http" else "port check"
                 return fail(
                     inst,

@@ -1,21 +1,28 @@
 """The HTTP router: one long-running process per router port, supervised like the apps.
 
-Run as ``python router.py --port 8800 --tables DIR --control SOCKET`` (standalone: aiohttp,
-the standard library and its sibling ``routetable.py`` only, so it starts fast and never
-imports shipway).
+Run as ``python router.py --port 8800 --tables DIR --control SOCKET`` (standalone: the
+standard library and its siblings ``routetable.py`` and ``http1.py`` only — uvloop's event
+loop when it is installed — so it starts fast and never imports shipway).
 
 * Routes by Host header (port stripped, lowercased) to the upstreams (127.0.0.1:<port> of
   each instance) of the program the host points at, round-robin.
+* An HTTP/1.1 proxy on asyncio streams: the head is parsed and rewritten (hop-by-hop
+  fields dropped, ``X-Forwarded-For/-Proto/-Host`` added), bodies pass through as they are
+  framed on the wire, as they arrive (streaming, server-sent events), connections to the
+  instances are kept alive and reused, and an ``Upgrade`` (WebSocket) answered ``101``
+  becomes a two-way tunnel. The old aiohttp router spent most of its time in aiohttp's
+  client and in four sends per request (docs/local.md, "Router performance"): this one
+  sends a response's head and its first bytes in one write.
 * The table is the JSON files in ``--tables`` (one per app and slot, and one per generation
   of a blue-green slot, written atomically by the backend; the newest claim of a host wins:
   :mod:`routetable`); ``POST /reload`` on the control socket re-reads them and swaps the
   whole table in one assignment, so a switch is atomic: a request is routed either before
   it (old upstream) or after it (new upstream), never to a mix.
-* Every request is counted against its upstream while it is in flight. The counter moves
-  in the same event-loop step as the lookup, so once ``/reload`` has answered, every
-  request that could still reach an old upstream is already counted, and
-  ``POST /drain`` returns only when those requests have finished: this is what lets the
-  backend stop an old process without dropping a request.
+* Every request is counted against its upstream while it is in flight (a WebSocket for as
+  long as it is open). The counter moves in the same event-loop step as the lookup, so once
+  ``/reload`` has answered, every request that could still reach an old upstream is already
+  counted, and ``POST /drain`` returns only when those requests have finished: this is what
+  lets the backend stop an old process without dropping a request.
 * Control API (unix socket, mode 0600): ``POST /reload``, ``GET /status``,
   ``POST /drain {"upstreams": [...], "timeout": seconds}``.
 """
@@ -26,37 +33,192 @@ import argparse
 import asyncio
 import contextlib
 import itertools
+import json
 import os
 import signal
 import sys
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from aiohttp import ClientError, ClientSession, ClientTimeout, TCPConnector, web
-from aiohttp.client_exceptions import ClientConnectorError, ServerDisconnectedError
-from yarl import URL
-
 if __package__:  # imported as part of shipway (tests)
+    from shipway.backends.local.http1 import (
+        IDEMPOTENT,
+        BadMessage,
+        Framing,
+        Head,
+        answer,
+        chunk_size,
+        forwarded_fields,
+        parse_head,
+        request_body,
+        response_body,
+    )
     from shipway.backends.local.routetable import load_table
 else:  # run as a script: its own directory is on sys.path, shipway is never imported
+    from http1 import (  # type: ignore[import-not-found,no-redef]
+        IDEMPOTENT,
+        BadMessage,
+        Framing,
+        Head,
+        answer,
+        chunk_size,
+        forwarded_fields,
+        parse_head,
+        request_body,
+        response_body,
+    )
     from routetable import load_table  # type: ignore[import-not-found,no-redef]
 
-HOP_BY_HOP = frozenset(
-    {
-        "connection",
-        "keep-alive",
-        "proxy-authenticate",
-        "proxy-authorization",
-        "proxy-connection",
-        "te",
-        "trailer",
-        "transfer-encoding",
-        "upgrade",
-    }
+Reader = asyncio.StreamReader
+Writer = asyncio.StreamWriter
+
+END = b"\r\n\r\n"
+LIMIT = 64 * 1024  # the longest head accepted; also the unit of a body's reads
+CONNECT_TIMEOUT = 5.0
+CLIENT_IDLE = 75.0  # a kept-alive client connection with no request is closed after this
+UPSTREAM_IDLE = 30.0  # an idle connection to an instance is closed after this
+POOL_SIZE = 32  # idle connections kept per upstream
+
+
+class Refused(Exception):
+    """The upstream could not be reached: nothing was sent, another instance may take it."""
+
+
+class ClosedEarly(Exception):
+    """The upstream closed before any byte of its response."""
+
+
+class Failed(Exception):
+    """The upstream broke the exchange (after the request went out)."""
+
+
+#: what ends an exchange or a connection: the peer's fault or its going away
+BROKEN: tuple[type[BaseException], ...] = (
+    OSError,
+    ValueError,
+    asyncio.IncompleteReadError,
+    asyncio.LimitOverrunError,
 )
-IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE", "TRACE"})
+#: what ends a client's connection
+ENDED: tuple[type[BaseException], ...] = (*BROKEN, Failed)
+#: what breaks an exchange with an upstream
+UPSTREAM_BROKE: tuple[type[BaseException], ...] = (*BROKEN, Failed, BadMessage)
+
+
+class Pool:
+    """Idle kept-alive connections to each upstream, newest first out."""
+
+    def __init__(self) -> None:
+        self.idle: dict[str, list[tuple[Reader, Writer, float]]] = {}
+
+    def take(self, upstream: str) -> tuple[Reader, Writer] | None:
+        entries = self.idle.get(upstream)
+        now = time.monotonic()
+        while entries:
+            reader, writer, since = entries.pop()
+            if reader.at_eof() or writer.is_closing() or now - since > UPSTREAM_IDLE:
+                writer.close()
+                continue
+            return reader, writer
+        return None
+
+    def give(self, upstream: str, reader: Reader, writer: Writer) -> None:
+        entries = self.idle.setdefault(upstream, [])
+        if len(entries) >= POOL_SIZE or reader._buffer:  # type: ignore[attr-defined]
+            writer.close()  # (bytes nobody asked for: the connection cannot be trusted)
+            return
+        entries.append((reader, writer, time.monotonic()))
+
+    def sweep(self, known: set[str]) -> None:
+        """Close what idled too long, and every connection to an upstream no longer routed."""
+        now = time.monotonic()
+        for upstream in list(self.idle):
+            keep = []
+            for reader, writer, since in self.idle[upstream]:
+                alive = not (reader.at_eof() or writer.is_closing())
+                if alive and upstream in known and now - since <= UPSTREAM_IDLE:
+                    keep.append((reader, writer, since))
+                else:
+                    writer.close()
+            if keep:
+                self.idle[upstream] = keep
+            else:
+                del self.idle[upstream]
+
+
+async def _send(writer: Writer, data: bytes) -> None:
+    writer.write(data)
+    if writer.transport.get_write_buffer_size() > LIMIT:
+        await writer.drain()
+
+
+async def _copy_length(reader: Reader, writer: Writer, remaining: int) -> None:
+    while remaining > 0:
+        data = await reader.read(min(remaining, LIMIT))
+        if not data:
+            raise Failed("closed inside a body")
+        remaining -= len(data)
+        await _send(writer, data)
+
+
+async def _copy_chunked(reader: Reader, writer: Writer) -> None:
+    """A chunked body, byte for byte as framed, to its end (trailers included)."""
+    while True:
+        line = await reader.readuntil(b"\r\n")
+        size = chunk_size(line)
+        await _send(writer, line)
+        if size == 0:
+            while True:  # trailer fields, then the blank line that ends the body
+                line = await reader.readuntil(b"\r\n")
+                await _send(writer, line)
+                if line == b"\r\n":
+                    return
+        await _copy_length(reader, writer, size + 2)  # the data and its CRLF
+
+
+async def _copy_to_eof(reader: Reader, writer: Writer) -> None:
+    while data := await reader.read(LIMIT):
+        await _send(writer, data)
+
+
+async def _copy_body(reader: Reader, writer: Writer, framing: Framing) -> None:
+    kind, length = framing
+    if kind == "length":
+        await _copy_length(reader, writer, length)
+    elif kind == "chunked":
+        await _copy_chunked(reader, writer)
+    elif kind == "close":
+        await _copy_to_eof(reader, writer)
+
+
+async def _tunnel(a_reader: Reader, a_writer: Writer, b_reader: Reader, b_writer: Writer) -> None:
+    """Bytes both ways until both directions ended (an upgraded connection: WebSocket)."""
+
+    async def pump(reader: Reader, writer: Writer) -> None:
+        with contextlib.suppress(OSError):
+            await _copy_to_eof(reader, writer)
+            if writer.can_write_eof():
+                writer.write_eof()
+
+    one = asyncio.ensure_future(pump(a_reader, b_writer))
+    two = asyncio.ensure_future(pump(b_reader, a_writer))
+    try:
+        await asyncio.gather(one, two)
+    finally:
+        one.cancel()
+        two.cancel()
+
+
+async def _until_gone(reader: Reader) -> bytes:
+    """Wait for the client to close its side; bytes it sends meanwhile (a pipelined request)
+    end the watch and are returned to be read as the next request."""
+    try:
+        return await reader.read(LIMIT) or b""
+    except OSError:
+        return b""
 
 
 class Router:
@@ -66,8 +228,8 @@ class Router:
         self.table: dict[str, dict[str, Any]] = {}
         self.inflight: Counter[str] = Counter()
         self.turns: dict[str, itertools.count[int]] = {}
-        self.session: ClientSession | None = None
         self.reloaded_at = 0.0
+        self.pool = Pool()
 
     def reload(self) -> int:
         notes: list[str] = []
@@ -77,7 +239,11 @@ class Router:
         self.table = table  # one assignment: the switch is atomic
         self.turns = {}
         self.reloaded_at = time.time()
+        self.pool.sweep(self.known())
         return len(table)
+
+    def known(self) -> set[str]:
+        return {str(u) for e in self.table.values() for u in e["upstreams"]}
 
     def pick(self, host: str, avoid: frozenset[str] = frozenset()) -> str | None:
         entry = self.table.get(host)
@@ -91,139 +257,431 @@ class Router:
 
     # -- the public side -----------------------------------------------------------
 
-    async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
-        host = (request.host or "").rsplit(":", 1)[0].strip("[]").lower()
+    async def connection(self, reader: Reader, writer: Writer) -> None:
+        """One client connection: its requests in turn, while it keeps the connection."""
+        peer = writer.get_extra_info("peername")
+        ip = str(peer[0]) if peer else ""
+        loop = asyncio.get_running_loop()
+        carry = b""
+        try:
+            while True:
+                idle = loop.call_later(CLIENT_IDLE, writer.transport.close)
+                try:
+                    raw = await self._head(reader, carry)
+                finally:
+                    idle.cancel()
+                if raw is None:
+                    return
+                keep, carry = await self.request(raw, ip, reader, writer)
+                if not keep:
+                    return
+        except BadMessage as exc:
+            writer.write(answer(exc.status, f"shipway router: {exc}\n", close=True))
+        except ENDED:
+            return
+        finally:
+            writer.close()
+
+    async def _head(self, reader: Reader, carry: bytes) -> bytes | None:
+        """The next request's head (None: the client closed between requests)."""
+        if carry:
+            reader._buffer[:0] = carry  # type: ignore[attr-defined]
+        try:
+            raw = await reader.readuntil(END)
+        except asyncio.IncompleteReadError as exc:
+            if exc.partial.strip():
+                raise
+            return None
+        except asyncio.LimitOverrunError:
+            raise BadMessage(431, "request head too large") from None
+        return raw.lstrip(b"\r\n")
+
+    async def request(
+        self, raw: bytes, ip: str, reader: Reader, writer: Writer
+    ) -> tuple[bool, bytes]:
+        """Serve one request; (keep the client connection, bytes read past it)."""
+        try:
+            head = parse_head(raw[:-4])
+            _, target, version = head.first.split(b" ")
+            if version not in (b"HTTP/1.1", b"HTTP/1.0"):
+                raise BadMessage(505, "only HTTP/1.0 and HTTP/1.1 are served")
+            framing = request_body(head)
+        except (BadMessage, ValueError) as exc:
+            status = exc.status if isinstance(exc, BadMessage) else 400
+            writer.write(answer(status, f"shipway router: {exc}\n", close=True))
+            return False, b""
+        keep = version == b"HTTP/1.1" and b"close" not in head.tokens(b"connection")
+        raw_host = head.named.get(b"host", b"").decode("latin-1")
+        host = raw_host.rsplit(":", 1)[0].strip("[]").lower()
         entry = self.table.get(host)
         if entry is None:
             known = ", ".join(sorted(self.table)) or "none"
-            return web.Response(
-                status=404,
-                text=f"shipway router: no app is served at {host!r} here (hosts: {known})\n",
-            )
+            text = f"shipway router: no app is served at {host!r} here (hosts: {known})\n"
+            return self._refuse(writer, 404, text, keep and framing[0] == "none")
+        exchange = Exchange(self, head, version, target, framing, ip, raw_host, reader, writer)
         tried: set[str] = set()
-        body = request.body_exists
         while True:
             upstream = self.pick(host, frozenset(tried))
             if upstream is None:
-                return web.Response(
-                    status=502 if tried else 503,
-                    text=f"shipway router: no running instance serves {host!r}\n",
-                )
+                status = 502 if tried else 503
+                text = f"shipway router: no running instance serves {host!r}\n"
+                return self._refuse(writer, status, text, keep and not exchange.body_unread)
             self.inflight[upstream] += 1  # same loop step as the lookup: see the module doc
             try:
-                return await self.forward(request, upstream)
-            except ClientConnectorError:
+                return await exchange.run(upstream, keep)
+            except Refused:
                 tried.add(upstream)  # nothing was sent: another instance may take it
-            except ServerDisconnectedError:
-                if body or request.method not in IDEMPOTENT or upstream in tried:
-                    return web.Response(status=502, text="shipway router: upstream closed\n")
+            except ClosedEarly:
+                if not exchange.replayable or upstream in tried:
+                    return self._refuse(writer, 502, "shipway router: upstream closed\n", False)
                 tried.add(upstream)
-            except (TimeoutError, ClientError) as exc:
-                return web.Response(status=502, text=f"shipway router: upstream failed: {exc}\n")
+            except UPSTREAM_BROKE as exc:
+                if exchange.answered:
+                    return False, b""  # part of the answer went out: end the connection
+                why = f"shipway router: upstream failed: {exc or type(exc).__name__}\n"
+                return self._refuse(writer, 502, why, False)
             finally:
                 self.inflight[upstream] -= 1
                 if self.inflight[upstream] <= 0:
                     del self.inflight[upstream]
 
-    async def forward(self, request: web.BaseRequest, upstream: str) -> web.StreamResponse:
-        assert self.session is not None
-        headers = [(k, v) for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP]
-        peer = request.remote or ""
-        prior = request.headers.get("X-Forwarded-For")
-        headers.append(("X-Forwarded-For", f"{prior}, {peer}" if prior else peer))
-        headers.append(("X-Forwarded-Proto", request.scheme))
-        headers.append(("X-Forwarded-Host", request.host or ""))
-        url = URL(f"http://{upstream}{request.raw_path}", encoded=True)
-        async with self.session.request(
-            request.method,
-            url,
-            headers=headers,
-            data=request.content if request.body_exists else None,
-            allow_redirects=False,
-            skip_auto_headers=("Accept", "Accept-Encoding", "User-Agent", "Content-Type"),
-        ) as upstream_response:
-            response = web.StreamResponse(
-                status=upstream_response.status, reason=upstream_response.reason
-            )
-            for k, v in upstream_response.headers.items():
-                if k.lower() not in HOP_BY_HOP:
-                    response.headers.add(k, v)
-            await response.prepare(request)
-            if request.method != "HEAD":
-                async for chunk in upstream_response.content.iter_any():
-                    await response.write(chunk)
-            await response.write_eof()
-            return response
+    def _refuse(self, writer: Writer, status: int, text: str, keep: bool) -> tuple[bool, bytes]:
+        writer.write(answer(status, text, close=not keep))
+        return keep, b""
 
     # -- the control side ----------------------------------------------------------
 
-    async def control_reload(self, request: web.Request) -> web.Response:
-        return web.json_response({"hosts": self.reload()})
+    def status(self) -> dict[str, Any]:
+        return {
+            "port": self.port,
+            "pid": os.getpid(),
+            "hosts": {h: e["upstreams"] for h, e in self.table.items()},
+            "programs": {h: e["program"] for h, e in self.table.items()},
+            "owners": {
+                h: {"app": e["app"], "slot": e["slot"], "generation": e["generation"]}
+                for h, e in self.table.items()
+            },
+            "inflight": dict(self.inflight),
+            "reloaded_at": self.reloaded_at,
+        }
 
-    async def control_status(self, request: web.Request) -> web.Response:
-        return web.json_response(
-            {
-                "port": self.port,
-                "pid": os.getpid(),
-                "hosts": {h: e["upstreams"] for h, e in self.table.items()},
-                "programs": {h: e["program"] for h, e in self.table.items()},
-                "owners": {
-                    h: {"app": e["app"], "slot": e["slot"], "generation": e["generation"]}
-                    for h, e in self.table.items()
-                },
-                "inflight": dict(self.inflight),
-                "reloaded_at": self.reloaded_at,
-            }
-        )
-
-    async def control_drain(self, request: web.Request) -> web.Response:
-        doc = await request.json()
+    async def drain(self, doc: dict[str, Any]) -> dict[str, Any]:
         upstreams = [str(u) for u in doc.get("upstreams", [])]
         deadline = time.monotonic() + float(doc.get("timeout", 30.0))
         while True:
             busy = sum(self.inflight.get(u, 0) for u in upstreams)
             if busy == 0:
-                return web.json_response({"drained": True, "inflight": 0})
+                return {"drained": True, "inflight": 0}
             if time.monotonic() > deadline:
-                return web.json_response({"drained": False, "inflight": busy})
+                return {"drained": False, "inflight": busy}
             await asyncio.sleep(0.01)
+
+    async def control(self, reader: Reader, writer: Writer) -> None:
+        """One request on the control socket, answered as JSON."""
+        try:
+            head = parse_head((await reader.readuntil(END))[:-4])
+            method, path, _ = head.first.split(b" ")
+            kind, length = request_body(head)
+            doc = json.loads(await reader.readexactly(length)) if kind == "length" else {}
+            routes: dict[tuple[bytes, bytes], Callable[[], Awaitable[dict[str, Any]]]] = {
+                (b"POST", b"/reload"): self._control_reload,
+                (b"GET", b"/status"): self._control_status,
+                (b"POST", b"/drain"): lambda: self.drain(doc if isinstance(doc, dict) else {}),
+            }
+            handler = routes.get((method, path))
+            if handler is None:
+                writer.write(answer(404, f"no {method.decode()} {path.decode()} here\n", True))
+            else:
+                body = json.dumps(await handler()).encode()
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+                    + str(len(body)).encode()
+                    + b"\r\nConnection: close\r\n\r\n"
+                    + body
+                )
+            await writer.drain()
+        except (OSError, ValueError, BadMessage, asyncio.IncompleteReadError) as exc:
+            with contextlib.suppress(OSError):
+                writer.write(answer(400, f"{exc}\n", True))
+        finally:
+            writer.close()
+
+    async def _control_reload(self) -> dict[str, Any]:
+        return {"hosts": self.reload()}
+
+    async def _control_status(self) -> dict[str, Any]:
+        return self.status()
+
+
+class Exchange:
+    """One request forwarded to one upstream at a time (tried again on another instance
+    when nothing was sent), and its response back."""
+
+    def __init__(
+        self,
+        router: Router,
+        head: Head,
+        version: bytes,
+        target: bytes,
+        framing: Framing,
+        ip: str,
+        raw_host: str,
+        reader: Reader,
+        writer: Writer,
+    ) -> None:
+        self.router, self.head, self.framing = router, head, framing
+        self.method = method = head.first.split(b" ", 1)[0]
+        self.reader, self.writer = reader, writer
+        #: the response's head went out to the client (no other answer is possible now)
+        self.answered = False
+        #: the request's body is still to be read from the client
+        self.body_unread = framing[0] != "none"
+        #: a short body, read whole before it is sent (so it can be sent again)
+        self.body: bytes | None = None
+        #: a streamed body began to go out (this request cannot be sent again)
+        self.body_started = False
+        self.upgrade = b"upgrade" in head.tokens(b"connection") and b"upgrade" in head.named
+        self.replayable = framing[0] == "none" and method in IDEMPOTENT and not self.upgrade
+        keep = frozenset({b"upgrade"}) if self.upgrade else frozenset()
+        # an HTTP/1.0 client is asked for as HTTP/1.0: its answer comes unchunked
+        lines = [method + b" " + target + b" " + version, *forwarded_fields(head, keep)]
+        prior = head.named.get(b"x-forwarded-for")
+        peer = ip.encode()
+        lines.append(b"X-Forwarded-For: " + (prior + b", " + peer if prior else peer))
+        lines.append(b"X-Forwarded-Proto: http")
+        lines.append(b"X-Forwarded-Host: " + raw_host.encode("latin-1"))
+        if self.upgrade:
+            lines.append(b"Connection: upgrade")
+        self.request_head = b"\r\n".join(lines) + END
+
+    async def _connect(self, upstream: str) -> tuple[Reader, Writer, bool]:
+        taken = self.router.pool.take(upstream)
+        if taken is not None:
+            return (*taken, True)
+        host, _, port = upstream.rpartition(":")
+        try:
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection(host, int(port), limit=LIMIT), CONNECT_TIMEOUT
+            )
+        except (OSError, TimeoutError, ValueError) as exc:
+            raise Refused(str(exc)) from exc
+        return reader, writer, False
+
+    async def run(self, upstream: str, keep: bool) -> tuple[bool, bytes]:
+        """Forward the request to ``upstream`` and its answer back: (keep, carried bytes)."""
+        for attempt in (0, 1):
+            up_reader, up_writer, reused = await self._connect(upstream)
+            try:
+                return await self._exchange(upstream, up_reader, up_writer, keep)
+            except ClosedEarly:
+                up_writer.close()
+                # a kept-alive connection the instance closed while it idled: once more on
+                # a new one, when the request is still whole here and safe to send twice
+                again = self.method in IDEMPOTENT and not self.body_started
+                if not (reused and attempt == 0 and again):
+                    raise
+            except BaseException:
+                up_writer.close()
+                raise
+        raise ClosedEarly()  # pragma: no cover - the loop returns or raises
+
+    async def _exchange(
+        self, upstream: str, up_reader: Reader, up_writer: Writer, keep: bool
+    ) -> tuple[bool, bytes]:
+        body_task: asyncio.Future[None] | None = None
+        kind, length = self.framing
+        if kind == "length" and length <= LIMIT and b"expect" not in self.head.named:
+            if self.body is None:
+                self.body = await self.reader.readexactly(length)
+                self.body_unread = False
+            up_writer.write(self.request_head + self.body)
+        else:
+            up_writer.write(self.request_head)
+            if kind != "none":
+                self.body_started = True
+                body_task = asyncio.ensure_future(self._send_body(up_writer))
+        try:
+            return await self._respond(upstream, up_reader, up_writer, keep, body_task)
+        finally:
+            if body_task is not None and not body_task.done():
+                body_task.cancel()
+
+    async def _send_body(self, up_writer: Writer) -> None:
+        await _copy_body(self.reader, up_writer, self.framing)
+        self.body_unread = False
+
+    async def _respond(
+        self,
+        upstream: str,
+        up_reader: Reader,
+        up_writer: Writer,
+        keep: bool,
+        body_task: asyncio.Future[None] | None,
+    ) -> tuple[bool, bytes]:
+        while True:
+            try:
+                raw = await self._response_start(up_reader, body_task)
+            except asyncio.IncompleteReadError as exc:
+                if not exc.partial:
+                    raise ClosedEarly() from None
+                raise Failed("closed inside its response head") from None
+            except ConnectionResetError:
+                raise ClosedEarly() from None
+            except asyncio.LimitOverrunError:
+                raise Failed("response head too large") from None
+            head = parse_head(raw[:-4])
+            version, _, rest = head.first.partition(b" ")
+            code = rest[:3]
+            if not (version.startswith(b"HTTP/1.") and code.isdigit()):
+                raise Failed(f"not an HTTP response: {head.first[:40]!r}")
+            status = int(code)
+            if status == 101 and self.upgrade:
+                return await self._upgraded(head, up_reader, up_writer)
+            if 100 <= status < 200:  # 100 Continue, 103 Early Hints: passed on, then the answer
+                self.writer.write(self._response_head(head, keep=True, informational=True))
+                continue
+            break
+        framing = response_body(head, status, self.method)
+        up_keep = (
+            version == b"HTTP/1.1"
+            and b"close" not in head.tokens(b"connection")
+            and framing[0] != "close"
+        )
+        keep = keep and framing[0] != "close"
+        out = self._response_head(head, keep)
+        kind, length = framing
+        self.answered = True
+        if kind == "length":
+            first = await up_reader.read(min(length, LIMIT))
+            if not first:
+                raise Failed("closed inside its response body")
+            self.writer.write(out + first)
+            await _copy_length(up_reader, self.writer, length - len(first))
+            carry = b""
+        elif kind == "none":
+            self.writer.write(out)
+            carry = b""
+        else:
+            self.writer.write(out)
+            watch = body_task is None or body_task.done()
+            carry = await self._stream(up_reader, framing, watch)
+        if body_task is not None:
+            if body_task.done():
+                body_task.result()
+            else:  # answered before the client finished its body: this connection ends
+                keep = up_keep = False
+        if self.writer.transport.get_write_buffer_size():
+            await self.writer.drain()
+        if up_keep:
+            self.router.pool.give(upstream, up_reader, up_writer)
+        else:
+            up_writer.close()
+        return keep and not self.writer.is_closing(), carry
+
+    async def _response_start(
+        self, up_reader: Reader, body_task: asyncio.Future[None] | None
+    ) -> bytes:
+        """The response's head; while a streamed body still goes out, a client that breaks
+        off its body ends the exchange (the instance would wait for the rest forever)."""
+        if body_task is None or body_task.done():
+            return await up_reader.readuntil(END)
+        head = asyncio.ensure_future(up_reader.readuntil(END))
+        try:
+            await asyncio.wait((head, body_task), return_when=asyncio.FIRST_COMPLETED)
+            if not head.done() and body_task.exception() is not None:
+                raise Failed(f"the client broke off its body: {body_task.exception()}")
+            return await head
+        finally:
+            head.cancel()
+
+    async def _stream(self, up_reader: Reader, framing: Framing, watch_client: bool) -> bytes:
+        """A body that may flow for long (chunked, or up to the close: server-sent events),
+        stopped as soon as the client goes away (watched unless the client is still
+        sending its own body)."""
+        if not watch_client:
+            await _copy_body(up_reader, self.writer, framing)
+            return b""
+        pump = asyncio.ensure_future(_copy_body(up_reader, self.writer, framing))
+        watch = asyncio.ensure_future(_until_gone(self.reader))
+        try:
+            await asyncio.wait((pump, watch), return_when=asyncio.FIRST_COMPLETED)
+            if pump.done():
+                pump.result()
+                if not watch.done():
+                    watch.cancel()
+                    return b""
+                return watch.result()
+            carry = watch.result()
+            if not carry:
+                raise Failed("the client went away")
+            await pump  # the client sent its next request: finish this answer first
+            return carry
+        finally:
+            pump.cancel()
+            watch.cancel()
+
+    async def _upgraded(
+        self, head: Head, up_reader: Reader, up_writer: Writer
+    ) -> tuple[bool, bytes]:
+        self.answered = True
+        lines = [head.first, *forwarded_fields(head, frozenset({b"upgrade"}))]
+        lines.append(b"Connection: upgrade")
+        self.writer.write(b"\r\n".join(lines) + END)
+        await _tunnel(self.reader, self.writer, up_reader, up_writer)
+        up_writer.close()
+        return False, b""
+
+    def _response_head(self, head: Head, keep: bool, informational: bool = False) -> bytes:
+        lines = [b"HTTP/1.1" + head.first[8:], *forwarded_fields(head)]
+        if not keep and not informational:
+            lines.append(b"Connection: close")
+        return b"\r\n".join(lines) + END
 
 
 async def serve(port: int, tables: Path, control: Path) -> None:
     router = Router(port, tables)
     router.reload()
-    public = web.Server(router.handle, access_log=None)
-    public_runner = web.ServerRunner(public, handle_signals=False)
-    await public_runner.setup()
-    await web.TCPSite(public_runner, "127.0.0.1", port).start()
-    router.session = ClientSession(
-        connector=TCPConnector(limit=0, force_close=False),
-        timeout=ClientTimeout(total=None, sock_connect=5),
-        auto_decompress=False,
-    )
+    public = [await asyncio.start_server(router.connection, "127.0.0.1", port, limit=LIMIT)]
     with contextlib.suppress(OSError):  # IPv6 loopback when the machine has it
-        await web.TCPSite(public_runner, "::1", port).start()
-
-    app = web.Application()
-    app.router.add_post("/reload", router.control_reload)
-    app.router.add_get("/status", router.control_status)
-    app.router.add_post("/drain", router.control_drain)
-    control_runner = web.AppRunner(app, access_log=None, handle_signals=False)
-    await control_runner.setup()
+        public.append(await asyncio.start_server(router.connection, "::1", port, limit=LIMIT))
     with contextlib.suppress(FileNotFoundError):
         control.unlink()
-    await web.UnixSite(control_runner, str(control)).start()
+    control_server = await asyncio.start_unix_server(router.control, str(control))
     os.chmod(control, 0o600)
-    print(f"router: serving 127.0.0.1:{port}, control {control}", file=sys.stderr, flush=True)
+    loop_name = type(asyncio.get_running_loop()).__module__.split(".")[0]
+    print(
+        f"router: serving 127.0.0.1:{port}, control {control} (event loop: {loop_name})",
+        file=sys.stderr,
+        flush=True,
+    )
 
+    async def sweep() -> None:
+        while True:
+            await asyncio.sleep(UPSTREAM_IDLE / 3)
+            router.pool.sweep(router.known())
+
+    sweeper = asyncio.ensure_future(sweep())
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
-    await control_runner.cleanup()
-    await public_runner.cleanup()
-    await router.session.close()
+    sweeper.cancel()
+    for server in (control_server, *public):
+        server.close()
+
+
+def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's loop when installed (``SHIPWAY_ROUTER_LOOP=asyncio`` asks for the standard
+    one); docs/local.md has the figures of both."""
+    if os.environ.get("SHIPWAY_ROUTER_LOOP", "auto") == "asyncio":
+        return None
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
+    return factory
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -234,7 +692,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.tables.mkdir(parents=True, exist_ok=True)
     try:
-        asyncio.run(serve(args.port, args.tables, args.control))
+        with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+            runner.run(serve(args.port, args.tables, args.control))
     except OSError as exc:
         print(f"router: cannot serve on 127.0.0.1:{args.port}: {exc}", file=sys.stderr, flush=True)
         return 1

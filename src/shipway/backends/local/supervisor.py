@@ -48,6 +48,8 @@ STILL_RUNNING = 91
 RUNNING_STATES = frozenset({"STARTING", "RUNNING", "BACKOFF"})
 START_TIMEOUT = 15.0
 RPC_TIMEOUT = 30.0
+#: supervisord's fault code for a call made while it shuts down (supervisor.xmlrpc.Faults)
+_SHUTDOWN_STATE = 6
 
 #: what the daemon (and so every program it starts) inherits from the environment of the
 #: shipway that started it; nothing else — in particular no secret the user exported.
@@ -379,13 +381,20 @@ class Supervisor:
         return {str(i["group"]) for i in self._call("getAllProcessInfo")}
 
     def info(self) -> dict[str, dict[str, Any]]:
-        """Every program's state, by name ({} when the daemon is not running)."""
-        if not self.running():
+        """Every program's state, by name ({} when the daemon is not running).
+
+        One call, not ``running()`` first: a health gate asks every 50 ms, and supervisord
+        (one Python process) answers each call in turn, the app's start competing with it."""
+        if not self.sock.exists():
             return {}
         try:
-            infos = self._call("getAllProcessInfo")
+            infos = self._proxy().getAllProcessInfo()
         except xmlrpc.client.Fault as exc:
+            if exc.faultCode == _SHUTDOWN_STATE:
+                return {}
             raise BackendError(f"supervisord: {exc.faultString}") from exc
+        except (OSError, http.client.HTTPException, xmlrpc.client.ProtocolError):
+            return {}  # no daemon answers on the socket: none runs (as ``running`` says)
         return {str(i["name"]): cast(dict[str, Any], i) for i in infos}
 
     def names(self) -> list[str]:

@@ -1,0 +1,34 @@
+"""The health gate's pace: an app that starts listening between two probes is ready then,
+not at the next interval; a failure still takes its attempts, one per interval."""
+
+from __future__ import annotations
+
+from tests.backends.local.conftest import Slot
+
+# the web process binds its port only 3 s after it starts: the gate's first probe is
+# refused (nothing listens yet)
+LATE_WEB = (
+    "command = \"python3 -c 'import time, runpy; time.sleep(3); "
+    "runpy.run_path(\\\"app.py\\\", run_name=\\\"__main__\\\")'\""
+)
+
+
+def test_an_app_listening_after_a_refused_probe_is_ready_before_the_next_interval(
+    slot: Slot,
+) -> None:
+    slot.edit_spec('command = "python3 app.py"', LATE_WEB)
+    # the next counted probe would come after 120 s: beyond the rollout's 60 s budget
+    slot.edit_spec('interval = "200ms"', 'interval = "120s"')
+    slot.edit_spec("attempts = 25", "attempts = 2")
+    r = slot.deploy("--timeout", "60")
+    assert "rolled" in r.out
+    assert slot.get("/") == (200, "hello from r1\n")
+
+
+def test_a_listening_app_that_fails_its_check_still_fails_after_its_attempts(
+    slot: Slot,
+) -> None:
+    failing = slot.app_dir / "shipway-failing.toml"  # /up answers 500: every 0.2 s, 25 times
+    r = slot.deploy(expect=12, spec=failing)
+    assert "GET /up answered 500" in r.out
+    assert "failed 25 times (every 0.2s)" in r.out
