@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import getpass
 import os
-import socket
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from shipway.backends.liveness import ProcessMark
+from shipway.backends.liveness import pid_alive as pid_alive  # the local lock names it here
 from shipway.errors import InputError
 from shipway.guard import Clearance
 from shipway.plan.model import (
@@ -103,28 +104,39 @@ class Failure:
 
 @dataclass(frozen=True)
 class LockHolder:
-    """Who holds (or wants) a slot's lock, and until when it is valid unless renewed."""
+    """Who holds (or wants) a slot's lock, and until when it is valid unless renewed.
+    ``boot``, ``pid_ns`` and ``start`` mark its process beyond host and pid
+    (:class:`~shipway.backends.liveness.ProcessMark`): what can prove it gone."""
 
     holder: str
     host: str
     pid: int
     since: str
     ttl: float = 60.0
+    boot: str = ""
+    pid_ns: str = ""
+    start: str = ""
 
     @classmethod
     def me(cls, ttl: float = 60.0) -> LockHolder:
-        host = socket.gethostname()
+        mark = ProcessMark.mine()
         try:
             user = getpass.getuser()
         except (KeyError, OSError):
             user = str(os.getuid())
         return cls(
-            holder=f"{user}@{host} (pid {os.getpid()})",
-            host=host,
-            pid=os.getpid(),
+            holder=f"{user}@{mark.host} (pid {mark.pid})",
+            host=mark.host,
+            pid=mark.pid,
             since=datetime.now(UTC).isoformat(timespec="seconds"),
             ttl=ttl,
+            boot=mark.boot,
+            pid_ns=mark.pid_ns,
+            start=mark.start,
         )
+
+    def mark(self) -> ProcessMark:
+        return ProcessMark(self.host, self.pid, self.boot, self.pid_ns, self.start)
 
     def expires(self, renewed: datetime | None = None) -> str:
         start = renewed or datetime.fromisoformat(self.since)
@@ -137,18 +149,10 @@ class LockHolder:
             "pid": self.pid,
             "since": self.since,
             "ttl": self.ttl,
+            "boot": self.boot,
+            "pid_ns": self.pid_ns,
+            "start": self.start,
         }
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether a process with this pid runs on this machine (a lock holder's, say)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # it runs, as another user
-        return True
-    return True
 
 
 @dataclass(frozen=True)

@@ -63,7 +63,7 @@ class KubernetesLock(KubernetesState):
             except (ApiError, httpx2.HTTPError) as exc:
                 reporter.line(
                     f"warning: releasing the lock of {target} failed ({exc}); it expires by "
-                    f"itself at the latest {holder.ttl:g}s after its last renewal"
+                    f"itself at the latest {lease.duration}s after its last renewal"
                 )
 
     def _ensure_namespace(self, reporter: Reporter) -> None:
