@@ -339,6 +339,21 @@ class Closes(Protocol):
     def close(self) -> None: ...
 
 
+class Hosts(Protocol):
+    """The host names a slot serves, and who else serves them: the engine refuses a host
+    another app or slot serves unless told to take it (``--take-host``), on every backend
+    and strategy."""
+
+    def hosts(self, app: App, slot: Slot) -> list[tuple[str, str]]:
+        """Pure: the (host name, process) pairs ``app`` serves in ``slot``."""
+        ...
+
+    def host_owner(self, target: Target, host: str) -> HostOwner | None:
+        """Who serves ``host`` now, in the whole target (other apps and slots included).
+        Read-only."""
+        ...
+
+
 class Generations(Protocol):
     """What a blue-green backend adds: whole generations side by side, scaled, waited on,
     and hosts moved between them (the :class:`~shipway.plan.model.GenerationStep` s).
@@ -347,16 +362,8 @@ class Generations(Protocol):
     steps name the generation; ``PointHost``/``DropHost`` move host names between them.
     """
 
-    def hosts(self, app: App, slot: Slot) -> list[tuple[str, str]]:
-        """Pure: the (host name, process) pairs a generation of ``app`` serves."""
-        ...
-
     def generations(self, target: Target) -> list[GenerationInfo]:
         """Every generation of this app in this slot, oldest first; at most one is live."""
-        ...
-
-    def host_owner(self, target: Target, host: str) -> HostOwner | None:
-        """Who serves ``host`` now, in the whole target (other apps and slots included)."""
         ...
 
     def delete_generation(
@@ -399,8 +406,9 @@ class Drifts(Protocol):
 
 
 @runtime_checkable
-class Backend(Renders, Reads, Records, Locks, Steps, Closes, Protocol):
-    """Every backend: renders, reads, keeps records and the lock, performs rolling steps."""
+class Backend(Renders, Reads, Records, Locks, Steps, Closes, Hosts, Protocol):
+    """Every backend: renders, reads, keeps records and the lock, performs rolling steps,
+    and says who serves a host."""
 
     name: str
 

@@ -305,7 +305,7 @@ def take_host_option(f: F) -> F:
     return click.option(
         "--take-host",
         is_flag=True,
-        help="Blue-green slots: take a host another app or slot serves today.",
+        help="Take a host another app or slot serves today (refused, naming it, otherwise).",
     )(f)
 
 

@@ -9,6 +9,7 @@ did there. Where each concern lives:
 * :mod:`.steps` — apply, remove, wait, stop, and the records' writes; :mod:`.proxy` — the
   proxy and its routes (the switch); :mod:`.release_command` — the release phase;
 * :mod:`.health` — the health gate a wait checks; :mod:`.lock` — the slot's lock;
+* :mod:`.owners` — who else serves a host name (another slot's proxy on these hosts);
 * :mod:`.edge` — library exceptions become shipway's errors there, and only there.
 
 Docker keeps no generations: it is a :class:`~shipway.backends.protocol.Backend`, not a
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 from shipway.backends.docker import render
 from shipway.backends.docker.lock import DockerLock
+from shipway.backends.docker.owners import DockerOwners
 from shipway.backends.docker.reads import DockerReads
 from shipway.backends.docker.release_command import DockerReleaseCommand
 from shipway.backends.docker.steps import DockerSteps
@@ -29,7 +31,7 @@ from shipway.release.model import Release
 from shipway.spec.model import App, Slot
 
 
-class DockerBackend(DockerReads, DockerSteps, DockerReleaseCommand, DockerLock):
+class DockerBackend(DockerReads, DockerSteps, DockerReleaseCommand, DockerLock, DockerOwners):
     """An app's processes as containers on one or many Docker engines."""
 
     name = "docker"

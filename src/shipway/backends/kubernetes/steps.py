@@ -20,6 +20,7 @@ from lightkube.types import CascadeType
 
 from shipway.backends.kubernetes import render
 from shipway.backends.kubernetes.health import KubernetesHealth
+from shipway.backends.kubernetes.hosts import KubernetesHosts
 from shipway.backends.kubernetes.state import RESOURCES
 from shipway.backends.protocol import Failure, Reporter
 from shipway.errors import CleanupFailed
@@ -31,7 +32,7 @@ from shipway.spec.model import Target
 from shipway.spec.secrets import Secret, reveal
 
 
-class KubernetesSteps(KubernetesHealth):
+class KubernetesSteps(KubernetesHealth, KubernetesHosts):
     """Records, apply, remove, the release command and stop (the waits are health's)."""
 
     def write_records(
@@ -60,7 +61,9 @@ class KubernetesSteps(KubernetesHealth):
         self._guard(clearance, target)
         self._secrets.update(secrets)
         body = manifest(unit, secrets)
+        routed = unit.kind == "Ingress" and unit.generation is None  # a rolling slot's host
         with self._edge(f"applying {unit.key}"):
+            before = self._live("Ingress", str(unit.body["metadata"]["name"])) if routed else None
             try:
                 applied = self.client.apply(from_dict(body), force=True)
             except ApiError as exc:
@@ -72,6 +75,8 @@ class KubernetesSteps(KubernetesHealth):
                     "itself (a namespace-scoped identity); using it as it is"
                 )
                 return
+        if routed:
+            self._take_routed(unit, before, reporter)
         if unit.kind == "Deployment" and applied.metadata is not None:
             self._generations[unit.key] = int(applied.metadata.generation or 0)
             live = applied.spec.replicas if applied.spec is not None else None
