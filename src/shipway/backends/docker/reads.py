@@ -151,7 +151,7 @@ class DockerReads(DockerState):
     ) -> tuple[ObservedUnit, list[str]]:
         digest = c.labels.get(labels.DIGEST) or ""
         unit = ObservedUnit(
-            key=c.labels.get(labels.KEY) or f"unknown/{c.name}@{host}",
+            key=c.labels.get(labels.KEY) or drift.unknown_key(str(c.name), host),
             kind=kind,
             digest=drift.drifted(digest, reasons) if reasons else digest,
             state=state or _unit_state(c.status),
