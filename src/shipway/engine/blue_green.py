@@ -94,6 +94,7 @@ class BlueGreen(RolloutSequence):
             observed=observed,
             sleep_delay=slot.sleep_after,
             release_command=view.release_command,
+            release_timeout=view.release_deadline,
         )
         return switch_plan(
             app=app.name,

@@ -144,6 +144,7 @@ class Engine(BlueGreen):
             release=release,
             observed=observed,
             release_command=view.release_command,
+            release_timeout=view.release_deadline,
         )
 
     def _altered(

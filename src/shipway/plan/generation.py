@@ -35,6 +35,7 @@ def switch_steps(
     observed: Observed | None = None,
     sleep_delay: float = 0.0,
     release_command: tuple[str, ...] | None = None,
+    release_timeout: float | None = None,
 ) -> list[Step]:
     """``hosts``: (host name, process) pairs to point at the new generation. The release
     command, when given, runs once the new generation is ready and before any host moves."""
@@ -52,7 +53,7 @@ def switch_steps(
     for process, count in replicas.items():
         steps.append(WaitReplicas(process=process, replicas=count, generation=to_generation))
     if release_command:
-        steps.append(RunReleaseCommand(command=release_command))
+        steps.append(RunReleaseCommand(command=release_command, timeout=release_timeout))
     for host, process in hosts:
         steps.append(PointHost(host=host, process=process, generation=to_generation))
     if from_generation is None:

@@ -66,6 +66,7 @@ def rollout_steps(
     observed: Observed,
     release_command: tuple[str, ...] | None = None,
     prune: bool = True,
+    release_timeout: float | None = None,
 ) -> list[Step]:
     if not desired.units:
         raise InputError(
@@ -80,7 +81,7 @@ def rollout_steps(
     steps: list[Step] = [apply_step(u, a) for u, a in quiet]
     steps += _waits([u for u, _ in quiet])
     if release_command and changed:
-        steps.append(RunReleaseCommand(command=release_command))
+        steps.append(RunReleaseCommand(command=release_command, timeout=release_timeout))
     steps += [apply_step(u, a) for u, a in switching]
     steps += _waits([u for u, _ in switching])
 
@@ -108,6 +109,7 @@ def rollout_plan(
     release: Release,
     observed: Observed,
     release_command: tuple[str, ...] | None = None,
+    release_timeout: float | None = None,
 ) -> Plan:
     """The plan that makes the target run ``release`` (its artifact must be rendered)."""
     return Plan(
@@ -115,7 +117,11 @@ def rollout_plan(
         slot=release.slot,
         backend=backend,
         operation=operation,
-        steps=tuple(rollout_steps(release.artifact, observed, release_command)),
+        steps=tuple(
+            rollout_steps(
+                release.artifact, observed, release_command, release_timeout=release_timeout
+            )
+        ),
         observed=observed.summary(),
         release=release,
     )

@@ -170,6 +170,10 @@ class SlotRegistry:
         return out
 
 
+#: how long a release command may run unless ``app.release_timeout`` says otherwise
+DEFAULT_RELEASE_TIMEOUT = 300.0
+
+
 @dataclass(frozen=True)
 class App:
     name: str
@@ -178,12 +182,19 @@ class App:
     image: str | None = None
     image_type: ImageType | None = None
     release_command: tuple[str, ...] | None = None
+    #: seconds the release command may run before it is stopped (None: the default)
+    release_timeout: float | None = None
     env: Mapping[str, str] = field(default_factory=dict)
     secrets: Mapping[str, SecretRef] = field(default_factory=dict)
     files: tuple[ConfigFile, ...] = ()
     routes: tuple[Route, ...] = ()
     source_dir: Path = Path(".")
     spec_file: Path = Path("shipway.toml")
+
+    @property
+    def release_deadline(self) -> float:
+        """Seconds the release command may run: ``release_timeout``, else the default."""
+        return DEFAULT_RELEASE_TIMEOUT if self.release_timeout is None else self.release_timeout
 
     def in_slot(self, slot_name: str) -> App:
         """The app as it runs in one slot: replicas, env and routes overridden by the slot."""
@@ -209,6 +220,8 @@ class App:
             app["image_type"] = self.image_type
         if self.release_command:
             app["release_command"] = list(self.release_command)
+        if self.release_timeout is not None:
+            app["release_timeout"] = self.release_timeout
         out: dict[str, Any] = {
             "app": app,
             "processes": {n: _process_json(p) for n, p in self.processes.items()},

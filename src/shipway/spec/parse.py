@@ -45,7 +45,7 @@ IMAGE_REF = re.compile(r"^[a-z0-9][a-z0-9._:/@-]*[a-z0-9]$|^[a-z0-9]$", re.IGNOR
 _ANY = re.compile(r".")
 
 TOP_KEYS = ("app", "processes", "env", "secrets", "files", "routes", "slots")
-APP_KEYS = ("name", "image", "image_type", "release_command")
+APP_KEYS = ("name", "image", "image_type", "release_command", "release_timeout")
 PROCESS_KEYS = ("command", "port", "replicas", "healthcheck", "resources")
 HEALTH_KEYS = ("path", "interval", "timeout", "attempts", "initial_delay")
 RESOURCE_KEYS = ("requests", "limits")
@@ -114,6 +114,11 @@ def parse(
         if "release_command" in app_t
         else None
     )
+    release_timeout = (
+        c.duration(app_t["release_timeout"], ("app", "release_timeout"), "release_timeout")
+        if "release_timeout" in app_t
+        else None
+    )
 
     processes = _processes(c, top.get("processes"))
     env = _env(c, top.get("env", {}), ("env",))
@@ -133,6 +138,7 @@ def parse(
         image=image,
         image_type=image_type,
         release_command=release_command,
+        release_timeout=release_timeout,
         processes=processes,
         env=env,
         secrets=secrets,

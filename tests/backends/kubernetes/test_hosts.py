@@ -55,7 +55,8 @@ def test_a_rolling_slot_refuses_a_host_another_app_serves_unless_taken(
     assert f"took {host(slot)} from blog/test1" in out and "deleted its Ingress (only rule)" in out
     with pytest.raises(ApiError):
         slot.client.get(Ingress, blog, namespace=other)
-    ours = slot.client.get(Ingress, render.ingress_name("shop", host(slot)), namespace=slot.namespace)
+    name = render.ingress_name("shop", host(slot))
+    ours = slot.client.get(Ingress, name, namespace=slot.namespace)
     assert [r.host for r in ours.spec.rules] == [host(slot)]
     rolled(slot.cli("deploy", "test1", "--image", "registry.example/shop:2"))  # now it is ours
 

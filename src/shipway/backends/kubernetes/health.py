@@ -170,13 +170,15 @@ class KubernetesHealth(KubernetesState):
                     if conditions.get("Complete", {}).get("status") == "True":
                         return None
                     failed = conditions.get("Failed", {})
-                    if failed.get("status") == "True":
+                    # the cluster stopped it at its activeDeadlineSeconds: a timeout
+                    over = failed.get("reason") == "DeadlineExceeded"
+                    if failed.get("status") == "True" and not over:
                         return self._job_failure(name, failed)
                     now = time.monotonic()
-                    if now >= deadline:
+                    if now >= deadline or over:
                         mask = self._masker()
                         return Failure(
-                            reason=Reason.TIMEOUT,
+                            reason=Reason.RELEASE_COMMAND_TIMEOUT,
                             message=f"the release command (Job {name}) did not finish in time",
                             details=tuple(
                                 mask(d) for d in self._events({"involvedObject.name": name})

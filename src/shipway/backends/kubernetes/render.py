@@ -521,10 +521,13 @@ def _ingress_body(
 RELEASE_COMMAND = "shipway.io/release-command"
 
 
-def release_job(release: Release, namespace: str, command: list[str]) -> dict[str, Any]:
+def release_job(
+    release: Release, namespace: str, command: list[str], deadline: int | None = None
+) -> dict[str, Any]:
     """The Job that runs the release command (migrations) once, before anything switches:
     the first process's pod (image, env, files) with the command instead of its own, no
-    probes or ports, never restarted."""
+    probes or ports, never restarted. ``deadline``: seconds after which the cluster itself
+    stops it (``activeDeadlineSeconds``), so it ends even when shipway was killed."""
     deployments = [u for u in release.artifact if u.kind == "Deployment"]
     if not deployments:
         raise ValueError("the release has no Deployment to take the pod from")
@@ -552,6 +555,7 @@ def release_job(release: Release, namespace: str, command: list[str]) -> dict[st
         "spec": {
             "backoffLimit": 0,
             "ttlSecondsAfterFinished": 86400,
+            **({"activeDeadlineSeconds": deadline} if deadline is not None else {}),
             "template": template,
         },
     }
