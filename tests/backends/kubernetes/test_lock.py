@@ -41,9 +41,7 @@ pytestmark = pytest.mark.k8s
 OTHER = "ci@runner-7 (pid 4242)"
 
 
-def plant_lease(
-    slot: Slot, renewed: datetime, holder: str = OTHER, duration: int = 60
-) -> None:
+def plant_lease(slot: Slot, renewed: datetime, holder: str = OTHER, duration: int = 60) -> None:
     slot.client.create(
         Lease(
             metadata=ObjectMeta(name=lease_name("shop", "test1"), namespace=slot.namespace),

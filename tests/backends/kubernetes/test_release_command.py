@@ -61,8 +61,10 @@ def test_a_hanging_release_command_is_stopped_at_its_timeout_and_its_job_deleted
     slot: Slot,
 ) -> None:
     slot.write()
-    app = slot.edit('image_type = "dockerfile"', RELEASE.format(timeout="3s"))
-    slot.deploy(app)  # r1 (its Job completes)
+    app = slot.edit('image_type = "dockerfile"', RELEASE.format(timeout="1m"))
+    outcome, lines = slot.deploy(app)  # r1 (its Job completes)
+    assert isinstance(outcome, Rolled), lines.text
+    app = slot.edit('release_timeout = "1m"', 'release_timeout = "3s"')
     # the release command's pod of this image runs and never finishes
     outcome, lines = slot.deploy(app, image="registry.example/shop:neverready")
     assert isinstance(outcome, RolledBack), lines.text

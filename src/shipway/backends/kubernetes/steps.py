@@ -150,9 +150,7 @@ class KubernetesSteps(KubernetesHealth, KubernetesHosts):
         """Delete the release command's Job and its pod (best effort: said, never raised;
         the Job's own deadline stops it anyway)."""
         try:
-            self.client.delete(
-                Job, name, namespace=self.namespace, cascade=CascadeType.BACKGROUND
-            )
+            self.client.delete(Job, name, namespace=self.namespace, cascade=CascadeType.BACKGROUND)
         except ApiError as exc:
             if exc.status.code != 404:
                 reporter.line(f"warning: deleting Job {name} failed ({exc}); its deadline stops it")
