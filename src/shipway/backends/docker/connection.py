@@ -76,10 +76,18 @@ class HostConnection:
 
     # -- ssh ---------------------------------------------------------------------------
 
+    def _ssh_alive(self) -> bool:
+        transport = self._ssh.get_transport() if self._ssh is not None else None
+        return transport is not None and transport.is_active()
+
     def _ssh_client(self) -> paramiko.SSHClient:
+        """The host's one SSH connection; a dead one (the network dropped it, sshd went
+        away) is replaced by a new, verified one — and the cached API client, whose
+        connection pool still holds the dead transport, with it."""
         with self._lock:
-            transport = self._ssh.get_transport() if self._ssh is not None else None
-            if self._ssh is None or transport is None or not transport.is_active():
+            if not self._ssh_alive():
+                if self._ssh is not None:
+                    self._drop_dead()
                 if self._params is None:
                     self._params = ssh_params(
                         self.address,
@@ -88,6 +96,7 @@ class HostConnection:
                         environ=self._environ,
                     )
                 self._ssh = open_ssh(self.address, self._params)
+            assert self._ssh is not None
             return self._ssh
 
     def _over_ssh(self, version: str) -> docker.DockerClient:
@@ -112,8 +121,11 @@ class HostConnection:
     # -- clients -----------------------------------------------------------------------
 
     def client(self) -> docker.DockerClient:
-        """The host's Engine API client (connects, and verifies the host, on first use)."""
+        """The host's Engine API client (connects, and verifies the host, on first use; over
+        SSH, rebuilt when its connection died)."""
         with self._lock:
+            if self.address.over_ssh and self._client is not None and not self._ssh_alive():
+                self._drop_dead()
             if self._client is None:
                 self._client = self.new_client()
             return self._client
@@ -160,6 +172,20 @@ class HostConnection:
             raise OSError(f"{ip}:{port}: {exc}") from exc
         channel.settimeout(timeout)
         return channel
+
+    def _drop_dead(self) -> None:
+        """Forget a dead SSH connection and the API client built on it (closing what is
+        left of them; a dead transport has nothing to say)."""
+        if self._client is not None:
+            adapter: Any = self._client.api.get_adapter("http+docker://ssh")
+            adapter.ssh_client = None  # its close would close the SSH client: done below
+            with contextlib.suppress(Exception):
+                self._client.close()
+            self._client = None
+        if self._ssh is not None:
+            with contextlib.suppress(Exception):
+                self._ssh.close()
+            self._ssh = None
 
     def close(self) -> None:
         with self._lock:
