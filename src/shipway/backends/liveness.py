@@ -101,3 +101,40 @@ class ProcessMark:
                 "to another process)"
             )
         return None
+
+    def runs_here(self) -> bool:
+        """Whether the marked process provably still runs here: this kernel, this pid
+        namespace, and its pid's process started when the mark says (never a pid reused
+        by another process). What may be signalled on the mark's word."""
+        here = ProcessMark.mine()
+        if not (self.boot and self.pid_ns and self.start):
+            return False
+        if (self.host, self.boot, self.pid_ns) != (here.host, here.boot, here.pid_ns):
+            return False
+        return process_start(self.pid) == self.start
+
+
+def session_members(sid: int, started_since: str) -> list[int]:
+    """The processes of session ``sid`` (a command started in a session of its own: its
+    children and grandchildren stay in it unless they leave) that started no earlier than
+    ``started_since`` (clock ticks since boot) — a session id a later process reused holds
+    only processes started after the mark, and is still told apart by the caller's mark."""
+    out = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        rest = stat[stat.rfind(")") + 2 :].split()
+        if len(rest) <= 19 or rest[3] != str(sid) or rest[0] == "Z":  # field 6: session id
+            continue  # (a zombie has ended: only its parent's wait is left)
+        if started_since and int(rest[19]) < int(started_since):
+            continue
+        out.append(int(entry))
+    return sorted(out)
