@@ -31,6 +31,7 @@ import gzip
 import hashlib
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -72,24 +73,57 @@ def router_port(slot: Slot, environ: Mapping[str, str] | None = None) -> int:
     return DEFAULT_ROUTER_PORT
 
 
+def socket_base() -> Path:
+    """Where sockets whose preferred path is too long live: ``<temp dir>/shipway-<uid>``."""
+    return Path(tempfile.gettempdir()) / f"shipway-{os.getuid()}"
+
+
 def socket_path(preferred: Path) -> Path:
     """A unix socket path short enough for the kernel: ``preferred`` when it fits, else a
     private directory under the temp dir keyed by the preferred path."""
     if len(str(preferred)) <= SOCKET_PATH_MAX:
         return preferred
     key = hashlib.sha256(str(preferred).encode()).hexdigest()[:16]
-    base = Path(tempfile.gettempdir()) / f"shipway-{os.getuid()}"
-    return base / key / preferred.name
+    return socket_base() / key / preferred.name
+
+
+def _refuse_unless_private(path: Path) -> None:
+    """``path`` must be a real directory (not a symlink) of this user, and is made one no
+    one else may write to or list: in a shared temp dir, anyone could have made it first."""
+    from shipway.errors import BackendError
+
+    st = path.lstat()
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+        raise BackendError(
+            f"{path} is not a directory of its own (a symlink, or another kind of file); "
+            "refusing to use it (hint: remove it, and shipway makes it again, private)"
+        )
+    if st.st_uid != os.getuid():
+        raise BackendError(
+            f"{path} belongs to another user (uid {st.st_uid}); refusing to use it (hint: "
+            "remove it, or set TMPDIR to a directory of your own)"
+        )
+    if st.st_mode & 0o077:  # ours, but open to others (an older shipway made it so)
+        os.chmod(path, 0o700)
 
 
 def private_dir(path: Path) -> Path:
-    """Create ``path`` (mode 0700) and refuse one owned by another user."""
+    """Create ``path`` (mode 0700) and refuse one owned by another user. Under the shared
+    temp dir, its ``shipway-<uid>`` parent is made 0700 first and checked too (not a
+    symlink, ours, private): whoever owns it could swap the directories inside."""
+    base = socket_base()
+    if base in path.parents or path == base:
+        with contextlib.suppress(FileExistsError):
+            base.mkdir(mode=0o700)
+        _refuse_unless_private(base)
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
     st = path.stat()
     if st.st_uid != os.getuid():
         from shipway.errors import BackendError
 
         raise BackendError(f"{path} belongs to another user; refusing to use it")
+    if base in path.parents:
+        _refuse_unless_private(path)
     return path
 
 
