@@ -127,6 +127,26 @@ def private_dir(path: Path) -> Path:
     return path
 
 
+def contained(root: Path, relative: str) -> Path:
+    """``root / relative``, refused when it leads out of ``root``: a path is resolved (every
+    symlink on the way followed) before anything is written there, so a directory of the
+    app that is a symlink (``config -> /etc``) can never have a file written through it."""
+    base = root.resolve()
+    path = (root / relative).resolve()
+    if path != base and base not in path.parents:
+        from shipway.errors import BackendError
+
+        link = next(
+            (p for p in [root / relative, *(root / relative).parents] if p.is_symlink()), None
+        )
+        via = f" ({link} is a symlink to {os.readlink(link)})" if link is not None else ""
+        raise BackendError(
+            f"{relative!r} leads out of {root} to {path}{via}; refusing to write it (hint: "
+            "make that directory of the app a real directory, or move the file)"
+        )
+    return path
+
+
 def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
     """Write ``data`` to ``path`` so a reader sees the old or the new file, never a torn one."""
     path.parent.mkdir(parents=True, exist_ok=True)
