@@ -127,6 +127,26 @@ def private_dir(path: Path) -> Path:
     return path
 
 
+def private_logs(path: Path) -> Path:
+    """A logs directory: 0700, made so again if it was not (what the processes print may
+    hold anything, secret values included). Every log in it is unreachable to others,
+    whatever its own mode (a file supervisord makes when it rotates a log is 0644)."""
+    private_dir(path)
+    if stat.S_IMODE(path.stat().st_mode) != 0o700:
+        os.chmod(path, 0o700)
+    return path
+
+
+def private_log(path: Path) -> None:
+    """Create ``path`` (or keep its content) as a 0600 log: whoever writes it next keeps
+    that mode."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+
+
 def contained(root: Path, relative: str) -> Path:
     """``root / relative``, refused when it leads out of ``root``: a path is resolved (every
     symlink on the way followed) before anything is written there, so a directory of the

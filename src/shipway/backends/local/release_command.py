@@ -22,8 +22,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from shipway.backends.liveness import ProcessMark, pid_alive, process_start, session_members
-from shipway.backends.local import logfiles
-from shipway.backends.local.dirs import SlotDirs, read_json, write_json
+from shipway.backends.local import logfiles, masks
+from shipway.backends.local.dirs import (
+    SlotDirs,
+    private_log,
+    private_logs,
+    read_json,
+    write_json,
+)
 from shipway.backends.local.launch import expand
 from shipway.backends.local.state import LOG_TAIL, LocalState
 from shipway.backends.protocol import Failure, Reason, Reporter
@@ -86,9 +92,11 @@ class LocalReleaseCommand(LocalState):
             "SHIPWAY_SLOT": target.slot,
             "SHIPWAY_RELEASE": f"r{release.revision}",
         }
+        masks.remember(d, (s.reveal() for s in secrets.values()))  # its log holds them
         words = [expand(w, env, keep=secrets.keys()) for w in command]  # never a secret in argv
-        d.logs.mkdir(parents=True, exist_ok=True)
+        private_logs(d.logs)
         log = d.logs / f"_release-r{release.revision}.log"
+        private_log(log)
         redact = self._redactor(d)
         try:
             proc = subprocess.Popen(
