@@ -81,7 +81,7 @@ def test_a_release_command_left_by_a_killed_deploy_is_stopped_by_the_next(
     pidfile = hanging(slot, tmp_path)
     proc = slot.spawn("deploy", "local")
     pids = started(pidfile)
-    proc.send_signal(signal.SIGKILL)  # no handler runs: the release command (4 processes) is orphaned
+    proc.send_signal(signal.SIGKILL)  # no handler runs: its 4 processes are orphaned
     proc.communicate(timeout=30)
     assert alive(pids) == pids
 
