@@ -19,7 +19,7 @@ from dataclasses import replace
 
 from shipway.backends.protocol import Backend, NullReporter, Reporter
 from shipway.engine.walk import WalkResult
-from shipway.errors import InputError, SecretUnavailable
+from shipway.errors import InputError, SecretUnavailable, WriteFailed
 from shipway.guard import Clearance
 from shipway.plan.model import Observed, Plan, Step
 from shipway.release import history
@@ -123,3 +123,21 @@ class EngineContext:
         self.backend.write_records(
             clearance, target, [release.with_status(ReleaseStatus.FAILED, why)]
         )
+
+    def _fail_if_possible(
+        self, clearance: Clearance, target: Target, release: Release, why: str
+    ) -> str | None:
+        """Record the release failed, as a failed rollout must — unless the record cannot
+        be written (a full disk): then the undo still runs (the slot must not keep serving
+        a failed release), the record stays pending for the next operation to resolve,
+        and the warning returned says so."""
+        try:
+            self._fail(clearance, target, release, why)
+        except WriteFailed as exc:
+            warning = (
+                f"r{release.revision} could not be recorded as failed ({exc}); it stays "
+                "pending, and the next operation resolves it"
+            )
+            self.reporter.line(f"warning: {warning}")
+            return warning
+        return None

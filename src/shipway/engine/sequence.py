@@ -87,7 +87,7 @@ class RolloutSequence(Recovery):
                     if isinstance(exc, Interrupted)
                     else f"stopped by an error: {redact(str(exc), secrets)}"
                 )
-                self._fail(clearance, target, release, why)
+                self._fail_if_possible(clearance, target, release, why)
                 self._undo_stopped(
                     clearance,
                     target,
@@ -106,7 +106,7 @@ class RolloutSequence(Recovery):
                     return self._settled(rolled)
             assert result.failure is not None
             failure = result.failure
-            self._fail(clearance, target, release, failure.headline())
+            unrecorded = self._fail_if_possible(clearance, target, release, failure.headline())
             for line in failure.lines():
                 self.reporter.line(line)
             label = f"rollback to r{anchor.revision} " if anchor else "cleanup "
@@ -114,7 +114,7 @@ class RolloutSequence(Recovery):
                 clearance, target, anchor or release, back_secrets, undo, result, anchor,
                 rollback_timeout, label,
             )  # fmt: skip
-            warnings = tuple(result.warnings + back.warnings)
+            warnings = tuple(result.warnings + back.warnings + ([unrecorded] if unrecorded else []))
             if anchor is None:
                 return self._settled(NoAnchor(str(target), release.revision, failure, warnings))
             if back.ok:

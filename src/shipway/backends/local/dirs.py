@@ -113,10 +113,11 @@ def private_dir(path: Path) -> Path:
     symlink, ours, private): whoever owns it could swap the directories inside."""
     base = socket_base()
     if base in path.parents or path == base:
-        with contextlib.suppress(FileExistsError):
+        with writing(base), contextlib.suppress(FileExistsError):
             base.mkdir(mode=0o700)
         _refuse_unless_private(base)
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with writing(path):
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
     st = path.stat()
     if st.st_uid != os.getuid():
         from shipway.errors import BackendError
@@ -140,11 +141,12 @@ def private_logs(path: Path) -> Path:
 def private_log(path: Path) -> None:
     """Create ``path`` (or keep its content) as a 0600 log: whoever writes it next keeps
     that mode."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    try:
-        os.fchmod(fd, 0o600)
-    finally:
-        os.close(fd)
+    with writing(path):
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            os.fchmod(fd, 0o600)
+        finally:
+            os.close(fd)
 
 
 def contained(root: Path, relative: str) -> Path:
@@ -167,8 +169,26 @@ def contained(root: Path, relative: str) -> Path:
     return path
 
 
+@contextlib.contextmanager
+def writing(path: Path) -> Iterator[None]:
+    """While ``path`` is written: an OSError (a full disk, above all) becomes WriteFailed,
+    which names the file — an OSError of a ``write`` names none."""
+    try:
+        yield
+    except OSError as exc:
+        from shipway.errors import WriteFailed
+
+        raise WriteFailed(path, exc) from exc
+
+
 def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
-    """Write ``data`` to ``path`` so a reader sees the old or the new file, never a torn one."""
+    """Write ``data`` to ``path`` so a reader sees the old or the new file, never a torn one
+    (on a full disk: the old one, and WriteFailed naming the file)."""
+    with writing(path):
+        _write_atomic(path, data, mode)
+
+
+def _write_atomic(path: Path, data: bytes, mode: int) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -202,8 +222,9 @@ def read_json(path: Path, default: Any = None) -> Any:
 @contextlib.contextmanager
 def file_lock(path: Path) -> Iterator[None]:
     """A short exclusive lock between processes (held by the kernel: freed if we die)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    with writing(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

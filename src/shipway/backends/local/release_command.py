@@ -29,6 +29,7 @@ from shipway.backends.local.dirs import (
     private_logs,
     read_json,
     write_json,
+    writing,
 )
 from shipway.backends.local.launch import expand
 from shipway.backends.local.state import LOG_TAIL, LocalState
@@ -189,7 +190,7 @@ class LocalReleaseCommand(LocalState):
     ) -> Failure | None:
         """Stream its output until it exits, or stop its whole session at ``deadline``."""
         assert proc.stdout is not None
-        with open(log, "wb") as out:
+        with writing(log), open(log, "wb") as out:
             os.set_blocking(proc.stdout.fileno(), False)
             buffer = b""
             while True:

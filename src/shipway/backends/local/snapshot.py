@@ -20,7 +20,7 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from shipway.backends.local.dirs import write_json
+from shipway.backends.local.dirs import write_json, writing
 
 _REVISION_DIR = re.compile(r"^r(\d+)$")
 
@@ -91,17 +91,19 @@ def copy(src: Path, dst: Path, exclude: Iterable[str] = (), skip_dirs: Iterable[
     """Copy the snapshot part of ``src`` to ``dst`` (which must not exist)."""
     skip = frozenset(p.resolve() for p in skip_dirs)
     wanted = _walk(src, frozenset(exclude), skip)
-    dst.mkdir(parents=True)
+    with writing(dst):
+        dst.mkdir(parents=True)
     for rel in wanted:
         s, d = src / rel.rstrip("/"), dst / rel.rstrip("/")
-        if rel.endswith("/"):
-            d.mkdir(exist_ok=True)
-            continue
-        d.parent.mkdir(parents=True, exist_ok=True)
-        if s.is_symlink():
-            os.symlink(os.readlink(s), d)
-        else:
-            shutil.copy2(s, d)
+        with writing(d):  # a full disk names the file it could not write
+            if rel.endswith("/"):
+                d.mkdir(exist_ok=True)
+                continue
+            d.parent.mkdir(parents=True, exist_ok=True)
+            if s.is_symlink():
+                os.symlink(os.readlink(s), d)
+            else:
+                shutil.copy2(s, d)
 
 
 # -- kept snapshots: releases/r<N>/ with releases/r<N>.json naming its digest -----------
