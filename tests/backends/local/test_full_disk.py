@@ -44,12 +44,17 @@ def fill(path: Path) -> Path:
     return path
 
 
-def test_a_full_disk_names_the_file_exits_7_and_the_previous_release_serves(
-    disk: Path, slot: Slot
-) -> None:
+def on_disk(slot: Slot, disk: Path) -> None:
+    """The slot keeps its state on ``disk``; r1 deployed there."""
     slot.state = disk / "state"
     slot.env["SHIPWAY_STATE_DIR"] = str(slot.state)
     slot.deploy()
+
+
+def test_a_full_disk_names_the_file_exits_7_and_the_previous_release_serves(
+    disk: Path, slot: Slot
+) -> None:
+    on_disk(slot, disk)
     assert slot.get("/") == (200, "hello from r1\n")
 
     filler = fill(disk / "filler")
@@ -69,9 +74,7 @@ def test_a_full_disk_names_the_file_exits_7_and_the_previous_release_serves(
 def test_a_snapshot_the_disk_cannot_hold_fails_the_step_naming_its_file(
     disk: Path, slot: Slot
 ) -> None:
-    slot.state = disk / "state"
-    slot.env["SHIPWAY_STATE_DIR"] = str(slot.state)
-    slot.deploy()
+    on_disk(slot, disk)
     (slot.app_dir / "data.bin").write_bytes(os.urandom(4 << 20))  # the next snapshot: 4 MiB
     filler = fill(disk / "filler")
     os.truncate(filler, filler.stat().st_size - (512 << 10))  # room for records, not for it

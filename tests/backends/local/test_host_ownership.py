@@ -3,21 +3,11 @@
 
 from __future__ import annotations
 
-import shutil
-
-from tests.backends.local.conftest import Slot
+from tests.backends.local.conftest import Slot, blog_serving_hello
 
 
 def test_a_rolling_slot_refuses_a_host_another_app_serves_unless_taken(slot: Slot) -> None:
-    blog = slot.app_dir.parent / "blog"
-    shutil.copytree(slot.app_dir, blog)
-    spec = blog / "shipway.toml"
-    spec.write_text(
-        spec.read_text()
-        .replace('name = "hello"', 'name = "blog"')
-        .replace('GREETING = "hello"', 'GREETING = "blog"')
-        + '\n[[routes]]\nhost = "hello.localhost"\nprocess = "web"\n'
-    )
+    spec = blog_serving_hello(slot.app_dir)
     slot.deploy(spec=spec)
     assert slot.get("/") == (200, "blog from r1\n")
 

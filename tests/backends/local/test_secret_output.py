@@ -11,9 +11,9 @@ from tests.backends.local.conftest import Slot
 SHORT = "q7z"
 
 
-def test_a_three_character_secret_is_masked_everywhere_and_the_logs_are_private(
-    slot: Slot,
-) -> None:
+def printing_its_token(slot: Slot) -> None:
+    """The app prints its secret TOKEN (a 3-character value) as it starts, and crashes
+    saying it again when CRASH is set."""
     app_py = slot.app_dir / "app.py"
     app_py.write_text(
         app_py.read_text().replace(
@@ -25,12 +25,18 @@ def test_a_three_character_secret_is_masked_everywhere_and_the_logs_are_private(
             1,
         )
     )
+    slot.edit_spec("[env]", '[secrets]\nTOKEN = { from_env = "HELLO_TOKEN" }\n\n[env]')
+    slot.env["HELLO_TOKEN"] = SHORT
+
+
+def test_a_three_character_secret_is_masked_everywhere_and_the_logs_are_private(
+    slot: Slot,
+) -> None:
+    printing_its_token(slot)
     slot.edit_spec(
         'name = "hello"\n',
         'name = "hello"\nrelease_command = ["sh", "-c", "echo migrating with $TOKEN"]\n',
     )
-    slot.edit_spec("[env]", '[secrets]\nTOKEN = { from_env = "HELLO_TOKEN" }\n\n[env]')
-    slot.env["HELLO_TOKEN"] = SHORT
 
     r = slot.deploy()
     assert "release | migrating with ***" in r.out, r.text
@@ -60,16 +66,7 @@ def test_a_three_character_secret_is_masked_everywhere_and_the_logs_are_private(
 def test_logs_of_a_stopped_slot_mask_the_secret_without_it_in_the_environment(
     slot: Slot,
 ) -> None:
-    app_py = slot.app_dir / "app.py"
-    app_py.write_text(
-        app_py.read_text().replace(
-            "\nclass Handler",
-            '\nprint("starting with token", os.environ.get("TOKEN"), flush=True)\n\nclass Handler',
-            1,
-        )
-    )
-    slot.edit_spec("[env]", '[secrets]\nTOKEN = { from_env = "HELLO_TOKEN" }\n\n[env]')
-    slot.env["HELLO_TOKEN"] = SHORT
+    printing_its_token(slot)
     slot.deploy()
     assert slot.run("stop", "local").code == 0
     del slot.env["HELLO_TOKEN"]  # whoever reads the logs need not have the secret
