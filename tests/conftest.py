@@ -11,7 +11,7 @@ import pytest
 
 from shipway.spec import App, parse
 
-pytest_plugins = ["tests.testenv.docker", "tests.testenv.k8s"]
+pytest_plugins = ["tests.testenv.docker", "tests.testenv.k8s", "tests.testenv.wheelhouse"]
 
 
 def app_from_toml(text: str, base_dir: Path | None = None) -> App:

@@ -26,9 +26,9 @@ EXPECTED = [
     "ConfirmationMismatch", "ConfirmationRequired", "Diff", "Engine", "Guard", "GuardRefused",
     "InputError", "Interrupted", "NoAnchor", "Outcome", "Plan", "Release", "ReleaseStatus",
     "Reporter", "RollbackFailed", "Rolled", "RolledBack", "ShipwayError", "Slot", "SlotLocked",
-    "SlotStatus", "SpecInvalid", "StalePlan", "Target", "Unchanged", "__version__", "clear",
-    "deploy", "diff", "helm_history", "helm_release", "history", "load", "logs", "plan",
-    "promote", "repair", "restart", "rollback", "status", "stop",
+    "SlotStatus", "SpecInvalid", "StalePlan", "Target", "Unchanged", "__version__", "build",
+    "clear", "deploy", "destroy", "diff", "helm_history", "helm_release", "history", "load",
+    "logs", "plan", "promote", "repair", "restart", "rollback", "status", "stop",
 ]  # fmt: skip
 
 # The slots the README's snippet names (staging is planned, prod deployed), both local.

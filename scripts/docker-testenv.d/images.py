@@ -6,6 +6,9 @@ Run by ``scripts/docker-testenv up``. Everything goes through the Docker SDK (en
   shell app) and imported with the ``docker import`` call of the API;
 * variants built ``FROM`` it with the classic builder and a tar context (no pull happens,
   the base is local);
+* ``python-base``: Debian bookworm's minbase with ``python3`` and ``python3-venv``, a root
+  filesystem ``scripts/docker-testenv`` made once with debootstrap (``--python-base TAR``),
+  imported the same way: the Python apps of the build tests are built ``FROM`` it;
 * each pushed to the registry, so other engines pull it from there.
 
 Every image carries the label ``org.shipway.testenv.hash``: a hash of what went into it. An
@@ -489,6 +492,36 @@ class Images:
         self.push("base", "latest")
         return ref, want
 
+    def ensure_python_base(self, rootfs: Path) -> str:
+        """``python-base:bookworm`` from the debootstrap tar (hashed by its bytes, so a warm
+        ``up`` neither imports nor pushes it again)."""
+        h = hashlib.sha256(RECIPE_VERSION.encode())
+        with rootfs.open("rb") as f:
+            while chunk := f.read(1 << 20):
+                h.update(chunk)
+        want = h.hexdigest()
+        repo, tag = "python-base", "bookworm"
+        ref = f"{self.prefix}/{repo}:{tag}"
+        if self.up_to_date(ref, repo, tag, want):
+            return ref
+        if (img := self.local(ref)) is None or img.labels.get(HASH_LABEL) != want:
+            log(f"importing {ref} ({rootfs.stat().st_size // (1 << 20)} MiB root filesystem)")
+            changes = [
+                "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                "ENV LANG=C.UTF-8",
+                'CMD ["python3"]',
+                f"LABEL {HASH_LABEL}={want} {KIND_LABEL}=dockerfile",
+            ]
+            self.client.api.import_image_from_file(
+                str(rootfs), repository=f"{self.prefix}/{repo}", tag=tag, changes=changes
+            )
+            img = self.local(ref)
+            if img is None or img.labels.get(HASH_LABEL) != want:
+                raise RuntimeError(f"import of {ref} did not produce the expected image")
+        log(f"pushing {ref}")
+        self.push(repo, tag)
+        return ref
+
     def ensure_variant(self, v: Variant, base_ref: str, base_hash: str) -> str:
         dockerfile = v.dockerfile.replace("{base}", base_ref)
         ctx = Tree(dict(v.context.files), dict(v.context.links), dict(v.context.dirs))
@@ -524,6 +557,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--busybox", default="/bin/busybox", type=Path)
     ap.add_argument("--state", required=True, type=Path, help="where images.json is written")
     ap.add_argument("--caddy", type=Path, help="root of Debian's caddy package, extracted")
+    ap.add_argument("--python-base", type=Path, help="tar of a Debian root fs with python3")
     args = ap.parse_args(argv)
 
     client = docker.DockerClient(base_url=args.docker, timeout=300)
@@ -531,6 +565,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     base_ref, base_hash = images.ensure_base(args.busybox)
     refs: dict[str, Any] = {"base": base_ref}
+    if args.python_base:
+        refs["python-base:bookworm"] = images.ensure_python_base(args.python_base)
     extra = [proxy_variant(args.caddy)] if args.caddy else []
     for v in [*variants(), *extra]:
         refs[f"{v.repo}:{v.tag}"] = images.ensure_variant(v, base_ref, base_hash)

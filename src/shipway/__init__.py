@@ -20,8 +20,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from shipway.api import (
         SlotStatus,
+        build,
         clear,
         deploy,
+        destroy,
         diff,
         helm_history,
         helm_release,
@@ -68,8 +70,9 @@ __version__ = "0.1.0"
 
 _WHERE = {
     "shipway.api": (
-        "SlotStatus clear deploy diff helm_history helm_release history load logs plan promote "
-        "repair restart rollback status stop"
+        "SlotStatus build clear deploy destroy diff helm_history helm_release history load logs "
+        "plan "
+        "promote repair restart rollback status stop"
     ),
     # what api functions take: a backend of one's own (``backend=``), where progress goes
     # (``reporter=``)
@@ -147,8 +150,10 @@ __all__ = [
     "Target",
     "Unchanged",
     "__version__",
+    "build",
     "clear",
     "deploy",
+    "destroy",
     "diff",
     "helm_history",
     "helm_release",

@@ -9,16 +9,26 @@ slot's own backend is opened.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from shipway import spec as _spec
 from shipway.backends import open_backend
-from shipway.backends.protocol import Backend, GenerationInfo, ProcessStatus, Reporter
+from shipway.backends.protocol import (
+    Backend,
+    Built,
+    GenerationInfo,
+    Leftover,
+    MaskingReporter,
+    NullReporter,
+    ProcessStatus,
+    Reporter,
+    VolumeStatus,
+)
 from shipway.engine import DEFAULT_ROLLBACK_TIMEOUT, DEFAULT_TIMEOUT, Engine, Outcome
-from shipway.errors import InputError
+from shipway.errors import InputError, SecretUnavailable
 from shipway.guard import Clearance, Guard
 from shipway.plan.change import Diff
 from shipway.plan.diff import between
@@ -26,6 +36,7 @@ from shipway.plan.model import Plan
 from shipway.release import history as _history
 from shipway.release.model import Release
 from shipway.spec.model import App
+from shipway.spec.secrets import Masker
 
 if TYPE_CHECKING:
     from shipway.backends.kubernetes.helm import HelmRelease
@@ -71,19 +82,22 @@ def plan(
     take_host: bool = False,
     repair: bool = False,
     force: bool = False,
+    build: bool = False,
     backend: Backend | None = None,
     reporter: Reporter | None = None,
 ) -> Plan:
     """What a deploy (or, with ``repair``, a repair) would do now, and what it changes
     (``plan.diff``; ``plan.unchanged``: "no changes", unless ``force``). Mutates nothing,
-    starts nothing."""
-    if repair and (image is not None or force):
-        flag = "--image" if image is not None else "--force"
+    starts nothing; with ``build``, its first step says what would be built, or reused."""
+    if repair and (image is not None or force or build):
+        flag = "--image" if image is not None else "--force" if force else "--build"
         raise InputError(f"a repair re-asserts the deployed release: it takes no {flag}")
     with _engine(app, slot, backend, reporter) as engine:
         if repair:
             return engine.plan_repair(app, slot)
-        return engine.plan_deploy(app, slot, image=image, take_host=take_host, force=force)
+        return engine.plan_deploy(
+            app, slot, image=image, take_host=take_host, force=force, build=build
+        )
 
 
 def diff(
@@ -128,13 +142,16 @@ def deploy(
     saved_plan: Plan | None = None,
     take_host: bool = False,
     force: bool = False,
+    build: bool = False,
     timeout: float = DEFAULT_TIMEOUT,
     rollback_timeout: float = DEFAULT_ROLLBACK_TIMEOUT,
     backend: Backend | None = None,
     reporter: Reporter | None = None,
 ) -> Outcome:
     """Roll out to ``slot``. Nothing differs: ``Unchanged``, nothing applied and no
-    revision recorded, unless ``force``."""
+    revision recorded, unless ``force``. With ``build``, the image is built from the app's
+    source first (or the one built from the same source reused) and deployed by its pushed
+    digest."""
     clearance = clear(app, slot, confirm)
     with _engine(app, slot, backend, reporter) as engine:
         return engine.deploy(
@@ -145,9 +162,36 @@ def deploy(
             saved=saved_plan,
             take_host=take_host,
             force=force,
+            build=build,
             timeout=timeout,
             rollback_timeout=rollback_timeout,
         )
+
+
+def build(
+    app: App,
+    slot: str,
+    *,
+    confirm: str | None = None,
+    backend: Backend | None = None,
+    reporter: Reporter | None = None,
+) -> Built:
+    """Build what a deploy of ``slot`` would run — an image, pushed to the registry
+    ``app.image`` names; a local dependency environment — without deploying it. The same
+    inputs are never built twice (``Built.reused``)."""
+    clearance = clear(app, slot, confirm)
+    target = app.slots.target(slot)
+    view = app.in_slot(slot)
+    values = []  # what the build streams is masked with the secrets that resolve here
+    for ref in app.secrets.values():
+        with suppress(SecretUnavailable):
+            values.append(ref.resolve())
+    masked = MaskingReporter(reporter or NullReporter(), Masker(values))
+    with _backend(app, slot, backend) as b:
+        inputs = b.build_inputs(target, view, None, True)
+        if inputs is None:
+            raise InputError(f"nothing to build for {target} on the {b.name} backend")
+        return b.build(clearance, target, view, inputs, masked)
 
 
 def repair(
@@ -279,6 +323,29 @@ def stop(
         engine.stop(clearance, app, slot)
 
 
+def leftovers(app: App, slot: str, *, backend: Backend | None = None) -> list[Leftover]:
+    """What ``destroy`` would delete in ``slot`` (volumes marked ``data``). Read-only."""
+    with _engine(app, slot, backend, None) as engine:
+        return engine.leftovers(app, slot)
+
+
+def destroy(
+    app: App,
+    slot: str,
+    *,
+    volumes: bool = False,
+    confirm: str | None = None,
+    backend: Backend | None = None,
+    reporter: Reporter | None = None,
+) -> list[Leftover]:
+    """Delete everything shipway made for the app in ``slot`` — what runs, routes, files,
+    snapshots, release records, the lock — and, with ``volumes``, its volumes. ``confirm``
+    (the slot's name) is needed on every slot, guarded or not. Returns what was deleted."""
+    clearance = clear(app, slot, confirm)
+    with _engine(app, slot, backend, reporter) as engine:
+        return engine.destroy(clearance, app, slot, volumes=volumes)
+
+
 def logs(
     app: App,
     slot: str,
@@ -313,6 +380,7 @@ class SlotStatus:
     backend: str
     deployed: Release | None
     processes: list[ProcessStatus]
+    volumes: list[VolumeStatus] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -321,6 +389,7 @@ class SlotStatus:
             "backend": self.backend,
             "deployed": self.deployed.summary() if self.deployed else None,
             "processes": [p.to_json() for p in self.processes],
+            "volumes": [v.to_json() for v in self.volumes],
         }
 
 
@@ -333,6 +402,7 @@ def status(app: App, slot: str, *, backend: Backend | None = None) -> SlotStatus
             backend=target.backend,
             deployed=_history.deployed(b.read_records(target)),
             processes=b.status(target),
+            volumes=b.volumes(target),
         )
 
 

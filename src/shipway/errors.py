@@ -23,6 +23,7 @@
         ├── LockLost                          the slot's lock was taken over or deleted while
         │                                     held: the operation stops
         ├── RegistryLookupFailed              a registry could not tell an image's config
+        ├── BuildFailed                       a build failed (carries its log's last lines)
         └── HostKeyRefused                    an SSH host key is not trusted; nothing was sent
             ├── UnknownHostKey                    not in known_hosts (with the line to add)
             └── HostKeyMismatch                   known_hosts records another key
@@ -193,6 +194,15 @@ class LockLost(BackendError):
 class RegistryLookupFailed(BackendError):
     """The registry could not tell (unreachable, refused, no such image). The message says
     which call and why, never a credential."""
+
+
+class BuildFailed(BackendError):
+    """A build (an image, a dependency environment) failed. ``log_tail``: the last lines of
+    its log, for the user to act on; masked with the slot's secrets before any output."""
+
+    def __init__(self, message: str, log_tail: Sequence[str] = ()) -> None:
+        self.log_tail = tuple(log_tail)
+        super().__init__(message)
 
 
 class HostKeyRefused(BackendError):

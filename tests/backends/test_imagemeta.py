@@ -31,9 +31,9 @@ def inspect(name: str) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("name", "expected"),
     [
-        ("dockerfile-web-v1", ImageMeta("dockerfile", "/app")),
-        ("herokuish-v1", ImageMeta("herokuish", "/app")),
-        ("pack-cnb-v1", ImageMeta("pack", "/workspace")),
+        ("dockerfile-web-v1", ImageMeta("dockerfile", "/app", 8080)),
+        ("herokuish-v1", ImageMeta("herokuish", "/app", 5000)),
+        ("pack-cnb-v1", ImageMeta("pack", "/workspace", 8080)),
     ],
 )
 def test_classify_real_images(name: str, expected: ImageMeta) -> None:
@@ -56,7 +56,15 @@ def test_herokuish_needs_the_herokuish_user_not_just_a_start_script() -> None:
 def test_any_buildpacks_label_makes_a_pack_image() -> None:
     attrs = inspect("dockerfile-web-v1")
     attrs["Config"]["Labels"] = {"io.buildpacks.lifecycle.metadata": "{}"}
-    assert classify(attrs) == ImageMeta("pack", "/workspace")
+    assert classify(attrs) == ImageMeta("pack", "/workspace", 8080)
+
+
+def test_the_exposed_port_is_the_lowest_tcp_one_and_none_without_expose() -> None:
+    attrs = inspect("dockerfile-web-v1")
+    attrs["Config"]["ExposedPorts"] = {"9000/udp": {}, "8000/tcp": {}, "8443/tcp": {}}
+    assert classify(attrs).exposed_port == 8000
+    del attrs["Config"]["ExposedPorts"]
+    assert classify(attrs).exposed_port is None
 
 
 def test_an_image_without_workdir_or_config_is_a_dockerfile_image_without_working_dir() -> None:

@@ -69,9 +69,9 @@ def test_the_registry_tells_digest_and_kind_of_images_no_engine_pulled(
     a = docker_env.local_client(docker_env.a)
     try:
         for ref, kind in (
-            (docker_env.images.v1, ImageMeta("dockerfile", "/app")),
-            (docker_env.images.herokuish, ImageMeta("herokuish", "/app")),
-            (docker_env.images.cnb, ImageMeta("pack", "/workspace")),
+            (docker_env.images.v1, ImageMeta("dockerfile", "/app", 8080)),
+            (docker_env.images.herokuish, ImageMeta("herokuish", "/app", 5000)),
+            (docker_env.images.cnb, ImageMeta("pack", "/workspace", 8080)),
         ):
             found = lookup(ref, insecure=[docker_env.registry])
             pushed = [d.split("@", 1)[1] for d in a.images.get(ref).attrs["RepoDigests"]]

@@ -6,6 +6,7 @@ import pytest
 
 from shipway.plan import (
     ApplyObject,
+    Build,
     DropHost,
     NoOp,
     Observed,
@@ -33,6 +34,12 @@ ALL_STEPS = [
     DropHost(host="shop.example.com", generation="g1"),
     Remove(unit="Service/old", kind="Service", reason="no longer declared"),
     NoOp(reason="nothing changed"),
+    Build(
+        kind="image",
+        what="reg/shop:src-0123456789abcdef",
+        inputs="sha256:0123456789abcdef" + "0" * 48,
+        source="Dockerfile (12 files)",
+    ),
 ]
 
 
@@ -78,6 +85,10 @@ def test_describe_gives_the_dry_run_lines() -> None:
     assert lines[1] == "  1. create Deployment/web"
     assert "  2. run the release command: rake db:migrate" in lines
     assert "  4. put to sleep: web generation g1 after 2.5s" in lines
+    assert (
+        "  10. build image reg/shop:src-0123456789abcdef from Dockerfile (12 files) "
+        "(inputs 0123456789ab)" in lines
+    )
     assert lines[-1].startswith("  (made from observed state ")
     assert len(lines) == len(ALL_STEPS) + 2
 
@@ -109,3 +120,8 @@ def test_a_plan_whose_release_names_another_slot_is_refused() -> None:
     data["release"]["slot"] = "other"
     with pytest.raises(ValueError, match="records a release of shop/other"):
         Plan.from_json(data)
+
+
+def test_a_build_that_was_made_before_says_reuse() -> None:
+    step = Build(kind="environment", what="envs/abc", inputs="sha256:ab12", source="x", reuse=True)
+    assert step.describe() == "reuse environment envs/abc (already built from inputs ab12)"

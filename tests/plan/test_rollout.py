@@ -144,3 +144,28 @@ def test_release_command_only_when_something_changes() -> None:
     observed = Observed.of([seen(u) for u in SIDE_BY_SIDE])
     steps = rollout_steps(SIDE_BY_SIDE, observed, release_command=("migrate",))
     assert not any(isinstance(s, RunReleaseCommand) for s in steps)
+
+
+def test_a_volume_is_never_removed_and_every_generation_keeps_it() -> None:
+    from shipway.plan.model import Observed, ObservedUnit, Remove
+    from shipway.plan.rollout import rollout_steps
+    from shipway.release.artifact import Artifact, Unit
+
+    wanted = Artifact((Unit(key="program/web@2", kind="program", body={"n": 2}),))
+    observed = Observed.of(
+        [
+            ObservedUnit("program/web@1", "program", "x", phase=1),
+            ObservedUnit("volume/data", "volume", "v", phase=0),
+            ObservedUnit("PersistentVolumeClaim/shop-data", "PersistentVolumeClaim", "c", phase=0),
+        ]
+    )
+    removed = [s.unit for s in rollout_steps(wanted, observed) if isinstance(s, Remove)]
+    assert removed == ["program/web@1"]
+    of_gen = Observed.of(
+        [*observed.units.values(), ObservedUnit("gen/g1/x", "x", "d", generation="g1")]
+    )
+    assert sorted(of_gen.of_generation("g1").units) == [
+        "PersistentVolumeClaim/shop-data",
+        "gen/g1/x",
+        "volume/data",
+    ]

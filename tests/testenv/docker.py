@@ -92,6 +92,7 @@ class TestImages:
     herokuish: str  #: herokuish layout: /start web, /app/Procfile, USER=herokuishuser, port 5000
     cnb: str  #: Cloud Native Buildpacks labels, entrypoint /cnb/process/web
     proxy: str  #: the Docker backend's proxy: Debian's caddy in an image FROM scratch
+    python: str  #: Debian bookworm minbase + python3 + python3-venv (debootstrap), CMD python3
 
     @classmethod
     def under(cls, prefix: str) -> TestImages:
@@ -104,6 +105,7 @@ class TestImages:
             herokuish=f"{prefix}/herokuish:v1",
             cnb=f"{prefix}/cnb:v1",
             proxy=f"{prefix}/proxy:caddy",
+            python=f"{prefix}/python-base:bookworm",
         )
 
 

@@ -66,14 +66,29 @@ def is_herokuish(attrs: Mapping[str, Any], app_user: str = HEROKUISH_USER) -> bo
     return f"USER={app_user}" in _env(attrs)
 
 
+def exposed_port(attrs: Mapping[str, Any]) -> int | None:
+    """The lowest TCP port the image EXPOSEs (``Config.ExposedPorts``: ``{"8000/tcp": {}}``)."""
+    ports = _config(attrs).get("ExposedPorts") or {}
+    found = []
+    for key in ports if isinstance(ports, Mapping) else ():
+        number, _, proto = str(key).partition("/")
+        if number.isdigit() and proto in ("", "tcp"):
+            found.append(int(number))
+    return min(found) if found else None
+
+
 def classify(attrs: Mapping[str, Any]) -> ImageMeta:
-    """The source type and working dir of an image, from its inspect attributes."""
+    """The source type, working dir and exposed port of an image, from its inspect
+    attributes (or its config, read from a registry: the same shape)."""
+    port = exposed_port(attrs)
     if is_cnb(attrs):
-        return ImageMeta(source_type="pack", working_dir=CNB_WORKING_DIR)
+        return ImageMeta(source_type="pack", working_dir=CNB_WORKING_DIR, exposed_port=port)
     if is_herokuish(attrs):
-        return ImageMeta(source_type="herokuish", working_dir=HEROKUISH_WORKING_DIR)
+        return ImageMeta(
+            source_type="herokuish", working_dir=HEROKUISH_WORKING_DIR, exposed_port=port
+        )
     workdir = _config(attrs).get("WorkingDir") or None
-    return ImageMeta(source_type="dockerfile", working_dir=workdir)
+    return ImageMeta(source_type="dockerfile", working_dir=workdir, exposed_port=port)
 
 
 def cnb_process_types(attrs: Mapping[str, Any]) -> tuple[str, ...]:

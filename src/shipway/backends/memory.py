@@ -9,23 +9,29 @@ It is not selectable from a spec; every real backend is tested against its real 
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from shipway.backends.imagemeta import repository_of
 from shipway.backends.protocol import (
+    BuildInputs,
+    Built,
     Failure,
     GenerationBackend,
     GenerationInfo,
     HostOwner,
+    Leftover,
     LockHolder,
     ProcessStatus,
     Reason,
     Reporter,
     ResolvedImage,
+    VolumeStatus,
 )
-from shipway.errors import BackendError, CleanupFailed, SlotLocked
+from shipway.errors import BackendError, BuildFailed, CleanupFailed, SlotLocked
 from shipway.guard import Clearance
 from shipway.plan.model import (
     DropHost,
@@ -39,7 +45,7 @@ from shipway.plan.model import (
     WaitReplicas,
     WaitRollout,
 )
-from shipway.release.artifact import PREREQUISITE, ROUTING, WORKLOAD, Artifact, Unit
+from shipway.release.artifact import DATA_KINDS, PREREQUISITE, ROUTING, WORKLOAD, Artifact, Unit
 from shipway.release.model import ImageMeta, Release
 from shipway.spec.model import App, Slot, Target
 from shipway.spec.secrets import Secret, placeholder, reveal
@@ -57,6 +63,8 @@ MUTATING = frozenset(
         "drop_host",
         "stop",
         "delete_generation",
+        "build",
+        "destroy",
     }
 )
 
@@ -89,6 +97,11 @@ class MemoryBackend:
         self.routes: dict[str, str | None] = {}
         self.replicas: dict[tuple[str, str | None], int] = {}
         self.on_call: dict[str, Callable[[], None]] = {}  # method -> hook run when called
+        #: the app's "source": when set, a --build deploy builds an image from it
+        self.build_source: str | None = None
+        #: a build fails with this log (its last lines are the failure's details)
+        self.failing_build_log: tuple[str, ...] | None = None
+        self.built: dict[str, str] = {}  # inputs digest -> image digest (the "registry")
 
     def _note(self, method: str, detail: str = "") -> None:
         self.calls.append((method, detail))
@@ -115,6 +128,15 @@ class MemoryBackend:
                 body={"env": dict(app.env), "secrets": {n: placeholder(n) for n in app.secrets}},
             )
         ]
+        for volume in app.volumes.values():  # the slot's, in every generation
+            units.append(
+                Unit(
+                    key=f"volume/{volume.name}",
+                    kind="volume",
+                    phase=PREREQUISITE,
+                    body={"name": volume.name},
+                )
+            )
         for name, process in app.processes.items():
             units.append(
                 Unit(
@@ -127,6 +149,7 @@ class MemoryBackend:
                     switches=True,
                     body={
                         "image": release.image,
+                        **({"digest": release.digest} if release.digest else {}),
                         "command": list(process.command or ()),
                         "replicas": process.replicas,
                         "deployment_id": release.deployment_ids.get(name),
@@ -364,10 +387,74 @@ class MemoryBackend:
         self.live = {k: v for k, v in self.live.items() if v.unit.generation != generation}
         self.generation_created.pop(generation, None)
 
+    def build_inputs(
+        self, target: Target, app: App, ref: str | None, image: bool
+    ) -> BuildInputs | None:
+        self._note("build_inputs", str(image))
+        if ref is not None or not image or self.build_source is None:
+            return None
+        inputs = "sha256:" + hashlib.sha256(self.build_source.encode()).hexdigest()
+        what = f"{repository_of(app.image or 'memory/app')}:src-{inputs[7:23]}"
+        digest = self.built.get(inputs)
+        meta = ImageMeta("dockerfile", "/app", 8000) if digest else None
+        return BuildInputs("image", what, inputs, "Dockerfile", digest is not None, digest, meta)
+
+    def build(
+        self,
+        clearance: Clearance,
+        target: Target,
+        app: App,
+        inputs: BuildInputs,
+        reporter: Reporter,
+    ) -> Built:
+        clearance.require_covers(target)
+        self._note("build", inputs.what)
+        if inputs.inputs in self.built:
+            digest = self.built[inputs.inputs]
+            meta = ImageMeta("dockerfile", "/app", 8000)
+            return Built("image", inputs.what, inputs.inputs, inputs.source, digest, meta, True)
+        if self.failing_build_log is not None:
+            for line in self.failing_build_log:
+                reporter.line(f"  build | {line}")
+            raise BuildFailed("the Dockerfile's RUN step failed", self.failing_build_log)
+        digest = "sha256:" + hashlib.sha256(inputs.inputs.encode()).hexdigest()
+        self.built[inputs.inputs] = digest
+        meta = ImageMeta("dockerfile", "/app", 8000)
+        return Built("image", inputs.what, inputs.inputs, inputs.source, digest, meta, False, 0.1)
+
     def stop(self, clearance: Clearance, target: Target, reporter: Reporter) -> None:
         clearance.require_covers(target)
         self._note("stop")
-        self.live.clear()
+        self.live = {k: v for k, v in self.live.items() if v.unit.kind in DATA_KINDS}
+
+    # -- volumes and destroy -------------------------------------------------------
+    def volume_notes(self, app: App, slot: Slot, plan: Plan) -> list[str]:
+        return []
+
+    def volumes(self, target: Target) -> list[VolumeStatus]:
+        self._note("volumes")
+        return [
+            VolumeStatus(name=str(v.unit.body["name"]), where=k, state="present")
+            for k, v in sorted(self.live.items())
+            if v.unit.kind in DATA_KINDS
+        ]
+
+    def leftovers(self, target: Target) -> list[Leftover]:
+        self._note("leftovers")
+        out = [Leftover(v.unit.kind, k, v.unit.kind in DATA_KINDS) for k, v in self.live.items()]
+        return out + [Leftover("record", f"r{n}") for n in sorted(self.records)]
+
+    def destroy(
+        self, clearance: Clearance, target: Target, volumes: bool, reporter: Reporter
+    ) -> list[Leftover]:
+        clearance.require_covers(target)
+        self._note("destroy", "volumes" if volumes else "")
+        gone = [item for item in self.leftovers(target) if volumes or not item.data]
+        self.live = {
+            k: v for k, v in self.live.items() if v.unit.kind in DATA_KINDS and not volumes
+        }
+        self.records.clear()
+        return gone
 
 
 def expire_lock(backend: MemoryBackend) -> None:

@@ -33,9 +33,9 @@ from shipway.plan.model import (
     WaitRollout,
 )
 from shipway.release.artifact import Artifact, Unit
-from shipway.release.model import ImageMeta, Release
+from shipway.release.model import BuildKind, ImageMeta, Release
 from shipway.spec.model import App, Slot, Target
-from shipway.spec.secrets import Secret
+from shipway.spec.secrets import Masker, Secret
 
 
 class Reporter(Protocol):
@@ -54,6 +54,21 @@ class NullReporter:
         pass
 
 
+class MaskingReporter:
+    """A reporter that masks secret values in everything it passes on: for output a
+    backend streams from an engine it does not control (a build's log)."""
+
+    def __init__(self, inner: Reporter, mask: Masker) -> None:
+        self.inner = inner
+        self.mask = mask
+
+    def line(self, text: str) -> None:
+        self.inner.line(self.mask(text))
+
+    def progress(self, process: str, counts: Mapping[str, int], note: str = "") -> None:
+        self.inner.progress(process, counts, self.mask(note))
+
+
 class Reason:
     """The ``Failure.reason`` values shipway itself gives, one vocabulary for every backend.
     An engine's own reasons (Kubernetes' ``CrashLoopBackOff``, ``ErrImagePull``,
@@ -68,6 +83,7 @@ class Reason:
     TIMEOUT = "Timeout"  #: not ready (or not finished) before the deadline
     RELEASE_COMMAND_FAILED = "ReleaseCommandFailed"
     RELEASE_COMMAND_TIMEOUT = "ReleaseCommandTimeout"
+    BUILD_FAILED = "BuildFailed"  #: the build phase failed; nothing new started
     STEP_FAILED = "StepFailed"  #: a step's engine call failed (the message says which)
     UNDO_FAILED = "UndoFailed"  #: an undo could not be planned or walked
     ENGINE_UNAVAILABLE = "EngineUnavailable"  #: the engine did not answer
@@ -169,6 +185,40 @@ class ResolvedImage:
 
 
 @dataclass(frozen=True)
+class BuildInputs:
+    """What a release's build phase would make, read without building anything.
+
+    ``what`` names the artifact (an image's content-addressed tag, known before the build;
+    an environment's directory); ``inputs`` is the content digest of what it is built from,
+    and ``source`` says what that is. ``reuse``: an artifact of exactly these inputs exists
+    (its ``digest`` and ``meta`` are then known at plan time)."""
+
+    kind: BuildKind
+    what: str
+    inputs: str
+    source: str
+    reuse: bool = False
+    digest: str | None = None
+    meta: ImageMeta | None = None
+
+
+@dataclass(frozen=True)
+class Built:
+    """What a build made (or found, when ``reused``): ``result`` is the image digest (the
+    pushed manifest's) or the environment's id; ``meta`` is read from the built image
+    itself (None for an environment)."""
+
+    kind: BuildKind
+    what: str
+    inputs: str
+    source: str
+    result: str
+    meta: ImageMeta | None = None
+    reused: bool = False
+    duration: float = 0.0
+
+
+@dataclass(frozen=True)
 class ProcessStatus:
     process: str
     desired: int
@@ -219,6 +269,79 @@ class HostOwner:
         gen = f" generation {self.generation}" if self.generation else ""
         at = f" ({self.where})" if self.where else ""
         return f"{self.app}/{self.slot}{gen}{at}"
+
+
+def human_bytes(n: int) -> str:
+    """Bytes as a user reads them: 0 B, 812 B, 4.0 KiB, 12.3 MiB, 1.5 GiB."""
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{n} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")
+
+
+@dataclass(frozen=True)
+class VolumeStatus:
+    """One volume of a slot as its backend finds it: where it lives, whether it exists,
+    its size on disk when the backend can tell (None: it cannot), and for a claim, what
+    was asked and what is bound. ``declared`` False: data a release left behind when the
+    volume left the spec (kept, like every volume, until ``destroy --volumes``)."""
+
+    name: str
+    where: str
+    state: str  # "present", "missing" (declared, not made yet), or the engine's phase
+    size_bytes: int | None = None
+    host: str | None = None
+    requested: str | None = None
+    capacity: str | None = None
+    access_mode: str | None = None
+    declared: bool = True
+
+    def line(self) -> str:
+        """``data: /state/…/volumes/data, present, 12.3 MiB on disk``."""
+        at = f" on {self.host}" if self.host else ""
+        parts = [f"{self.where}{at}", self.state]
+        if self.requested:
+            parts.append(f"requested {self.requested}")
+        if self.capacity:
+            parts.append(f"capacity {self.capacity}")
+        if self.access_mode:
+            parts.append(self.access_mode)
+        if self.size_bytes is not None:
+            parts.append(f"{human_bytes(self.size_bytes)} on disk")
+        if not self.declared:
+            parts.append("no longer declared (kept: destroy --volumes deletes it)")
+        return f"{self.name}: " + ", ".join(parts)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "where": self.where,
+            "state": self.state,
+            "size_bytes": self.size_bytes,
+            "host": self.host,
+            "requested": self.requested,
+            "capacity": self.capacity,
+            "access_mode": self.access_mode,
+            "declared": self.declared,
+        }
+
+
+@dataclass(frozen=True)
+class Leftover:
+    """One thing shipway made for an app in a slot, as ``destroy`` lists it. ``data``:
+    a volume, deleted only with ``--volumes``."""
+
+    kind: str
+    name: str
+    data: bool = False
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.name}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "name": self.name, "data": self.data}
 
 
 # -- the protocol, in small named parts ------------------------------------------------
@@ -332,6 +455,35 @@ class Steps(Protocol):
     def stop(self, clearance: Clearance, target: Target, reporter: Reporter) -> None: ...
 
 
+class Builds(Protocol):
+    """The build phase: what a release builds before anything new starts."""
+
+    def build_inputs(
+        self, target: Target, app: App, ref: str | None, image: bool
+    ) -> BuildInputs | None:
+        """What a build for ``app`` would make here and from which inputs, and whether it
+        exists already. Read-only: nothing is built, pushed or written, no subprocess runs.
+        ``ref``: the image (or local snapshot) the deploy runs when one is given (a
+        promotion): an image is then never rebuilt, a local environment is made for that
+        snapshot's dependencies. ``image``: an image build was asked for (``--build``,
+        ``shipway build``). None: nothing to build."""
+        ...
+
+    def build(
+        self,
+        clearance: Clearance,
+        target: Target,
+        app: App,
+        inputs: BuildInputs,
+        reporter: Reporter,
+    ) -> Built:
+        """Build what ``inputs`` names (or confirm the existing one when it is reused),
+        streaming progress to ``reporter``, and put it where the release will use it (a
+        registry, the slot's environments). Never touches what runs. Raises BuildFailed with
+        the log's last lines."""
+        ...
+
+
 class Closes(Protocol):
     """What a backend holds open (watch threads, connections, SSH sessions) ends here. The
     API closes every backend it opens; closing twice is harmless."""
@@ -389,6 +541,36 @@ class Generations(Protocol):
         ...
 
 
+class Volumes(Protocol):
+    """The slot's volumes: data that belongs to the app and slot, not to a release."""
+
+    def volume_notes(self, app: App, slot: Slot, plan: Plan) -> list[str]:
+        """Pure: what a plan cannot promise because of the volumes its processes mount
+        (``not zero-downtime: web mounts ReadWriteOnce volume data``)."""
+        ...
+
+    def volumes(self, target: Target) -> list[VolumeStatus]:
+        """Read-only: every volume the slot declares or still holds, with its size on
+        disk where the engine can tell."""
+        ...
+
+
+class Destroys(Protocol):
+    """Removing everything shipway made for the app in the slot (``shipway destroy``)."""
+
+    def leftovers(self, target: Target) -> list[Leftover]:
+        """Read-only: what a destroy would delete, volumes included (marked ``data``)."""
+        ...
+
+    def destroy(
+        self, clearance: Clearance, target: Target, volumes: bool, reporter: Reporter
+    ) -> list[Leftover]:
+        """Delete what runs, its routes, files, snapshots and records (and, with
+        ``volumes``, the volumes) under the slot's lock; the lock itself goes as the lock
+        is let go. Returns what was deleted."""
+        ...
+
+
 @runtime_checkable
 class Drifts(Protocol):
     """What a backend adds whose target can be changed outside shipway in ways ``observe``
@@ -406,9 +588,11 @@ class Drifts(Protocol):
 
 
 @runtime_checkable
-class Backend(Renders, Reads, Records, Locks, Steps, Closes, Hosts, Protocol):
-    """Every backend: renders, reads, keeps records and the lock, performs rolling steps,
-    and says who serves a host."""
+class Backend(
+    Renders, Reads, Records, Locks, Steps, Builds, Closes, Volumes, Destroys, Hosts, Protocol
+):
+    """Every backend: renders, reads, keeps records and the lock, builds, performs rolling
+    steps, keeps volumes, can be told to destroy what it made, and says who serves a host."""
 
     name: str
 

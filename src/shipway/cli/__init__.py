@@ -75,6 +75,15 @@ def confirm_option(f: F) -> F:
     )(f)
 
 
+def build_option(f: F) -> F:
+    return click.option(
+        "--build",
+        is_flag=True,
+        help="Build the image from the app's Dockerfile first (reused when the source is "
+        "unchanged), push it, and deploy it by its digest.",
+    )(f)
+
+
 def timeout_options(f: F) -> F:
     f = click.option(
         "--rollback-timeout",
@@ -202,12 +211,14 @@ def cli(ctx: click.Context, spec_file: str | None) -> None:
       shipway plan staging              what a deploy would change (touches nothing)
       shipway diff prod [REV_A] [REV_B] what differs between releases (secrets masked)
       shipway deploy staging            roll out; roll back automatically on failure
+      shipway deploy staging --build    build the image from the source first, then roll out
       shipway deploy prod --confirm prod
       shipway status prod | history prod | rollback prod [REV]
       shipway restart prod web          restart one process type only
       shipway promote staging           roll staging's release to the next slot
       shipway logs local web -f         follow a process's log
       shipway stop local                stop what runs in a slot (records stay)
+      shipway destroy test1 --confirm test1   delete it all but the volumes
       shipway helm values RELEASE -n NS values of a Helm release (no helm binary)
     """
     ctx.ensure_object(Context).spec_file = spec_file
@@ -331,6 +342,7 @@ def take_host_option(f: F) -> F:
 )
 @confirm_option
 @take_host_option
+@build_option
 @timeout_options
 @output_option
 @pass_obj
@@ -343,10 +355,11 @@ def deploy(
     force: bool,
     confirm: str | None,
     take_host: bool,
+    build: bool,
     timeout: float,
     rollback_timeout: float,
 ) -> None:
-    """Roll out to SLOT: lock, read the anchor, apply, wait, record — or roll back.
+    """Roll out to SLOT: lock, read the anchor, build, apply, wait, record — or roll back.
 
     When nothing differs from the deployed release (spec, image, secrets, and the target
     matching its record) it says "no changes", applies nothing, records no revision and
@@ -357,7 +370,7 @@ def deploy(
         from shipway.cli.changes import show_plan
 
         def dry_run_body() -> int:
-            show_plan(obj, slot, image, None, False, take_host, force)
+            show_plan(obj, slot, image, None, False, take_host, force, build)
             return 0
 
         _run(obj, dry_run_body)
@@ -375,6 +388,7 @@ def deploy(
             image=image,
             take_host=take_host,
             force=force,
+            build=build,
             timeout=timeout,
             rollback_timeout=rollback_timeout,
             reporter=reporter,
@@ -480,7 +494,7 @@ def promote(
 @output_option
 @pass_obj
 def status(obj: Context, slot: str) -> None:
-    """What runs in SLOT: the deployed release and each process."""
+    """What runs in SLOT: the deployed release, each process, each volume."""
 
     def body() -> int:
         from shipway import api
@@ -503,6 +517,8 @@ def status(obj: Context, slot: str) -> None:
         columns = list(dict.fromkeys(k for r in rows for k in r if r.get(k) is not None))
         for line in table(rows, columns):
             click.echo(line)
+        for volume in result.volumes:
+            click.echo(f"volume {volume.line()}")
         return 0
 
     _run(obj, body)
@@ -723,8 +739,12 @@ def stop(obj: Context, slot: str, confirm: str | None) -> None:
 
 # Command groups kept in their own modules; imported last, as they use what is above.
 from shipway.cli import changes as _changes  # noqa: E402,F401  (plan, diff, history)
+from shipway.cli.build import build  # noqa: E402
+from shipway.cli.destroy import destroy  # noqa: E402
 from shipway.cli.helm import helm  # noqa: E402
 
+cli.add_command(build)
+cli.add_command(destroy)
 cli.add_command(helm)
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from shipway.cli import Context, _list, _run, cli, output_option, pass_obj
+from shipway.cli import Context, _list, _run, build_option, cli, output_option, pass_obj
 
 #: ``plan --detailed-exitcode``: the plan changes something (0: no changes). Terraform's
 #: -detailed-exitcode uses 2, which is shipway's invalid-input code.
@@ -50,6 +50,7 @@ EXIT_CHANGES = 6
     is_flag=True,
     help=f"Exit 0 when there are no changes, {EXIT_CHANGES} when there are (errors as usual).",
 )
+@build_option
 @output_option
 @pass_obj
 def plan(
@@ -61,6 +62,7 @@ def plan(
     take_host: bool,
     force: bool,
     detailed_exitcode: bool,
+    build: bool,
 ) -> None:
     """Show what a deploy to SLOT would change and do. Touches nothing, starts nothing.
 
@@ -72,7 +74,7 @@ def plan(
     do nothing. In CI: plan --detailed-exitcode exits 0 (no changes) or 6 (changes)."""
 
     def body() -> int:
-        code = show_plan(obj, slot, image, out, repair, take_host, force)
+        code = show_plan(obj, slot, image, out, repair, take_host, force, build)
         return code if detailed_exitcode else 0
 
     _run(obj, body)
@@ -86,13 +88,16 @@ def show_plan(
     repair: bool,
     take_host: bool,
     force: bool = False,
+    build: bool = False,
 ) -> int:
     """``plan`` (and ``deploy --dry-run``, which is exactly this): read-only. Returns 0
     when the plan changes nothing, EXIT_CHANGES when it does."""
     from shipway import api
 
     app = obj.app()
-    the_plan = api.plan(app, slot, image=image, repair=repair, take_host=take_host, force=force)
+    the_plan = api.plan(
+        app, slot, image=image, repair=repair, take_host=take_host, force=force, build=build
+    )
     detail = [] if the_plan.unchanged else api.object_diff(app, slot, the_plan)
     if out:
         Path(out).write_text(json.dumps(the_plan.to_json(), indent=2, sort_keys=True) + "\n")

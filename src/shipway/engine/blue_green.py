@@ -161,7 +161,7 @@ class BlueGreen(RolloutSequence):
                 hosts=self._claim_hosts(gb, target, gb.hosts(recorded, slot), take_host),
                 sleep_delay=slot.sleep_after,
             )
-            return switch_plan(
+            plan = switch_plan(
                 app=app.name,
                 slot=slot_name,
                 backend=gb.name,
@@ -169,6 +169,7 @@ class BlueGreen(RolloutSequence):
                 steps=steps,
                 release=release,
             )
+            return self._noted(plan, recorded, slot_name)
 
         return self._rollout(
             clearance, target, app, secrets, build, self._sleep_new, timeout, rollback_timeout

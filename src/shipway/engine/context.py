@@ -119,6 +119,19 @@ class EngineContext:
                 own[name] = ref.resolve(self.environ)
         return {**secrets, **own}
 
+    def _noted(self, plan: Plan, app: App, slot_name: str) -> Plan:
+        """The plan with its volumes said: each one the slot holds (where, size on disk),
+        then what the backend cannot promise because of them. ``app`` is the spec the plan
+        runs (a recorded one for a rollback or restart); one that declares no volume costs
+        no look (``status`` lists every volume the slot still holds)."""
+        if not app.volumes:
+            return plan
+        target = app.slots.target(slot_name)
+        found = self.backend.volumes(target)
+        notes = [f"volume {v.line()}" for v in found]
+        notes += self.backend.volume_notes(app.in_slot(slot_name), app.slots.get(slot_name), plan)
+        return replace(plan, notes=(*plan.notes, *notes)) if notes else plan
+
     def _fail(self, clearance: Clearance, target: Target, release: Release, why: str) -> None:
         self.backend.write_records(
             clearance, target, [release.with_status(ReleaseStatus.FAILED, why)]

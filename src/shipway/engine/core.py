@@ -1,4 +1,5 @@
-"""The engine's verbs: plan and deploy, rollback, repair, restart one process type, stop.
+"""The engine's verbs: plan and deploy, rollback, repair, restart one process type, stop
+(and destroy, :mod:`.destroy`).
 
 Each mutating verb checks its clearance first (``require_covers``, before the lock or any
 read), then hands a plan builder and an undo to the shared sequence
@@ -12,7 +13,9 @@ from dataclasses import replace
 
 from shipway.backends.protocol import LockHolder, ResolvedImage, drifts_of
 from shipway.engine.blue_green import BlueGreen
+from shipway.engine.build import planned, with_build
 from shipway.engine.context import DEFAULT_ROLLBACK_TIMEOUT, DEFAULT_TIMEOUT, marked
+from shipway.engine.destroy import Destruction
 from shipway.engine.ids import fresh_ids, restart_ids
 from shipway.engine.outcome import Outcome
 from shipway.engine.signals import signals_raise
@@ -30,7 +33,7 @@ from shipway.spec.parse import from_snapshot
 from shipway.spec.secrets import Secret
 
 
-class Engine(BlueGreen):
+class Engine(BlueGreen, Destruction):
     """Drives one backend for one app's slots. Knows nothing of which backend it drives."""
 
     def plan_deploy(
@@ -43,6 +46,7 @@ class Engine(BlueGreen):
         description: str = "",
         take_host: bool = False,
         force: bool = False,
+        build: bool = False,
     ) -> Plan:
         """What a deploy would do now, with what it changes. Mutates nothing."""
         target = app.slots.target(slot_name)
@@ -59,6 +63,7 @@ class Engine(BlueGreen):
             description,
             take_host,
             force,
+            build,
         )
 
     def _deploy_plan(
@@ -73,16 +78,22 @@ class Engine(BlueGreen):
         description: str,
         take_host: bool = False,
         force: bool = False,
+        build: bool = False,
     ) -> Plan:
         """The deploy plan, and what it changes against the deployed release and the
-        target. Nothing differs and not ``force``: the "no changes" plan, which applies
-        nothing — a deploy gives every process a fresh deployment id (and the new
-        revision's number is in what it renders), so without this check every deploy of
-        an unchanged slot would roll every process."""
+        target; its first step is the build phase when there is one. Nothing differs and
+        not ``force``: the "no changes" plan, which applies (and builds) nothing — a deploy
+        gives every process a fresh deployment id (and the new revision's number is in what
+        it renders), so without this check every deploy of an unchanged slot would roll
+        every process."""
         slot = app.slots.get(slot_name)
         view = app.in_slot(slot_name)
         target = app.slots.target(slot_name)
-        resolved = self.backend.resolve_image(target, view, image)
+        inputs = self._build_inputs(target, view, image, build)
+        if inputs is not None and inputs.kind == "image":
+            resolved = self._planned_image(view, inputs)
+        else:
+            resolved = self.backend.resolve_image(target, view, image)
         meta = self._image_meta(resolved, records, view)
         release = Release(
             app=app.name,
@@ -97,6 +108,7 @@ class Engine(BlueGreen):
             config_hash=view.config_hash(secrets),
             description=description or f"{operation} {resolved.ref}",
             actor=self.actor,
+            build=planned(inputs) if inputs is not None else None,
         )
         release = marked(release, secrets, records)
         plan = self._release_plan(app, slot_name, release, observed, operation, take_host)
@@ -114,11 +126,12 @@ class Engine(BlueGreen):
                 diff = plan_diff(anchor, plan.release, seen)
                 plan = replace(plan, observed=observed.summary())  # what a saved plan checks
         if diff.empty and not force:
-            return self._unchanged_plan(
+            plan = self._unchanged_plan(
                 plan, diff, f"this {operation} would run what r{diff.before} runs"
                 + (" (--force redeploys anyway)" if operation == "deploy" else ""),
             )  # fmt: skip
-        return replace(plan, diff=diff)
+            return self._noted(plan, app, slot_name)
+        return self._noted(replace(with_build(plan, inputs), diff=diff), app, slot_name)
 
     def _release_plan(
         self,
@@ -211,6 +224,7 @@ class Engine(BlueGreen):
         description: str = "",
         take_host: bool = False,
         force: bool = False,
+        build: bool = False,
         timeout: float = DEFAULT_TIMEOUT,
         rollback_timeout: float = DEFAULT_ROLLBACK_TIMEOUT,
     ) -> Outcome:
@@ -223,8 +237,9 @@ class Engine(BlueGreen):
         if blue_green:
             self._generations()  # refused before the lock: nothing is created or touched
         secrets = self.secrets(app)
-        if saved is not None and (image is not None or take_host or force):
-            flag = "--image" if image is not None else "--take-host" if take_host else "--force"
+        if saved is not None and (image is not None or take_host or force or build):
+            given = [(image is not None, "--image"), (take_host, "--take-host"), (force, "--force")]
+            flag = next((name for on, name in given if on), "--build")
             raise InputError(
                 f"a saved plan is applied exactly as it was made: it takes no {flag} "
                 f"(hint: make a new one: shipway plan {slot_name} {flag}"
@@ -240,7 +255,7 @@ class Engine(BlueGreen):
                 f"not {target} ({self.backend.name})"
             )
 
-        def build(records: list[Release], observed: Observed) -> Plan:
+        def make_plan(records: list[Release], observed: Observed) -> Plan:
             if saved is None:
                 return self._deploy_plan(
                     app,
@@ -253,6 +268,7 @@ class Engine(BlueGreen):
                     description,
                     take_host,
                     force,
+                    build,
                 )
             changes = changes_between(saved.observed, observed.summary())
             if changes:
@@ -261,7 +277,7 @@ class Engine(BlueGreen):
 
         undo = self._sleep_new if blue_green else self._restore_anchor
         return self._rollout(
-            clearance, target, app, secrets, build, undo, timeout, rollback_timeout
+            clearance, target, app, secrets, make_plan, undo, timeout, rollback_timeout
         )
 
     def rollback(
@@ -296,9 +312,10 @@ class Engine(BlueGreen):
         def build(records: list[Release], observed: Observed) -> Plan:
             source = self._rollback_source(records, revision)
             release = self._successor(source, records, f"rollback to r{source.revision}")
-            return rollout_plan(
+            plan = rollout_plan(
                 operation="rollback", backend=self.backend.name, release=release, observed=observed
             )
+            return self._noted(plan, from_snapshot(source.spec, app.source_dir), slot_name)
 
         return self._rollout(
             clearance, target, app, secrets, build, self._restore_anchor, timeout, rollback_timeout
@@ -394,7 +411,7 @@ class Engine(BlueGreen):
         if diff.empty:
             why = f"the target runs r{anchor.revision} as recorded"
             return self._unchanged_plan(plan, diff, why)
-        return plan
+        return self._noted(plan, from_snapshot(anchor.spec, app.source_dir), slot_name)
 
     def restart(
         self,
@@ -453,12 +470,13 @@ class Engine(BlueGreen):
         kept = [u for u in anchor.artifact if u.process not in targets]
         renewed = [u for u in fresh if u.process in targets]
         release = replace(release, artifact=Artifact(tuple(kept + renewed)))
-        return rollout_plan(
+        plan = rollout_plan(
             operation="restart",
             backend=self.backend.name,
             release=release,
             observed=observed.of_generation(anchor.generation),
         )
+        return self._noted(plan, recorded, slot_name)
 
     def stop(self, clearance: Clearance, app: App, slot_name: str) -> None:
         """Stop what runs in a slot, under its lock. Records stay: the deployed release is

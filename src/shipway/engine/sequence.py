@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import TypeVar
 
 from shipway.backends.protocol import LockHolder
+from shipway.engine.build import BuildPhase
 from shipway.engine.context import Build, Undo, marked
 from shipway.engine.outcome import (
     NoAnchor,
@@ -40,7 +41,7 @@ from shipway.spec.secrets import Secret, redact
 AnyOutcome = TypeVar("AnyOutcome", bound=Outcome)
 
 
-class RolloutSequence(Recovery):
+class RolloutSequence(Recovery, BuildPhase):
     """The shared sequence of every mutating operation."""
 
     def _rollout(
@@ -71,7 +72,10 @@ class RolloutSequence(Recovery):
             release = marked(plan.release, secrets, records)
             for line in plan.describe():
                 self.reporter.line(line)
-            walker = Walker(self.backend, clearance, target, release, secrets, self.reporter)
+            builder = self._builder(clearance, target, app, secrets)
+            walker = Walker(
+                self.backend, clearance, target, release, secrets, self.reporter, builder
+            )
             # what undoes this release: the anchor, with the secrets its own spec refers to
             back_secrets = self._secrets_of(anchor, app, secrets)
             try:
@@ -80,6 +84,7 @@ class RolloutSequence(Recovery):
                 self.backend.write_records(clearance, target, [release])
                 result = walker.run(plan.steps, timeout)
             except BaseException as exc:
+                release = walker.release  # with what its build step made, if it ran
                 # a signal, or an error no step turned into a failure: undone like a failed
                 # rollout, so the slot never keeps serving what its history calls failed
                 why = (
@@ -100,6 +105,7 @@ class RolloutSequence(Recovery):
                     why,
                 )
                 raise
+            release = walker.release  # the build phase names what it built
             if result.ok:
                 with signals_deferred(self.reporter.line):  # never cut the record in half
                     rolled = self._succeed(clearance, target, app, records, release, anchor, result)

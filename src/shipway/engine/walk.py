@@ -8,14 +8,15 @@ goes on: cleanup never turns a success into a failure. A no-op step says why.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from shipway.backends.protocol import Backend, Failure, Reason, Reporter, generations_of
-from shipway.errors import BackendError, CleanupFailed, InputError
+from shipway.errors import BackendError, BuildFailed, CleanupFailed, InputError
 from shipway.guard import Clearance
 from shipway.plan.model import (
     ApplyObject,
+    Build,
     DropHost,
     GenerationStep,
     NoOp,
@@ -30,6 +31,9 @@ from shipway.plan.model import (
 from shipway.release.model import Release
 from shipway.spec.model import Target
 from shipway.spec.secrets import Secret, redact
+
+#: runs a plan's build step and returns the release with what was built (engine.build)
+Builder = Callable[[Build, Release], Release]
 
 
 @dataclass
@@ -60,8 +64,10 @@ class Walker:
         release: Release,
         secrets: Mapping[str, Secret],
         reporter: Reporter,
+        builder: Builder | None = None,
     ) -> None:
         self.backend = backend
+        self.builder = builder
         self.clearance = clearance
         self.target = target
         self.release = release
@@ -81,6 +87,12 @@ class Walker:
             except CleanupFailed as exc:
                 failure = None
                 result.warnings.append(self._warning(step, str(exc), exc.manual_fix))
+            except BuildFailed as exc:
+                failure = Failure(
+                    reason=Reason.BUILD_FAILED,
+                    message=f"{step.describe()}: {exc}",
+                    details=exc.log_tail,
+                )
             except (BackendError, InputError) as exc:
                 # InputError: what the step needs is missing (a secret its objects refer
                 # to): the step failed, and the rollout is undone like any failure
@@ -98,6 +110,8 @@ class Walker:
                 return result
             result.done.append(step)
             result.current = None
+            if isinstance(step, Build):  # the rollout's budget starts once it is built
+                deadline = time.monotonic() + timeout
         return result
 
     def _warning(self, step: Step, message: str, fix: str) -> str:
@@ -109,7 +123,12 @@ class Walker:
 
     def _do(self, step: Step, deadline: float) -> Failure | None:
         b, c, t, r = self.backend, self.clearance, self.target, self.reporter
-        if isinstance(step, ApplyObject):
+        if isinstance(step, Build):
+            if self.builder is None:
+                raise InputError("this operation builds nothing: its plan cannot hold a build")
+            # the release now names what was built (its digest, its image's metadata)
+            self.release = self.builder(step, self.release)
+        elif isinstance(step, ApplyObject):
             b.apply(c, t, self.release.artifact.get(step.unit), step.action, self.secrets, r)
         elif isinstance(step, WaitRollout):
             return b.wait(t, step, self.release.artifact, deadline, r)

@@ -5,6 +5,7 @@ from shipway.plan.diff import between, drift, plan_diff, release_diff
 from shipway.plan.generation import switch_plan, switch_steps
 from shipway.plan.model import (
     ApplyObject,
+    Build,
     DropHost,
     NoOp,
     Observed,
@@ -23,6 +24,7 @@ from shipway.plan.rollout import discard_steps, restore_steps, rollout_plan, rol
 
 __all__ = [
     "ApplyObject",
+    "Build",
     "Change",
     "Diff",
     "DropHost",

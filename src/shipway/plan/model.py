@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Literal
 
 from shipway.plan.change import Change, Diff
 from shipway.release import codec
+from shipway.release.artifact import DATA_KINDS
 from shipway.release.model import Release, now_utc
 
 # -- observed state --------------------------------------------------------------------
@@ -51,9 +52,15 @@ class Observed:
         return cls({u.key: u for u in units}, head)
 
     def of_generation(self, generation: str | None) -> Observed:
-        """Only the units of one generation (None: units outside any generation)."""
+        """Only the units of one generation (None: units outside any generation), and the
+        slot's volumes, which every generation mounts."""
         return Observed(
-            {k: u for k, u in self.units.items() if u.generation == generation}, self.head
+            {
+                k: u
+                for k, u in self.units.items()
+                if u.generation == generation or u.kind in DATA_KINDS
+            },
+            self.head,
         )
 
     def with_altered(self, keys: Iterable[str]) -> Observed:
@@ -150,6 +157,28 @@ class ApplyObject(Step):
 
     def describe(self) -> str:
         return f"{self.action} {self.unit}{_at(self.host)}"
+
+
+@dataclass(frozen=True)
+class Build(Step):
+    """The build phase: first in a release, before anything new starts. ``kind``: an
+    ``image`` (Docker, Kubernetes) or a dependency ``environment`` (local); ``what`` names
+    it (the content-addressed tag, the environment's directory); ``inputs`` is the content
+    digest of what it is built from (``source``: the Dockerfile, the dependency files).
+    ``reuse``: those inputs were built before — nothing is built, what exists is used."""
+
+    name: ClassVar[str] = "build"
+    kind: str
+    what: str
+    inputs: str
+    source: str
+    reuse: bool = False
+
+    def describe(self) -> str:
+        inputs = self.inputs.removeprefix("sha256:")[:12]
+        if self.reuse:
+            return f"reuse {self.kind} {self.what} (already built from inputs {inputs})"
+        return f"build {self.kind} {self.what} from {self.source} (inputs {inputs})"
 
 
 @dataclass(frozen=True)
@@ -260,6 +289,7 @@ class NoOp(Step):
 STEP_TYPES: dict[str, type[Step]] = {
     cls.name: cls
     for cls in (
+        Build,
         ApplyObject,
         RunReleaseCommand,
         WaitRollout,
@@ -301,6 +331,9 @@ class Plan:
     created_at: str = field(default_factory=now_utc)
     #: what differs between what runs (the deployed release, the target) and the plan
     diff: Diff | None = None
+    #: what the plan cannot promise, and the volumes it runs with (``not zero-downtime: web
+    #: mounts ReadWriteOnce volume data``); shown, never part of the fingerprint
+    notes: tuple[str, ...] = ()
 
     @property
     def fingerprint(self) -> str:
@@ -327,6 +360,7 @@ class Plan:
         if self.diff is not None and not self.unchanged:
             lines += [f"  {line}" for line in self.diff.describe()]
         lines += [f"  {i}. {step.describe()}" for i, step in enumerate(self.steps, start=1)]
+        lines += [f"  {note}" for note in self.notes]
         lines.append(f"  (made from observed state {self.fingerprint})")
         return lines
 
@@ -346,6 +380,7 @@ class Plan:
             "compared_with": self.diff.before if self.diff else None,
             "no_changes": self.unchanged,
             "changes": [c.to_json() for c in self.diff.changes] if self.diff else None,
+            "notes": list(self.notes),
         }
 
     @classmethod
@@ -362,6 +397,7 @@ class Plan:
             release=codec.from_json(dict(data["release"])) if data.get("release") else None,
             created_at=data.get("created_at", ""),
             diff=_diff_from_json(data),
+            notes=tuple(str(n) for n in data.get("notes") or ()),
         )
         if data.get("fingerprint") not in (None, plan.fingerprint):
             raise ValueError("the plan's fingerprint does not match its observed state")

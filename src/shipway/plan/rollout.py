@@ -6,7 +6,8 @@ Order, and why:
   3. the release command (migrations), once, before anything switches;
   4. units that switch traffic or replace what runs in place; then wait for those;
   5. removal of what is no longer desired (routes first, prerequisites last) — best effort.
-An empty desired set is refused: it would remove everything.
+An empty desired set is refused: it would remove everything. A volume is never removed,
+declared or not (invariant 11): it belongs to the slot, and only ``destroy`` deletes it.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from shipway.plan.model import (
     Step,
     WaitRollout,
 )
-from shipway.release.artifact import Artifact, Unit
+from shipway.release.artifact import DATA_KINDS, Artifact, Unit
 from shipway.release.model import Release
 
 
@@ -88,7 +89,11 @@ def rollout_steps(
     if prune:
         wanted = set(desired.keys())
         gone = sorted(
-            (o for key, o in observed.units.items() if key not in wanted),
+            (
+                o
+                for key, o in observed.units.items()
+                if key not in wanted and o.kind not in DATA_KINDS
+            ),
             key=lambda o: (-o.phase, o.key),
         )
         steps += [

@@ -18,6 +18,11 @@ PREREQUISITE = 0  # namespaces, secrets, config, snapshots: applied first
 WORKLOAD = 1  # processes / Deployments / containers
 ROUTING = 2  # routes, ingresses, proxy entries
 
+#: Unit kinds that hold an app's data (a volume directory, a Docker volume, a claim). They
+#: belong to the slot, not to a release or a generation: no plan ever removes one
+#: (invariant 11); only ``shipway destroy SLOT --volumes`` deletes them.
+DATA_KINDS = frozenset({"volume", "PersistentVolumeClaim"})
+
 
 def digest_of(body: Any) -> str:
     raw = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str).encode()

@@ -4,6 +4,10 @@ Schema history (records of every older schema are migrated on read):
   1  a single global ``deployment_id``
   2  per-process ``deployment_ids`` (v1 records give the global id to every process);
      later, optionally, ``secret_marks`` (records without them read as having none)
+
+Optional keys added without a schema change, so records stay readable both ways (an older
+shipway ignores them, a newer one reads their absence as "none"): ``build`` (what the build
+phase made) and ``image_meta.exposed_port``.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from typing import Any
 
 from shipway.errors import RecordError
 from shipway.release.artifact import Artifact
-from shipway.release.model import ImageMeta, Release, ReleaseStatus, SecretMarks
+from shipway.release.model import BuildRecord, ImageMeta, Release, ReleaseStatus, SecretMarks
 
 SCHEMA_VERSION = 2
 GZIP_MAGIC = b"\x1f\x8b"
@@ -42,6 +46,7 @@ def to_json(release: Release, *, marks: bool = True) -> dict[str, Any]:
         "updated_at": release.updated_at,
         "actor": release.actor,
         "generation": release.generation,
+        "build": release.build.to_json() if release.build else None,
     }
     if marks and release.secret_marks.salt:
         out["secret_marks"] = release.secret_marks.to_json()
@@ -93,6 +98,7 @@ def from_json(data: dict[str, Any]) -> Release:
             actor=data.get("actor", ""),
             generation=data.get("generation"),
             secret_marks=SecretMarks.from_json(data.get("secret_marks")),
+            build=BuildRecord.from_json(data["build"]) if data.get("build") else None,
         )
     except (KeyError, ValueError, TypeError) as exc:
         raise RecordError(f"release record is malformed: {exc}") from exc

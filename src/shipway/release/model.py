@@ -27,17 +27,76 @@ def now_utc() -> str:
 
 @dataclass(frozen=True)
 class ImageMeta:
-    """What kind of image a release runs; decides the start command (/start, launcher …)."""
+    """What kind of image a release runs; decides the start command (/start, launcher …).
+    ``exposed_port``: the first TCP port the image EXPOSEs (None: it exposes none, or the
+    record predates it — an older shipway reading a newer record ignores the key)."""
 
     source_type: SourceType
     working_dir: str | None = None
+    exposed_port: int | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"source_type": self.source_type, "working_dir": self.working_dir}
+        return {
+            "source_type": self.source_type,
+            "working_dir": self.working_dir,
+            "exposed_port": self.exposed_port,
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ImageMeta:
-        return cls(source_type=data["source_type"], working_dir=data.get("working_dir"))
+        port = data.get("exposed_port")
+        return cls(
+            source_type=data["source_type"],
+            working_dir=data.get("working_dir"),
+            exposed_port=int(port) if port is not None else None,
+        )
+
+
+BuildKind = Literal["image", "environment"]
+
+
+@dataclass(frozen=True)
+class BuildRecord:
+    """What a release's build phase made: an ``image`` (Docker, Kubernetes) or a dependency
+    ``environment`` (local); ``what`` names it (the image's content-addressed tag, the
+    environment's directory), ``inputs`` is the content digest of what it was built from,
+    ``result`` the image digest or the environment's id. ``reused``: the same inputs had been
+    built before, and nothing was built this time. ``duration``: seconds the phase took."""
+
+    kind: BuildKind
+    what: str
+    inputs: str
+    result: str
+    source: str = ""
+    reused: bool = False
+    duration: float = 0.0
+
+    def describe(self) -> str:
+        verb = "reused" if self.reused else f"built in {self.duration:.1f}s"
+        return f"{self.kind} {self.what} {verb} (inputs {self.inputs[:19]}…, {self.result})"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "what": self.what,
+            "inputs": self.inputs,
+            "result": self.result,
+            "source": self.source,
+            "reused": self.reused,
+            "duration": round(self.duration, 3),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> BuildRecord:
+        return cls(
+            kind=data["kind"],
+            what=str(data["what"]),
+            inputs=str(data["inputs"]),
+            result=str(data["result"]),
+            source=str(data.get("source", "")),
+            reused=bool(data.get("reused", False)),
+            duration=float(data.get("duration", 0.0)),
+        )
 
 
 @dataclass(frozen=True)
@@ -95,6 +154,8 @@ class Release:
     actor: str = ""
     generation: str | None = None
     secret_marks: SecretMarks = field(default_factory=SecretMarks)
+    #: what the build phase made (None: nothing was built, e.g. an image built elsewhere)
+    build: BuildRecord | None = None
 
     @property
     def name(self) -> str:
@@ -130,4 +191,5 @@ class Release:
             "updated_at": self.updated_at,
             "actor": self.actor,
             "generation": self.generation,
+            "build": self.build.to_json() if self.build else None,
         }

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from shipway.errors import UnknownSlot
 from shipway.spec.secrets import Secret, SecretRef
+from shipway.spec.volumes import Volume
 
 BackendName = Literal["local", "docker", "kubernetes"]
 Role = Literal["production", "staging", "test", "preview"]
@@ -86,6 +87,25 @@ class DockerHost:
 
     def runs(self, process: str) -> bool:
         return self.processes is None or process in self.processes
+
+
+@dataclass(frozen=True)
+class BuildSettings:
+    """How a release builds what it runs (``[build]``, and ``[app] build``).
+
+    Docker and Kubernetes: the image is built from ``dockerfile`` (relative to ``context``,
+    itself relative to the app's directory) with ``args``, on the engine at ``host`` (None:
+    ``DOCKER_HOST``, else the default socket). Local: the dependency environment uses
+    ``python`` (a version or a path; None: the interpreter shipway runs on); ``command``
+    replaces detection; ``enabled`` False builds nothing."""
+
+    dockerfile: str = "Dockerfile"
+    context: str = "."
+    args: Mapping[str, str] = field(default_factory=dict)
+    host: str | None = None
+    python: str | None = None
+    command: tuple[str, ...] | None = None
+    enabled: bool = True
 
 
 @dataclass(frozen=True)
@@ -188,8 +208,10 @@ class App:
     secrets: Mapping[str, SecretRef] = field(default_factory=dict)
     files: tuple[ConfigFile, ...] = ()
     routes: tuple[Route, ...] = ()
+    volumes: Mapping[str, Volume] = field(default_factory=dict)
     source_dir: Path = Path(".")
     spec_file: Path = Path("shipway.toml")
+    build: BuildSettings = field(default_factory=BuildSettings)
 
     @property
     def release_deadline(self) -> float:
@@ -222,6 +244,10 @@ class App:
             app["release_command"] = list(self.release_command)
         if self.release_timeout is not None:
             app["release_timeout"] = self.release_timeout
+        if not self.build.enabled:
+            app["build"] = False
+        elif self.build.command:
+            app["build"] = list(self.build.command)
         out: dict[str, Any] = {
             "app": app,
             "processes": {n: _process_json(p) for n, p in self.processes.items()},
@@ -230,6 +256,12 @@ class App:
             "files": {f.path: f.content for f in self.files},
             "routes": [_drop_none(_asdict(r)) for r in self.routes],
         }
+        from shipway.spec.build import snapshot_of
+
+        if build := snapshot_of(self.build):
+            out["build"] = build
+        if self.volumes:  # absent otherwise: the snapshots of apps without volumes unchanged
+            out["volumes"] = {n: v.to_json() for n, v in self.volumes.items()}
         if slot is not None:
             out["slots"] = {slot.name: _slot_json(slot)}
         return out

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from shipway.errors import SpecInvalid
+from shipway.spec.build import parse_build
 from shipway.spec.check import Checker, kind_of, span
 from shipway.spec.limits import MAX_HEALTH_GATE
 from shipway.spec.locate import KeyPath, Locator, no_lines, render_path
@@ -34,6 +35,7 @@ from shipway.spec.model import (
     Strategy,
 )
 from shipway.spec.secrets import SecretRef, names_in
+from shipway.spec.volumes import check_volume_slots, parse_volumes
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 DNS_NAME = re.compile(
@@ -44,8 +46,8 @@ QUANTITY = re.compile(r"^([0-9]+(\.[0-9]+)?)(m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
 IMAGE_REF = re.compile(r"^[a-z0-9][a-z0-9._:/@-]*[a-z0-9]$|^[a-z0-9]$", re.IGNORECASE)
 _ANY = re.compile(r".")
 
-TOP_KEYS = ("app", "processes", "env", "secrets", "files", "routes", "slots")
-APP_KEYS = ("name", "image", "image_type", "release_command", "release_timeout")
+TOP_KEYS = ("app", "processes", "env", "secrets", "files", "routes", "volumes", "slots", "build")
+APP_KEYS = ("name", "image", "image_type", "release_command", "release_timeout", "build")
 PROCESS_KEYS = ("command", "port", "replicas", "healthcheck", "resources")
 HEALTH_KEYS = ("path", "interval", "timeout", "attempts", "initial_delay")
 RESOURCE_KEYS = ("requests", "limits")
@@ -129,6 +131,9 @@ def parse(
         if key in secrets:
             c.error(("env", key), "is also declared as a secret", "keep one of the two")
     slots = _slots(c, top.get("slots"), processes, routes, name or "app")
+    build = parse_build(c, top.get("build"), app_t.get("build"))
+    volumes = parse_volumes(c, top.get("volumes", {}), processes, files)
+    check_volume_slots(c, volumes, slots)
 
     if c.problems:
         raise SpecInvalid(sorted(c.problems, key=lambda p: (p.line is None, p.line or 0)))
@@ -144,9 +149,11 @@ def parse(
         secrets=secrets,
         files=files,
         routes=routes,
+        volumes=volumes,
         slots=SlotRegistry(app=name, slots=slots),
         source_dir=base_dir,
         spec_file=base_dir / file,
+        build=build,
     )
 
 

@@ -28,7 +28,7 @@ def test_resolve_inspects_the_image_on_a_host_by_its_registry_digest(
     resolved = deployment.backend().resolve_image(app.slots.target(SLOT), app, None)
     assert resolved.ref == env.images.herokuish
     assert resolved.digest == digest
-    assert resolved.meta == ImageMeta("herokuish", "/app")
+    assert resolved.meta == ImageMeta("herokuish", "/app", 5000)
 
 
 def test_an_image_no_host_has_needs_records_or_a_declared_type(deployment: Deployment) -> None:
@@ -63,7 +63,7 @@ def test_an_image_no_host_ever_pulled_is_read_from_its_registry(deployment: Depl
     app = deployment.write(hosts=[env.b], image=fresh)
     plan = api.plan(app, SLOT)
     assert plan.release is not None
-    assert plan.release.image_meta == ImageMeta("herokuish", "/app")
+    assert plan.release.image_meta == ImageMeta("herokuish", "/app", 5000)
     assert plan.release.digest == digest
     b = deployment.local(env.b)
     try:

@@ -154,6 +154,16 @@ class Slot:
         """Names of the app programs supervisord runs (routers left out)."""
         return [n for n in self.supervisor().names() if n.startswith("sw.")]
 
+    def close(self) -> None:
+        """Kill what the test spawned; shut its supervisord (and all it supervises) down."""
+        for p in self.spawned:
+            if p.poll() is None:
+                p.send_signal(signal.SIGKILL)
+            p.wait(timeout=10)
+            if p.stdout:
+                p.stdout.close()
+        self.supervisor().shutdown()
+
     def edit_spec(self, old: str, new: str, spec: Path | None = None) -> None:
         path = spec or self.spec
         text = path.read_text()
@@ -175,10 +185,4 @@ def slot(tmp_path: Path) -> Iterator[Slot]:
     try:
         yield s
     finally:
-        for p in s.spawned:
-            if p.poll() is None:
-                p.send_signal(signal.SIGKILL)
-            p.wait(timeout=10)
-            if p.stdout:
-                p.stdout.close()
-        s.supervisor().shutdown()
+        s.close()

@@ -8,6 +8,8 @@ did there. Where each concern lives:
 * :mod:`.reads` — resolve_image, observe, read_records, status, diff, logs, live_digest;
 * :mod:`.steps` — apply, remove, wait, stop, and the records' writes; :mod:`.proxy` — the
   proxy and its routes (the switch); :mod:`.release_command` — the release phase;
+* :mod:`.volumes` — the app's data volumes; :mod:`.destroy` — everything of the slot
+  removed (its data volumes only when asked);
 * :mod:`.health` — the health gate a wait checks; :mod:`.lock` — the slot's lock;
 * :mod:`.owners` — who else serves a host name (another slot's proxy on these hosts);
 * :mod:`.edge` — library exceptions become shipway's errors there, and only there.
@@ -19,11 +21,12 @@ Docker keeps no generations: it is a :class:`~shipway.backends.protocol.Backend`
 from __future__ import annotations
 
 from shipway.backends.docker import render
+from shipway.backends.docker.destroy import DockerDestroy
 from shipway.backends.docker.lock import DockerLock
 from shipway.backends.docker.owners import DockerOwners
 from shipway.backends.docker.reads import DockerReads
 from shipway.backends.docker.release_command import DockerReleaseCommand
-from shipway.backends.docker.steps import DockerSteps
+from shipway.backends.imagebuild import ImageBuilds
 from shipway.backends.protocol import Backend
 from shipway.errors import InputError
 from shipway.release.artifact import Artifact
@@ -31,7 +34,9 @@ from shipway.release.model import Release
 from shipway.spec.model import App, Slot
 
 
-class DockerBackend(DockerReads, DockerSteps, DockerReleaseCommand, DockerLock, DockerOwners):
+class DockerBackend(
+    ImageBuilds, DockerReads, DockerDestroy, DockerReleaseCommand, DockerLock, DockerOwners
+):
     """An app's processes as containers on one or many Docker engines."""
 
     name = "docker"

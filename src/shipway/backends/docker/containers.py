@@ -130,6 +130,14 @@ def file_mounts(client: docker.DockerClient, body: Mapping[str, Any]) -> list[do
     ]
 
 
+def data_mounts(body: Mapping[str, Any]) -> list[docker.types.Mount]:
+    """The app's data volumes, each mounted read-write where the process expects it."""
+    return [
+        docker.types.Mount(target=str(m["target"]), source=str(m["volume"]), type="volume")
+        for m in body.get("data") or []
+    ]
+
+
 def remove(c: Container, timeout: int) -> None:
     """Stop it (giving it ``timeout`` seconds) and remove it; one already gone is fine."""
     with contextlib.suppress(docker.errors.NotFound):

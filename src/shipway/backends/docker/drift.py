@@ -146,6 +146,10 @@ def _host_config(
             or m.get("RW")
         ):
             reasons.append(f"file {item['target']} is not mounted read-only from {volume}")
+    for item in body.get("data") or []:
+        m = mounts.get(item["target"])
+        if m is None or m.get("Name") != item["volume"] or not m.get("RW"):
+            reasons.append(f"volume {item['volume']} is not mounted at {item['target']}")
     if body.get("kind") == "proxy":
         bindings = (host.get("PortBindings") or {}).get(f"{body.get('listen', 80)}/tcp") or []
         ports = {str(b.get("HostPort")) for b in bindings}

@@ -52,6 +52,8 @@ FILES = "files"
 RECORD_KIND = "record"
 LOCK = "lock"
 RELEASE_COMMAND = "release-command"
+VOLUME = "volume"  #: a volume of the app's data (never removed but by destroy --volumes)
+VOLUME_NAME = PREFIX + "volume"
 
 HOLDER_IMAGE = "shipway-holder:1"
 HOLDER_LABEL = PREFIX + "holder"
@@ -113,6 +115,12 @@ def files_volume(app: str, slot: str, content_digest: str) -> str:
     """Content-addressed: a new set of files is a new volume, so old containers keep
     theirs until they are removed."""
     return f"{prefix(app, slot)}-files-{content_digest[:12]}"
+
+
+def data_volume(app: str, slot: str, name: str) -> str:
+    """A volume of the app's data: one per app, slot and volume on each host that runs a
+    process mounting it, the same name on every host and in every release."""
+    return f"{prefix(app, slot)}-data-{name}"
 
 
 def record(app: str, slot: str, revision: int, sequence: int) -> str:

@@ -20,8 +20,8 @@ from docker.models.containers import Container
 from shipway.backends.docker import caddy, container_logs, drift, labels, render
 from shipway.backends.docker.connection import HostConnection
 from shipway.backends.docker.edge import edge
-from shipway.backends.docker.state import DockerState
 from shipway.backends.docker.store import read_tree
+from shipway.backends.docker.volumes import DockerVolumes
 from shipway.backends.imagemeta import classify, repo_digest
 from shipway.backends.protocol import ProcessStatus, ResolvedImage
 from shipway.backends.registry import insecure_registries, lookup
@@ -42,7 +42,7 @@ def _unit_state(status: str) -> UnitState:
     return "stopped"
 
 
-class DockerReads(DockerState):
+class DockerReads(DockerVolumes):
     """resolve_image, observe, read_records, status, diff, logs, live_digest."""
 
     def resolve_image(self, target: Target, app: App, ref: str | None) -> ResolvedImage:
@@ -108,6 +108,7 @@ class DockerReads(DockerState):
         host = conn.name
         out: list[tuple[ObservedUnit, list[str]]] = []
         with edge(f"host {host}: observe"):
+            out += [(unit, []) for unit in self._observe_volumes(conn.client(), host)]
             containers = self._labelled(conn.client())
             files_reasons: dict[str, list[str]] = {}
             for c in containers:

@@ -22,6 +22,7 @@ from shipway.backends.docker.connection import HostConnection
 from shipway.backends.docker.containers import (
     ContainerSpec,
     create,
+    data_mounts,
     ensure_image,
     ensure_network,
     file_mounts,
@@ -109,7 +110,7 @@ class DockerReleaseCommand(DockerState):
                     entrypoint=start.entrypoint,
                     command=start.args or (),
                     network=network,
-                    mounts=file_mounts(client, body),
+                    mounts=file_mounts(client, body) + data_mounts(body),
                 ),
             )
             try:

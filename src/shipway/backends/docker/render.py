@@ -12,6 +12,9 @@ Per host, for the processes that host runs (its roles):
                                      waits (the health gate); never switches traffic
 ``route/<p>@host``          phase 2  the proxy's route for process ``p`` pointing at this
                                      release's containers: applying it is the switch
+``volume/<name>@host``      phase 0  a named volume of the app's data, on each host that
+                                     runs a process mounting it (Kamal's named volumes);
+                                     it belongs to the slot: no plan removes it
 
 A deploy gives every process a fresh deployment id, so every container is new and the old
 ones are removed (drained first) after the switch; a targeted restart renews only the
@@ -32,6 +35,7 @@ from shipway.release.artifact import PREREQUISITE, ROUTING, WORKLOAD, Artifact, 
 from shipway.release.model import Release
 from shipway.spec.model import App, Process, Resources, Slot
 from shipway.spec.secrets import names_in, placeholder
+from shipway.spec.volumes import Volume, mounted_by
 
 DEFAULT_PROXY_IMAGE = "caddy:2"
 DEFAULT_PROXY_PORT = 80
@@ -87,6 +91,10 @@ def route_key(process: str, host: str) -> str:
 
 def files_key(content: str, host: str) -> str:
     return f"files/{content[:12]}@{host}"
+
+
+def volume_key(name: str, host: str) -> str:
+    return f"volume/{name}@{host}"
 
 
 # -- pieces -------------------------------------------------------------------------------
@@ -210,6 +218,20 @@ def render(app: App, slot: Slot, release: Release) -> Artifact:
                     body={"kind": "files", "volume": volume, "content": content, "files": files},
                 )
             )
+        for data in volumes_here(app, processes):
+            units.append(
+                Unit(
+                    key=volume_key(data.name, host.name),
+                    kind="volume",
+                    phase=PREREQUISITE,
+                    host=host.name,
+                    body={
+                        "kind": "volume",
+                        "name": data.name,
+                        "volume": labels.data_volume(app.name, slot.name, data.name),
+                    },
+                )
+            )
         routes_here = [p for p in processes if p.name in routed and p.replicas > 0]
         if routes_here:
             units.append(_proxy_unit(app, slot, host, settings, network))
@@ -242,6 +264,13 @@ def render(app: App, slot: Slot, release: Release) -> Artifact:
                     )
                 )
     return Artifact(tuple(units))
+
+
+def volumes_here(app: App, processes: list[Process]) -> list[Volume]:
+    """The volumes some process of this host mounts."""
+    return [
+        v for _, v in sorted(app.volumes.items()) if any(v.mounted_by(p.name) for p in processes)
+    ]
 
 
 def _proxy_unit(app: App, slot: Slot, host: HostAddress, settings: Settings, network: str) -> Unit:
@@ -288,6 +317,10 @@ def _container_unit(
     if process.port is not None:
         process_env["PORT"] = str(process.port)
     mounts = [{"file": f["path"], "target": workdir.rstrip("/") + "/" + f["path"]} for f in files]
+    data = [
+        {"volume": labels.data_volume(app.name, slot.name, v.name), "target": v.target(workdir)}
+        for v in mounted_by(app.volumes, process.name)
+    ]
     return Unit(
         key=container_key(process.name, replica, deployment_id, host.name),
         kind="container",
@@ -306,6 +339,7 @@ def _container_unit(
             "aliases": [process.name],
             "volume": volume,
             "mounts": mounts,
+            **({"data": data} if data else {}),  # absent: bodies without volumes unchanged
             "port": process.port,
             "health": health_of(process),
             "resources": resources_of(process.resources),

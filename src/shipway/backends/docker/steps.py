@@ -27,6 +27,7 @@ from shipway.backends.docker.connection import HostConnection
 from shipway.backends.docker.containers import (
     ContainerSpec,
     create,
+    data_mounts,
     ensure_image,
     ensure_network,
     file_mounts,
@@ -36,6 +37,7 @@ from shipway.backends.docker.edge import edge, explain
 from shipway.backends.docker.health import Gate
 from shipway.backends.docker.proxy import DockerProxy
 from shipway.backends.docker.store import ensure_holder_image, tar_of
+from shipway.backends.docker.volumes import DockerVolumes
 from shipway.backends.protocol import Failure, Reason, Reporter
 from shipway.errors import BackendError, CleanupFailed
 from shipway.guard import Clearance
@@ -49,7 +51,7 @@ from shipway.spec.secrets import Secret, redact, reveal
 POLL = 0.15
 
 
-class DockerSteps(DockerProxy):
+class DockerSteps(DockerProxy, DockerVolumes):
     """write_records, delete_records, apply, remove, wait, stop (the proxy's and the routes'
     units are applied by :class:`~shipway.backends.docker.proxy.DockerProxy`)."""
 
@@ -80,6 +82,7 @@ class DockerSteps(DockerProxy):
         conn = self._conn(unit.host)
         client = self._client(unit.host)
         appliers = {
+            "volume": self._apply_volume,
             "files": self._apply_files,
             "proxy": self._apply_proxy,
             "container": self._apply_container,
@@ -177,7 +180,7 @@ class DockerSteps(DockerProxy):
                 command=body.get("args"),
                 network=str(body["network"]),
                 aliases=list(body.get("aliases") or []),
-                mounts=file_mounts(client, body),
+                mounts=file_mounts(client, body) + data_mounts(body),
                 restart=str(body.get("restart", "no")),
                 stop_timeout=int(body.get("stop_timeout", 10)),
                 memory=resources.get("memory"),
@@ -220,6 +223,8 @@ class DockerSteps(DockerProxy):
     def _remove(self, client: docker.DockerClient, step: Remove, reporter: Reporter) -> str:
         if step.kind == "route":
             return self._drop_route(client, step)
+        if step.kind == "volume":  # no plan holds one (invariant 11): refused if one did
+            raise BackendError(f"{step.unit} is data: only shipway destroy --volumes deletes it")
         c = self._unit_container(client, step)
         if c is None:
             return f"{step.unit} already gone"
@@ -317,8 +322,8 @@ class DockerSteps(DockerProxy):
         )
 
     def stop(self, clearance: Clearance, target: Target, reporter: Reporter) -> None:
-        """Remove what runs (containers, proxies, files volumes); the records and the lock
-        stay, so the deployed release is still the anchor."""
+        """Remove what runs (containers, proxies, files volumes); the records, the lock and
+        the data volumes stay, so the deployed release is still the anchor."""
         self._guard(clearance, target)
 
         def stop_host(conn: HostConnection) -> list[str]:
@@ -333,6 +338,8 @@ class DockerSteps(DockerProxy):
                 for v in client.volumes.list(
                     filters=labels.slot_filter(self.app.name, self.slot.name)
                 ):
+                    if (v.attrs.get("Labels") or {}).get(labels.KIND) == labels.VOLUME:
+                        continue  # the app's data: kept (invariant 11)
                     with contextlib.suppress(docker.errors.APIError):
                         v.remove()
                 for n in client.networks.list(

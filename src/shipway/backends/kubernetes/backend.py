@@ -10,17 +10,20 @@ shipway errors with secret values masked):
   * :mod:`.health` — the rollout and Job waits, and the failures they report;
   * :mod:`.blue_green` — generations: scale, replica waits, hosts pointed and dropped;
   * :mod:`.lock` — the slot's Lease held for an operation;
-  * :mod:`.drift` — objects changed outside shipway (a server-side dry run of the record).
+  * :mod:`.drift` — objects changed outside shipway (a server-side dry run of the record);
+  * :mod:`.volumes` (pure) and :mod:`.claims` — a PersistentVolumeClaim per volume, its
+    status; :mod:`.destroy` — every object of the slot deleted (claims only when asked).
 """
 
 from __future__ import annotations
 
+from shipway.backends.imagebuild import ImageBuilds
 from shipway.backends.kubernetes import render
 from shipway.backends.kubernetes.blue_green import KubernetesBlueGreen
+from shipway.backends.kubernetes.destroy import KubernetesDestroy
 from shipway.backends.kubernetes.drift import KubernetesDrift
 from shipway.backends.kubernetes.lock import KubernetesLock
 from shipway.backends.kubernetes.reads import KubernetesReads
-from shipway.backends.kubernetes.steps import KubernetesSteps
 from shipway.backends.protocol import Drifts, GenerationBackend
 from shipway.release.artifact import Artifact
 from shipway.release.model import Release
@@ -28,7 +31,12 @@ from shipway.spec.model import App, Slot
 
 
 class KubernetesBackend(
-    KubernetesReads, KubernetesSteps, KubernetesBlueGreen, KubernetesLock, KubernetesDrift
+    ImageBuilds,
+    KubernetesReads,
+    KubernetesDestroy,
+    KubernetesBlueGreen,
+    KubernetesLock,
+    KubernetesDrift,
 ):
     """One app's slot in one namespace of one cluster."""
 

@@ -15,6 +15,7 @@ import httpx2
 from lightkube import Client
 from lightkube.codecs import from_dict
 from lightkube.core.exceptions import ApiError
+from lightkube.resources.coordination_v1 import Lease
 
 from shipway.backends.kubernetes import render
 from shipway.backends.kubernetes.lease import SlotLease
@@ -60,11 +61,21 @@ class KubernetesLock(KubernetesState):
             self.lease = None
             try:
                 lease.release()
+                if self._lease_doomed:  # the slot was destroyed: its Lease goes too
+                    self._lease_doomed = False
+                    self._delete_lease(lease.name)
             except (ApiError, httpx2.HTTPError) as exc:
                 reporter.line(
                     f"warning: releasing the lock of {target} failed ({exc}); it expires by "
                     f"itself at the latest {lease.duration}s after its last renewal"
                 )
+
+    def _delete_lease(self, name: str) -> None:
+        try:
+            self.client.delete(Lease, name, namespace=self.namespace)
+        except ApiError as exc:
+            if exc.status.code != 404:  # gone already: what destroy wanted
+                raise
 
     def _ensure_namespace(self, reporter: Reporter) -> None:
         body = render.namespace_unit(self.namespace)

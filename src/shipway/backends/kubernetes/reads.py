@@ -23,7 +23,8 @@ from lightkube.resources.core_v1 import Namespace, Pod
 
 from shipway.backends.kubernetes import generations as gens
 from shipway.backends.kubernetes import render
-from shipway.backends.kubernetes.state import RESOURCES, KubernetesState, api_message, short
+from shipway.backends.kubernetes.claims import KubernetesClaims
+from shipway.backends.kubernetes.state import RESOURCES, api_message, short
 from shipway.backends.protocol import ProcessStatus, ResolvedImage
 from shipway.errors import InputError
 from shipway.plan.model import (
@@ -40,8 +41,10 @@ from shipway.release.model import Release
 from shipway.spec.model import App, Target
 from shipway.spec.secrets import MASK
 
-# What ``observe`` lists (by label) and may prune, in the order it lists them.
+# What ``observe`` lists (by label) and may prune, in the order it lists them; then the
+# claims (never pruned: a plan keeps every volume).
 OBSERVED_KINDS = ("Secret", "ConfigMap", "Deployment", "Service", "Ingress")
+CLAIMS = "PersistentVolumeClaim"
 VOLATILE_METADATA = (
     "managedFields",
     "resourceVersion",
@@ -52,7 +55,7 @@ VOLATILE_METADATA = (
 )
 
 
-class KubernetesReads(KubernetesState):
+class KubernetesReads(KubernetesClaims):
     """The protocol's reads (and the records' read), each refusing a target it does not
     serve."""
 
@@ -76,6 +79,7 @@ class KubernetesReads(KubernetesState):
         others: dict[tuple[str, str], Mapping[str, str]] = {}
         mine = self._labels()
         with self._edge(f"listing the objects of {target} in namespace {self.namespace}"):
+            listed = []
             for kind in OBSERVED_KINDS:
                 # every app's objects here (shipway's), to see a name another app holds
                 for obj in self.client.list(
@@ -83,22 +87,26 @@ class KubernetesReads(KubernetesState):
                     namespace=self.namespace,
                     labels={render.MANAGED_BY: render.MANAGER},
                 ):
-                    meta = obj.metadata
-                    labels = meta.labels or {}
+                    labels = obj.metadata.labels or {}
                     if any(labels.get(k) != v for k, v in mine.items()):
-                        others[(kind, str(meta.name))] = labels
-                        continue
-                    units.append(
-                        ObservedUnit(
-                            key=render.unit_key(kind, meta.name),
-                            kind=kind,
-                            digest=(meta.annotations or {}).get(render.DIGEST),
-                            state=_state(kind, obj),
-                            process=labels.get(render.COMPONENT),
-                            generation=labels.get(render.GENERATION),
-                            phase=render.PHASES[kind],
-                        )
+                        others[(kind, str(obj.metadata.name))] = labels
+                    else:
+                        listed.append((kind, obj))
+            listed += [(CLAIMS, claim) for claim in self._claims().values()]
+            for kind, obj in listed:
+                meta = obj.metadata
+                labels = meta.labels or {}
+                units.append(
+                    ObservedUnit(
+                        key=render.unit_key(kind, meta.name),
+                        kind=kind,
+                        digest=(meta.annotations or {}).get(render.DIGEST),
+                        state=_state(kind, obj),
+                        process=labels.get(render.COMPONENT),
+                        generation=labels.get(render.GENERATION),
+                        phase=render.PHASES[kind],
                     )
+                )
         self._refuse_taken_names(others)
         return Observed.of(units)
 

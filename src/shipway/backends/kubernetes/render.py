@@ -13,6 +13,8 @@ Objects (all in the slot's namespace, all labelled for ``observe`` and pruning):
 * ``Deployment <app>-<process>``      phase 1: waits, switches
 * ``Service <app>-<process>``         phase 1: switches (processes with a port)
 * ``Ingress <app>-<host>``            phase 2: switches (one per route)
+* ``PersistentVolumeClaim <app>-<volume>`` phase 0: the slot's, in every generation (see
+  :mod:`.volumes`: ReadWriteOnce claims, Recreate and pod affinity)
 
 A release of a blue-green slot is a *generation* (``release.generation``): a complete copy
 of these objects beside the others in the same namespace, each named with the generation
@@ -40,6 +42,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from shipway.backends.imagemeta import start_command
+from shipway.backends.kubernetes import volumes
+from shipway.backends.kubernetes.names import dns_name
 from shipway.release.artifact import PREREQUISITE, ROUTING, WORKLOAD, Artifact, Unit
 from shipway.release.model import Release
 from shipway.spec.model import App, ConfigFile, Healthcheck, Process, Route, Slot
@@ -64,6 +68,7 @@ DEFAULT_WORKING_DIR = "/"
 
 PHASES = {
     "Namespace": PREREQUISITE,
+    "PersistentVolumeClaim": PREREQUISITE,
     "Secret": PREREQUISITE,
     "ConfigMap": PREREQUISITE,
     "Deployment": WORKLOAD,
@@ -72,6 +77,7 @@ PHASES = {
 }
 API_VERSIONS = {
     "Namespace": "v1",
+    "PersistentVolumeClaim": "v1",
     "Secret": "v1",
     "ConfigMap": "v1",
     "Deployment": "apps/v1",
@@ -104,15 +110,6 @@ def unit_key(kind: str, name: str) -> str:
 def split_key(key: str) -> tuple[str, str]:
     kind, _, name = key.partition("/")
     return kind, name
-
-
-def dns_name(*parts: str, limit: int = 63) -> str:
-    """A DNS label from parts; shortened with a stable hash suffix when too long."""
-    name = re.sub(r"[^a-z0-9-]+", "-", "-".join(parts).lower()).strip("-")
-    if len(name) <= limit:
-        return name
-    suffix = hashlib.sha256(name.encode()).hexdigest()[:8]
-    return name[: limit - 9].rstrip("-") + "-" + suffix
 
 
 def _of(generation: str | None) -> tuple[str, ...]:
@@ -207,6 +204,9 @@ def render(app: App, slot: Slot, release: Release) -> Artifact:
     # generation's artifact holds only what is its own, so what a restart or repair of
     # that generation compares and prunes is that generation alone.
     units = [] if gen else [namespace_unit(namespace)]
+    slot_labels = selector_labels(app.name, slot.name)  # a claim is no generation's
+    for _, volume in sorted(app.volumes.items()):
+        units.append(_unit(volumes.claim_body(app.name, namespace, slot_labels, volume)))
     units.append(_unit(_env_secret(app, namespace, labels, release), None, gen))
     plain = [f for f in app.files if not f.secret_bearing]
     secret = [f for f in app.files if f.secret_bearing]
@@ -328,11 +328,14 @@ def _container(
     resources = _resources(process)
     if resources:
         container["resources"] = resources
+    base = (release.image_meta.working_dir if release.image_meta else None) or "/"
     if mounts:
-        base = (release.image_meta.working_dir if release.image_meta else None) or "/"
         container["volumeMounts"] = [
             {**m, "mountPath": base.rstrip("/") + "/" + m["mountPath"]} for m in mounts
         ]
+    _, data, _, _ = volumes.pod_parts(app, process.name, {}, base)
+    if data:
+        container["volumeMounts"] = [*container.get("volumeMounts", []), *data]
     return container
 
 
@@ -398,11 +401,15 @@ def _deployment(
         "containers": [_container(app, process, release, mounts)],
         "enableServiceLinks": False,
     }
-    if volume is not None:
-        pod_spec["volumes"] = [volume]
+    instance = {INSTANCE: labels[INSTANCE]}
+    claims, _, marks, affinity = volumes.pod_parts(app, process.name, instance, None)
+    if volume is not None or claims:
+        pod_spec["volumes"] = ([volume] if volume is not None else []) + claims
+    if affinity is not None:
+        pod_spec["affinity"] = affinity
     template: dict[str, Any] = {
         "metadata": {
-            "labels": own,
+            "labels": {**own, **marks},
             "annotations": {
                 DEPLOYMENT_ID: release.deployment_ids.get(process.name, ""),
                 CONFIG_HASH: release.config_hash,
@@ -418,6 +425,8 @@ def _deployment(
         "selector": {"matchLabels": selector},
         "template": template,
     }
+    if marks and not gen:  # a ReadWriteOnce claim: the old pods let go of it first
+        spec["strategy"] = {"type": "Recreate"}
     meta = _meta(name, namespace, own)
     if gen:
         # The count of a generation is set by Scale steps through the scale subresource:

@@ -23,7 +23,13 @@ import httpx2
 from lightkube import Client
 from lightkube.core.exceptions import ApiError
 from lightkube.resources.apps_v1 import Deployment
-from lightkube.resources.core_v1 import ConfigMap, Namespace, Pod, Service
+from lightkube.resources.core_v1 import (
+    ConfigMap,
+    Namespace,
+    PersistentVolumeClaim,
+    Pod,
+    Service,
+)
 from lightkube.resources.core_v1 import Secret as SecretObject
 from lightkube.resources.networking_v1 import Ingress
 from lightkube.types import PatchType
@@ -46,6 +52,7 @@ RESOURCES: dict[str, type[Any]] = {
     "Deployment": Deployment,
     "Service": Service,
     "Ingress": Ingress,
+    "PersistentVolumeClaim": PersistentVolumeClaim,
 }
 # Who sets a generation's replicas (through the scale subresource): not the applier, so a
 # later apply in that generation never reverts a scale.
@@ -105,6 +112,8 @@ class KubernetesState(Guarded):
         # the slot's lock while an operation holds it, and the waits its loss must wake
         self.lease: SlotLease | None = None
         self._waiting: set[Changes] = set()
+        # a destroy ran under the Lease: it is deleted once released (:mod:`.destroy`)
+        self._lease_doomed = False
 
     # -- the connection ------------------------------------------------------------
 

@@ -12,6 +12,8 @@ class is assembled from one part per concern, each a class over the shared state
   health           LocalHealth: the health gate and its probes
   release_command  LocalReleaseCommand: the release command
   blue_green       LocalBlueGreen: generations scaled, waited on, pointed, dropped, deleted
+  volumes          LocalVolumes: volume directories, placed in snapshots, listed, deleted
+  destroy          LocalDestroy: everything of the slot deleted (its volumes when asked)
   lock             LocalLock: the slot's flock
 
 What must never happen, and where it is prevented:
@@ -34,18 +36,21 @@ from __future__ import annotations
 
 from shipway.backends.local import render
 from shipway.backends.local.blue_green import LocalBlueGreen
+from shipway.backends.local.build import LocalBuilds
+from shipway.backends.local.destroy import LocalDestroy
 from shipway.backends.local.dirs import router_port
 from shipway.backends.local.lock import LocalLock
 from shipway.backends.local.reads import LocalReads
 from shipway.backends.local.release_command import LocalReleaseCommand
-from shipway.backends.local.steps import LocalSteps
 from shipway.backends.protocol import GenerationBackend
 from shipway.release.artifact import Artifact
 from shipway.release.model import Release
 from shipway.spec.model import App, Slot
 
 
-class LocalBackend(LocalReads, LocalSteps, LocalBlueGreen, LocalReleaseCommand, LocalLock):
+class LocalBackend(
+    LocalBuilds, LocalReads, LocalDestroy, LocalBlueGreen, LocalReleaseCommand, LocalLock
+):
     """This machine's own processes, supervised, behind an HTTP router (docs/local.md)."""
 
     def render(self, app: App, slot: Slot, release: Release) -> Artifact:

@@ -18,6 +18,8 @@ Layout (``<state>`` is ``slot.state_dir``, else ``$SHIPWAY_STATE_DIR``, else
         claims.json          blue-green: generation -> host -> program, since when
         run/                 per-program env files (0600) and start counters
         logs/                one log per program instance, release-command logs
+        volumes/<name>/      the slot's volumes: outside every snapshot, each placed in a
+                             snapshot as a symlink at its path; deleted only by destroy
 
 What must never happen: a torn file. Every state file is written to a temporary name and
 renamed into place, so a ``kill -9`` at any instant leaves the old or the new version.
@@ -288,6 +290,13 @@ class SlotDirs:
     @property
     def logs(self) -> Path:
         return self.base / "logs"
+
+    @property
+    def volumes(self) -> Path:
+        return self.base / "volumes"
+
+    def volume(self, name: str) -> Path:
+        return self.volumes / name
 
 
 # -- release records --------------------------------------------------------------------

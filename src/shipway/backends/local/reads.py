@@ -18,6 +18,7 @@ from shipway.backends.local.model import read_current_snapshot, read_programs, r
 from shipway.backends.local.render import RouteBody
 from shipway.backends.local.state import KEEP_SNAPSHOTS
 from shipway.backends.local.supervisor import RUNNING_STATES, state_of
+from shipway.backends.local.volumes import LocalVolumes
 from shipway.backends.protocol import ProcessStatus, ResolvedImage
 from shipway.errors import InputError
 from shipway.plan.model import (
@@ -44,7 +45,7 @@ def _human(seconds: float) -> str:
     return f"{s // 86400}d{s % 86400 // 3600:02d}h"
 
 
-class LocalReads(LocalHealth):
+class LocalReads(LocalHealth, LocalVolumes):
     """What the backend reads (the protocol's Reads); nothing here writes a file or
     starts a process."""
 
@@ -55,7 +56,7 @@ class LocalReads(LocalHealth):
         a recorded release): a kept snapshot with that digest, else the directory if it
         still hashes the same. A ref without one: that directory (``deploy --image DIR``).
         """
-        exclude = [f.path for f in app.files]
+        exclude = render.excluded_paths(app)
         if ref is None:
             source = app.source_dir.resolve()
             return self._resolve_dir(source, exclude)
@@ -99,7 +100,7 @@ class LocalReads(LocalHealth):
 
     def observe(self, target: Target) -> Observed:
         d = self.dirs(target)
-        units: list[ObservedUnit] = []
+        units: list[ObservedUnit] = self._observe_volumes(d)
         current = read_current_snapshot(d)
         if current is not None:
             units.append(

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from shipway.backends.liveness import ProcessMark, pid_alive, process_start, session_members
-from shipway.backends.local import logfiles, masks
+from shipway.backends.local import environments, logfiles, masks
 from shipway.backends.local.dirs import (
     SlotDirs,
     private_log,
@@ -94,6 +94,8 @@ class LocalReleaseCommand(LocalState):
             "SHIPWAY_RELEASE": f"r{release.revision}",
         }
         masks.remember(d, (s.reveal() for s in secrets.values()))  # its log holds them
+        if release.build is not None and release.build.kind == "environment":
+            env.update(environments.variables(Path(release.build.what), env.get("PATH", "")))
         words = [expand(w, env, keep=secrets.keys()) for w in command]  # never a secret in argv
         private_logs(d.logs)
         log = d.logs / f"_release-r{release.revision}.log"

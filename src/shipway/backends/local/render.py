@@ -14,6 +14,10 @@ Units, and why they are cut this way:
   Ports are not here: they are handed out when a program starts, and the router resolves
   program -> ports, so a plan never depends on which ports happen to be free.
 
+* ``volume/<name>`` (phase 0): a volume's directory in the state dir. It belongs to the
+  slot, not to the release or a generation: one key for the slot, never removed by a plan.
+  Each snapshot names the volumes it places (``path`` inside it, a symlink to the directory).
+
 A release of a blue-green slot is a *generation* (``release.generation``): its units are
 ``gen/<generation>/snapshot`` (its own snapshot, kept as long as the generation) and
 ``gen/<generation>/program/<process>@<deployment id>``, labelled with the generation, and
@@ -137,6 +141,7 @@ class SnapshotBody:
     digest: str
     source: str | None
     files: tuple[ConfigFileBody, ...]
+    volumes: tuple[tuple[str, str], ...] = ()  # (name, path inside the snapshot)
 
     @classmethod
     def of(cls, unit: Unit) -> SnapshotBody:
@@ -146,7 +151,28 @@ class SnapshotBody:
             for f in b.get("files", [])
         )
         source = b.get("source")
-        return cls(int(b["revision"]), str(b["digest"]), str(source) if source else None, files)
+        volumes = tuple((str(v["name"]), str(v["path"])) for v in b.get("volumes", []))
+        return cls(
+            int(b["revision"]), str(b["digest"]), str(source) if source else None, files, volumes
+        )
+
+    @property
+    def excluded(self) -> list[str]:
+        """What the snapshot's copy (and digest) leaves out: the files the spec writes into
+        it, and the places of its volumes."""
+        return [f.path for f in self.files] + [path for _, path in self.volumes]
+
+
+def volume_unit(name: str) -> Unit:
+    """The slot's unit of a volume: its body is its name only, so it never changes (the
+    paths it is placed at are the snapshots')."""
+    return Unit(key=f"volume/{name}", kind="volume", phase=PREREQUISITE, body={"name": name})
+
+
+def excluded_paths(app: App) -> list[str]:
+    """What a snapshot of ``app`` leaves out of its copy and digest: its config files and
+    the places of its volumes (they are the volumes' own)."""
+    return [f.path for f in app.files] + [v.path for v in app.volumes.values()]
 
 
 @dataclass(frozen=True)
@@ -160,11 +186,13 @@ class ProgramBody:
     env: Mapping[str, str]  # with ${secrets.NAME} placeholders
     health: HealthCheck
     generation: str | None
+    environment: str | None = None  # the dependency environment it runs with (a directory)
 
     @classmethod
     def of(cls, unit: Unit) -> ProgramBody:
         b = unit.body
         release, generation = b.get("release"), b.get("generation")
+        environment = b.get("environment")
         return cls(
             process=str(b["process"]),
             deployment_id=str(b["deployment_id"]),
@@ -175,6 +203,7 @@ class ProgramBody:
             env={str(k): str(v) for k, v in dict(b["env"]).items()},
             health=HealthCheck.of(b.get("health")),
             generation=str(generation) if generation else None,
+            environment=str(environment) if environment else None,
         )
 
 
@@ -204,7 +233,18 @@ def render(app: App, slot: Slot, release: Release, router_port: int) -> Artifact
     ]
     gen = release.generation
     labelled: dict[str, Any] = {"generation": gen} if gen else {}  # rolling bodies unchanged
-    units = [
+    built = release.build
+    if built is not None and built.kind == "environment":  # bodies without one: unchanged
+        labelled_programs = {**labelled, "environment": built.what}
+    else:
+        labelled_programs = labelled
+    placed: dict[str, Any] = {}
+    if app.volumes:  # absent otherwise: the bodies of apps without volumes unchanged
+        placed["volumes"] = [
+            {"name": v.name, "path": v.path} for _, v in sorted(app.volumes.items())
+        ]
+    units = [volume_unit(name) for name in sorted(app.volumes)]
+    units.append(
         Unit(
             key=f"gen/{gen}/snapshot" if gen else "snapshot",
             kind="snapshot",
@@ -216,9 +256,10 @@ def render(app: App, slot: Slot, release: Release, router_port: int) -> Artifact
                 "source": source,
                 "files": files,
                 **labelled,
+                **placed,
             },
         )
-    ]
+    )
     base_env: dict[str, str] = {**app.env, **{n: placeholder(n) for n in app.secrets}}
     for name, process in app.processes.items():
         dep_id = release.deployment_ids.get(name, "")
@@ -248,7 +289,7 @@ def render(app: App, slot: Slot, release: Release, router_port: int) -> Artifact
                     "snapshot": digest,
                     "env": env,
                     "health": health_of(process),
-                    **labelled,
+                    **labelled_programs,
                 },
             )
         )

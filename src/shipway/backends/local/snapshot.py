@@ -40,6 +40,15 @@ IGNORED = frozenset(
 IGNORED_SUFFIXES = (".pyc", ".pyo")
 
 
+def _into(path: Path, dirs: frozenset[Path]) -> bool:
+    """A symlink whose target lies inside one of ``dirs`` (the state directory): a volume
+    placed in a kept snapshot is never part of another snapshot's copy or digest."""
+    if not path.is_symlink():
+        return False
+    target = Path(os.path.realpath(path))
+    return any(target.is_relative_to(d) for d in dirs)
+
+
 def _walk(root: Path, exclude: frozenset[str], skip_dirs: frozenset[Path]) -> list[str]:
     """Relative paths under ``root`` (sorted, '/'-separated) that belong to a snapshot."""
     out: list[str] = []
@@ -52,6 +61,8 @@ def _walk(root: Path, exclude: frozenset[str], skip_dirs: frozenset[Path]) -> li
             rel = (rel_dir / d).as_posix()
             if d in IGNORED or rel in exclude or full.resolve() in skip_dirs:
                 continue
+            if full.is_symlink() and _into(full, skip_dirs):  # a volume placed in a snapshot
+                continue
             if full.is_symlink():
                 out.append(rel)
                 continue
@@ -61,6 +72,8 @@ def _walk(root: Path, exclude: frozenset[str], skip_dirs: frozenset[Path]) -> li
         for f in sorted(filenames):
             rel = (rel_dir / f).as_posix()
             if f.endswith(IGNORED_SUFFIXES) or rel in exclude:
+                continue
+            if _into(here / f, skip_dirs):  # a symlink into the state dir (a volume's)
                 continue
             out.append(rel)
     return sorted(out)

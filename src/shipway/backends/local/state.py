@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from shipway.backends.guarded import Guarded
-from shipway.backends.local import snapshot
+from shipway.backends.local import environments, snapshot
 from shipway.backends.local.dirs import SlotDirs, read_records_file, router_port, state_root
 from shipway.backends.local.generations import read_generations
 from shipway.backends.local.masks import read_masks
@@ -122,8 +122,11 @@ class LocalState(Guarded):
         return {k: self.environ[k] for k in INHERITED_ENV if k in self.environ}
 
     def _env_file(self, body: ProgramBody, secrets: Mapping[str, Secret]) -> EnvFile:
-        """The environment a program runs with: what it inherits, its env, secrets revealed."""
+        """The environment a program runs with: what it inherits, its env, secrets revealed,
+        and its release's dependency environment first on PATH."""
         env = {**self._base_env(), **reveal(dict(body.env), secrets)}
+        if body.environment:
+            env.update(environments.variables(Path(body.environment), env.get("PATH", "")))
         return EnvFile.of(env, secrets)
 
     def _local_roots(self, app: App) -> list[tuple[Path, str]]:

@@ -44,6 +44,7 @@ from shipway.backends.local.model import (
 from shipway.backends.local.programs import LocalPrograms
 from shipway.backends.local.render import SnapshotBody
 from shipway.backends.local.state import KEEP_SNAPSHOTS, now, now_precise
+from shipway.backends.local.volumes import LocalVolumes
 from shipway.backends.protocol import Failure, Reason, Reporter
 from shipway.errors import BackendError, CleanupFailed, RecordError
 from shipway.guard import Clearance
@@ -55,7 +56,7 @@ from shipway.spec.model import Target
 from shipway.spec.secrets import Secret, reveal
 
 
-class LocalSteps(LocalPrograms, LocalHealth):
+class LocalSteps(LocalPrograms, LocalHealth, LocalVolumes):
     """The steps of a rolling plan and the release records (the protocol's Steps and
     Records); blue-green units removed here are handed to :mod:`.programs`."""
 
@@ -95,7 +96,9 @@ class LocalSteps(LocalPrograms, LocalHealth):
         d = self._guarded(clearance, target)
         self._secrets.update(secrets)
         try:
-            if unit.kind == "snapshot":
+            if unit.kind == "volume":
+                self._apply_volume(d, unit, reporter)
+            elif unit.kind == "snapshot":
                 self._apply_snapshot(d, unit, secrets, reporter)
             elif unit.kind == "program" and unit.generation:
                 self._apply_generation_program(target, d, unit, secrets, reporter)
@@ -112,7 +115,7 @@ class LocalSteps(LocalPrograms, LocalHealth):
         self, d: SlotDirs, unit: Unit, secrets: Mapping[str, Secret], reporter: Reporter
     ) -> None:
         body = SnapshotBody.of(unit)
-        exclude = [f.path for f in body.files]
+        exclude = body.excluded
         private_dir(d.base)
         d.releases.mkdir(exist_ok=True)
         dest = d.releases / f"r{body.revision}"
@@ -127,6 +130,7 @@ class LocalSteps(LocalPrograms, LocalHealth):
             path.parent.mkdir(parents=True, exist_ok=True)
             content = reveal(f.content, secrets)
             write_atomic(path, str(content).encode(), f.mode)
+        self._place_volumes(d, dest, body.volumes)
         current = SnapshotRecord(unit.digest, body.revision, dest.name, body.digest)
         if unit.generation:  # the generation's own snapshot, kept as long as it exists
             generations = read_generations(d)
@@ -193,6 +197,11 @@ class LocalSteps(LocalPrograms, LocalHealth):
             with contextlib.suppress(FileNotFoundError):
                 d.current_snapshot.unlink()
             return
+        if step.kind == "volume":  # no plan holds one (invariant 11): refused if one did
+            raise CleanupFailed(
+                f"{step.unit} is data: it is not removed by a rollout",
+                f"shipway destroy {target.slot} --volumes --confirm {target.slot} deletes it",
+            )
         raise BackendError(f"the local backend cannot remove a {step.kind!r} unit")
 
     def wait(

@@ -1,0 +1,182 @@
+"""The build context of an image: the app's files, exactly, as one deterministic tar.
+
+What goes in: the files under the context directory that ``.dockerignore`` does not exclude
+(the Docker SDK's own pattern matcher, so the rules are Docker's). What never goes in,
+whatever ``.dockerignore`` says (invariant 12): a secret file the spec refers to, ``.env``
+files, version-control directories, virtualenvs (``.venv``, or any directory holding a
+``pyvenv.cfg``) and Python caches.
+
+The tar is deterministic — names sorted, owners and times fixed, only the executable bit of
+a mode kept — so its sha256, with the Dockerfile's path and the build args, is the content
+digest of the build's inputs: the same source always gives the same digest (and so the same
+content-addressed tag), and any change to a file that goes in gives another.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+import tarfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from shipway.errors import InputError
+from shipway.spec.model import App
+
+NEVER_DIRS = frozenset(
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        ".bzr",
+        ".venv",
+        "__pycache__",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        ".tox",
+    }
+)
+#: ``.env.example`` and the like are documentation, not secrets
+ENV_SAMPLES = (".example", ".sample", ".template", ".dist")
+MTIME = 315532800  # 1980-01-01, as reproducible builds use: a fixed time, not the file's
+
+
+def never(rel: str, is_dir: bool) -> bool:
+    """Whether a path (relative, '/'-separated) may never be part of a build context."""
+    parts = rel.split("/")
+    if any(p in NEVER_DIRS for p in (parts if is_dir else parts[:-1])):
+        return True
+    name = parts[-1]
+    if is_dir:
+        return False
+    if name.endswith((".pyc", ".pyo")):
+        return True
+    return name == ".env" or (name.startswith(".env.") and not name.endswith(ENV_SAMPLES))
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    """The files of one build, and what the Dockerfile is called inside them."""
+
+    root: Path
+    dockerfile: str  #: relative to ``root``
+    paths: tuple[str, ...]  #: relative, '/'-separated, sorted; directories end with '/'
+    args: Mapping[str, str]
+
+    @classmethod
+    def of(cls, app: App) -> BuildContext:
+        """The context of ``app``'s image build, or an InputError naming what is missing."""
+        from docker.utils.build import exclude_paths
+
+        settings = app.build
+        base = app.source_dir.resolve()
+        root = (base / settings.context).resolve()
+        dockerfile = (base / settings.dockerfile).resolve()
+        if not root.is_dir():
+            raise InputError(
+                f"build.context {settings.context!r}: no such directory in {base} "
+                '(hint: build.context = "." builds the app\'s own directory)'
+            )
+        if not dockerfile.is_file():
+            raise InputError(
+                f"build.dockerfile {settings.dockerfile!r}: no such file in {base} (hint: add "
+                'a Dockerfile, or set [build] dockerfile = "path/to/Dockerfile")'
+            )
+        try:
+            inside = dockerfile.relative_to(root).as_posix()
+        except ValueError:
+            raise InputError(
+                f"build.dockerfile {settings.dockerfile!r} is outside build.context "
+                f"{settings.context!r} (hint: move it into the context directory)"
+            ) from None
+        secret_files = {
+            Path(ref.from_file).resolve() for ref in app.secrets.values() if ref.from_file
+        }
+        patterns = _dockerignore(root)
+        venvs: dict[str, bool] = {}
+
+        def in_venv(rel: str) -> bool:
+            parts = rel.rstrip("/").split("/")
+            for i in range(1, len(parts) + 1):
+                d = "/".join(parts[:i])
+                if d not in venvs:
+                    venvs[d] = (root / d / "pyvenv.cfg").is_file()
+                if venvs[d]:
+                    return True
+            return False
+
+        kept = []
+        for rel in exclude_paths(str(root), patterns, dockerfile=inside):
+            full = root / rel
+            is_dir = full.is_dir() and not full.is_symlink()
+            if never(rel, is_dir) or in_venv(rel if is_dir else rel.rpartition("/")[0]):
+                continue
+            if full.resolve() in secret_files:
+                continue
+            kept.append(rel + "/" if is_dir else rel)
+        return cls(root, inside, tuple(sorted(kept)), dict(settings.args))
+
+    def write_tar(self, out: IO[bytes]) -> None:
+        """The deterministic tar of the context, streamed to ``out``."""
+        with tarfile.open(fileobj=out, mode="w|", format=tarfile.PAX_FORMAT) as tar:
+            for rel in self.paths:
+                full = self.root / rel.rstrip("/")
+                st = full.lstat()
+                info = tarfile.TarInfo(rel.rstrip("/"))
+                info.mtime = MTIME
+                info.mode = 0o755 if st.st_mode & 0o111 or stat.S_ISDIR(st.st_mode) else 0o644
+                if stat.S_ISLNK(st.st_mode):
+                    info.type, info.linkname, info.mode = tarfile.SYMTYPE, os.readlink(full), 0o777
+                    tar.addfile(info)
+                elif stat.S_ISDIR(st.st_mode):
+                    info.type = tarfile.DIRTYPE
+                    tar.addfile(info)
+                elif stat.S_ISREG(st.st_mode):
+                    info.size = st.st_size
+                    with full.open("rb") as f:
+                        tar.addfile(info, f)
+
+    def digest(self) -> str:
+        """``sha256:<hex>`` of the context's tar, the Dockerfile's name and the build args."""
+        sink = _Sha256()
+        self.write_tar(sink)  # type: ignore[arg-type]
+        sink.update(b"\0" + self.dockerfile.encode() + b"\0")
+        sink.update(json.dumps(dict(sorted(self.args.items()))).encode())
+        return "sha256:" + sink.hexdigest()
+
+    def files(self) -> Iterator[str]:
+        return (p for p in self.paths if not p.endswith("/"))
+
+
+class _Sha256:
+    """A write-only file that hashes what is written to it."""
+
+    def __init__(self) -> None:
+        self._h = hashlib.sha256()
+
+    def write(self, data: bytes) -> int:
+        self._h.update(data)
+        return len(data)
+
+    def update(self, data: bytes) -> None:
+        self._h.update(data)
+
+    def hexdigest(self) -> str:
+        return self._h.hexdigest()
+
+
+def _dockerignore(root: Path) -> list[str]:
+    """The patterns of ``.dockerignore``, read as the Docker SDK reads them."""
+    try:
+        text = (root / ".dockerignore").read_text()
+    except FileNotFoundError:
+        return []
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{root / '.dockerignore'}: cannot be read: {exc}") from exc
+    lines = (line.strip() for line in text.splitlines())
+    return [line for line in lines if line and not line.startswith("#")]

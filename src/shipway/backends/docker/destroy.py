@@ -1,0 +1,109 @@
+"""``destroy`` on the Docker hosts: every container, volume and network labelled as the
+slot's, on every host — the app's containers first, its release records last, so a destroy
+cut short leaves records that still name what is left; the lock goes when it is released.
+The data volumes stay unless asked.
+
+What must never happen: another app's or slot's object removed (everything is found by the
+slot's labels), or a data volume removed without ``volumes``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import docker
+import docker.errors
+from docker.models.volumes import Volume
+
+from shipway.backends.docker import labels
+from shipway.backends.docker.connection import HostConnection
+from shipway.backends.docker.containers import remove
+from shipway.backends.docker.edge import edge
+from shipway.backends.docker.steps import DockerSteps
+from shipway.backends.protocol import Leftover, Reporter
+from shipway.guard import Clearance
+from shipway.spec.model import Target
+
+#: container kind -> what destroy calls it, in the order it removes them
+_KINDS = {
+    labels.APP_CONTAINER: "container",
+    labels.RELEASE_COMMAND: "release command",
+    labels.PROXY: "proxy",
+    labels.FILES: "files holder",
+    labels.RECORD_KIND: "release record",
+}
+
+
+class DockerDestroy(DockerSteps):
+    """The protocol's Destroys."""
+
+    def leftovers(self, target: Target) -> list[Leftover]:
+        self._serves(target)
+        found = self._each_host(self._leftovers_on)
+        return [item for host in self.host_addresses for item in found[host.name]]
+
+    def _leftovers_on(self, conn: HostConnection) -> list[Leftover]:
+        with edge(f"host {conn.name}: list what shipway made"):
+            client = conn.client()
+            out = [
+                Leftover(_KINDS.get(kind, kind), f"{name} on {conn.name}")
+                for kind, name in self._containers_in_order(client)
+            ]
+            out += [
+                Leftover("volume", f"{v.name} on {conn.name} (config)")
+                for v in self._slot_volumes(client)
+                if (v.attrs.get("Labels") or {}).get(labels.KIND) != labels.VOLUME
+            ]
+            out += [
+                Leftover("network", f"{n.name} on {conn.name}")
+                for n in client.networks.list(names=[labels.network(self.app.name, self.slot.name)])
+            ]
+            return out + self._volume_leftovers(client, conn.name)
+
+    def _containers_in_order(self, client: docker.DockerClient) -> list[tuple[str, str]]:
+        """(kind, name) of the slot's containers but its lock, in removal order."""
+        order = list(_KINDS)
+        found = [
+            (str(c.labels.get(labels.KIND)), str(c.name))
+            for c in self._labelled(client)
+            if c.labels.get(labels.KIND) != labels.LOCK
+        ]
+        return sorted(found, key=lambda kn: (order.index(kn[0]) if kn[0] in order else 0, kn[1]))
+
+    def _slot_volumes(self, client: docker.DockerClient) -> list[Volume]:
+        found: list[Volume] = client.volumes.list(
+            filters=labels.slot_filter(self.app.name, self.slot.name)
+        )
+        return found
+
+    def destroy(
+        self, clearance: Clearance, target: Target, volumes: bool, reporter: Reporter
+    ) -> list[Leftover]:
+        self._guard(clearance, target)
+        found = self.leftovers(target)
+
+        def on_host(conn: HostConnection) -> int:
+            removed = 0
+            with edge(f"host {conn.name}: destroy"):
+                client = conn.client()
+                for _, name in self._containers_in_order(client):
+                    with contextlib.suppress(docker.errors.NotFound):
+                        remove(client.containers.get(name), 10)
+                        removed += 1
+                for v in self._slot_volumes(client):
+                    data = (v.attrs.get("Labels") or {}).get(labels.KIND) == labels.VOLUME
+                    if not data or volumes:
+                        with contextlib.suppress(docker.errors.NotFound):
+                            v.remove(force=True)
+                            removed += 1
+                network = labels.network(self.app.name, self.slot.name)
+                for n in client.networks.list(names=[network]):
+                    with contextlib.suppress(docker.errors.NotFound):
+                        n.remove()
+                        removed += 1
+            return removed
+
+        self._guard(clearance, target)  # the lock still ours before anything goes
+        for host, removed in self._each_host(on_host).items():
+            reporter.line(f"host {host}: deleted {removed} objects")
+        return [item for item in found if volumes or not item.data]

@@ -1,0 +1,56 @@
+"""``shipway build SLOT``: build what a deploy of SLOT would run, without deploying it."""
+
+from __future__ import annotations
+
+import click
+
+from shipway.cli import Context, _confirmation, _reporter, _run, confirm_option, output_option
+
+pass_obj = click.make_pass_decorator(Context, ensure=True)
+
+
+@click.command()
+@click.argument("slot")
+@confirm_option
+@output_option
+@pass_obj
+def build(obj: Context, slot: str, confirm: str | None) -> None:
+    """Build SLOT's image from the app's Dockerfile and push it (Docker, Kubernetes), or its
+    dependency environment (local). Nothing is deployed; the same source is never built
+    twice. `shipway deploy SLOT --build` builds and deploys in one go.
+
+    \b
+    The image is tagged REPOSITORY:src-<digest of the build inputs> in the repository
+    app.image names, pushed with your Docker credentials, and deployed by digest.
+    """
+
+    def body() -> int:
+        from shipway import api
+        from shipway.cli.report import emit_json
+
+        app = obj.app()
+        built = api.build(
+            app, slot, confirm=_confirmation(app, slot, confirm), reporter=_reporter(obj)
+        )
+        doc = {
+            "slot": slot,
+            "kind": built.kind,
+            "what": built.what,
+            "inputs": built.inputs,
+            "result": built.result,
+            "reused": built.reused,
+            "duration": round(built.duration, 3),
+            "image_meta": built.meta.to_json() if built.meta else None,
+        }
+        if obj.json:
+            emit_json(doc)
+            return 0
+        verb = "reused (same inputs)" if built.reused else f"built in {built.duration:.1f}s"
+        click.echo(f"{built.kind} {built.what} {verb}: {built.result}")
+        if built.meta is not None:
+            m = built.meta
+            port = f", exposes {m.exposed_port}" if m.exposed_port else ""
+            click.echo(f"  {m.source_type} image, working dir {m.working_dir or '/'}{port}")
+        return 0
+
+    _run(obj, body)
