@@ -6,9 +6,10 @@ every change wakes whoever waits on its :class:`Changes`. All watches of one bac
 on one asyncio loop in a daemon thread (:class:`WatchLoop`), so the caller's thread stays
 free to time out and to receive signals, and stopping a watch is a clean cancellation.
 
-Request cost: one list and one long-lived watch per set (re-opened only if the server
-closes it); a rollout wait tracks the app's Deployments and Pods: four requests per
-operation, whatever the number of processes.
+Request cost: one list and one long-lived watch per set (re-opened, with back-off, only if
+the server closes it or it breaks; listed again only when it is too old to resume); a
+rollout wait tracks the app's Deployments and Pods: four requests per operation, whatever
+the number of processes.
 """
 
 from __future__ import annotations
@@ -26,9 +27,6 @@ from shipway.errors import BackendError
 if TYPE_CHECKING:
     from lightkube import AsyncClient
     from lightkube.config.kubeconfig import SingleConfig
-
-RETRIES = 5
-
 
 class WatchLoop:
     """One event loop thread and one async client, started on first use."""
@@ -101,12 +99,17 @@ class Changes:
             return self.version
 
 
-def _retry(error: Exception, count: int) -> Any:
-    from lightkube.types import OnErrorAction, OnErrorResult
+#: the first and the longest wait between two attempts to watch again (doubling in between)
+BACKOFF = (0.2, 5.0)
+#: answers worth watching again after: the watch is too old (410: list again first), the
+#: server is throttling or failing for a while; any other answer ends the watch with it
+TRANSIENT = frozenset({410, 429, 500, 502, 503, 504})
 
-    if count > RETRIES:
-        return OnErrorResult(OnErrorAction.RAISE)
-    return OnErrorResult(OnErrorAction.RETRY, sleep=min(2.0, 0.2 * count))
+
+def backoff(attempt: int) -> float:
+    """Seconds to wait before attempt ``attempt`` (1, 2 …) to watch again."""
+    first, longest = BACKOFF
+    return float(min(longest, first * 2 ** (attempt - 1)))
 
 
 class LiveSet:
@@ -146,7 +149,11 @@ class LiveSet:
             if self._future.done() or time.monotonic() > end:
                 break
         if not self._listed.is_set():
-            detail = self.error or f"no answer within {timeout:g}s"
+            failed = self._future.done() and not self._future.cancelled()
+            raised = self._future.exception() if failed else None
+            detail = self.error or (
+                f"{type(raised).__name__}: {raised}" if raised else f"no answer within {timeout:g}s"
+            )
             self.stop()
             raise BackendError(f"cannot list {self.what} in {self.namespace}: {detail}")
         return self
@@ -161,6 +168,12 @@ class LiveSet:
             return dict(self.objects)
 
     async def _run(self) -> None:
+        """List, then watch from the list's resourceVersion, for as long as the set is
+        watched. A watch that ends, cannot reconnect or is refused for a while is opened
+        again with back-off (from the last version seen), never ending the wait; a watch
+        too old to resume (410 Gone) lists again and the set becomes exactly that list, so
+        an object deleted meanwhile never stays in it. Only the first list's failure, or an
+        answer that will not change (403, 404 …), ends the set with ``error``."""
         from lightkube.core.exceptions import ApiError
 
         client = self.loop.client()
@@ -171,34 +184,50 @@ class LiveSet:
             kwargs["fields"] = self.fields
         list_: Any = client.list
         watch: Any = client.watch
-        try:
-            listing = list_(self.resource, **kwargs)
-            items = [obj.to_dict() async for obj in listing]
-            with self.changes.cond:
-                for item in items:
-                    self.objects[item["metadata"]["name"]] = item
+        version: str | None = None
+        attempt = 0
+        while True:
+            try:
+                if version is None:
+                    version = await self._list(list_, kwargs)
+                async for event, obj in watch(self.resource, resource_version=version, **kwargs):
+                    attempt = 0
+                    item = obj.to_dict()
+                    name = item["metadata"]["name"]
+                    version = item["metadata"].get("resourceVersion") or version
+                    with self.changes.cond:
+                        if event == "DELETED":
+                            self.objects.pop(name, None)
+                        else:
+                            self.objects[name] = item
+                    self.changes.bump()
+            except asyncio.CancelledError:
+                raise
+            except ApiError as exc:
+                code = exc.status.code
+                if not self._listed.is_set() or code not in TRANSIENT:
+                    self.error = f"{code} {exc.status.reason}: {exc.status.message}"
+                    self.changes.bump()
+                    return
+                if code == 410:
+                    version = None  # too old to resume: list again
+            except Exception as exc:
+                if not self._listed.is_set():
+                    self.error = f"{type(exc).__name__}: {exc}"
+                    self.changes.bump()
+                    return
+            attempt += 1
+            await asyncio.sleep(backoff(attempt))
+
+    async def _list(self, list_: Any, kwargs: Mapping[str, Any]) -> str:
+        """List the set afresh: it becomes exactly what the list holds. Returns the list's
+        resourceVersion, to watch from."""
+        listing = list_(self.resource, **kwargs)
+        items = [obj.to_dict() async for obj in listing]
+        with self.changes.cond:
+            self.objects = {item["metadata"]["name"]: item for item in items}
+            if not self._listed.is_set():
                 self.initial = dict(self.objects)
-            self._listed.set()
-            self.changes.bump()
-            async for event, obj in watch(
-                self.resource,
-                resource_version=listing.resourceVersion,
-                on_error=_retry,
-                **kwargs,
-            ):
-                item = obj.to_dict()
-                name = item["metadata"]["name"]
-                with self.changes.cond:
-                    if event == "DELETED":
-                        self.objects.pop(name, None)
-                    else:
-                        self.objects[name] = item
-                self.changes.bump()
-        except asyncio.CancelledError:
-            raise
-        except ApiError as exc:
-            self.error = f"{exc.status.code} {exc.status.reason}: {exc.status.message}"
-            self.changes.bump()
-        except Exception as exc:
-            self.error = f"{type(exc).__name__}: {exc}"
-            self.changes.bump()
+        self._listed.set()
+        self.changes.bump()
+        return str(listing.resourceVersion)
