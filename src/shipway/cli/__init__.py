@@ -30,6 +30,7 @@ Exit codes:
   4   the slot is locked by another operation (the message names the holder)
   5   the saved plan is stale: the slot changed since it was made
   6   plan --detailed-exitcode: the plan has changes (0: no changes)
+  7   a file shipway keeps could not be written (a full disk): the message names it
   10  rolled-back: the new release failed; the previous one serves again
   11  rollback-failed: the new release failed and so did the rollback; the slot MAY BE DOWN
   12  no-anchor: the new release failed and nothing ran before it; nothing was restored
