@@ -29,10 +29,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=15)
     args = parser.parse_args()
-    exe = shutil.which("shipway") or sys.argv[0]
+    # the installed entry point (as a user runs it), else the module through this interpreter
+    found = shutil.which("shipway")
+    exe = [found] if found else [sys.executable, "-m", "shipway"]
     floor = statistics.median(measure([sys.executable, "-c", "pass"], args.runs))
-    help_ms = statistics.median(measure([exe, "--help"], args.runs))
-    version_ms = statistics.median(measure([exe, "validate", "--help"], args.runs))
+    help_ms = statistics.median(measure([*exe, "--help"], args.runs))
+    version_ms = statistics.median(measure([*exe, "validate", "--help"], args.runs))
     print(f"python -c pass          median {floor:6.1f} ms")
     print(f"shipway --help          median {help_ms:6.1f} ms  ({help_ms / floor:.1f}x the floor)")
     print(f"shipway validate --help median {version_ms:6.1f} ms")

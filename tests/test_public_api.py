@@ -28,7 +28,8 @@ EXPECTED = [
     "Reporter", "RollbackFailed", "Rolled", "RolledBack", "ShipwayError", "Slot", "SlotLocked",
     "SlotStatus", "SpecInvalid", "StalePlan", "Target", "Unchanged", "__version__", "build",
     "clear", "deploy", "destroy", "diff", "helm_history", "helm_release", "history", "load",
-    "logs", "plan", "promote", "repair", "restart", "rollback", "status", "stop",
+    "logs", "plan", "promote", "repair", "restart", "rollback", "run", "status",
+    "stop",
 ]  # fmt: skip
 
 # The slots the README's snippet names (staging is planned, prod deployed), both local.

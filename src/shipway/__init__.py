@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         repair,
         restart,
         rollback,
+        run,
         status,
         stop,
     )
@@ -72,7 +73,7 @@ _WHERE = {
     "shipway.api": (
         "SlotStatus build clear deploy destroy diff helm_history helm_release history load logs "
         "plan "
-        "promote repair restart rollback status stop"
+        "promote repair restart rollback run status stop"
     ),
     # what api functions take: a backend of one's own (``backend=``), where progress goes
     # (``reporter=``)
@@ -165,6 +166,7 @@ __all__ = [
     "repair",
     "restart",
     "rollback",
+    "run",
     "status",
     "stop",
 ]

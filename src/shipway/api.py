@@ -8,7 +8,7 @@ slot's own backend is opened.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -21,10 +21,14 @@ from shipway.backends.protocol import (
     Built,
     GenerationInfo,
     Leftover,
+    LogLine,
+    LogQuery,
+    LogView,
     MaskingReporter,
     NullReporter,
     ProcessStatus,
     Reporter,
+    ViewsLogs,
     VolumeStatus,
 )
 from shipway.engine import DEFAULT_ROLLBACK_TIMEOUT, DEFAULT_TIMEOUT, Engine, Outcome
@@ -34,8 +38,8 @@ from shipway.plan.change import Diff
 from shipway.plan.diff import between
 from shipway.plan.model import Plan
 from shipway.release import history as _history
-from shipway.release.model import Release
-from shipway.spec.model import App
+from shipway.release.model import Release, ReleaseStatus
+from shipway.spec.model import App, Target
 from shipway.spec.secrets import Masker
 
 if TYPE_CHECKING:
@@ -346,6 +350,32 @@ def destroy(
         return engine.destroy(clearance, app, slot, volumes=volumes)
 
 
+def run(
+    app: App,
+    slot: str,
+    command: Sequence[str],
+    *,
+    process: str | None = None,
+    stdin: bool | None = False,
+    tty: bool | None = False,
+    host: str | None = None,
+    confirm: str | None = None,
+    backend: Backend | None = None,
+    reporter: Reporter | None = None,
+) -> int:
+    """Run ``command`` once in the deployed release's environment (its files, env, secrets,
+    volumes, as ``process`` — default ``web``, else the first — gets them) and return its
+    exit code. A one-off command can change production data: it needs the slot's clearance
+    like any mutation. ``stdin``/``tty``: pass standard input through, give it a terminal
+    (``docker run -i``/``-t``; None: if the backend can); ``host``: the Docker host to run
+    it on. The command's output goes to this process's standard output and error."""
+    clearance = clear(app, slot, confirm)
+    with _engine(app, slot, backend, reporter) as engine:
+        return engine.run_command(
+            clearance, app, slot, command, process=process, stdin=stdin, tty=tty, host=host
+        )
+
+
 def logs(
     app: App,
     slot: str,
@@ -366,11 +396,132 @@ def logs(
     return _logs_then_close(app, slot, process, follow, lines)
 
 
+def log_view(
+    app: App,
+    slot: str,
+    process: str | None = None,
+    *,
+    lines: int = 50,
+    since: float | None = None,
+    release: int | None = None,
+    follow: bool = False,
+    backend: Backend | None = None,
+) -> LogView:
+    """What ``shipway logs`` shows: the last ``lines`` lines of every process (or of
+    ``process``) interleaved by time, those written since ``since`` (epoch seconds), of what
+    runs or of one ``release``, then with ``follow`` every new line; with a line saying
+    what they are when it is not simply what runs. A backend that cannot select by time or
+    release (``ViewsLogs``) shows what runs; ``since`` and ``release`` are then refused, as
+    input errors."""
+    query = LogQuery(process, lines, since, release, follow)
+    if query.process is not None and query.process not in app.processes:
+        raise InputError(
+            f"no process {query.process!r} in {app.name} (processes: {', '.join(app.processes)})"
+        )
+    target = app.slots.target(slot)
+    if backend is not None:
+        return _view_of(backend, target, query)
+    opened = open_backend(app, app.slots.get(slot))
+    try:
+        view = _view_of(opened, target, query)
+    except BaseException:
+        opened.close()
+        raise
+
+    def then_close() -> Iterator[LogLine]:
+        try:
+            yield from view.lines
+        finally:
+            opened.close()
+
+    return LogView(view.about, then_close())
+
+
+def _view_of(b: Backend, target: Target, query: LogQuery) -> LogView:
+    if isinstance(b, ViewsLogs):
+        return b.log_view(target, query)
+    if query.since is not None or query.release is not None:
+        raise InputError(
+            f"the {b.name} backend shows the logs of what runs only: it takes no --since or "
+            "--release yet"
+        )
+    lines = b.logs(target, query.process, query.follow, query.lines)
+    return LogView(None, (LogLine("", None, line) for line in lines))
+
+
 def _logs_then_close(
     app: App, slot: str, process: str | None, follow: bool, lines: int
 ) -> Iterator[str]:
     with _backend(app, slot, None) as b:
         yield from b.logs(app.slots.target(slot), process, follow, lines)
+
+
+# -- what a slot is doing -------------------------------------------------------------
+#
+# In one word and one line, from its records and what runs: ``nothing deployed``,
+# ``deploying`` (a pending release: someone's deploy holds the slot), ``stopped`` (a
+# deployed release, nothing of it running), ``failed rN`` (the newest release failed; the
+# line says what serves instead), ``degraded`` (fewer ready than desired), ``running``.
+# Every backend keeps records and reports processes alike, so all say the same words.
+
+
+@dataclass(frozen=True)
+class SlotState:
+    word: str
+    line: str
+    #: the newest release's revision when it failed (``failed rN``)
+    failed: int | None = None
+    #: who deploys now, when a release is pending
+    held_by: str | None = None
+
+
+NOTHING = SlotState("nothing deployed", "nothing deployed")
+
+
+def slot_state(records: Sequence[Release], processes: Sequence[ProcessStatus]) -> SlotState:
+    ordered = _history.ordered(records)
+    if not ordered:
+        return NOTHING
+    newest = ordered[-1]
+    deployed = _history.deployed(ordered)
+    serving = f"r{deployed.revision}" if deployed else "nothing"
+    if newest.status == ReleaseStatus.PENDING:
+        return SlotState(
+            "deploying",
+            f"deploying r{newest.revision} (held by {newest.actor} since "
+            f"{newest.created_at}); {serving} is the deployed release",
+            held_by=newest.actor,
+        )
+    running = [p for p in processes if p.ready > 0]
+    if deployed is not None and not running:
+        return SlotState(
+            "stopped",
+            f"stopped: r{deployed.revision} is the deployed release, nothing of it runs "
+            "(shipway deploy or restart brings it back)",
+        )
+    if newest.status == ReleaseStatus.FAILED:
+        why = _first_line(newest.description)
+        serves = f"r{deployed.revision} serves" if deployed else "nothing serves"
+        return SlotState(
+            f"failed r{newest.revision}",
+            f"failed r{newest.revision} ({why}); {serves}",
+            failed=newest.revision,
+        )
+    if deployed is None:
+        return NOTHING
+    short = [p for p in processes if p.ready < p.desired]
+    word = "degraded" if short else "running"
+    detail = ", ".join(f"{p.process} {p.ready}/{p.desired} ready" for p in short)
+    return SlotState(
+        word,
+        f"{word} r{deployed.revision}, deployed {deployed.updated_at}"
+        + (f" ({detail})" if detail else "")
+        + f" — {_first_line(deployed.description)}",
+    )
+
+
+def _first_line(text: str) -> str:
+    return text.splitlines()[0] if text else ""
 
 
 @dataclass(frozen=True)
@@ -381,12 +532,17 @@ class SlotStatus:
     deployed: Release | None
     processes: list[ProcessStatus]
     volumes: list[VolumeStatus] = field(default_factory=list)
+    #: what the slot is doing: running, stopped, deploying (held by …), failed rN …
+    state: SlotState = NOTHING
 
     def to_json(self) -> dict[str, Any]:
         return {
             "app": self.app,
             "slot": self.slot,
             "backend": self.backend,
+            "state": self.state.word,
+            "state_line": self.state.line,
+            "held_by": self.state.held_by,
             "deployed": self.deployed.summary() if self.deployed else None,
             "processes": [p.to_json() for p in self.processes],
             "volumes": [v.to_json() for v in self.volumes],
@@ -396,14 +552,37 @@ class SlotStatus:
 def status(app: App, slot: str, *, backend: Backend | None = None) -> SlotStatus:
     target = app.slots.target(slot)
     with _backend(app, slot, backend) as b:
+        records = b.read_records(target)
+        processes = b.status(target)
         return SlotStatus(
             app=app.name,
             slot=slot,
             backend=target.backend,
-            deployed=_history.deployed(b.read_records(target)),
-            processes=b.status(target),
+            deployed=_history.deployed(records),
+            processes=processes,
             volumes=b.volumes(target),
+            state=slot_state(records, processes),
         )
+
+
+def ls(state_dirs: Sequence[Path] = ()) -> list[SlotStatus]:
+    """Every app and slot the local state directories know (default: the one a slot
+    without ``state_dir`` uses), each with its status — read from its own records, so no
+    spec is needed."""
+    from shipway.backends.local import listing
+
+    roots = list(dict.fromkeys(p.resolve() for p in state_dirs)) or [listing.default_root()]
+    out: list[SlotStatus] = []
+    for root in roots:
+        for app_name, slot_name in listing.known(root):
+            app = listing.recorded_app(root, app_name, slot_name)
+            if app is None:
+                why = f"its records (in {root}) hold no spec this version of shipway reads"
+                unknown = SlotState("unknown", why)
+                out.append(SlotStatus(app_name, slot_name, "local", None, [], state=unknown))
+            else:
+                out.append(status(app, slot_name))
+    return out
 
 
 def history(app: App, slot: str, *, backend: Backend | None = None) -> list[Release]:

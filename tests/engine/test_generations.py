@@ -73,17 +73,44 @@ def test_each_deploy_is_a_new_generation_switched_in_order(
     assert g2 and g2 != g1
     assert calls(backend, "scale", "wait_replicas", "run_release_command", "point_host",
                  "drop_host") == [
+        "run_release_command migrate",
         f"scale {g2}/web=2", f"scale {g2}/worker=1",
         f"wait_replicas {g2}/web", f"wait_replicas {g2}/worker",
-        "run_release_command migrate",
         f"point_host shop.example.com->{g2}",
         f"drop_host shop.example.com-x-{g1}",
         f"scale {g1}/web=0", f"scale {g1}/worker=0",
     ]  # fmt: skip
     applied = calls(backend, "apply")
     assert applied and all(f"gen/{g2}/" in a for a in applied)
+    # the release phase: after the generation's config, before any of its workloads
+    phase = calls(backend, "apply", "run_release_command")
+    assert phase == [
+        f"apply create gen/{g2}/config/shop",
+        "run_release_command migrate",
+        f"apply create gen/{g2}/workload/web",
+        f"apply create gen/{g2}/workload/worker",
+    ]
     assert gens(backend) == {g1: "asleep", g2: "live"}
     assert backend.records[1].status == ReleaseStatus.SUPERSEDED
+
+
+def test_a_failing_release_command_starts_nothing_of_the_new_generation(
+    app: App, backend: MemoryBackend, out: Lines
+) -> None:
+    deploy(app, backend, out)
+    g1 = backend.records[1].generation
+    backend.failing_release_command = True
+    backend.calls.clear()
+    outcome = deploy(app, backend, out, image="reg/shop:2")
+    assert isinstance(outcome, RolledBack) and outcome.exit_code == 10
+    assert outcome.failure.reason == "ReleaseCommandFailed"
+    g2 = backend.records[2].generation
+    # only the generation's config was applied; no workload of it, no scale, no host moved
+    assert calls(backend, "apply") == [f"apply create gen/{g2}/config/shop"]
+    assert not [c for c in calls(backend, "scale") if f"{g2}/" in c and not c.endswith("=0")]
+    assert calls(backend, "point_host", "drop_host") == []
+    assert backend.routes["shop.example.com"] == g1
+    assert gens(backend)[g1] == "live"
 
 
 def test_a_failing_route_drop_is_reported_with_its_fix_and_is_not_fatal(
@@ -111,7 +138,8 @@ def test_a_generation_that_never_gets_ready_leaves_routes_untouched(
     )
     outcome = deploy(app, backend, out, image="reg/shop:2")
     assert isinstance(outcome, RolledBack) and outcome.exit_code == 10
-    assert calls(backend, "point_host", "drop_host", "run_release_command") == []
+    assert calls(backend, "point_host", "drop_host") == []
+    assert calls(backend, "run_release_command") == ["run_release_command migrate"]  # ran first
     assert backend.routes["shop.example.com"] == g1
     g2 = backend.records[2].generation
     assert backend.records[2].status == ReleaseStatus.FAILED

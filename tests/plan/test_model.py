@@ -83,7 +83,7 @@ def test_describe_gives_the_dry_run_lines() -> None:
     lines = plan().describe()
     assert lines[0] == "deploy shop to slot prod (kubernetes): release r3, image reg/shop:2"
     assert lines[1] == "  1. create Deployment/web"
-    assert "  2. run the release command: rake db:migrate" in lines
+    assert "  2. run the release command, before any new process starts: rake db:migrate" in lines
     assert "  4. put to sleep: web generation g1 after 2.5s" in lines
     assert (
         "  10. build image reg/shop:src-0123456789abcdef from Dockerfile (12 files) "

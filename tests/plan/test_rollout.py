@@ -60,23 +60,26 @@ SIDE_BY_SIDE = Artifact(
 )
 
 
-def test_side_by_side_order_gates_health_before_release_command_before_switch() -> None:
+RELEASE_PHASE = "run the release command, before any new process starts: migrate"
+
+
+def test_side_by_side_order_runs_the_release_command_before_any_new_process() -> None:
     old = unit("program/web@1", process="web")
     observed = Observed.of([seen(old), seen(unit("route/app.localhost", ROUTING, v=0))])
     steps = rollout_steps(SIDE_BY_SIDE, observed, release_command=("migrate",))
     assert [type(s).__name__ for s in steps] == [
         "ApplyObject",
+        "RunReleaseCommand",
         "ApplyObject",
         "WaitRollout",
-        "RunReleaseCommand",
         "ApplyObject",
         "Remove",
     ]
     assert names(steps) == [
         "create snapshot/r2",
+        RELEASE_PHASE,
         "create program/web@2",
         "wait until web is ready",
-        "run the release command: migrate",
         "update route/app.localhost",
         "remove program/web@1 (no longer declared)",
     ]
@@ -94,7 +97,7 @@ def test_in_place_order_runs_release_command_before_workloads_switch() -> None:
     steps = rollout_steps(desired, Observed(), release_command=("migrate",))
     assert names(steps) == [
         "create Namespace/ns",
-        "run the release command: migrate",
+        RELEASE_PHASE,
         "create Deployment/web",
         "create Deployment/worker",
         "wait until web is ready",
@@ -168,4 +171,27 @@ def test_a_volume_is_never_removed_and_every_generation_keeps_it() -> None:
         "PersistentVolumeClaim/shop-data",
         "gen/g1/x",
         "volume/data",
+    ]
+
+
+def test_prerequisites_that_wait_are_ready_before_the_release_command() -> None:
+    """A waited-on prerequisite (a host's proxy) is ready before the release phase; every
+    process of the release starts after it."""
+    desired = Artifact(
+        (
+            unit("files/abc", PREREQUISITE),
+            unit("proxy/a", PREREQUISITE, waits=True, process="proxy"),
+            unit("container/web.1", waits=True, process="web"),
+            unit("route/web", ROUTING, switches=True, process="web"),
+        )
+    )
+    steps = rollout_steps(desired, Observed(), release_command=("migrate",))
+    assert names(steps) == [
+        "create files/abc",
+        "create proxy/a",
+        "wait until proxy is ready",
+        RELEASE_PHASE,
+        "create container/web.1",
+        "wait until web is ready",
+        "create route/web",
     ]

@@ -1,10 +1,12 @@
 """The build context of an image: the app's files, exactly, as one deterministic tar.
 
 What goes in: the files under the context directory that ``.dockerignore`` does not exclude
-(the Docker SDK's own pattern matcher, so the rules are Docker's). What never goes in,
-whatever ``.dockerignore`` says (invariant 12): a secret file the spec refers to, ``.env``
-files, version-control directories, virtualenvs (``.venv``, or any directory holding a
-``pyvenv.cfg``) and Python caches.
+(the Docker SDK's own pattern matcher, so the rules are Docker's) and that are the app by
+the one rule every copy of an app follows (:class:`~shipway.backends.appfiles.AppFiles`,
+the local snapshot's too). So never, whatever ``.dockerignore`` says (invariant 12): a
+secret file the spec refers to, ``.env`` files, version-control directories, virtualenvs
+(``.venv``, or any directory holding a ``pyvenv.cfg``), ``node_modules``, caches, nor what
+``.shipwayignore`` names.
 
 The tar is deterministic — names sorted, owners and times fixed, only the executable bit of
 a mode kept — so its sha256, with the Dockerfile's path and the build args, is the content
@@ -24,39 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from shipway.backends.appfiles import AppFiles
 from shipway.errors import InputError
 from shipway.spec.model import App
 
-NEVER_DIRS = frozenset(
-    {
-        ".git",
-        ".hg",
-        ".svn",
-        ".bzr",
-        ".venv",
-        "__pycache__",
-        ".mypy_cache",
-        ".pytest_cache",
-        ".ruff_cache",
-        ".tox",
-    }
-)
-#: ``.env.example`` and the like are documentation, not secrets
-ENV_SAMPLES = (".example", ".sample", ".template", ".dist")
 MTIME = 315532800  # 1980-01-01, as reproducible builds use: a fixed time, not the file's
-
-
-def never(rel: str, is_dir: bool) -> bool:
-    """Whether a path (relative, '/'-separated) may never be part of a build context."""
-    parts = rel.split("/")
-    if any(p in NEVER_DIRS for p in (parts if is_dir else parts[:-1])):
-        return True
-    name = parts[-1]
-    if is_dir:
-        return False
-    if name.endswith((".pyc", ".pyo")):
-        return True
-    return name == ".env" or (name.startswith(".env.") and not name.endswith(ENV_SAMPLES))
 
 
 @dataclass(frozen=True)
@@ -94,31 +68,12 @@ class BuildContext:
                 f"build.dockerfile {settings.dockerfile!r} is outside build.context "
                 f"{settings.context!r} (hint: move it into the context directory)"
             ) from None
-        secret_files = {
-            Path(ref.from_file).resolve() for ref in app.secrets.values() if ref.from_file
-        }
         patterns = _dockerignore(root)
-        venvs: dict[str, bool] = {}
-
-        def in_venv(rel: str) -> bool:
-            parts = rel.rstrip("/").split("/")
-            for i in range(1, len(parts) + 1):
-                d = "/".join(parts[:i])
-                if d not in venvs:
-                    venvs[d] = (root / d / "pyvenv.cfg").is_file()
-                if venvs[d]:
-                    return True
-            return False
-
-        kept = []
+        candidates = []
         for rel in exclude_paths(str(root), patterns, dockerfile=inside):
             full = root / rel
-            is_dir = full.is_dir() and not full.is_symlink()
-            if never(rel, is_dir) or in_venv(rel if is_dir else rel.rpartition("/")[0]):
-                continue
-            if full.resolve() in secret_files:
-                continue
-            kept.append(rel + "/" if is_dir else rel)
+            candidates.append((rel, full.is_dir() and not full.is_symlink()))
+        kept = AppFiles.of(app, root).select(root, candidates)
         return cls(root, inside, tuple(sorted(kept)), dict(settings.args))
 
     def write_tar(self, out: IO[bytes]) -> None:

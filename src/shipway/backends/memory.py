@@ -25,6 +25,7 @@ from shipway.backends.protocol import (
     HostOwner,
     Leftover,
     LockHolder,
+    OneOffCommand,
     ProcessStatus,
     Reason,
     Reporter,
@@ -58,6 +59,7 @@ MUTATING = frozenset(
         "apply",
         "remove",
         "run_release_command",
+        "run_command",
         "scale",
         "point_host",
         "drop_host",
@@ -102,6 +104,8 @@ class MemoryBackend:
         #: a build fails with this log (its last lines are the failure's details)
         self.failing_build_log: tuple[str, ...] | None = None
         self.built: dict[str, str] = {}  # inputs digest -> image digest (the "registry")
+        self.command_exit_code = 0  # what a one-off command exits with
+        self.runtime_files_of: dict[int, list[str]] = {}  # revision -> what it wrote inside
 
     def _note(self, method: str, detail: str = "") -> None:
         self.calls.append((method, detail))
@@ -315,6 +319,25 @@ class MemoryBackend:
         if self.failing_release_command:
             return Failure(reason=Reason.RELEASE_COMMAND_FAILED, message="exit 3", exit_code=3)
         return None
+
+    def run_command(
+        self,
+        clearance: Clearance,
+        target: Target,
+        release: Release,
+        oneoff: OneOffCommand,
+        secrets: Mapping[str, Secret],
+        reporter: Reporter,
+    ) -> int:
+        clearance.require_covers(target)
+        self._note(
+            "run_command", f"r{release.revision} {oneoff.process}: {' '.join(oneoff.command)}"
+        )
+        return self.command_exit_code
+
+    def runtime_files(self, target: Target, release: Release) -> list[str] | None:
+        self._note("runtime_files", f"r{release.revision}")
+        return self.runtime_files_of.get(release.revision)
 
     def scale(self, clearance: Clearance, target: Target, step: Scale, reporter: Reporter) -> None:
         clearance.require_covers(target)

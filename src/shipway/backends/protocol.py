@@ -219,6 +219,32 @@ class Built:
 
 
 @dataclass(frozen=True)
+class OneOffCommand:
+    """A one-off command (``shipway run``): the words to run, as which process of the
+    deployed release, and how it is attached. ``stdin``: this process's standard input is
+    passed through (``-i``); ``tty``: the command gets a terminal (``-t``) — each True when
+    asked for (a backend that cannot must refuse), None when wanted if the backend can (the
+    default on a terminal), False when not. ``host``: the Docker host to run it on (None:
+    the first that runs the process)."""
+
+    command: tuple[str, ...]
+    process: str
+    stdin: bool | None = False
+    tty: bool | None = False
+    host: str | None = None
+
+    @property
+    def attached(self) -> bool:
+        """Standard input is to be passed through (asked for, or wanted)."""
+        return self.stdin is not False
+
+    @property
+    def terminal(self) -> bool:
+        """The command is to get a terminal (asked for, or wanted)."""
+        return self.tty is not False
+
+
+@dataclass(frozen=True)
 class ProcessStatus:
     process: str
     desired: int
@@ -254,6 +280,43 @@ class GenerationInfo:
             "release": self.release,
             "created_at": self.created_at,
         }
+
+
+@dataclass(frozen=True)
+class LogQuery:
+    """What ``shipway logs`` asks for: the last ``lines`` lines (all processes together,
+    interleaved by time), those written at or after ``since`` (epoch seconds), of what runs
+    or of one release's instances (``release``, a failed one too), then, with ``follow``,
+    every new line."""
+
+    process: str | None = None
+    lines: int = 50
+    since: float | None = None
+    release: int | None = None
+    follow: bool = False
+
+
+@dataclass(frozen=True)
+class LogLine:
+    """One line of a log: where it comes from (``web.1@r3``), when it was written (epoch
+    seconds; None when the backend cannot tell), and its text, secrets masked."""
+
+    source: str
+    at: float | None
+    text: str
+
+    @property
+    def process(self) -> str:
+        return self.source.split("@", 1)[0].split(".", 1)[0]
+
+
+@dataclass(frozen=True)
+class LogView:
+    """The lines a query selects, and — when it is not simply what runs now (a stopped
+    slot, a failed first deploy, ``--release``) — a line saying what they are."""
+
+    about: str | None
+    lines: Iterator[LogLine]
 
 
 @dataclass(frozen=True)
@@ -484,6 +547,46 @@ class Builds(Protocol):
         ...
 
 
+@runtime_checkable
+class ViewsLogs(Protocol):
+    """A backend that selects log lines by time and by release (the local one): what
+    ``logs --since`` and ``--release`` need. Others answer ``Reads.logs`` only."""
+
+    def log_view(self, target: Target, query: LogQuery) -> LogView: ...
+
+
+class RunsCommands(Protocol):
+    """One-off commands in a deployed release's environment (``shipway run``)."""
+
+    def run_command(
+        self,
+        clearance: Clearance,
+        target: Target,
+        release: Release,
+        oneoff: OneOffCommand,
+        secrets: Mapping[str, Secret],
+        reporter: Reporter,
+    ) -> int:
+        """Run ``oneoff`` once in ``release``'s environment — its files, env, secrets and
+        volumes, as ``oneoff.process`` gets them — and return the command's exit code
+        (128 + N when a signal N ended it). The command's own output goes to this process's
+        standard output and error unmasked (it is the user's); what the backend itself says
+        goes to ``reporter``, masked. Whatever it made for the command (a container, a pod)
+        is removed on every path."""
+        ...
+
+
+class RuntimeFiles(Protocol):
+    """What a release wrote inside its own copy of the app while it ran."""
+
+    def runtime_files(self, target: Target, release: Release) -> list[str] | None:
+        """Paths (relative to the app's directory) that ``release`` created or changed at
+        run time inside its own snapshot or container — not part of its recorded content,
+        not under a volume, not a config file shipway wrote. They are lost to the next
+        release. Read-only. None: this backend cannot tell."""
+        ...
+
+
 class Closes(Protocol):
     """What a backend holds open (watch threads, connections, SSH sessions) ends here. The
     API closes every backend it opens; closing twice is harmless."""
@@ -578,9 +681,7 @@ class Drifts(Protocol):
     annotation as it was). The engine asks before it answers "no changes", so that answer
     is never given for a target that no longer runs what its record says."""
 
-    def altered(
-        self, target: Target, release: Release, secrets: Mapping[str, Secret]
-    ) -> list[str]:
+    def altered(self, target: Target, release: Release, secrets: Mapping[str, Secret]) -> list[str]:
         """Keys of ``release``'s units that the target no longer runs as recorded: those
         that applying the recorded unit again would change (a server-side dry run against
         the live object). Read-only; ``secrets`` only to compare, never shown."""
@@ -589,10 +690,23 @@ class Drifts(Protocol):
 
 @runtime_checkable
 class Backend(
-    Renders, Reads, Records, Locks, Steps, Builds, Closes, Volumes, Destroys, Hosts, Protocol
+    Renders,
+    Reads,
+    Records,
+    Locks,
+    Steps,
+    Builds,
+    RunsCommands,
+    RuntimeFiles,
+    Closes,
+    Volumes,
+    Destroys,
+    Hosts,
+    Protocol,
 ):
     """Every backend: renders, reads, keeps records and the lock, builds, performs rolling
-    steps, keeps volumes, can be told to destroy what it made, and says who serves a host."""
+    steps, runs one-off commands, tells what a release wrote inside itself, keeps volumes,
+    can be told to destroy what it made, and says who serves a host."""
 
     name: str
 

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
+from shipway.cli.completion import complete_process, complete_revision, complete_slot
+
 if TYPE_CHECKING:
     from shipway.backends.protocol import Reporter
     from shipway.engine.outcome import Outcome
@@ -35,6 +37,7 @@ Exit codes:
   11  rollback-failed: the new release failed and so did the rollback; the slot MAY BE DOWN
   12  no-anchor: the new release failed and nothing ran before it; nothing was restored
   130/143  interrupted (SIGINT/SIGTERM): the pending release is marked failed
+  run: the command's own exit code (shipway's own failures: 1, 2, 3 as above)
 """
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -44,11 +47,43 @@ class Context:
     def __init__(self, spec_file: str | None = None) -> None:
         self.spec_file = spec_file
         self.json = False
+        self.reporters: list[Any] = []
 
     def app(self) -> App:
         from shipway.api import load
 
         return load(self.spec_file)
+
+
+def pick_slot(app: App, given: str | None, *after: Any) -> tuple[Any, ...]:
+    """SLOT and the arguments after it, for a command whose SLOT may be left out when the
+    spec has one slot (the implicit ``local`` one, say): ``restart web`` is then
+    ``restart local web``, ``rollback 3`` is ``rollback local 3``. With several slots, a
+    missing SLOT is an input error naming them."""
+    names = app.slots.names()
+    if given is not None and given not in app.slots and len(names) == 1 and after[-1:] == (None,):
+        return (names[0], given, *after[:-1])
+    if given is not None:
+        return (given, *after)
+    if len(names) == 1:
+        return (names[0], *after)
+    from shipway.errors import InputError
+
+    command = f"shipway {click.get_current_context().info_name}"
+    raise InputError(
+        f"which slot? the spec declares {len(names)}: {', '.join(names)} "
+        f"(hint: {command} {names[0]})"
+    )
+
+
+def one_slot(app: App, given: str | None) -> str:
+    """SLOT as given, or the spec's only slot (:func:`pick_slot`)."""
+    return str(pick_slot(app, given)[0])
+
+
+def slot_argument(f: F) -> F:
+    """The optional SLOT argument every slot command takes, completed from the spec."""
+    return click.argument("slot", required=False, shell_complete=complete_slot)(f)
 
 
 def output_option(f: F) -> F:
@@ -103,9 +138,17 @@ def timeout_options(f: F) -> F:
 
 
 def _reporter(obj: Context) -> Any:
+    """Progress for this command (stderr with -o json); closed when the command ends."""
     from shipway.cli.report import TerminalReporter
 
-    return TerminalReporter(sys.stderr if obj.json else sys.stdout)
+    reporter = TerminalReporter(sys.stderr if obj.json else sys.stdout)
+    obj.reporters.append(reporter)
+    return reporter
+
+
+def _close_reporters(obj: Context) -> None:
+    while obj.reporters:
+        obj.reporters.pop().close()
 
 
 def _confirmation(app: App, slot: str, given: str | None) -> str | None:
@@ -133,7 +176,9 @@ def _fail(
         from shipway.cli.report import emit_json
 
         emit_json({"error": {"message": message, "exit_code": code, **(extra or {})}})
-    click.echo(f"error: {message}", err=True)
+    from shipway.cli.term import colour_on, paint
+
+    click.echo(paint("error:", "bad", colour_on(sys.stderr)) + f" {message}", err=True)
     sys.exit(code)
 
 
@@ -143,7 +188,10 @@ def _run(obj: Context, action: Callable[[], int | None]) -> None:
     from shipway.errors import ShipwayError, SpecInvalid
 
     try:
-        code = action()
+        try:
+            code = action()
+        finally:
+            _close_reporters(obj)
     except SpecInvalid as exc:
         _fail(obj, exc.exit_code, str(exc), {"problems": [p.to_json() for p in exc.problems]})
     except ShipwayError as exc:
@@ -172,7 +220,10 @@ def _roll(obj: Context, operation: Callable[[App, Reporter], Outcome]) -> None:
     from shipway.engine.signals import signals_raise
 
     def body() -> int:
-        return _outcome(obj, operation(obj.app(), _reporter(obj)))
+        reporter = _reporter(obj)
+        outcome = operation(obj.app(), reporter)
+        _close_reporters(obj)  # the live view goes before the outcome is printed
+        return _outcome(obj, outcome)
 
     # once the engine has settled the outcome, a signal while it is printed is said and
     # the exit code stays the outcome's
@@ -186,9 +237,12 @@ def _outcome(obj: Context, outcome: Outcome) -> int:
     if obj.json:
         emit_json(outcome.to_json())
     else:
-        click.echo(outcome.line())
+        from shipway.cli.term import colour_on, paint
+
+        on = colour_on(sys.stdout)
+        click.echo(paint(outcome.line(), outcome.kind, on))
         for line in outcome.details():
-            click.echo(f"  {line}")
+            click.echo(f"  {paint(line, 'warn', on) if line.startswith('warning:') else line}")
     return outcome.exit_code
 
 
@@ -206,8 +260,12 @@ def _outcome(obj: Context, outcome: Outcome) -> int:
 def cli(ctx: click.Context, spec_file: str | None) -> None:
     """Release apps safely: plan, guard, roll out, fail fast, roll back, record.
 
+    SLOT may be left out of every command when the spec has one slot (a spec without
+    [slots] has one: local).
+
     \b
     Typical use:
+      shipway init                      write a shipway.toml from the Procfile, .env …
       shipway validate                  check the spec, list every error
       shipway plan staging              what a deploy would change (touches nothing)
       shipway diff prod [REV_A] [REV_B] what differs between releases (secrets masked)
@@ -218,8 +276,11 @@ def cli(ctx: click.Context, spec_file: str | None) -> None:
       shipway restart prod web          restart one process type only
       shipway promote staging           roll staging's release to the next slot
       shipway logs local web -f         follow a process's log
+      shipway run prod -- CMD ARGS      a one-off command in the deployed release
       shipway stop local                stop what runs in a slot (records stay)
       shipway destroy test1 --confirm test1   delete it all but the volumes
+      shipway ls                        every app and slot this machine runs
+      shipway completion bash           shell completion (see README)
       shipway helm values RELEASE -n NS values of a Helm release (no helm binary)
     """
     ctx.ensure_object(Context).spec_file = spec_file
@@ -274,7 +335,7 @@ def _saved_plan(plan_file: str | None) -> Any:
 
 
 @cli.command()
-@click.argument("slot")
+@slot_argument
 @click.option(
     "--plan",
     "plan_file",
@@ -288,7 +349,7 @@ def _saved_plan(plan_file: str | None) -> Any:
 @pass_obj
 def repair(
     obj: Context,
-    slot: str,
+    slot: str | None,
     plan_file: str | None,
     confirm: str | None,
     timeout: float,
@@ -299,18 +360,19 @@ def repair(
 
     from shipway import api
 
-    _roll(
-        obj,
-        lambda app, reporter: api.repair(
+    def operation(app: App, reporter: Reporter) -> Outcome:
+        name = one_slot(app, slot)
+        return api.repair(
             app,
-            slot,
-            confirm=_confirmation(app, slot, confirm),
+            name,
+            confirm=_confirmation(app, name, confirm),
             saved_plan=_saved_plan(plan_file),
             timeout=timeout,
             rollback_timeout=rollback_timeout,
             reporter=reporter,
-        ),
-    )
+        )
+
+    _roll(obj, operation)
 
 
 def take_host_option(f: F) -> F:
@@ -322,7 +384,7 @@ def take_host_option(f: F) -> F:
 
 
 @cli.command()
-@click.argument("slot")
+@slot_argument
 @click.option("--image", metavar="REF", help="Deploy this image instead of the spec's.")
 @click.option(
     "--plan",
@@ -349,7 +411,7 @@ def take_host_option(f: F) -> F:
 @pass_obj
 def deploy(
     obj: Context,
-    slot: str,
+    slot: str | None,
     image: str | None,
     plan_file: str | None,
     dry_run: bool,
@@ -360,7 +422,9 @@ def deploy(
     timeout: float,
     rollback_timeout: float,
 ) -> None:
-    """Roll out to SLOT: lock, read the anchor, build, apply, wait, record — or roll back.
+    """Roll out to SLOT: lock, read the anchor, build; the release's prerequisites, its release
+    command (before any new process starts), the new processes and their health gate, the
+    switch, the prune; record — or roll back (a failed release command started nothing).
 
     When nothing differs from the deployed release (spec, image, secrets, and the target
     matching its record) it says "no changes", applies nothing, records no revision and
@@ -379,13 +443,13 @@ def deploy(
 
     from shipway import api
 
-    _roll(
-        obj,
-        lambda app, reporter: api.deploy(
+    def operation(app: App, reporter: Reporter) -> Outcome:
+        name = one_slot(app, slot)
+        return api.deploy(
             app,
-            slot,
+            name,
             saved_plan=_saved_plan(plan_file),  # a bad plan file is refused before asking
-            confirm=_confirmation(app, slot, confirm),
+            confirm=_confirmation(app, name, confirm),
             image=image,
             take_host=take_host,
             force=force,
@@ -393,21 +457,34 @@ def deploy(
             timeout=timeout,
             rollback_timeout=rollback_timeout,
             reporter=reporter,
-        ),
-    )
+        )
+
+    _roll(obj, operation)
+
+
+def _revision(value: Any) -> int | None:
+    """REVISION as a number (it may have arrived in SLOT's place: ``rollback 3``)."""
+    if value is None or isinstance(value, int):
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        from shipway.errors import InputError
+
+        raise InputError(f"REVISION must be a revision number, not {value!r}") from None
 
 
 @cli.command()
-@click.argument("slot")
-@click.argument("revision", required=False, type=int)
+@slot_argument
+@click.argument("revision", required=False, shell_complete=complete_revision)
 @confirm_option
 @timeout_options
 @output_option
 @pass_obj
 def rollback(
     obj: Context,
-    slot: str,
-    revision: int | None,
+    slot: str | None,
+    revision: str | None,
     confirm: str | None,
     timeout: float,
     rollback_timeout: float,
@@ -416,30 +493,31 @@ def rollback(
 
     from shipway import api
 
-    _roll(
-        obj,
-        lambda app, reporter: api.rollback(
+    def operation(app: App, reporter: Reporter) -> Outcome:
+        name, rev = pick_slot(app, slot, revision)
+        return api.rollback(
             app,
-            slot,
-            revision,
-            confirm=_confirmation(app, slot, confirm),
+            name,
+            _revision(rev),
+            confirm=_confirmation(app, name, confirm),
             timeout=timeout,
             rollback_timeout=rollback_timeout,
             reporter=reporter,
-        ),
-    )
+        )
+
+    _roll(obj, operation)
 
 
 @cli.command()
-@click.argument("slot")
-@click.argument("process", required=False)
+@slot_argument
+@click.argument("process", required=False, shell_complete=complete_process)
 @confirm_option
 @timeout_options
 @output_option
 @pass_obj
 def restart(
     obj: Context,
-    slot: str,
+    slot: str | None,
     process: str | None,
     confirm: str | None,
     timeout: float,
@@ -449,276 +527,55 @@ def restart(
 
     from shipway import api
 
-    _roll(
-        obj,
-        lambda app, reporter: api.restart(
+    def operation(app: App, reporter: Reporter) -> Outcome:
+        name, proc = pick_slot(app, slot, process)
+        return api.restart(
             app,
-            slot,
-            process,
-            confirm=_confirmation(app, slot, confirm),
+            name,
+            proc,
+            confirm=_confirmation(app, name, confirm),
             timeout=timeout,
             rollback_timeout=rollback_timeout,
             reporter=reporter,
-        ),
-    )
+        )
+
+    _roll(obj, operation)
 
 
 @cli.command()
-@click.argument("slot")
+@slot_argument
 @confirm_option
 @timeout_options
 @output_option
 @pass_obj
 def promote(
-    obj: Context, slot: str, confirm: str | None, timeout: float, rollback_timeout: float
+    obj: Context, slot: str | None, confirm: str | None, timeout: float, rollback_timeout: float
 ) -> None:
     """Roll SLOT's deployed release, by digest, to the slot it promotes to."""
 
     from shipway import api
 
-    _roll(
-        obj,
-        lambda app, reporter: api.promote(
+    def operation(app: App, reporter: Reporter) -> Outcome:
+        name = one_slot(app, slot)
+        return api.promote(
             app,
-            slot,
+            name,
             # the destination's guard: promotion changes the slot it promotes to
-            confirm=_confirmation(app, app.slots.get(slot).promotes_to or slot, confirm),
+            confirm=_confirmation(app, app.slots.get(name).promotes_to or name, confirm),
             timeout=timeout,
             rollback_timeout=rollback_timeout,
             reporter=reporter,
-        ),
-    )
-
-
-@cli.command()
-@click.argument("slot")
-@output_option
-@pass_obj
-def status(obj: Context, slot: str) -> None:
-    """What runs in SLOT: the deployed release, each process, each volume."""
-
-    def body() -> int:
-        from shipway import api
-        from shipway.cli.report import emit_json, table
-
-        result = api.status(obj.app(), slot)
-        if obj.json:
-            emit_json(result.to_json())
-            return 0
-        d = result.deployed
-        click.echo(
-            f"{result.app}/{result.slot} ({result.backend}): "
-            + (
-                f"r{d.revision} deployed {d.updated_at} — {d.description}"
-                if d
-                else "nothing deployed"
-            )
         )
-        rows = [p.to_json() for p in result.processes]
-        columns = list(dict.fromkeys(k for r in rows for k in r if r.get(k) is not None))
-        for line in table(rows, columns):
-            click.echo(line)
-        for volume in result.volumes:
-            click.echo(f"volume {volume.line()}")
-        return 0
 
-    _run(obj, body)
+    _roll(obj, operation)
 
 
 @cli.command()
-@click.argument("slot")
-@output_option
-@pass_obj
-def gens(obj: Context, slot: str) -> None:
-    """List SLOT's generations (blue-green): release, state (live / awake / asleep), age."""
-
-    def body() -> int:
-        from shipway import api
-
-        rows = [g.to_json() for g in api.generations(obj.app(), slot)]
-        if not obj.json:
-            for row in rows:
-                row["age"] = _age(str(row["created_at"]))
-        return _list(obj, slot, "generations", rows, ["name", "state", "release", "age"])
-
-    _run(obj, body)
-
-
-def _list(
-    obj: Context, slot: str, what: str, rows: list[dict[str, Any]], columns: list[str]
-) -> int:
-    """``{"slot": SLOT, WHAT: rows}`` with -o json, else a table (or a line saying there
-    is none)."""
-    from shipway.cli.report import emit_json, table
-
-    if obj.json:
-        emit_json({"slot": slot, what: rows})
-        return 0
-    if not rows:
-        click.echo(f"no {what} in slot {slot!r}")
-    for line in table(rows, columns):
-        click.echo(line)
-    return 0
-
-
-def _age(stamp: str) -> str:
-    from datetime import UTC, datetime
-
-    try:
-        then = datetime.fromisoformat(stamp)
-    except ValueError:
-        return stamp
-    seconds = int((datetime.now(UTC) - then).total_seconds())
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size}{unit}"
-    return f"{max(seconds, 0)}s"
-
-
-@cli.command()
-@click.argument("slot")
-@click.argument("generation")
-@confirm_option
-@take_host_option
-@timeout_options
-@output_option
-@pass_obj
-def switch(
-    obj: Context,
-    slot: str,
-    generation: str,
-    confirm: str | None,
-    take_host: bool,
-    timeout: float,
-    rollback_timeout: float,
-) -> None:
-    """Switch SLOT to GENERATION: wake, wait, point hosts, drop the old route, sleep it."""
-
-    from shipway import api
-
-    _roll(
-        obj,
-        lambda app, reporter: api.switch(
-            app,
-            slot,
-            generation,
-            confirm=_confirmation(app, slot, confirm),
-            take_host=take_host,
-            timeout=timeout,
-            rollback_timeout=rollback_timeout,
-            reporter=reporter,
-        ),
-    )
-
-
-def _generation_command(name: str, doc: str) -> None:
-    @cli.command(name=name, help=doc)
-    @click.argument("slot")
-    @click.argument("generation")
-    @confirm_option
-    @output_option
-    @pass_obj
-    def command(obj: Context, slot: str, generation: str, confirm: str | None) -> None:
-        def body() -> int:
-            from shipway import api
-            from shipway.cli.report import emit_json
-
-            app = obj.app()
-            action = api.sleep if name == "sleep" else api.wake
-            action(
-                app,
-                slot,
-                generation,
-                confirm=_confirmation(app, slot, confirm),
-                reporter=_reporter(obj),
-            )
-            state = "asleep" if name == "sleep" else "awake (no traffic moved)"
-            if obj.json:
-                emit_json({"slot": slot, "generation": generation, "state": state})
-            else:
-                click.echo(f"{generation} is {state}")
-            return 0
-
-        _run(obj, body)
-
-
-_generation_command("sleep", "Put GENERATION of SLOT to sleep (scaled to zero, kept).")
-_generation_command("wake", "Wake GENERATION of SLOT and wait until ready; no traffic moves.")
-
-
-@cli.command()
-@click.argument("slot")
-@click.option(
-    "--keep", type=int, default=2, show_default=True, help="How many asleep generations to keep."
-)
+@slot_argument
 @confirm_option
 @output_option
 @pass_obj
-def gc(obj: Context, slot: str, keep: int, confirm: str | None) -> None:
-    """Delete SLOT's asleep generations beyond the KEEP newest; never the live one."""
-
-    def body() -> int:
-        from shipway import api
-        from shipway.cli.report import emit_json
-
-        app = obj.app()
-        deleted = api.gc(
-            app, slot, keep, confirm=_confirmation(app, slot, confirm), reporter=_reporter(obj)
-        )
-        if obj.json:
-            emit_json({"slot": slot, "deleted": deleted})
-        else:
-            click.echo(f"deleted {len(deleted)} generation(s): {', '.join(deleted) or '-'}")
-        return 0
-
-    _run(obj, body)
-
-
-@cli.command()
-@click.argument("slot")
-@click.argument("process", required=False)
-@click.option("-f", "--follow", is_flag=True, help="Keep printing new lines until Ctrl-C.")
-@click.option(
-    "-n",
-    "--lines",
-    type=click.IntRange(min=0),
-    default=50,
-    show_default=True,
-    help="How many of the last lines of each log to print first.",
-)
-@output_option
-@pass_obj
-def logs(obj: Context, slot: str, process: str | None, follow: bool, lines: int) -> None:
-    """Print the logs of SLOT's processes (or of PROCESS only); secret values are masked."""
-
-    def body() -> int:
-        from shipway import api
-
-        stream = api.logs(obj.app(), slot, process, follow=follow, lines=lines)
-        try:
-            if obj.json and not follow:
-                from shipway.cli.report import emit_json
-
-                emit_json({"slot": slot, "process": process, "lines": list(stream)})
-                return 0
-            for line in stream:
-                click.echo(json.dumps({"line": line}) if obj.json else line)
-        except KeyboardInterrupt:
-            return 0
-        except BrokenPipeError:
-            sys.stderr.close()  # the reader went away (| head): not an error
-            return 0
-        return 0
-
-    _run(obj, body)
-
-
-@cli.command()
-@click.argument("slot")
-@confirm_option
-@output_option
-@pass_obj
-def stop(obj: Context, slot: str, confirm: str | None) -> None:
+def stop(obj: Context, slot: str | None, confirm: str | None) -> None:
     """Stop SLOT's processes (hosts dropped, requests drained). Records stay: the deployed
     release comes back with deploy or restart."""
 
@@ -726,36 +583,46 @@ def stop(obj: Context, slot: str, confirm: str | None) -> None:
         from shipway import api
 
         app = obj.app()
-        api.stop(app, slot, confirm=_confirmation(app, slot, confirm), reporter=_reporter(obj))
+        name = one_slot(app, slot)
+        api.stop(app, name, confirm=_confirmation(app, name, confirm), reporter=_reporter(obj))
         if obj.json:
             from shipway.cli.report import emit_json
 
-            emit_json({"stopped": f"{app.name}/{slot}"})
+            emit_json({"stopped": f"{app.name}/{name}"})
         else:
-            click.echo(f"stopped {app.name}/{slot}; its release records stay (shipway history)")
+            click.echo(f"stopped {app.name}/{name}; its release records stay (shipway history)")
         return 0
 
     _run(obj, body)
 
 
-# Command groups kept in their own modules; imported last, as they use what is above.
+# Commands kept in their own modules; imported last, as they use what is above.
 from shipway.cli import changes as _changes  # noqa: E402,F401  (plan, diff, history)
+from shipway.cli import generations, init, logs, reads  # noqa: E402
 from shipway.cli.build import build  # noqa: E402
+from shipway.cli.completion import completion  # noqa: E402
 from shipway.cli.destroy import destroy  # noqa: E402
 from shipway.cli.helm import helm  # noqa: E402
+from shipway.cli.run import run  # noqa: E402
 
 cli.add_command(build)
 cli.add_command(destroy)
 cli.add_command(helm)
+cli.add_command(run)
+cli.add_command(completion)
+for _module in (reads, logs, generations, init):
+    for _command in _module.COMMANDS:
+        cli.add_command(_command)
 
 
 def main() -> None:
     try:
         cli(prog_name="shipway")
     except SystemExit:
-        from shipway.engine.signals import settled_outcome
-
-        if settled_outcome() is not None:
+        # only an operation settles an outcome, and it has imported the engine by then:
+        # --help and the reads must not pay for importing it here
+        signals = sys.modules.get("shipway.engine.signals")
+        if signals is not None and signals.settled_outcome() is not None:
             # the outcome is recorded and its code is the exit code: a signal during the
             # interpreter's own exit must not turn it into 130/143
             signal.signal(signal.SIGINT, signal.SIG_IGN)

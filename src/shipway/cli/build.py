@@ -4,17 +4,26 @@ from __future__ import annotations
 
 import click
 
-from shipway.cli import Context, _confirmation, _reporter, _run, confirm_option, output_option
+from shipway.cli import (
+    Context,
+    _confirmation,
+    _reporter,
+    _run,
+    confirm_option,
+    one_slot,
+    output_option,
+    slot_argument,
+)
 
 pass_obj = click.make_pass_decorator(Context, ensure=True)
 
 
 @click.command()
-@click.argument("slot")
+@slot_argument
 @confirm_option
 @output_option
 @pass_obj
-def build(obj: Context, slot: str, confirm: str | None) -> None:
+def build(obj: Context, slot: str | None, confirm: str | None) -> None:
     """Build SLOT's image from the app's Dockerfile and push it (Docker, Kubernetes), or its
     dependency environment (local). Nothing is deployed; the same source is never built
     twice. `shipway deploy SLOT --build` builds and deploys in one go.
@@ -29,11 +38,12 @@ def build(obj: Context, slot: str, confirm: str | None) -> None:
         from shipway.cli.report import emit_json
 
         app = obj.app()
+        name = one_slot(app, slot)
         built = api.build(
-            app, slot, confirm=_confirmation(app, slot, confirm), reporter=_reporter(obj)
+            app, name, confirm=_confirmation(app, name, confirm), reporter=_reporter(obj)
         )
         doc = {
-            "slot": slot,
+            "slot": name,
             "kind": built.kind,
             "what": built.what,
             "inputs": built.inputs,

@@ -9,11 +9,29 @@ marks out of their JSON.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import click
 
-from shipway.cli import Context, _list, _run, build_option, cli, output_option, pass_obj
+from shipway.cli import (
+    Context,
+    _revision,
+    _run,
+    build_option,
+    cli,
+    one_slot,
+    output_option,
+    pass_obj,
+    pick_slot,
+    slot_argument,
+)
+from shipway.cli.completion import complete_revision
+
+#: the history columns that fit a terminal, and those ``--wide`` adds
+HISTORY_COLUMNS = ["revision", "status", "updated", "image", "description"]
+HISTORY_WIDE = ["revision", "status", "created_at", "updated_at", "image", "digest",
+                "actor", "generation", "description"]  # fmt: skip
 
 #: ``plan --detailed-exitcode``: the plan changes something (0: no changes). Terraform's
 #: -detailed-exitcode uses 2, which is shipway's invalid-input code.
@@ -21,7 +39,7 @@ EXIT_CHANGES = 6
 
 
 @cli.command()
-@click.argument("slot")
+@slot_argument
 @click.option("--image", metavar="REF", help="Plan for this image instead of the spec's.")
 @click.option(
     "--out",
@@ -55,7 +73,7 @@ EXIT_CHANGES = 6
 @pass_obj
 def plan(
     obj: Context,
-    slot: str,
+    slot: str | None,
     image: str | None,
     out: str | None,
     repair: bool,
@@ -82,7 +100,7 @@ def plan(
 
 def show_plan(
     obj: Context,
-    slot: str,
+    given: str | None,
     image: str | None,
     out: str | None,
     repair: bool,
@@ -95,6 +113,7 @@ def show_plan(
     from shipway import api
 
     app = obj.app()
+    slot = one_slot(app, given)
     the_plan = api.plan(
         app, slot, image=image, repair=repair, take_host=take_host, force=force, build=build
     )
@@ -115,12 +134,12 @@ def show_plan(
 
 
 @cli.command()
-@click.argument("slot")
-@click.argument("rev_a", required=False, type=int, metavar="[REV_A]")
-@click.argument("rev_b", required=False, type=int, metavar="[REV_B]")
+@slot_argument
+@click.argument("rev_a", required=False, metavar="[REV_A]", shell_complete=complete_revision)
+@click.argument("rev_b", required=False, metavar="[REV_B]", shell_complete=complete_revision)
 @output_option
 @pass_obj
-def diff(obj: Context, slot: str, rev_a: int | None, rev_b: int | None) -> None:
+def diff(obj: Context, slot: str | None, rev_a: str | None, rev_b: str | None) -> None:
     """What differs between releases of SLOT; secrets are named, never shown.
 
     \b
@@ -133,11 +152,13 @@ def diff(obj: Context, slot: str, rev_a: int | None, rev_b: int | None) -> None:
     def body() -> int:
         from shipway import api
 
-        result = api.diff(obj.app(), slot, rev_a, rev_b)
+        app = obj.app()
+        name, a, b = pick_slot(app, slot, rev_a, rev_b)
+        result = api.diff(app, name, _revision(a), _revision(b))
         if obj.json:
             from shipway.cli.report import emit_json
 
-            emit_json({"slot": slot, **result.to_json()})
+            emit_json({"slot": name, **result.to_json()})
         else:
             for line in result.describe():
                 click.echo(line)
@@ -147,24 +168,32 @@ def diff(obj: Context, slot: str, rev_a: int | None, rev_b: int | None) -> None:
 
 
 @cli.command()
-@click.argument("slot")
+@slot_argument
 @click.option(
     "-v",
     "--verbose",
     is_flag=True,
     help="Add a line per revision saying what it changed against its predecessor.",
 )
+@click.option(
+    "--wide", is_flag=True, help="Every column, whole: full digests, actor, generation, times."
+)
 @output_option
 @pass_obj
-def history(obj: Context, slot: str, verbose: bool) -> None:
-    """The release history of SLOT, oldest first."""
+def history(obj: Context, slot: str | None, verbose: bool, wide: bool) -> None:
+    """The release history of SLOT, oldest first. Fits the terminal's width (digests
+    shortened, long cells cut with …); --wide shows everything; -o json is always whole."""
 
     def body() -> int:
         from shipway import api
+        from shipway.cli.report import listing, table
+        from shipway.cli.term import colour_on, short_digests, width
 
-        releases = api.history(obj.app(), slot)
+        app = obj.app()
+        name = one_slot(app, slot)
+        releases = api.history(app, name)
         rows = [r.summary() for r in releases]
-        columns = ["revision", "status", "updated_at", "image", "description"]
+        columns = list(HISTORY_WIDE if obj.json or wide else HISTORY_COLUMNS)
         if verbose:
             from shipway.plan.diff import history_diffs
 
@@ -175,6 +204,16 @@ def history(obj: Context, slot: str, verbose: bool) -> None:
                 if obj.json:
                     row["changes"] = [c.to_json() for c in found.changes]
             columns.append("changed")
-        return _list(obj, slot, "releases", rows, columns)
+        if obj.json or wide or not rows:
+            return listing(obj.json, name, "releases", rows, columns)
+        for row in rows:
+            row["updated"] = str(row["updated_at"] or "")[:19].replace("T", " ")
+            row["image"] = short_digests(str(row["image"] or ""))
+            row["description"] = short_digests(str(row["description"] or ""))
+        coloured = ["status"] if colour_on(sys.stdout) else []
+        shrink = ["description", "changed", "image"]
+        for line in table(rows, columns, width(sys.stdout), coloured, shrink):
+            click.echo(line)
+        return 0
 
     _run(obj, body)

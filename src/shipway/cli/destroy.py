@@ -14,7 +14,15 @@ from typing import TYPE_CHECKING
 
 import click
 
-from shipway.cli import Context, _reporter, _run, confirm_option, output_option
+from shipway.cli import (
+    Context,
+    _reporter,
+    _run,
+    confirm_option,
+    one_slot,
+    output_option,
+    slot_argument,
+)
 
 if TYPE_CHECKING:
     from shipway.backends.protocol import Leftover
@@ -23,7 +31,7 @@ pass_obj = click.make_pass_decorator(Context, ensure=True)
 
 
 @click.command()
-@click.argument("slot")
+@slot_argument
 @click.option(
     "--volumes",
     is_flag=True,
@@ -32,7 +40,7 @@ pass_obj = click.make_pass_decorator(Context, ensure=True)
 @confirm_option
 @output_option
 @pass_obj
-def destroy(obj: Context, slot: str, volumes: bool, confirm: str | None) -> None:
+def destroy(obj: Context, slot: str | None, volumes: bool, confirm: str | None) -> None:
     """Delete everything shipway made for the app in SLOT: what runs, its routes, config
     files, snapshots, release records and lock. Volumes (the app's data) stay unless
     --volumes is given; a later deploy finds them again.
@@ -49,17 +57,18 @@ def destroy(obj: Context, slot: str, volumes: bool, confirm: str | None) -> None
         from shipway.cli.report import emit_json
 
         app = obj.app()
-        found = api.leftovers(app, slot)
+        name = one_slot(app, slot)
+        found = api.leftovers(app, name)
         kept = [item for item in found if item.data and not volumes]
         doomed = [item for item in found if item not in kept]
         if not obj.json:
-            _listing(f"{app.name}/{slot}", doomed, kept)
+            _listing(f"{app.name}/{name}", doomed, kept)
         answer = confirm
         if answer is None and doomed and sys.stdin.isatty() and not obj.json:
             answer = (
                 str(
                     click.prompt(
-                        f"this deletes what is listed above; type {slot!r} to confirm",
+                        f"this deletes what is listed above; type {name!r} to confirm",
                         default="",
                         show_default=False,
                         err=True,
@@ -68,21 +77,21 @@ def destroy(obj: Context, slot: str, volumes: bool, confirm: str | None) -> None
                 or None
             )
         gone = (
-            api.destroy(app, slot, volumes=volumes, confirm=answer, reporter=_reporter(obj))
+            api.destroy(app, name, volumes=volumes, confirm=answer, reporter=_reporter(obj))
             if doomed
             else []
         )
         if obj.json:
             emit_json(
                 {
-                    "slot": slot,
+                    "slot": name,
                     "deleted": [item.to_json() for item in gone],
                     "kept": [item.to_json() for item in kept],
                 }
             )
         elif doomed:
             left = f"; kept {len(kept)} volume(s)" if kept else ""
-            click.echo(f"destroyed {app.name}/{slot}: deleted {len(gone)}{left}")
+            click.echo(f"destroyed {app.name}/{name}: deleted {len(gone)}{left}")
         return 0
 
     _run(obj, body)

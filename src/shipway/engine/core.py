@@ -17,6 +17,7 @@ from shipway.engine.build import planned, with_build
 from shipway.engine.context import DEFAULT_ROLLBACK_TIMEOUT, DEFAULT_TIMEOUT, marked
 from shipway.engine.destroy import Destruction
 from shipway.engine.ids import fresh_ids, restart_ids
+from shipway.engine.oneoff import OneOffs
 from shipway.engine.outcome import Outcome
 from shipway.engine.signals import signals_raise
 from shipway.errors import ImageMetadataMissing, InputError, SecretUnavailable, StalePlan
@@ -33,7 +34,7 @@ from shipway.spec.parse import from_snapshot
 from shipway.spec.secrets import Secret
 
 
-class Engine(BlueGreen, Destruction):
+class Engine(BlueGreen, Destruction, OneOffs):
     """Drives one backend for one app's slots. Knows nothing of which backend it drives."""
 
     def plan_deploy(
@@ -277,8 +278,9 @@ class Engine(BlueGreen, Destruction):
 
         undo = self._sleep_new if blue_green else self._restore_anchor
         return self._rollout(
-            clearance, target, app, secrets, make_plan, undo, timeout, rollback_timeout
-        )
+            clearance, target, app, secrets, make_plan, undo, timeout, rollback_timeout,
+            check_data=True,
+        )  # fmt: skip
 
     def rollback(
         self,

@@ -20,6 +20,7 @@ from typing import TypeVar
 from shipway.backends.protocol import LockHolder
 from shipway.engine.build import BuildPhase
 from shipway.engine.context import Build, Undo, marked
+from shipway.engine.data_loss import runtime_files_warning
 from shipway.engine.outcome import (
     NoAnchor,
     Outcome,
@@ -54,7 +55,10 @@ class RolloutSequence(Recovery, BuildPhase):
         undo: Undo,
         timeout: float,
         rollback_timeout: float,
+        check_data: bool = False,
     ) -> Outcome:
+        """``check_data``: warn, once rolled, about files the anchor wrote inside its own
+        copy of the app (a deploy replaces that copy; :mod:`.data_loss`)."""
         holder = LockHolder.me(self.lock_ttl)
         with signals_raise(), self.backend.lock(clearance, target, holder, self.reporter):
             records = self.backend.read_records(target)
@@ -78,6 +82,8 @@ class RolloutSequence(Recovery, BuildPhase):
             )
             # what undoes this release: the anchor, with the secrets its own spec refers to
             back_secrets = self._secrets_of(anchor, app, secrets)
+            # read before anything replaces the anchor's copy of the app
+            lost = check_data and runtime_files_warning(self.backend, target, anchor, release)
             try:
                 # inside the try: a signal landing between the pending record and the first
                 # step is handled like any other interruption
@@ -107,14 +113,16 @@ class RolloutSequence(Recovery, BuildPhase):
                 raise
             release = walker.release  # the build phase names what it built
             if result.ok:
+                if lost:
+                    result.warnings.append(redact(lost, secrets))
                 with signals_deferred(self.reporter.line):  # never cut the record in half
                     rolled = self._succeed(clearance, target, app, records, release, anchor, result)
                     return self._settled(rolled)
             assert result.failure is not None
             failure = result.failure
             unrecorded = self._fail_if_possible(clearance, target, release, failure.headline())
-            for line in failure.lines():
-                self.reporter.line(line)
+            # the details (a log excerpt) are told once, with the outcome, not here too
+            self.reporter.line(failure.headline())
             label = f"rollback to r{anchor.revision} " if anchor else "cleanup "
             back = self._walk_back(
                 clearance, target, anchor or release, back_secrets, undo, result, anchor,

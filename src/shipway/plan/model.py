@@ -183,6 +183,9 @@ class Build(Step):
 
 @dataclass(frozen=True)
 class RunReleaseCommand(Step):
+    """The release phase: the release command, once, in the new release's environment,
+    after its prerequisites and before any of its processes starts."""
+
     name: ClassVar[str] = "release-command"
     command: tuple[str, ...]
     #: seconds it may run before it is stopped (None: only the deploy's own deadline)
@@ -190,7 +193,8 @@ class RunReleaseCommand(Step):
 
     def describe(self) -> str:
         limit = f" (stopped after {_seconds(self.timeout)})" if self.timeout is not None else ""
-        return "run the release command: " + " ".join(self.command) + limit
+        words = " ".join(self.command)
+        return f"run the release command, before any new process starts: {words}{limit}"
 
 
 @dataclass(frozen=True)

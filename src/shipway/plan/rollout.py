@@ -1,9 +1,13 @@
 """PURE: desired artifact vs observed state → the ordered steps of a rollout.
 
-Order, and why:
-  1. units that do not switch anything (prerequisites, side-by-side new processes);
-  2. wait for those that must become ready — the health gate, before any traffic moves;
-  3. the release command (migrations), once, before anything switches;
+Order, and why (the same on every backend):
+  1. the release's prerequisites (snapshot, config, secrets, files): what its release
+     command needs, and nothing that runs a process of it;
+  2. the release phase: the release command (migrations), once, in the new release's
+     environment, BEFORE any new process starts (Heroku's release phase, dokku's
+     predeploy) — when it fails, nothing new ever ran and the previous release serves on;
+  3. the new processes that start beside the old ones; then wait for those that must
+     become ready — the health gate, before any traffic moves;
   4. units that switch traffic or replace what runs in place; then wait for those;
   5. removal of what is no longer desired (routes first, prerequisites last) — best effort.
 An empty desired set is refused: it would remove everything. A volume is never removed,
@@ -25,7 +29,7 @@ from shipway.plan.model import (
     Step,
     WaitRollout,
 )
-from shipway.release.artifact import DATA_KINDS, Artifact, Unit
+from shipway.release.artifact import DATA_KINDS, PREREQUISITE, Artifact, Unit
 from shipway.release.model import Release
 
 
@@ -38,6 +42,12 @@ def change_of(unit: Unit, observed: Observed) -> str | None:
     if seen.state in ("stopped", "created"):
         return "start"
     return None
+
+
+def is_prerequisite(unit: Unit) -> bool:
+    """What a release command may need in place (phase 0 and switching nothing): never a
+    unit that starts a process of the new release or moves traffic."""
+    return unit.phase == PREREQUISITE and not unit.switches
 
 
 def _waits(units: Sequence[Unit]) -> list[Step]:
@@ -76,13 +86,16 @@ def rollout_steps(
         )
     ordered = sorted(desired, key=lambda u: u.phase)
     changed = [(u, a) for u in ordered if (a := change_of(u, observed)) is not None]
-    quiet = [(u, a) for u, a in changed if not u.switches]
+    needed = [(u, a) for u, a in changed if is_prerequisite(u)]
+    quiet = [(u, a) for u, a in changed if not u.switches and not is_prerequisite(u)]
     switching = [(u, a) for u, a in changed if u.switches]
 
-    steps: list[Step] = [apply_step(u, a) for u, a in quiet]
-    steps += _waits([u for u, _ in quiet])
+    steps: list[Step] = [apply_step(u, a) for u, a in needed]
+    steps += _waits([u for u, _ in needed])
     if release_command and changed:
         steps.append(RunReleaseCommand(command=release_command, timeout=release_timeout))
+    steps += [apply_step(u, a) for u, a in quiet]
+    steps += _waits([u for u, _ in quiet])
     steps += [apply_step(u, a) for u, a in switching]
     steps += _waits([u for u, _ in switching])
 

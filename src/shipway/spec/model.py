@@ -212,6 +212,9 @@ class App:
     source_dir: Path = Path(".")
     spec_file: Path = Path("shipway.toml")
     build: BuildSettings = field(default_factory=BuildSettings)
+    #: the env files read into ``env`` (relative to ``source_dir``): never in a snapshot
+    #: or an image, since they may hold the values of secrets
+    env_files: tuple[str, ...] = ()
 
     @property
     def release_deadline(self) -> float:

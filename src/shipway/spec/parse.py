@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from shipway.errors import SpecInvalid
+from shipway.spec import appfiles
 from shipway.spec.build import parse_build
 from shipway.spec.check import Checker, kind_of, span
 from shipway.spec.limits import MAX_HEALTH_GATE
@@ -34,6 +35,7 @@ from shipway.spec.model import (
     SlotRegistry,
     Strategy,
 )
+from shipway.spec.procfile import Procfile
 from shipway.spec.secrets import SecretRef, names_in
 from shipway.spec.volumes import check_volume_slots, parse_volumes
 
@@ -47,7 +49,16 @@ IMAGE_REF = re.compile(r"^[a-z0-9][a-z0-9._:/@-]*[a-z0-9]$|^[a-z0-9]$", re.IGNOR
 _ANY = re.compile(r".")
 
 TOP_KEYS = ("app", "processes", "env", "secrets", "files", "routes", "volumes", "slots", "build")
-APP_KEYS = ("name", "image", "image_type", "release_command", "release_timeout", "build")
+APP_KEYS = (
+    "name",
+    "image",
+    "image_type",
+    "release_command",
+    "release_timeout",
+    "build",
+    "procfile",
+    "env_file",
+)
 PROCESS_KEYS = ("command", "port", "replicas", "healthcheck", "resources")
 HEALTH_KEYS = ("path", "interval", "timeout", "attempts", "initial_delay")
 RESOURCE_KEYS = ("requests", "limits")
@@ -121,10 +132,15 @@ def parse(
         if "release_timeout" in app_t
         else None
     )
+    procfile = appfiles.read_procfile(appfiles.procfile(c, app_t), base_dir)
+    release_command = appfiles.release_command(
+        c, procfile, release_command, "release_command" in app_t
+    )
 
-    processes = _processes(c, top.get("processes"))
+    processes = _processes(c, top.get("processes"), procfile)
     env = _env(c, top.get("env", {}), ("env",))
     secrets = _secrets(c, top.get("secrets", {}), base_dir)
+    env, secrets, env_files = appfiles.env_files(c, app_t, base_dir, env, secrets)
     files = _files(c, top.get("files", {}), secrets)
     routes = _routes(c, top.get("routes", []), ("routes",), processes)
     for key in env:
@@ -135,8 +151,12 @@ def parse(
     volumes = parse_volumes(c, top.get("volumes", {}), processes, files)
     check_volume_slots(c, volumes, slots)
 
+    if procfile is not None:
+        c.problems.extend(procfile.problems)
     if c.problems:
-        raise SpecInvalid(sorted(c.problems, key=lambda p: (p.line is None, p.line or 0)))
+        raise SpecInvalid(
+            sorted(c.problems, key=lambda p: (p.file != file, p.line is None, p.line or 0))
+        )
     assert name is not None
     return App(
         name=name,
@@ -154,19 +174,22 @@ def parse(
         source_dir=base_dir,
         spec_file=base_dir / file,
         build=build,
+        env_files=env_files,
     )
 
 
-def _processes(c: Checker, raw: Any) -> dict[str, Process]:
-    if raw is None:
-        c.error(
-            ("processes",),
-            "at least one process is required",
-            'add [processes.web] with command = "..."',
-        )
+def _processes(c: Checker, raw: Any, procfile: Procfile | None = None) -> dict[str, Process]:
+    """The ``[processes]`` table, with the Procfile's types (and commands) when it names one."""
+    if raw is None and not (procfile and procfile.entries):
+        if procfile is None:
+            c.error(
+                ("processes",),
+                "at least one process is required",
+                'add [processes.web] with command = "...", or procfile = "Procfile" under [app]',
+            )
         return {}
-    table = c.table(raw, ("processes",)) or {}
-    out: dict[str, Process] = {}
+    table = (c.table(raw, ("processes",)) or {}) if raw is not None else {}
+    out = appfiles.procfile_processes(procfile, table, DNS_LABEL)
     for pname, praw in table.items():
         path: KeyPath = ("processes", pname)
         c.string(
@@ -180,6 +203,7 @@ def _processes(c: Checker, raw: Any) -> dict[str, Process]:
         if p is None:
             continue
         command = c.command(p["command"], (*path, "command")) if "command" in p else None
+        command = appfiles.command_for(c, procfile, pname, command, "command" in p)
         port = c.integer(p["port"], (*path, "port"), "port") if "port" in p else None
         replicas = c.integer(p.get("replicas", 1), (*path, "replicas"), "replicas")
         health = (
@@ -196,7 +220,8 @@ def _processes(c: Checker, raw: Any) -> dict[str, Process]:
             healthcheck=health,
             resources=resources,
         )
-    return out
+    order = [*(procfile.entries if procfile else ()), *table]
+    return {name: out[name] for name in dict.fromkeys(order) if name in out}
 
 
 def _healthcheck(c: Checker, raw: Any, path: KeyPath) -> Healthcheck | None:

@@ -14,7 +14,7 @@ import hmac
 import os
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +73,11 @@ class SecretRef:
     name: str
     from_env: str | None = None
     from_file: str | None = None
+    #: the value an env file (``[app] env_file``) gives ``from_env``, used when the
+    #: environment does not set it; never in a record (``to_json`` names the variable only)
+    env_file_value: Secret | None = field(default=None, repr=False, compare=False)
+    #: the env files the spec declares, named in the hint when the variable is set nowhere
+    env_files: tuple[str, ...] = field(default=(), compare=False)
 
     def describe(self) -> str:
         if self.from_env:
@@ -82,12 +87,16 @@ class SecretRef:
     def resolve(self, environ: Mapping[str, str] | None = None) -> Secret:
         env = os.environ if environ is None else environ
         if self.from_env:
-            if self.from_env not in env:
-                raise SecretUnavailable(
-                    f"secrets.{self.name}: environment variable {self.from_env} is not set "
-                    f"(hint: export {self.from_env}=... before running shipway)"
-                )
-            return Secret(env[self.from_env])
+            if self.from_env in env:
+                return Secret(env[self.from_env])
+            if self.env_file_value is not None:
+                return self.env_file_value
+            where = "".join(f" or add it to {name}" for name in self.env_files)
+            raise SecretUnavailable(
+                f"secrets.{self.name}: environment variable {self.from_env} is not set"
+                + (f" (nor in {', '.join(self.env_files)})" if self.env_files else "")
+                + f" (hint: export {self.from_env}=... before running shipway{where})"
+            )
         assert self.from_file is not None
         path = Path(self.from_file)
         hint = (

@@ -3,52 +3,33 @@
 from __future__ import annotations
 
 import os
-import pty
-import select
-import subprocess
-import sys
-import time
+import re
+from pathlib import Path
 
 import pytest
 
 from tests.backends.kubernetes.conftest import BASE_ENV, Slot
+from tests.cli.conftest import on_tty as terminal
+from tests.cli.conftest import shipway
 
 pytestmark = pytest.mark.k8s
 
 
 def on_tty(slot: Slot, *args: str) -> tuple[int, str]:
-    leader, follower = pty.openpty()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "shipway", "-f", str(slot.spec_file), *args],
-        stdin=follower, stdout=follower, stderr=follower, close_fds=True,
-        env={**os.environ, **BASE_ENV, "KUBECONFIG": str(slot.kubeconfig)},
-    )  # fmt: skip
-    os.close(follower)
-    seen = b""
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([leader], [], [], 0.5)
-        if ready:
-            try:
-                chunk = os.read(leader, 4096)
-            except OSError:
-                break
-            if not chunk:
-                break
-            seen += chunk
-        elif proc.poll() is not None:
-            break
-    code = proc.wait(timeout=30)
-    os.close(leader)
-    return code, seen.decode(errors="replace")
+    env = {**os.environ, **BASE_ENV, "KUBECONFIG": str(slot.kubeconfig)}
+    env.pop("NO_COLOR", None)
+    code, out, _ = terminal(shipway("-f", str(slot.spec_file), *args), env, Path.cwd())
+    return code, out
 
 
 def test_progress_is_redrawn_in_place_on_a_terminal(slot: Slot) -> None:
     slot.write()
     code, out = on_tty(slot, "deploy", "test1")
     assert code == 0, out
-    # the counts line of a process is rewritten in place (carriage return, erase line)
-    assert "\r\x1b[2K  web: desired 2 updated 2 ready 2 available 2" in out
+    # the wait is a live view redrawn in place (rich hides the cursor meanwhile), and its
+    # last state stays as a line, in colour, with how long it took
+    assert "\x1b[?25l" in out
+    assert re.search(r"\x1b\[32m  web: desired 2 updated 2 ready 2 available 2 \(\d+\.\ds\)", out)
     assert "rolled shop/test1 from nothing to r1" in out
 
 

@@ -171,17 +171,24 @@ class Slot:
         path.write_text(text.replace(old, new))
 
 
+def slot_of(app_dir: Path, state: Path, **env: str) -> Slot:
+    """A slot for the app in ``app_dir``: its own state dir and router port, this process's
+    environment without shipway's variables, plus ``env``."""
+    port = free_port()
+    environ = {
+        k: v for k, v in os.environ.items() if not k.startswith(("SHIPWAY_", "XDG_STATE"))
+    }
+    environ.update(
+        SHIPWAY_STATE_DIR=str(state), SHIPWAY_ROUTER_PORT=str(port), PYTHONUNBUFFERED="1", **env
+    )
+    return Slot(app_dir=app_dir, state=state, port=port, env=environ)
+
+
 @pytest.fixture
 def slot(tmp_path: Path) -> Iterator[Slot]:
     app_dir = tmp_path / "hello"
     shutil.copytree(HELLO, app_dir, ignore=shutil.ignore_patterns("__pycache__"))
-    state = tmp_path / "state"
-    port = free_port()
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("SHIPWAY_", "XDG_STATE"))
-    }
-    env.update(SHIPWAY_STATE_DIR=str(state), SHIPWAY_ROUTER_PORT=str(port), PYTHONUNBUFFERED="1")
-    s = Slot(app_dir=app_dir, state=state, port=port, env=env)
+    s = slot_of(app_dir, tmp_path / "state")
     try:
         yield s
     finally:

@@ -5,7 +5,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from shipway.backends.appfiles import AppFiles
 from shipway.backends.local import snapshot
+
+CONFIG = AppFiles.plain(["config.ini"])
 
 
 def make_tree(root: Path) -> Path:
@@ -22,11 +25,11 @@ def make_tree(root: Path) -> Path:
 
 def test_digest_ignores_vcs_caches_and_declared_config_files(tmp_path: Path) -> None:
     root = make_tree(tmp_path / "src")
-    base = snapshot.digest(root, exclude=["config.ini"])
+    base = snapshot.digest(root, CONFIG)
     (root / ".git" / "HEAD").write_text("ref: other\n")
     (root / "__pycache__" / "x.pyc").write_bytes(b"1")
     (root / "config.ini").write_text("changed\n")
-    assert snapshot.digest(root, exclude=["config.ini"]) == base
+    assert snapshot.digest(root, CONFIG) == base
     assert snapshot.digest(root) != base  # config.ini counts when not excluded
 
 
@@ -48,10 +51,11 @@ def test_copy_has_the_same_digest_and_skips_the_state_dir(tmp_path: Path) -> Non
     (state / "big").mkdir(parents=True)
     (state / "big" / "file").write_text("not part of the app\n")
     os.symlink("app.py", root / "link.py")
-    want = snapshot.digest(root, ["config.ini"], [state])
+    rule = AppFiles.plain(["config.ini", ".state"])
+    want = snapshot.digest(root, rule)
     dest = tmp_path / "copy"
-    snapshot.copy(root, dest, ["config.ini"], [state])
-    assert snapshot.digest(dest, ["config.ini"]) == want
+    snapshot.copy(root, dest, rule)
+    assert snapshot.digest(dest, rule) == want
     assert not (dest / ".state").exists()
     assert not (dest / ".git").exists()
     assert not (dest / "config.ini").exists()
@@ -75,10 +79,11 @@ def test_kept_snapshots_are_found_by_digest_and_pruned_oldest_first(tmp_path: Pa
 
 def test_make_verifies_the_copy_against_the_digest(tmp_path: Path) -> None:
     src = make_tree(tmp_path / "src")
-    want = snapshot.digest(src, ["config.ini"])
+    want = snapshot.digest(src, CONFIG)
     (tmp_path / "rel").mkdir()
-    assert not snapshot.make(tmp_path / "rel" / "r1", "sha256:other", [src], ["config.ini"])
+    assert snapshot.make(tmp_path / "rel" / "r1", "sha256:other", [src], lambda _: CONFIG) is None
     assert not (tmp_path / "rel" / "r1").exists()
     assert list((tmp_path / "rel").iterdir()) == []  # no temporary left behind
-    assert snapshot.make(tmp_path / "rel" / "r1", want, [tmp_path / "gone", src], ["config.ini"])
-    assert snapshot.digest(tmp_path / "rel" / "r1", ["config.ini"]) == want
+    made = snapshot.make(tmp_path / "rel" / "r1", want, [tmp_path / "gone", src], lambda _: CONFIG)
+    assert made is not None and "app.py" in made and "pkg/mod.py" in made
+    assert snapshot.digest(tmp_path / "rel" / "r1", CONFIG) == want

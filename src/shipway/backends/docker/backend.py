@@ -10,6 +10,8 @@ did there. Where each concern lives:
   proxy and its routes (the switch); :mod:`.release_command` — the release phase;
 * :mod:`.volumes` — the app's data volumes; :mod:`.destroy` — everything of the slot
   removed (its data volumes only when asked);
+* :mod:`.commands` — one-off commands (``shipway run``) in a container of the release;
+  :mod:`.runtime_files` — what a release's containers wrote inside themselves;
 * :mod:`.health` — the health gate a wait checks; :mod:`.lock` — the slot's lock;
 * :mod:`.owners` — who else serves a host name (another slot's proxy on these hosts);
 * :mod:`.edge` — library exceptions become shipway's errors there, and only there.
@@ -21,11 +23,13 @@ Docker keeps no generations: it is a :class:`~shipway.backends.protocol.Backend`
 from __future__ import annotations
 
 from shipway.backends.docker import render
+from shipway.backends.docker.commands import DockerCommands
 from shipway.backends.docker.destroy import DockerDestroy
 from shipway.backends.docker.lock import DockerLock
 from shipway.backends.docker.owners import DockerOwners
 from shipway.backends.docker.reads import DockerReads
 from shipway.backends.docker.release_command import DockerReleaseCommand
+from shipway.backends.docker.runtime_files import DockerRuntimeFiles
 from shipway.backends.imagebuild import ImageBuilds
 from shipway.backends.protocol import Backend
 from shipway.errors import InputError
@@ -35,7 +39,14 @@ from shipway.spec.model import App, Slot
 
 
 class DockerBackend(
-    ImageBuilds, DockerReads, DockerDestroy, DockerReleaseCommand, DockerLock, DockerOwners
+    ImageBuilds,
+    DockerReads,
+    DockerDestroy,
+    DockerReleaseCommand,
+    DockerCommands,
+    DockerRuntimeFiles,
+    DockerLock,
+    DockerOwners,
 ):
     """An app's processes as containers on one or many Docker engines."""
 

@@ -41,6 +41,8 @@ class ContainerSpec:
     nano_cpus: int | None = None
     cpu_shares: int | None = None
     sysctls: Mapping[str, str] = field(default_factory=dict)
+    stdin_open: bool = False  # a one-off command's standard input (``docker run -i``)
+    tty: bool = False  # a one-off command's terminal (``docker run -t``)
 
 
 def create(client: docker.DockerClient, spec: ContainerSpec) -> Container:
@@ -78,6 +80,8 @@ def create(client: docker.DockerClient, spec: ContainerSpec) -> Container:
         host_config=host_config,
         networking_config=networking,
         stop_timeout=spec.stop_timeout,
+        stdin_open=spec.stdin_open,
+        tty=spec.tty,
     )
     return client.containers.get(created["Id"])
 

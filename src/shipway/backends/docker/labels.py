@@ -54,6 +54,7 @@ LOCK = "lock"
 RELEASE_COMMAND = "release-command"
 VOLUME = "volume"  #: a volume of the app's data (never removed but by destroy --volumes)
 VOLUME_NAME = PREFIX + "volume"
+ONE_OFF = "one-off"
 
 HOLDER_IMAGE = "shipway-holder:1"
 HOLDER_LABEL = PREFIX + "holder"
@@ -133,6 +134,12 @@ def lock(app: str, slot: str) -> str:
 
 def release_command(app: str, slot: str, revision: int) -> str:
     return f"{prefix(app, slot)}-release-r{revision}"
+
+
+def one_off(app: str, slot: str, process: str, token: str) -> str:
+    """A one-off command's container (``shipway run``): one per run, ``token`` tells them
+    apart."""
+    return _safe(f"{prefix(app, slot)}-run-{process}-{token}")
 
 
 def salted(salt: str, text: str) -> str:

@@ -7,6 +7,7 @@ shipway errors with secret values masked):
 
   * :mod:`.reads` — image, observe, records, status, diff, logs, the live digest;
   * :mod:`.steps` — records written, apply, remove, the release command, stop;
+  * :mod:`.commands` — one-off commands (``shipway run``) in a pod of the release;
   * :mod:`.health` — the rollout and Job waits, and the failures they report;
   * :mod:`.blue_green` — generations: scale, replica waits, hosts pointed and dropped;
   * :mod:`.lock` — the slot's Lease held for an operation;
@@ -20,6 +21,7 @@ from __future__ import annotations
 from shipway.backends.imagebuild import ImageBuilds
 from shipway.backends.kubernetes import render
 from shipway.backends.kubernetes.blue_green import KubernetesBlueGreen
+from shipway.backends.kubernetes.commands import KubernetesCommands
 from shipway.backends.kubernetes.destroy import KubernetesDestroy
 from shipway.backends.kubernetes.drift import KubernetesDrift
 from shipway.backends.kubernetes.lock import KubernetesLock
@@ -35,6 +37,7 @@ class KubernetesBackend(
     KubernetesReads,
     KubernetesDestroy,
     KubernetesBlueGreen,
+    KubernetesCommands,
     KubernetesLock,
     KubernetesDrift,
 ):

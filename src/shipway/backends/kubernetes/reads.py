@@ -291,6 +291,13 @@ class KubernetesReads(KubernetesClaims):
         others = sorted(d for d in digests if d != release.digest)
         return others[0]
 
+    def runtime_files(self, target: Target, release: Release) -> list[str] | None:
+        """Cannot tell: what a pod wrote in its container's own filesystem is the kubelet's
+        to know (no API reads it), and a pod's filesystem goes with the pod anyway
+        (docs/kubernetes.md says so: declare a volume for data)."""
+        self._serves(target)
+        return None
+
 
 # -- pure helpers of the reads -----------------------------------------------------------
 

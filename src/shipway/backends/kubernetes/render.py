@@ -548,31 +548,50 @@ def _ingress_body(
 
 
 RELEASE_COMMAND = "shipway.io/release-command"
+ONE_OFF = "shipway.io/run"  # on a one-off command's pod: the run's name
+
+
+def one_off_template(
+    release: Release,
+    process: str | None,
+    command: list[str],
+    container_name: str,
+    labels: Mapping[str, str],
+) -> dict[str, Any]:
+    """A pod template for a command run once: the process's own pod (``process`` None: the
+    first one's) — image, env, files — with ``command`` instead of its own, no probes or
+    ports, never restarted. Its labels leave out the process's component, so no
+    ReplicaSet adopts it and no Service sends it traffic."""
+    deployments = [u for u in release.artifact if u.kind == "Deployment"]
+    if not deployments:
+        raise ValueError("the release has no Deployment to take the pod from")
+    chosen = next((u for u in deployments if u.process == process), deployments[0])
+    template: dict[str, Any] = json.loads(json.dumps(chosen.body["spec"]["template"]))
+    container = template["spec"]["containers"][0]
+    container["name"] = container_name
+    container.pop("command", None)
+    container.pop("args", None)
+    container.update(_start(release, process or container_name, command))
+    for key in ("readinessProbe", "livenessProbe", "startupProbe", "ports"):
+        container.pop(key, None)
+    template["spec"]["containers"] = [container]
+    template["spec"]["restartPolicy"] = "Never"
+    own = {k: v for k, v in template["metadata"]["labels"].items() if k not in (COMPONENT,)}
+    template["metadata"] = {"labels": {**own, **labels}}
+    return template
 
 
 def release_job(
     release: Release, namespace: str, command: list[str], deadline: int | None = None
 ) -> dict[str, Any]:
-    """The Job that runs the release command (migrations) once, before anything switches:
-    the first process's pod (image, env, files) with the command instead of its own, no
-    probes or ports, never restarted. ``deadline``: seconds after which the cluster itself
-    stops it (``activeDeadlineSeconds``), so it ends even when shipway was killed."""
-    deployments = [u for u in release.artifact if u.kind == "Deployment"]
-    if not deployments:
-        raise ValueError("the release has no Deployment to take the pod from")
-    template = json.loads(json.dumps(deployments[0].body["spec"]["template"]))
-    container = template["spec"]["containers"][0]
-    container["name"] = "release"
-    container.pop("command", None)
-    container.pop("args", None)
-    container.update(_start(release, "release", command))
-    for key in ("readinessProbe", "livenessProbe", "startupProbe", "ports"):
-        container.pop(key, None)
-    template["spec"]["containers"] = [container]
-    template["spec"]["restartPolicy"] = "Never"
-    labels = {k: v for k, v in template["metadata"]["labels"].items() if k not in (COMPONENT,)}
-    labels[RELEASE_COMMAND] = f"r{release.revision}"
-    template["metadata"] = {"labels": labels}
+    """The Job that runs the release command (migrations) once, after the release's
+    ConfigMaps and Secrets and before any Deployment is applied: the first process's pod
+    (image, env, files) with the command instead of its own, never restarted. ``deadline``:
+    seconds after which the cluster itself stops it (``activeDeadlineSeconds``), so it ends
+    even when shipway was killed."""
+    labels = {RELEASE_COMMAND: f"r{release.revision}"}
+    template = one_off_template(release, None, command, "release", labels)
+    labels = dict(template["metadata"]["labels"])
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -587,4 +606,18 @@ def release_job(
             **({"activeDeadlineSeconds": deadline} if deadline is not None else {}),
             "template": template,
         },
+    }
+
+
+def one_off_pod(
+    release: Release, namespace: str, process: str, command: list[str], name: str
+) -> dict[str, Any]:
+    """The pod of a one-off command (``shipway run``): made from ``process``'s pod template
+    in the deployed ``release``, named ``name``, labelled with it."""
+    template = one_off_template(release, process, command, process, {ONE_OFF: name})
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, **template["metadata"]},
+        "spec": template["spec"],
     }

@@ -5,12 +5,16 @@ class is assembled from one part per concern, each a class over the shared state
 
   state            LocalState: app, slot, state dir, supervisord, port table; the guard
   backend          LocalBackend: the parts assembled, render (pure), connect()
-  reads            LocalReads: resolve_image, observe, records, status, diff, logs
+  reads            LocalReads: resolve_image, observe, records, status, diff
+  logview          LocalLogs: logs, interleaved by time, of what runs or of one release
   steps            LocalSteps: records, apply (snapshot, program, route), remove, wait, stop
   programs         LocalPrograms: instances started, scaled, drained, stopped
   routes           LocalRoutes: route records and claims -> router table files, reloads
   health           LocalHealth: the health gate and its probes
-  release_command  LocalReleaseCommand: the release command
+  environment      LocalEnvironment: a release's snapshot and its process's env
+  release_command  LocalReleaseCommand: the release command, before any program starts
+  commands         LocalCommands: one-off commands (shipway run) in the deployed release
+  runtime_files    LocalRuntimeFiles: what a release wrote inside its snapshot
   blue_green       LocalBlueGreen: generations scaled, waited on, pointed, dropped, deleted
   volumes          LocalVolumes: volume directories, placed in snapshots, listed, deleted
   destroy          LocalDestroy: everything of the slot deleted (its volumes when asked)
@@ -37,19 +41,28 @@ from __future__ import annotations
 from shipway.backends.local import render
 from shipway.backends.local.blue_green import LocalBlueGreen
 from shipway.backends.local.build import LocalBuilds
+from shipway.backends.local.commands import LocalCommands
 from shipway.backends.local.destroy import LocalDestroy
 from shipway.backends.local.dirs import router_port
 from shipway.backends.local.lock import LocalLock
 from shipway.backends.local.reads import LocalReads
 from shipway.backends.local.release_command import LocalReleaseCommand
-from shipway.backends.protocol import GenerationBackend
+from shipway.backends.local.runtime_files import LocalRuntimeFiles
+from shipway.backends.protocol import GenerationBackend, ViewsLogs
 from shipway.release.artifact import Artifact
 from shipway.release.model import Release
 from shipway.spec.model import App, Slot
 
 
 class LocalBackend(
-    LocalBuilds, LocalReads, LocalDestroy, LocalBlueGreen, LocalReleaseCommand, LocalLock
+    LocalBuilds,
+    LocalReads,
+    LocalDestroy,
+    LocalBlueGreen,
+    LocalReleaseCommand,
+    LocalCommands,
+    LocalRuntimeFiles,
+    LocalLock,
 ):
     """This machine's own processes, supervised, behind an HTTP router (docs/local.md)."""
 
@@ -67,3 +80,4 @@ def connect(app: App, slot: Slot) -> LocalBackend:
 
 
 _: type[GenerationBackend] = LocalBackend  # mypy checks it keeps the whole protocol
+_logs: type[ViewsLogs] = LocalBackend  # and shows logs by time and by release

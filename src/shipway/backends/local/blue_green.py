@@ -10,7 +10,7 @@ is never put to sleep, and the live one is never deleted.
 
 from __future__ import annotations
 
-from shipway.backends.local import render
+from shipway.backends.local import preflight, render
 from shipway.backends.local.generations import (
     live_generation,
     read_claims,
@@ -122,6 +122,9 @@ class LocalBlueGreen(LocalPrograms, LocalHealth):
             f"  serving http://{step.host}:{port}/ -> {step.process} {rec.release} of "
             f"generation {generation} ({', '.join(rec.upstreams)})"
         )
+        if not preflight.resolves_here(step.host):
+            hint = preflight.curl_hint(step.host, port)
+            reporter.line(f"    {step.host} does not resolve here: {hint}")
 
     def drop_host(
         self, clearance: Clearance, target: Target, step: DropHost, reporter: Reporter

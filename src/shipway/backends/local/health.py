@@ -20,6 +20,7 @@ import socket
 import time
 from collections.abc import Callable
 
+from shipway.backends.excerpt import excerpt
 from shipway.backends.local import logfiles
 from shipway.backends.local.dirs import SlotDirs
 from shipway.backends.local.model import Instance, ProgramRecord
@@ -182,15 +183,16 @@ class LocalHealth(LocalState):
         )
 
     def _fail_with(self, d: SlotDirs, rec: ProgramRecord) -> FailureOf:
-        """How a failure of one of ``rec``'s instances is told: the process, the reason, and
-        the last lines of its log (secret values masked)."""
+        """How a failure of one of ``rec``'s instances is told: the process, the reason, the
+        first error-looking block of its log and its last lines, each once (secret values
+        masked), and the command that shows the whole log."""
         redact = self._redactor(d)
 
+        full = f"shipway logs {self.slot.name} {rec.process} --release {rec.revision}"
+
         def failure(inst: Instance, reason: str, message: str, code: int | None) -> Failure:
-            tail = [redact(line) for line in logfiles.tail(inst.log, LOG_TAIL)]
-            details = [f"last lines of its log ({inst.log}):", *(f"| {t}" for t in tail)]
-            if not tail:
-                details = [f"its log ({inst.log}) is empty"]
+            lines = [redact(text) for _, text in logfiles.read_lines(inst.log)]
+            details = excerpt(lines, LOG_TAIL).lines(str(inst.log), full)
             return Failure(
                 reason=reason,
                 message=message,

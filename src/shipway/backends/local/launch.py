@@ -10,6 +10,14 @@ command's words from that environment (as a Procfile runner does:
 ``--bind 127.0.0.1:$PORT``), and replaces itself with the command — same pid, so
 supervisord signals the app itself.
 
+Its output is timestamped: before the exec, a forked child (the stamper) takes the
+command's stdout and stderr through a pipe and writes them on to supervisord's log with the
+time each line began in front (``2026-12-01T10:00:00.123Z ``, UTC, to the millisecond), so
+``shipway logs --timestamps`` and ``--since`` tell when a line was written, not when it was
+read. The stamper ignores SIGTERM/SIGINT/SIGHUP (a stop signals the whole group) and ends at
+end of file, when the command and everything it started have closed their output: the
+last lines of a dying process (a shutdown trace) are never lost.
+
 The names of secrets (ENVFILE's ``secret_names``) are NOT expanded: ``$API_TOKEN`` stays
 as written, so a secret value never lands in the process's command line (readable by
 every user in ``/proc/<pid>/cmdline`` and ``ps``). The process has it in its environment;
@@ -21,7 +29,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import sys
+import time
 from collections.abc import Collection, Mapping
 
 _VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
@@ -50,6 +60,68 @@ def count_start(path: str) -> None:
     os.replace(tmp, path)
 
 
+def stamp(now: float) -> bytes:
+    """The prefix of a line begun at ``now`` (logfiles.STAMPED reads it back)."""
+    whole = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now))
+    return f"{whole}.{int(now % 1 * 1000):03d}Z ".encode()
+
+
+def stamped(chunk: bytes, at_line_start: bool, now: float) -> tuple[bytes, bool]:
+    """``chunk`` with a stamp at the start of each line in it; whether the next chunk
+    starts a line."""
+    out = bytearray()
+    parts = chunk.split(b"\n")
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        if last and not part:
+            return bytes(out), True
+        if at_line_start:
+            out += stamp(now)
+        out += part
+        if not last:
+            out += b"\n"
+        at_line_start = not last
+    return bytes(out), at_line_start
+
+
+def _stamper(source: int, sink: int) -> None:
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
+    at_line_start = True
+    while True:
+        try:
+            chunk = os.read(source, 65536)
+        except InterruptedError:
+            continue
+        except OSError:
+            return
+        if not chunk:
+            return
+        out, at_line_start = stamped(chunk, at_line_start, time.time())
+        while out:
+            try:
+                out = out[os.write(sink, out) :]
+            except InterruptedError:
+                continue
+            except OSError:
+                return
+
+
+def stamp_output() -> None:
+    """From here on, this process's stdout and stderr go through the stamper."""
+    read_end, write_end = os.pipe()
+    if os.fork() == 0:
+        os.close(write_end)
+        try:
+            _stamper(read_end, 1)
+        finally:
+            os._exit(0)
+    os.close(read_end)
+    os.dup2(write_end, 1)
+    os.dup2(write_end, 2)
+    os.close(write_end)
+
+
 def main(argv: list[str]) -> int:
     if len(argv) < 4 or argv[2] != "--":
         print("usage: launch.py ENVFILE COUNTER -- COMMAND...", file=sys.stderr)
@@ -59,8 +131,10 @@ def main(argv: list[str]) -> int:
         doc = json.load(f)
     env = {str(k): str(v) for k, v in doc["env"].items()}
     secret_names = {str(n) for n in doc.get("secret_names", [])}
-    count_start(counter)
     words = [expand(w, env, keep=secret_names) for w in command]
+    sys.stdout.flush()
+    stamp_output()
+    count_start(counter)  # last before the exec: an uptime gate's clock starts at the program
     try:
         os.execvpe(words[0], words, env)
     except OSError as exc:

@@ -1,5 +1,10 @@
 """Reading process logs: the last lines of a file, and following a changing set of files.
 
+Each line of a program's log starts with the time it was written (the launcher's stamper,
+launch.py): :func:`parse` splits it off, so a line shows with or without it, and ``--since``
+can select by it. Lines written without one (a release command's log, a log from before
+stamping) have no time, and are never dropped by ``--since``.
+
 The set of files is a function, called again every second while following, so a redeploy's
 new programs are picked up. Lines pass through ``redact`` (secret values masked) before
 anyone sees them.
@@ -9,41 +14,81 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
+
+from shipway.backends.protocol import LogLine
 
 Sources = Callable[[], list[tuple[str, Path]]]
 
+#: the stamp launch.py writes at the start of each line: UTC, to the millisecond
+STAMPED = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3})Z (.*)$", re.DOTALL)
+#: how much of a log's end is read for its last lines
+TAIL_BYTES = 256 * 1024
 
-def tail(path: Path, lines: int) -> list[str]:
-    """The last ``lines`` lines of a file (reading at most its last 64 KiB)."""
-    if lines <= 0:
-        return []
+
+def parse(raw: str) -> tuple[float | None, str]:
+    """A log line's time (None when it has no stamp) and its text."""
+    m = STAMPED.match(raw)
+    if m is None:
+        return None, raw
+    at = datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S.%f").replace(tzinfo=UTC)
+    return at.timestamp(), m.group(2)
+
+
+def read_lines(path: Path, limit: int = TAIL_BYTES) -> list[tuple[float | None, str]]:
+    """The lines of the last ``limit`` bytes of a file (a first, cut line left out)."""
     try:
         with open(path, "rb") as f:
             f.seek(0, os.SEEK_END)
             size = f.tell()
-            f.seek(max(0, size - 64 * 1024))
+            f.seek(max(0, size - limit))
             data = f.read().decode(errors="replace")
     except OSError:
         return []
-    return data.splitlines()[-lines:]
+    lines = data.splitlines()
+    if size > limit and lines:
+        lines = lines[1:]
+    return [parse(line) for line in lines]
 
 
-def stream(
-    sources: Sources, follow: bool, lines: int, redact: Callable[[str], str]
-) -> Iterator[str]:
-    """``label | line`` for the last ``lines`` of each source; with ``follow``, then every
-    new line as it is written, until the caller stops iterating."""
+def tail(path: Path, lines: int) -> list[str]:
+    """The texts of the last ``lines`` lines of a file, stamps left off."""
+    if lines <= 0:
+        return []
+    return [text for _, text in read_lines(path)[-lines:]]
+
+
+def last_lines(
+    sources: list[tuple[str, Path]], lines: int, since: float | None, redact: Callable[[str], str]
+) -> list[LogLine]:
+    """The last ``lines`` lines of all sources together, written at or after ``since``,
+    interleaved by time (a line without a time keeps its place after the one before it)."""
+    if lines <= 0:
+        return []
+    found: list[tuple[float, int, LogLine]] = []
+    order = 0
+    for label, path in sources:
+        when = 0.0
+        for at, text in read_lines(path):
+            when = at if at is not None else when
+            if since is None or at is None or at >= since:
+                found.append((when, order, LogLine(label, at, text)))
+            order += 1
+    found.sort(key=lambda item: (item[0], item[1]))
+    return [LogLine(line.source, line.at, redact(line.text)) for _, _, line in found[-lines:]]
+
+
+def follow(sources: Sources, redact: Callable[[str], str]) -> Iterator[LogLine]:
+    """Every line written to the sources from now on, as it is written, until the caller
+    stops iterating."""
     offsets: dict[Path, int] = {}
-    for label, path in sources():
-        for line in tail(path, lines):
-            yield f"{label} | {redact(line)}"
+    for _, path in sources():
         with contextlib.suppress(OSError):
             offsets[path] = path.stat().st_size
-    if not follow:
-        return
     partial: dict[Path, str] = {}
     last_scan = time.monotonic()
     current = sources()
@@ -69,8 +114,9 @@ def stream(
             *complete, rest = text.split("\n")
             if rest:
                 partial[path] = rest
-            for line in complete:
+            for raw in complete:
                 quiet = False
-                yield f"{label} | {redact(line)}"
+                at, line = parse(raw)
+                yield LogLine(label, at, redact(line))
         if quiet:
             time.sleep(0.2)

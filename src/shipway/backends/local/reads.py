@@ -8,12 +8,12 @@ say so (``plan`` and ``status`` start no subprocess).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
-from shipway.backends.local import logfiles, render, snapshot
+from shipway.backends.local import preflight, render, snapshot
 from shipway.backends.local.generations import read_claims, read_generations, serving
 from shipway.backends.local.health import LocalHealth
+from shipway.backends.local.logview import LocalLogs
 from shipway.backends.local.model import read_current_snapshot, read_programs, read_routes
 from shipway.backends.local.render import RouteBody
 from shipway.backends.local.state import KEEP_SNAPSHOTS
@@ -45,7 +45,7 @@ def _human(seconds: float) -> str:
     return f"{s // 86400}d{s % 86400 // 3600:02d}h"
 
 
-class LocalReads(LocalHealth, LocalVolumes):
+class LocalReads(LocalLogs, LocalHealth, LocalVolumes):
     """What the backend reads (the protocol's Reads); nothing here writes a file or
     starts a process."""
 
@@ -56,10 +56,9 @@ class LocalReads(LocalHealth, LocalVolumes):
         a recorded release): a kept snapshot with that digest, else the directory if it
         still hashes the same. A ref without one: that directory (``deploy --image DIR``).
         """
-        exclude = render.excluded_paths(app)
+        preflight.check_router_port(app, self.slot, self.router(self.router_port))
         if ref is None:
-            source = app.source_dir.resolve()
-            return self._resolve_dir(source, exclude)
+            return self._resolve_dir(app, app.source_dir.resolve())
         body = ref[len("local:") :] if ref.startswith("local:") else ref
         path_part, _, digest = body.partition("@")
         if digest:
@@ -73,7 +72,7 @@ class LocalReads(LocalHealth, LocalVolumes):
                     meta=ImageMeta("local", str(found)),
                 )
             source = Path(path_part)
-            if source.is_dir() and snapshot.digest(source, exclude, [self.root]) == digest:
+            if source.is_dir() and snapshot.digest(source, self._app_files(app, source)) == digest:
                 return ResolvedImage(
                     ref=f"local:{path_part}@{digest}",
                     digest=digest,
@@ -87,11 +86,11 @@ class LocalReads(LocalHealth, LocalVolumes):
         source = Path(os.path.expanduser(path_part)).resolve()
         if not source.is_dir():
             raise InputError(f"--image {ref!r}: the local backend runs a directory; none is there")
-        return self._resolve_dir(source, exclude)
+        return self._resolve_dir(app, source)
 
-    def _resolve_dir(self, source: Path, exclude: list[str]) -> ResolvedImage:
+    def _resolve_dir(self, app: App, source: Path) -> ResolvedImage:
         try:
-            digest = snapshot.digest(source, exclude, [self.root])
+            digest = snapshot.digest(source, self._app_files(app, source))
         except OSError as exc:
             raise InputError(f"cannot read the source directory {source}: {exc}") from exc
         return ResolvedImage(
@@ -239,36 +238,10 @@ class LocalReads(LocalHealth, LocalVolumes):
                     f"  {step.unit} ({rec.release if rec else '?'}, port {ports or '-'}): "
                     "drained through the router, then stopped"
                 )
-        return (["changes on this machine:", *lines]) if lines else []
-
-    def logs(self, target: Target, process: str | None, follow: bool, lines: int) -> Iterator[str]:
-        d = self.dirs(target)
-        if process is not None and process not in self.app.processes:
-            raise InputError(
-                f"no process {process!r} in {self.app.name} "
-                f"(processes: {', '.join(self.app.processes)})"
-            )
-        redact = self._redactor(d)
-
-        def sources() -> list[tuple[str, Path]]:
-            out: list[tuple[str, Path]] = []
-            recs = sorted(read_programs(d).values(), key=lambda r: (r.process, r.revision))
-            for rec in recs:
-                if process is not None and rec.process != process:
-                    continue
-                for i, inst in enumerate(rec.instances):
-                    out.append((f"{rec.process}.{i + 1}@{rec.release}", inst.log))
-            if out:
-                return out
-            # Nothing runs (a failed first deploy, a stopped slot): the newest log of each.
-            newest: dict[str, Path] = {}
-            for p in sorted(d.logs.glob("*.log"), key=lambda p: p.stat().st_mtime):
-                proc = p.name.split(".", 1)[0]
-                if not proc.startswith("_") and (process is None or proc == process):
-                    newest[proc] = p
-            return [(f"{proc} (stopped)", p) for proc, p in sorted(newest.items())]
-
-        return logfiles.stream(sources, follow, lines, redact)
+        notes = preflight.unresolved_hosts(
+            self.app.in_slot(self.slot.name), self.slot, self.router_port
+        )
+        return (["changes on this machine:", *lines] if lines else []) + notes
 
     def live_digest(self, target: Target, release: Release) -> str | None:
         d = self.dirs(target)

@@ -1,6 +1,8 @@
-"""The release command (migrations): run once in the new snapshot with the new env, after
-the gate and before any host moves; its output streamed (secret values masked) and kept in
-``logs/_release-r<N>.log``. A secret's ``$NAME`` is never expanded in its words.
+"""The release command (migrations): run once in the new release's snapshot with the env
+its processes get (:mod:`.environment`), after the snapshot is made and BEFORE any program
+of the release starts; its output streamed (secret values masked) and kept in
+``logs/_release-r<N>.log`` (0600: the command's own output may hold a secret). A secret's
+``$NAME`` is never expanded in its words.
 
 What must never happen: a release command left running, or two at once. It runs in a
 session of its own, so everything it starts (a shell's children, their children) is found
@@ -22,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from shipway.backends.liveness import ProcessMark, pid_alive, process_start, session_members
-from shipway.backends.local import environments, logfiles, masks
+from shipway.backends.local import logfiles, masks
 from shipway.backends.local.dirs import (
     SlotDirs,
     private_log,
@@ -31,8 +33,9 @@ from shipway.backends.local.dirs import (
     write_json,
     writing,
 )
+from shipway.backends.local.environment import LocalEnvironment
 from shipway.backends.local.launch import expand
-from shipway.backends.local.state import LOG_TAIL, LocalState
+from shipway.backends.local.state import LOG_TAIL
 from shipway.backends.protocol import Failure, Reason, Reporter
 from shipway.guard import Clearance
 from shipway.release.model import Release
@@ -63,7 +66,7 @@ def stop_session(leader: int, started: str, grace: float = STOP_GRACE) -> list[i
     return found
 
 
-class LocalReleaseCommand(LocalState):
+class LocalReleaseCommand(LocalEnvironment):
     """The release command step."""
 
     def run_release_command(
@@ -79,23 +82,9 @@ class LocalReleaseCommand(LocalState):
         d = self._guarded(clearance, target)
         self._secrets.update(secrets)
         self._stop_left_running(d, reporter)
-        cwd = (
-            self._generation_snapshot(d, release.generation)
-            if release.generation
-            else self._snapshot_dir(d, release.digest or "")
-        )
-        spec_env = {str(k): str(v) for k, v in (release.spec.get("env") or {}).items()}
-        env = {
-            **self._base_env(),
-            **spec_env,
-            **{n: s.reveal() for n, s in secrets.items()},
-            "SHIPWAY_APP": target.app,
-            "SHIPWAY_SLOT": target.slot,
-            "SHIPWAY_RELEASE": f"r{release.revision}",
-        }
+        release_env = self._environment(d, release, None, secrets, "release")
+        cwd, env = release_env.cwd, dict(release_env.env)
         masks.remember(d, (s.reveal() for s in secrets.values()))  # its log holds them
-        if release.build is not None and release.build.kind == "environment":
-            env.update(environments.variables(Path(release.build.what), env.get("PATH", "")))
         words = [expand(w, env, keep=secrets.keys()) for w in command]  # never a secret in argv
         private_logs(d.logs)
         log = d.logs / f"_release-r{release.revision}.log"

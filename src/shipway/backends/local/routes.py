@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from shipway.backends.local import preflight
 from shipway.backends.local.dirs import SlotDirs
 from shipway.backends.local.generations import read_claims
 from shipway.backends.local.model import Route, read_programs, read_routes, write_routes
@@ -58,6 +59,8 @@ class LocalRoutes(LocalState):
             f"  serving http://{host}:{port}/ -> {body.process} {rec.release} "
             f"({', '.join(rec.upstreams)})"
         )
+        if not preflight.resolves_here(host):
+            reporter.line(f"    {host} does not resolve here: {preflight.curl_hint(host, port)}")
 
     def _remove_route(self, d: SlotDirs, host: str) -> None:
         """Forget the rolling slot's route of ``host`` and take it off the router."""

@@ -2,9 +2,15 @@
 
 The digest is the release's "image digest" on this backend: it names exactly the files a
 release runs, so a promotion copies exactly what was tested, and a copy is verified
-against it. Not part of a snapshot (and not of its digest): version-control and cache
-directories (``IGNORED``), and the config files the spec declares (they are written into
-each snapshot from the spec, with this slot's secrets).
+against it. What is part of a snapshot (and of its digest) is decided by ONE rule,
+:class:`~shipway.backends.appfiles.AppFiles` (the Docker build context follows the same):
+no version-control, virtualenv, ``node_modules`` or cache directories, no ``.env``, no
+secret file, no state directory, nothing ``.shipwayignore`` names — and not the config files
+the spec declares (they are written into each snapshot from the spec, with this slot's
+secrets).
+
+Each kept snapshot's sidecar (``r<N>.json``) lists the paths it was made with, so what a
+release created inside its snapshot at run time can be told apart afterwards.
 """
 
 from __future__ import annotations
@@ -17,73 +23,24 @@ import re
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from shipway.backends.appfiles import AppFiles
 from shipway.backends.local.dirs import write_json, writing
 
 _REVISION_DIR = re.compile(r"^r(\d+)$")
-
-IGNORED = frozenset(
-    {
-        ".git",
-        ".hg",
-        ".svn",
-        "__pycache__",
-        ".mypy_cache",
-        ".pytest_cache",
-        ".ruff_cache",
-        ".venv",
-        ".tox",
-    }
-)
-IGNORED_SUFFIXES = (".pyc", ".pyo")
+PLAIN = AppFiles.plain()  #: only what is never part of an app
 
 
-def _into(path: Path, dirs: frozenset[Path]) -> bool:
-    """A symlink whose target lies inside one of ``dirs`` (the state directory): a volume
-    placed in a kept snapshot is never part of another snapshot's copy or digest."""
-    if not path.is_symlink():
-        return False
-    target = Path(os.path.realpath(path))
-    return any(target.is_relative_to(d) for d in dirs)
-
-
-def _walk(root: Path, exclude: frozenset[str], skip_dirs: frozenset[Path]) -> list[str]:
-    """Relative paths under ``root`` (sorted, '/'-separated) that belong to a snapshot."""
-    out: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        here = Path(dirpath)
-        rel_dir = here.relative_to(root)
-        keep_dirs = []
-        for d in sorted(dirnames):
-            full = here / d
-            rel = (rel_dir / d).as_posix()
-            if d in IGNORED or rel in exclude or full.resolve() in skip_dirs:
-                continue
-            if full.is_symlink() and _into(full, skip_dirs):  # a volume placed in a snapshot
-                continue
-            if full.is_symlink():
-                out.append(rel)
-                continue
-            keep_dirs.append(d)
-            out.append(rel + "/")
-        dirnames[:] = keep_dirs
-        for f in sorted(filenames):
-            rel = (rel_dir / f).as_posix()
-            if f.endswith(IGNORED_SUFFIXES) or rel in exclude:
-                continue
-            if _into(here / f, skip_dirs):  # a symlink into the state dir (a volume's)
-                continue
-            out.append(rel)
-    return sorted(out)
-
-
-def digest(root: Path, exclude: Iterable[str] = (), skip_dirs: Iterable[Path] = ()) -> str:
+def digest(root: Path, rule: AppFiles = PLAIN) -> str:
     """``sha256:<hex>`` over names, types, executable bits and contents."""
+    return digest_of_paths(root, rule.walk(root))
+
+
+def digest_of_paths(root: Path, paths: Iterable[str]) -> str:
     h = hashlib.sha256()
-    skip = frozenset(p.resolve() for p in skip_dirs)
-    for rel in _walk(root, frozenset(exclude), skip):
+    for rel in paths:
         full = root / rel.rstrip("/")
         st = full.lstat()
         if stat.S_ISLNK(st.st_mode):
@@ -100,10 +57,10 @@ def digest(root: Path, exclude: Iterable[str] = (), skip_dirs: Iterable[Path] = 
     return "sha256:" + h.hexdigest()
 
 
-def copy(src: Path, dst: Path, exclude: Iterable[str] = (), skip_dirs: Iterable[Path] = ()) -> None:
-    """Copy the snapshot part of ``src`` to ``dst`` (which must not exist)."""
-    skip = frozenset(p.resolve() for p in skip_dirs)
-    wanted = _walk(src, frozenset(exclude), skip)
+def copy(src: Path, dst: Path, rule: AppFiles = PLAIN) -> list[str]:
+    """Copy the snapshot part of ``src`` to ``dst`` (which must not exist); the paths copied.
+    A file the disk cannot hold fails naming it (WriteFailed)."""
+    wanted = rule.walk(src)
     with writing(dst):
         dst.mkdir(parents=True)
     for rel in wanted:
@@ -117,6 +74,7 @@ def copy(src: Path, dst: Path, exclude: Iterable[str] = (), skip_dirs: Iterable[
                 os.symlink(os.readlink(s), d)
             else:
                 shutil.copy2(s, d)
+    return wanted
 
 
 # -- kept snapshots: releases/r<N>/ with releases/r<N>.json naming its digest -----------
@@ -146,10 +104,36 @@ def digest_of_kept(path: Path) -> str | None:
     return str(found) if found else None
 
 
-def remember(path: Path, revision: int, digest: str, source: str | None, created_at: str) -> None:
-    """Write the sidecar naming a kept snapshot's digest (and where it was copied from)."""
-    doc = {"revision": revision, "digest": digest, "source": source, "created_at": created_at}
+def remember(
+    path: Path,
+    revision: int,
+    digest: str,
+    source: str | None,
+    created_at: str,
+    paths: Iterable[str] | None = None,
+) -> None:
+    """Write the sidecar naming a kept snapshot's digest, where it was copied from and the
+    paths it was made with."""
+    doc: dict[str, object] = {
+        "revision": revision,
+        "digest": digest,
+        "source": source,
+        "created_at": created_at,
+    }
+    if paths is not None:
+        doc["paths"] = list(paths)
     write_json(path.with_name(path.name + ".json"), doc)
+
+
+def paths_of_kept(path: Path) -> list[str] | None:
+    """The paths a kept snapshot was made with (None: a snapshot made before they were
+    recorded, or an unreadable sidecar — so nothing can be told about it)."""
+    try:
+        meta = json.loads(path.with_name(path.name + ".json").read_text())
+    except (OSError, ValueError):
+        return None
+    paths = meta.get("paths") if isinstance(meta, dict) else None
+    return [str(p) for p in paths] if isinstance(paths, list) else None
 
 
 def discard(path: Path) -> None:
@@ -172,26 +156,27 @@ def make(
     dest: Path,
     want: str,
     sources: Iterable[Path],
-    exclude: Iterable[str] = (),
-    skip_dirs: Iterable[Path] = (),
-) -> bool:
+    rule_of: Callable[[Path], AppFiles] = lambda _: PLAIN,
+) -> list[str] | None:
     """Copy the first of ``sources`` whose copy has digest ``want`` to ``dest`` (atomically:
-    a temporary directory renamed into place). False when none has it."""
-    exclude, skip_dirs = list(exclude), list(skip_dirs)
+    a temporary directory renamed into place), each under its own rule (``rule_of``); the
+    paths copied. None when no source has it."""
     for src in sources:
         if not src.is_dir():
             continue
+        rule = rule_of(src)
         tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
         tmp.rmdir()
         try:
-            copy(src, tmp, exclude, skip_dirs)
-            if digest(tmp, exclude) == want:
+            paths = copy(src, tmp, rule)
+            # the copy hashed under the same rule: what it holds, not what the rule says
+            if digest_of_paths(tmp, rule.walk(tmp)) == want:
                 os.replace(tmp, dest)
-                return True
+                return paths
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
-    return False
+    return None
 
 
 def prune(releases: Path, keep: int, in_use: Iterable[str]) -> list[str]:

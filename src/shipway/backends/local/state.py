@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from shipway.backends.appfiles import AppFiles
 from shipway.backends.guarded import Guarded
 from shipway.backends.local import environments, snapshot
 from shipway.backends.local.dirs import SlotDirs, read_records_file, router_port, state_root
@@ -28,7 +29,7 @@ from shipway.backends.local.model import (
     read_programs,
 )
 from shipway.backends.local.ports import PortTable, owner_prefix
-from shipway.backends.local.render import ProgramBody
+from shipway.backends.local.render import ProgramBody, excluded_paths
 from shipway.backends.local.router_control import RouterControl
 from shipway.backends.local.supervisor import INHERITED_ENV, Supervisor
 from shipway.errors import BackendError, InputError
@@ -128,6 +129,16 @@ class LocalState(Guarded):
         if body.environment:
             env.update(environments.variables(Path(body.environment), env.get("PATH", "")))
         return EnvFile.of(env, secrets)
+
+    def _app_files(
+        self, app: App, source: Path, placed: Iterable[str] | None = None
+    ) -> AppFiles:
+        """What of ``source`` a snapshot holds (the one rule, :mod:`..appfiles`): never this
+        state directory (nor a symlink into it: a volume placed in a kept snapshot), a
+        secret file, ``.env``, …; nor what each snapshot gets placed in it (default: the
+        app's config files and the places of its volumes)."""
+        own = excluded_paths(app) if placed is None else list(placed)
+        return AppFiles.of(app, source, also=[self.root, *own])
 
     def _local_roots(self, app: App) -> list[tuple[Path, str]]:
         """(state root, slot) of every local slot of the app: where snapshots may be kept."""

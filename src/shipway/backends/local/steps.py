@@ -115,15 +115,15 @@ class LocalSteps(LocalPrograms, LocalHealth, LocalVolumes):
         self, d: SlotDirs, unit: Unit, secrets: Mapping[str, Secret], reporter: Reporter
     ) -> None:
         body = SnapshotBody.of(unit)
-        exclude = body.excluded
         private_dir(d.base)
         d.releases.mkdir(exist_ok=True)
         dest = d.releases / f"r{body.revision}"
         if not (dest.is_dir() and snapshot.digest_of_kept(dest) == body.digest):
             if dest.exists():
                 shutil.rmtree(dest)
-            self._make_snapshot(dest, body.digest, body.source, exclude)
-            snapshot.remember(dest, body.revision, body.digest, body.source, now())
+            config = body.excluded  # its config files and the places of its volumes
+            paths = self._make_snapshot(dest, body.digest, body.source, config)
+            snapshot.remember(dest, body.revision, body.digest, body.source, now(), paths)
             reporter.line(f"  snapshot r{body.revision}: {dest} ({body.digest[:19]})")
         for f in body.files:
             path = contained(dest, f.path)  # never through a symlink out of the snapshot
@@ -143,17 +143,21 @@ class LocalSteps(LocalPrograms, LocalHealth, LocalVolumes):
         self._prune_snapshots(d, reporter)
 
     def _make_snapshot(
-        self, dest: Path, digest: str, source: str | None, exclude: list[str]
-    ) -> None:
+        self, dest: Path, digest: str, source: str | None, config: list[str]
+    ) -> list[str]:
         sources = [p for p in (self._find_snapshot(self.app, digest),) if p is not None]
         if source:
             sources.append(Path(source))
-        if not snapshot.make(dest, digest, sources, exclude, [self.root]):
+        paths = snapshot.make(
+            dest, digest, sources, lambda s: self._app_files(self.app, s, config)
+        )
+        if paths is None:
             raise BackendError(
                 f"cannot make snapshot {dest.name}: {source or 'its source'} no longer has "
                 f"digest {digest} (the source changed since the release was planned?) and no "
                 f"kept snapshot has it (hint: plan and deploy again)"
             )
+        return paths
 
     def _prune_snapshots(self, d: SlotDirs, reporter: Reporter) -> None:
         in_use = self._snapshots_in_use(d)

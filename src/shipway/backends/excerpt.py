@@ -1,0 +1,112 @@
+"""The excerpt of a failed process's log that a failure shows: the first error-looking block
+and the last lines, each once.
+
+A crash's cause is rarely in the last lines: gunicorn prints its shutdown after the
+worker's traceback, a Django settings ``SyntaxError`` sits a hundred lines up. So the
+excerpt is the first block that looks like an error — a Python traceback (through its
+exception line), a Go ``panic:``, a line with ``Error``/``Exception``/``ERROR``/``FATAL``
+and the indented lines under it — then the tail, leaving out the lines the block already
+showed. Pure: the caller reads the log and masks each line (spec.secrets.Masker) first.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+TAIL = 12  #: the last lines shown
+MAX_BLOCK = 40  #: a longer block keeps its first lines and its last (the exception) ones
+_SCAN = 2000  #: how far a block is followed
+
+_TRACEBACK = re.compile(r"Traceback \(most recent call last\):")
+_START = re.compile(
+    r"Traceback \(most recent call last\):"
+    r"|^\s*panic: |^fatal error: "
+    r"|\b[A-Za-z_.]*(Error|Exception)\b"
+    r"|(^|[\s\[])(ERROR|FATAL|CRITICAL)\b| ERR! |^\s*(error|fatal)(\[\w+\])?: "
+)
+_INDENTED = re.compile(r"^[ \t]+\S")
+_PANIC = re.compile(r"^\s*panic: ")
+#: what a Go panic's stack is made of: blank lines, goroutine headers, frames
+_GO_STACK = re.compile(r"^(\s*$|goroutine \d+ |[\t ]|[\w./*()-]+\(.*\)$|exit status \d+$)")
+
+
+@dataclass(frozen=True)
+class Excerpt:
+    """Line numbers are 1-based in the lines given."""
+
+    block: tuple[str, ...] = ()
+    block_start: int = 0
+    tail: tuple[str, ...] = ()
+    tail_start: int = 0
+
+    def lines(self, log: str, full: str = "") -> list[str]:
+        """The failure's detail lines: the block, the tail, and where the full log is."""
+        if not self.block and not self.tail:
+            return [f"its log ({log}) is empty"]
+        out: list[str] = []
+        if self.block:
+            out.append(f"first error in its log (from line {self.block_start}):")
+            out += [f"| {line}" for line in self.block]
+        if self.tail:
+            out.append(f"last lines of its log ({log}):" if not self.block else "last lines:")
+            out += [f"| {line}" for line in self.tail]
+        elif self.block:
+            out.append(f"(the block is the end of its log, {log})")
+        if full:
+            out.append(f"full log: {full}")
+        return out
+
+
+def excerpt(lines: Sequence[str], tail: int = TAIL) -> Excerpt:
+    """The first error block of ``lines`` and their last ``tail`` lines, none twice."""
+    found = error_block(lines)
+    tail_start = max(0, len(lines) - tail)
+    if found is None:
+        return Excerpt(tail=tuple(lines[tail_start:]), tail_start=tail_start + 1)
+    start, end = found
+    if start >= tail_start:  # the block is inside the tail: the tail shows it
+        return Excerpt(tail=tuple(lines[tail_start:]), tail_start=tail_start + 1)
+    rest = max(tail_start, end)
+    block = list(lines[start:end])
+    if len(block) > MAX_BLOCK:
+        head = 3
+        keep = MAX_BLOCK - head - 1
+        block = [*block[:head], f"… ({len(block) - head - keep} lines)", *block[-keep:]]
+    return Excerpt(
+        block=tuple(block),
+        block_start=start + 1,
+        tail=tuple(lines[rest:]),
+        tail_start=rest + 1,
+    )
+
+
+def error_block(lines: Sequence[str]) -> tuple[int, int] | None:
+    """``(start, end)`` (end exclusive) of the first error-looking block, or None."""
+    for i, line in enumerate(lines):
+        if _START.search(line):
+            return i, _block_end(lines, i)
+    return None
+
+
+def _block_end(lines: Sequence[str], start: int) -> int:
+    in_traceback = bool(_TRACEBACK.search(lines[start]))
+    j = start + 1
+    if _PANIC.match(lines[start]):
+        while j < len(lines) and j - start < _SCAN and _GO_STACK.match(lines[j]):
+            j += 1
+        while j > start + 1 and not lines[j - 1].strip():
+            j -= 1
+        return j
+    while j < len(lines) and j - start < _SCAN:
+        line = lines[j]
+        if _TRACEBACK.search(line):
+            in_traceback = True
+        elif in_traceback:
+            if not _INDENTED.match(line):
+                return j + 1  # the exception line ends the traceback
+        elif not _INDENTED.match(line):
+            return j
+        j += 1
+    return j

@@ -1,0 +1,71 @@
+"""The failure excerpt: the first error-looking block and the tail, each once."""
+
+from __future__ import annotations
+
+from shipway.backends.excerpt import excerpt
+
+NOISE = [f"[INFO] request {i} ok" for i in range(100)]
+TRACEBACK = [
+    "[2026-12-01 10:00:00 +0000] [42] [ERROR] Exception in worker process",
+    "Traceback (most recent call last):",
+    '  File "/app/gunicorn/arbiter.py", line 609, in spawn_worker',
+    "    worker.init_process()",
+    '  File "/app/shop/settings.py", line 3',
+    "    DEBUG = = True",
+    "            ^",
+    "SyntaxError: invalid syntax",
+]
+SHUTDOWN = [
+    "[2026-12-01 10:00:01 +0000] [42] [INFO] Worker exiting (pid: 42)",
+    "[2026-12-01 10:00:01 +0000] [41] [INFO] Shutting down: Master",
+    "[2026-12-01 10:00:01 +0000] [41] [INFO] Reason: Worker failed to boot.",
+]
+
+
+def test_the_first_traceback_and_the_tail_once_each() -> None:
+    lines = ["[INFO] Starting gunicorn", *TRACEBACK, *NOISE, *SHUTDOWN]
+    found = excerpt(lines)
+    assert found.block == tuple(TRACEBACK)  # from the error line to the exception line
+    assert found.block_start == 2
+    assert found.tail == tuple(lines[-12:])
+    shown = found.lines("/logs/web.log", "shipway logs local --release 3")
+    assert shown[0] == "first error in its log (from line 2):"
+    assert shown.count("| SyntaxError: invalid syntax") == 1
+    assert shown[-1] == "full log: shipway logs local --release 3"
+
+
+def test_a_block_inside_the_tail_is_shown_once_in_it() -> None:
+    lines = [*NOISE[:5], *TRACEBACK, *SHUTDOWN]
+    found = excerpt(lines)
+    assert found.block == ()
+    assert found.tail == tuple(lines[-12:])
+    assert sum("SyntaxError" in line for line in found.lines("x.log")) == 1
+
+
+def test_a_block_overlapping_the_tail_is_not_repeated_by_it() -> None:
+    lines = [*NOISE[:20], *TRACEBACK, *NOISE[:6]]
+    found = excerpt(lines)
+    assert found.block == tuple(TRACEBACK)
+    assert found.tail == tuple(NOISE[:6])  # only what the block did not show
+
+
+def test_go_panics_and_error_lines_are_blocks_too() -> None:
+    panic = ["panic: runtime error: index out of range [3] with length 3", "",
+             "goroutine 1 [running]:", "main.main()", "\t/src/main.go:8 +0x1d",
+             "exit status 2"]  # fmt: skip
+    found = excerpt([*NOISE[:30], *panic, "restarting", *NOISE[:20]])
+    assert found.block == tuple(panic)
+    npm = ["npm ERR! code ELIFECYCLE", "npm ERR! errno 1"]
+    assert excerpt([*NOISE[:30], *npm, *NOISE[:20]]).block == (npm[0],)
+    plain = excerpt(NOISE)
+    assert plain.block == () and plain.tail == tuple(NOISE[-12:])
+    assert excerpt([]).lines("w.log") == ["its log (w.log) is empty"]
+
+
+def test_a_long_traceback_keeps_its_start_and_its_exception() -> None:
+    frames = [f'  File "/lib/m{i}.py", line {i}, in f{i}' for i in range(60)]
+    long = [*TRACEBACK[:2], *frames, *TRACEBACK[2:]]
+    found = excerpt([*long, *NOISE])
+    assert found.block[:2] == tuple(TRACEBACK[:2])
+    assert found.block[-1] == "SyntaxError: invalid syntax"
+    assert len(found.block) == 40 and found.block[3].startswith("… (")
