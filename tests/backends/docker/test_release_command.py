@@ -33,9 +33,10 @@ def test_a_hanging_release_command_is_stopped_at_its_timeout(deployment: Deploym
     assert failure.reason == "ReleaseCommandTimeout", failure
     assert "release_timeout (2s)" in failure.message
     assert took < 60, f"the deploy took {took:.0f}s"
-    assert "run the release command: sh -c echo started; sleep 600 (stopped after 2s)" in (
-        lines.text()
-    )
+    assert (
+        "run the release command, before any new process starts: sh -c echo started; "
+        "sleep 600 (stopped after 2s)"
+    ) in lines.text()
     assert deployment.containers(env.a, kind="release-command") == []  # killed and removed
 
 
