@@ -14,8 +14,8 @@ from tests.backends.local.conftest import Slot, eventually
 from tests.cli.conftest import TWO_SLOTS
 
 #: every command that acts on a slot
-SLOT_COMMANDS = ["plan", "diff", "deploy", "repair", "rollback", "restart", "promote",
-                 "status", "history", "logs", "run", "stop", "gens", "switch", "sleep", "wake",
+SLOT_COMMANDS = ["plan", "diff", "deploy", "repair", "rollback", "restart", "promote", "status",
+                 "history", "logs", "run", "stop", "gens", "switch", "sleep", "wake",
                  "gc"]  # fmt: skip
 
 
