@@ -16,6 +16,8 @@
     │   └── ClearanceError
     ├── SlotLocked                    exit 4  another deploy holds the slot's lock
     ├── StalePlan                     exit 5  the world changed since a saved plan was made
+    ├── WriteFailed                   exit 7  a file shipway keeps could not be written (a full
+    │                                         disk): it is named; what served before serves
     └── BackendError                  exit 1  an engine (Kubernetes, Docker, OS) said no;
         ├── RecordError                       translated at the backend edge
         ├── CleanupFailed                     best-effort cleanup failed (carries the manual fix)
@@ -166,6 +168,26 @@ class StalePlan(ShipwayError):
 
 class BackendError(ShipwayError):
     """An engine refused or failed an operation (translated at the backend's edge)."""
+
+
+class WriteFailed(BackendError):
+    """A file shipway keeps on this machine could not be written (the disk is full, the
+    file system read-only …). Names the file; the previous release keeps serving. A
+    BackendError too: a step that fails this way is a failed step, undone like any."""
+
+    exit_code = 7
+
+    def __init__(self, path: object, exc: OSError) -> None:
+        import errno
+
+        self.path = str(path)
+        why = exc.strerror or str(exc)
+        hint = {
+            errno.ENOSPC: "the disk holding it is full: free space there, then run again",
+            errno.EDQUOT: "the disk quota of this user is used up: free some, then run again",
+            errno.EROFS: "its file system is read-only: make it writable, then run again",
+        }.get(exc.errno or 0, "make it writable, then run again")
+        super().__init__(f"cannot write {self.path}: {why} (hint: {hint})")
 
 
 class RecordError(BackendError):

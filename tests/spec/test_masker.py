@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from shipway.spec.secrets import MASK, Masker, Secret, redact
+from shipway.spec.secrets import MASK, HashedValue, Masker, Secret, redact
 
 
 @pytest.mark.parametrize(
@@ -36,3 +36,14 @@ def test_masker_takes_secrets_and_redact_uses_it() -> None:
 def test_regex_characters_in_values_are_literal() -> None:
     assert Masker(["a.c"])("abc a.c") == f"abc {MASK}"
     assert Masker(["(x)+"])("y(x)+y") == f"y{MASK}y"
+
+
+def test_values_known_only_by_their_salted_digest_are_masked_by_the_same_rule() -> None:
+    salt = "5a1t"
+    kept = [HashedValue.of("hunter22", salt), HashedValue.of("q7z", salt)]
+    mask = Masker(hashed=kept, salt=salt)
+    assert mask("pw=hunter22; xhunter22y") == "pw=***; x***y"  # long: anywhere
+    assert mask("token q7z, q7zq7z") == "token ***, q7zq7z"  # short: as a token only
+    assert "hunter22" not in repr(HashedValue.of("hunter22", salt))
+    other = Masker(hashed=[HashedValue.of("hunter22", "another salt")], salt=salt)
+    assert other("pw=hunter22") == "pw=hunter22"  # a digest means nothing under another salt

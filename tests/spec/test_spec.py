@@ -158,3 +158,15 @@ def test_a_secret_value_typed_as_from_env_is_never_echoed() -> None:
         app_from_toml(spec % "postgres://u:hunter2@db/x")
     assert "hunter2" not in str(err.value)
     assert "secrets.DB.from_env" in str(err.value) and 'from_env = "DB"' in str(err.value)
+
+
+def test_release_timeout_defaults_is_bounded_and_survives_the_snapshot(tmp_path: Path) -> None:
+    base = '[app]\nname="a"\nrelease_command="migrate"\n{extra}[processes.web]\nport=80\n'
+    assert app_from_toml(base.format(extra="")).release_deadline == 300.0
+    app = app_from_toml(base.format(extra='release_timeout="20m"\n'))
+    assert app.release_deadline == 1200.0
+    again = from_snapshot(json.loads(json.dumps(app.snapshot())), tmp_path)
+    assert again.release_deadline == 1200.0
+    with pytest.raises(SpecInvalid) as err:
+        app_from_toml(base.format(extra='release_timeout="7h"\n'))
+    assert "app.release_timeout" in str(err.value) and "longer than 6h" in str(err.value)

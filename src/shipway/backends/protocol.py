@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import getpass
 import os
-import socket
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from shipway.backends.liveness import ProcessMark
+from shipway.backends.liveness import pid_alive as pid_alive  # the local lock names it here
 from shipway.errors import InputError
 from shipway.guard import Clearance
 from shipway.plan.model import (
@@ -122,28 +123,39 @@ class Failure:
 
 @dataclass(frozen=True)
 class LockHolder:
-    """Who holds (or wants) a slot's lock, and until when it is valid unless renewed."""
+    """Who holds (or wants) a slot's lock, and until when it is valid unless renewed.
+    ``boot``, ``pid_ns`` and ``start`` mark its process beyond host and pid
+    (:class:`~shipway.backends.liveness.ProcessMark`): what can prove it gone."""
 
     holder: str
     host: str
     pid: int
     since: str
     ttl: float = 60.0
+    boot: str = ""
+    pid_ns: str = ""
+    start: str = ""
 
     @classmethod
     def me(cls, ttl: float = 60.0) -> LockHolder:
-        host = socket.gethostname()
+        mark = ProcessMark.mine()
         try:
             user = getpass.getuser()
         except (KeyError, OSError):
             user = str(os.getuid())
         return cls(
-            holder=f"{user}@{host} (pid {os.getpid()})",
-            host=host,
-            pid=os.getpid(),
+            holder=f"{user}@{mark.host} (pid {mark.pid})",
+            host=mark.host,
+            pid=mark.pid,
             since=datetime.now(UTC).isoformat(timespec="seconds"),
             ttl=ttl,
+            boot=mark.boot,
+            pid_ns=mark.pid_ns,
+            start=mark.start,
         )
+
+    def mark(self) -> ProcessMark:
+        return ProcessMark(self.host, self.pid, self.boot, self.pid_ns, self.start)
 
     def expires(self, renewed: datetime | None = None) -> str:
         start = renewed or datetime.fromisoformat(self.since)
@@ -156,18 +168,10 @@ class LockHolder:
             "pid": self.pid,
             "since": self.since,
             "ttl": self.ttl,
+            "boot": self.boot,
+            "pid_ns": self.pid_ns,
+            "start": self.start,
         }
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether a process with this pid runs on this machine (a lock holder's, say)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # it runs, as another user
-        return True
-    return True
 
 
 @dataclass(frozen=True)
@@ -593,6 +597,21 @@ class Closes(Protocol):
     def close(self) -> None: ...
 
 
+class Hosts(Protocol):
+    """The host names a slot serves, and who else serves them: the engine refuses a host
+    another app or slot serves unless told to take it (``--take-host``), on every backend
+    and strategy."""
+
+    def hosts(self, app: App, slot: Slot) -> list[tuple[str, str]]:
+        """Pure: the (host name, process) pairs ``app`` serves in ``slot``."""
+        ...
+
+    def host_owner(self, target: Target, host: str) -> HostOwner | None:
+        """Who serves ``host`` now, in the whole target (other apps and slots included).
+        Read-only."""
+        ...
+
+
 class Generations(Protocol):
     """What a blue-green backend adds: whole generations side by side, scaled, waited on,
     and hosts moved between them (the :class:`~shipway.plan.model.GenerationStep` s).
@@ -601,16 +620,8 @@ class Generations(Protocol):
     steps name the generation; ``PointHost``/``DropHost`` move host names between them.
     """
 
-    def hosts(self, app: App, slot: Slot) -> list[tuple[str, str]]:
-        """Pure: the (host name, process) pairs a generation of ``app`` serves."""
-        ...
-
     def generations(self, target: Target) -> list[GenerationInfo]:
         """Every generation of this app in this slot, oldest first; at most one is live."""
-        ...
-
-    def host_owner(self, target: Target, host: str) -> HostOwner | None:
-        """Who serves ``host`` now, in the whole target (other apps and slots included)."""
         ...
 
     def delete_generation(
@@ -737,11 +748,12 @@ class Backend(
     Closes,
     Volumes,
     Destroys,
+    Hosts,
     Protocol,
 ):
     """Every backend: renders, reads, keeps records and the lock, builds, performs rolling
     steps, runs one-off commands, tells what a release wrote inside itself, keeps volumes,
-    and can be told to destroy what it made."""
+    can be told to destroy what it made, and says who serves a host."""
 
     name: str
 

@@ -32,6 +32,7 @@ Exit codes:
   4   the slot is locked by another operation (the message names the holder)
   5   the saved plan is stale: the slot changed since it was made
   6   plan --detailed-exitcode: the plan has changes (0: no changes)
+  7   a file shipway keeps could not be written (a full disk): the message names it
   10  rolled-back: the new release failed; the previous one serves again
   11  rollback-failed: the new release failed and so did the rollback; the slot MAY BE DOWN
   12  no-anchor: the new release failed and nothing ran before it; nothing was restored
@@ -381,7 +382,7 @@ def take_host_option(f: F) -> F:
     return click.option(
         "--take-host",
         is_flag=True,
-        help="Blue-green slots: take a host another app or slot serves today.",
+        help="Take a host another app or slot serves today (refused, naming it, otherwise).",
     )(f)
 
 

@@ -57,7 +57,7 @@ EXIT_CHANGES = 6
 @click.option(
     "--take-host",
     is_flag=True,
-    help="Blue-green slots: plan taking a host another app or slot serves today.",
+    help="Plan taking a host another app or slot serves today (refused otherwise).",
 )
 @click.option(
     "--take-over",

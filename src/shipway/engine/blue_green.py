@@ -1,7 +1,7 @@
 """Blue/green generations: a deploy as a new generation beside the live one, switches
 between kept generations (wake → wait → point hosts → drop the old route → sleep the old),
 and the undo of a switch that failed half-way. Hosts another app or slot serves are
-refused unless taken explicitly.
+refused unless taken explicitly (``_claim_hosts``, which a rolling deploy uses too).
 """
 
 from __future__ import annotations
@@ -10,7 +10,13 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from shipway.backends.protocol import GenerationBackend, GenerationInfo, LockHolder, generations_of
+from shipway.backends.protocol import (
+    Backend,
+    GenerationBackend,
+    GenerationInfo,
+    LockHolder,
+    generations_of,
+)
 from shipway.engine.context import DEFAULT_ROLLBACK_TIMEOUT, DEFAULT_TIMEOUT
 from shipway.engine.outcome import Outcome
 from shipway.engine.sequence import RolloutSequence
@@ -88,6 +94,7 @@ class BlueGreen(RolloutSequence):
             observed=observed,
             sleep_delay=slot.sleep_after,
             release_command=view.release_command,
+            release_timeout=view.release_deadline,
         )
         return switch_plan(
             app=app.name,
@@ -101,14 +108,15 @@ class BlueGreen(RolloutSequence):
 
     def _claim_hosts(
         self,
-        gb: GenerationBackend,
+        backend: Backend,
         target: Target,
         hosts: list[tuple[str, str]],
         take_host: bool,
     ) -> list[tuple[str, str]]:
-        """Refuse a host another app or slot serves, unless told to take it."""
+        """Refuse a host another app or slot serves, unless told to take it (every
+        backend, every strategy: a rolling deploy asks too)."""
         for host, _ in hosts:
-            owner = gb.host_owner(target, host)
+            owner = backend.host_owner(target, host)
             if owner is None or (owner.app, owner.slot) == (target.app, target.slot):
                 continue
             if not take_host:

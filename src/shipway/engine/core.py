@@ -187,6 +187,8 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
         if slot.strategy == "blue-green":
             return self._generation_plan(app, slot_name, release, observed, operation, take_host)
         view = app.in_slot(slot_name)
+        target = app.slots.target(slot_name)
+        self._claim_hosts(self.backend, target, self.backend.hosts(view, slot), take_host)
         release = replace(release, artifact=self.backend.render(view, slot, release))
         return rollout_plan(
             operation=operation,
@@ -195,6 +197,7 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
             observed=observed,
             release_command=view.release_command,
             batch=slot.batch,
+            release_timeout=view.release_deadline,
         )
 
     def _altered(

@@ -216,9 +216,7 @@ class Walker:
         elif isinstance(step, WaitRollout):
             return b.wait(t, step, self.release.artifact, deadline, r)
         elif isinstance(step, RunReleaseCommand):
-            return b.run_release_command(
-                c, t, self.release, step.command, self.secrets, deadline, r
-            )
+            return self._release_command(step, deadline)
         elif isinstance(step, Remove):
             b.remove(c, t, step, r)
         elif isinstance(step, GenerationStep):
@@ -230,6 +228,32 @@ class Walker:
         else:  # pragma: no cover - every step type is handled above
             raise TypeError(f"unknown step {step!r}")
         return None
+
+    def _release_command(self, step: RunReleaseCommand, deadline: float) -> Failure | None:
+        """The release command, stopped at its own timeout or the deploy's deadline,
+        whichever comes first; the backend kills what it started on either."""
+        own = time.monotonic() + step.timeout if step.timeout is not None else deadline
+        failure = self.backend.run_release_command(
+            self.clearance,
+            self.target,
+            self.release,
+            step.command,
+            self.secrets,
+            min(deadline, own),
+            self.reporter,
+        )
+        if (
+            failure is not None
+            and failure.reason == Reason.RELEASE_COMMAND_TIMEOUT
+            and step.timeout is not None
+            and own <= deadline
+        ):
+            hint = (
+                f"it ran for its release_timeout ({step.timeout:g}s) and was stopped "
+                "(hint: raise [app] release_timeout if it needs longer)"
+            )
+            failure = replace(failure, message=f"{failure.message}: {hint}")
+        return failure
 
     def _do_generation(self, step: GenerationStep, deadline: float) -> Failure | None:
         gb, c, t, r = generations_of(self.backend), self.clearance, self.target, self.reporter

@@ -38,6 +38,7 @@ def switch_steps(
     observed: Observed | None = None,
     sleep_delay: float = 0.0,
     release_command: tuple[str, ...] | None = None,
+    release_timeout: float | None = None,
 ) -> list[Step]:
     """``hosts``: (host name, process) pairs to point at the new generation. The release
     command, when given, runs once the generation's prerequisites are in place and before
@@ -54,7 +55,7 @@ def switch_steps(
                 (needed if is_prerequisite(unit) else processes).append(apply_step(unit, action))
     steps: list[Step] = [*needed]
     if release_command:
-        steps.append(RunReleaseCommand(command=release_command))
+        steps.append(RunReleaseCommand(command=release_command, timeout=release_timeout))
     steps += processes
     for process, count in replicas.items():
         steps.append(Scale(process=process, replicas=count, generation=to_generation))

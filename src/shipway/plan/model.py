@@ -128,6 +128,14 @@ class Step:
         return data
 
 
+def _seconds(value: float) -> str:
+    """300 → "5m", 90 → "90s", 7200 → "2h"."""
+    for unit, size in (("h", 3600), ("m", 60)):
+        if value >= size and value % size == 0:
+            return f"{value / size:g}{unit}"
+    return f"{value:g}s"
+
+
 def _at(host: str | None, generation: str | None = None) -> str:
     parts = []
     if generation:
@@ -180,11 +188,13 @@ class RunReleaseCommand(Step):
 
     name: ClassVar[str] = "release-command"
     command: tuple[str, ...]
+    #: seconds it may run before it is stopped (None: only the deploy's own deadline)
+    timeout: float | None = None
 
     def describe(self) -> str:
-        return "run the release command, before any new process starts: " + " ".join(
-            self.command
-        )
+        limit = f" (stopped after {_seconds(self.timeout)})" if self.timeout is not None else ""
+        words = " ".join(self.command)
+        return f"run the release command, before any new process starts: {words}{limit}"
 
 
 @dataclass(frozen=True)

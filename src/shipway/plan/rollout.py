@@ -104,6 +104,7 @@ def rollout_steps(
     release_command: tuple[str, ...] | None = None,
     prune: bool = True,
     batch: int | None = None,
+    release_timeout: float | None = None,
 ) -> list[Step]:
     if not desired.units:
         raise InputError(
@@ -128,7 +129,7 @@ def rollout_steps(
         steps += [apply_step(u, a) for u, a in needed]
         steps += _waits([u for u, _ in needed])
         if i == 0 and release_command and changed:
-            steps.append(RunReleaseCommand(command=release_command))
+            steps.append(RunReleaseCommand(command=release_command, timeout=release_timeout))
         steps += [apply_step(u, a) for u, a in quiet]
         steps += _waits([u for u, _ in quiet])
         steps += [apply_step(u, a) for u, a in switching]
@@ -158,6 +159,7 @@ def rollout_plan(
     observed: Observed,
     release_command: tuple[str, ...] | None = None,
     batch: int | None = None,
+    release_timeout: float | None = None,
 ) -> Plan:
     """The plan that makes the target run ``release`` (its artifact must be rendered)."""
     return Plan(
@@ -165,7 +167,15 @@ def rollout_plan(
         slot=release.slot,
         backend=backend,
         operation=operation,
-        steps=tuple(rollout_steps(release.artifact, observed, release_command, batch=batch)),
+        steps=tuple(
+            rollout_steps(
+                release.artifact,
+                observed,
+                release_command,
+                batch=batch,
+                release_timeout=release_timeout,
+            )
+        ),
         observed=observed.summary(),
         release=release,
     )

@@ -194,6 +194,10 @@ class SlotRegistry:
         return out
 
 
+#: how long a release command may run unless ``app.release_timeout`` says otherwise
+DEFAULT_RELEASE_TIMEOUT = 300.0
+
+
 @dataclass(frozen=True)
 class App:
     name: str
@@ -202,6 +206,8 @@ class App:
     image: str | None = None
     image_type: ImageType | None = None
     release_command: tuple[str, ...] | None = None
+    #: seconds the release command may run before it is stopped (None: the default)
+    release_timeout: float | None = None
     env: Mapping[str, str] = field(default_factory=dict)
     secrets: Mapping[str, SecretRef] = field(default_factory=dict)
     files: tuple[ConfigFile, ...] = ()
@@ -213,6 +219,11 @@ class App:
     #: the env files read into ``env`` (relative to ``source_dir``): never in a snapshot
     #: or an image, since they may hold the values of secrets
     env_files: tuple[str, ...] = ()
+
+    @property
+    def release_deadline(self) -> float:
+        """Seconds the release command may run: ``release_timeout``, else the default."""
+        return DEFAULT_RELEASE_TIMEOUT if self.release_timeout is None else self.release_timeout
 
     def in_slot(self, slot_name: str) -> App:
         """The app as it runs in one slot: replicas, env and routes overridden by the slot."""
@@ -238,6 +249,8 @@ class App:
             app["image_type"] = self.image_type
         if self.release_command:
             app["release_command"] = list(self.release_command)
+        if self.release_timeout is not None:
+            app["release_timeout"] = self.release_timeout
         if not self.build.enabled:
             app["build"] = False
         elif self.build.command:

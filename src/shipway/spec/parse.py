@@ -62,7 +62,16 @@ TOP_KEYS = (
     "build",
     "source",
 )
-APP_KEYS = ("name", "image", "image_type", "release_command", "build", "procfile", "env_file")
+APP_KEYS = (
+    "name",
+    "image",
+    "image_type",
+    "release_command",
+    "release_timeout",
+    "build",
+    "procfile",
+    "env_file",
+)
 PROCESS_KEYS = ("command", "port", "replicas", "healthcheck", "resources")
 HEALTH_KEYS = ("path", "interval", "timeout", "attempts", "initial_delay")
 RESOURCE_KEYS = ("requests", "limits")
@@ -141,6 +150,11 @@ def parse(
         if "release_command" in app_t
         else None
     )
+    release_timeout = (
+        c.duration(app_t["release_timeout"], ("app", "release_timeout"), "release_timeout")
+        if "release_timeout" in app_t
+        else None
+    )
     procfile = appfiles.read_procfile(appfiles.procfile(c, app_t), base_dir)
     release_command = appfiles.release_command(
         c, procfile, release_command, "release_command" in app_t
@@ -181,6 +195,7 @@ def parse(
         image=image,
         image_type=image_type,
         release_command=release_command,
+        release_timeout=release_timeout,
         processes=processes,
         env=env,
         secrets=secrets,

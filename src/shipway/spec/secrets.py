@@ -166,6 +166,26 @@ MASK_ANYWHERE = 4
 _WORD = r"[A-Za-z0-9_]"
 
 
+@dataclass(frozen=True)
+class HashedValue:
+    """A secret value kept only as its length and a salted digest: enough to find it in a
+    text again (:class:`Masker`), never to tell it."""
+
+    length: int
+    digest: str
+
+    @classmethod
+    def of(cls, value: str, salt: str) -> HashedValue:
+        return cls(len(value), _salted(value, salt))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"length": self.length, "digest": self.digest}
+
+
+def _salted(value: str, salt: str) -> str:
+    return hashlib.sha256(f"shipway-mask\0{salt}\0{value}".encode()).hexdigest()
+
+
 class Masker:
     """The one place shipway hides secret values in the text it shows or keeps: engine
     messages, failure details, logs, release-command output, recorded error texts.
@@ -180,11 +200,18 @@ class Masker:
     * an empty value masks nothing.
 
     Longer values are matched first, so a secret that contains another is masked whole.
+    Values known only by their salted digest (``hashed``, with their ``salt``: a value given
+    to a process that is gone, whose log is kept) are masked by the same rule.
     """
 
-    __slots__ = ("_pattern",)
+    __slots__ = ("_hashed", "_pattern", "_salt")
 
-    def __init__(self, values: Iterable[str | Secret] = ()) -> None:
+    def __init__(
+        self,
+        values: Iterable[str | Secret] = (),
+        hashed: Iterable[HashedValue] = (),
+        salt: str = "",
+    ) -> None:
         plain = {v.reveal() if isinstance(v, Secret) else v for v in values}
         parts = []
         for value in sorted((v for v in plain if v), key=len, reverse=True):
@@ -194,18 +221,56 @@ class Masker:
             else:
                 parts.append(f"(?<!{_WORD}){escaped}(?!{_WORD})")
         self._pattern = re.compile("|".join(parts)) if parts else None
+        known = {_salted(v, salt) for v in plain}
+        by_length: dict[int, set[str]] = {}
+        for h in hashed:
+            if h.length > 0 and h.digest not in known:
+                by_length.setdefault(h.length, set()).add(h.digest)
+        self._hashed = sorted(by_length.items(), reverse=True)
+        self._salt = salt
 
     @classmethod
     def of(cls, secrets: Mapping[str, Secret]) -> Masker:
         return cls(secrets.values())
 
     def __call__(self, text: str) -> str:
-        if self._pattern is None or not text:
+        if not text:
             return text
-        return self._pattern.sub(MASK, text)
+        if self._pattern is not None:
+            text = self._pattern.sub(MASK, text)
+        return self._mask_hashed(text) if self._hashed else text
+
+    def _mask_hashed(self, text: str) -> str:
+        """Every window of a hashed value's length whose digest is that value's (a short
+        one only where it stands as a token), longest first."""
+        out: list[str] = []
+        i, n = 0, len(text)
+        while i < n:
+            for length, digests in self._hashed:
+                window = text[i : i + length]
+                if len(window) < length:
+                    continue
+                if length < MASK_ANYWHERE and not _token_at(text, i, length):
+                    continue
+                if _salted(window, self._salt) in digests:
+                    out.append(MASK)
+                    i += length
+                    break
+            else:
+                out.append(text[i])
+                i += 1
+        return "".join(out)
 
     def __bool__(self) -> bool:
-        return self._pattern is not None
+        return self._pattern is not None or bool(self._hashed)
+
+
+def _token_at(text: str, start: int, length: int) -> bool:
+    """Whether ``text[start:start + length]`` stands as a token (no word character just
+    before or after it)."""
+    before = text[start - 1] if start > 0 else ""
+    after = text[start + length] if start + length < len(text) else ""
+    return not (re.match(_WORD, before) or re.match(_WORD, after))
 
 
 def redact(text: str, secrets: Mapping[str, Secret]) -> str:

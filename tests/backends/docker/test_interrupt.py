@@ -109,8 +109,16 @@ def test_sigterm_marks_the_release_failed_and_releases_the_lock(deployment: Depl
     assert deployment.containers(env.a, kind="lock") == []
 
 
-def _plant_lock(deployment: Deployment, host: DockerHost, *, since: datetime, ttl: float) -> None:
-    """A lock as another machine's shipway would leave it."""
+def _plant_lock(
+    deployment: Deployment,
+    host: DockerHost,
+    *,
+    since: datetime,
+    ttl: float,
+    holder: dict[str, str] | None = None,
+) -> None:
+    """A lock as another machine's shipway would leave it (``holder``: other holder labels,
+    e.g. this machine's host name and a pid)."""
     client = deployment.local(host)
     try:
         from shipway.backends.docker.store import ensure_holder_image
@@ -126,6 +134,7 @@ def _plant_lock(deployment: Deployment, host: DockerHost, *, since: datetime, tt
                 labels.LOCK_PID: "4242",
                 labels.LOCK_SINCE: since.isoformat(timespec="seconds"),
                 labels.LOCK_TTL: str(ttl),
+                **(holder or {}),
             },
         )
         stamp = since.isoformat(timespec="seconds").encode()

@@ -266,3 +266,31 @@ def test_a_replacement_whose_image_cannot_be_had_leaves_the_old_container_runnin
         (c,) = [c for c in deployment.containers(env.a) if c.name == name]
         assert (c.id, c.status) == (before[name], "running"), kind
     assert deployment.get(env.a) == (200, "v1\n")  # still served, through the old proxy
+
+
+def test_a_labelled_container_without_a_unit_key_is_really_removed_by_repair(
+    deployment: Deployment,
+) -> None:
+    env = deployment.env
+    deployment.write(hosts=[env.a])
+    assert isinstance(deployment.deploy(), Rolled)
+    # a container labelled as the slot's, but with no unit key (made by hand, or by an
+    # older shipway): nothing declares it, and a repair must remove it for real
+    stray = deployment.local(env.a).containers.run(
+        env.images.v1,
+        detach=True,
+        name=f"{deployment.name}-unknown",
+        labels={
+            "org.shipway.app": deployment.name,
+            "org.shipway.slot": SLOT,
+            "org.shipway.kind": "app",
+        },
+    )
+    key = f"unknown/{deployment.name}-unknown@docker-a"
+    assert removes(api.plan(deployment.app(), SLOT, repair=True)) == {key}
+
+    lines = Lines()
+    assert isinstance(repair(deployment, lines), Rolled), lines.text()
+    assert stray.id not in {c.id for c in deployment.containers(env.a)}, lines.text()
+    assert f"{key} already gone" not in lines.text()
+    assert removes(api.plan(deployment.app(), SLOT, repair=True)) == set()

@@ -67,8 +67,30 @@ def test_an_unschedulable_pod_fails_after_its_window(slot: Slot) -> None:
     assert isinstance(outcome, RolledBack), lines.text
     assert outcome.failure.reason == "Unschedulable"
     assert "Insufficient cpu" in outcome.failure.message
-    assert any("FailedScheduling" in d for d in outcome.failure.details)
+    # the scheduler records FailedScheduling once per attempt: said once, counted
+    scheduling = [d for d in outcome.failure.details if "FailedScheduling" in d]
+    assert len(scheduling) == 1, outcome.failure.details
     assert 3.0 <= took < 40
+
+
+def test_the_same_event_recorded_twice_is_one_line_with_its_count(slot: Slot) -> None:
+    app = slot.write()
+    said = "0/2 nodes are available: 2 Insufficient cpu."
+    for n, count in enumerate([3, None]):  # one aggregated event, one more of the same
+        slot.client.create(
+            Event(
+                metadata=ObjectMeta(name=f"sched{n}", namespace=slot.namespace),
+                involvedObject=ObjectReference(
+                    kind="Pod", name="shop-web-5d9c-x1", namespace=slot.namespace
+                ),
+                reason="FailedScheduling",
+                message=said,
+                type="Warning",
+                count=count,
+            )
+        )
+    details = slot.backend(app)._events({"involvedObject.name": "shop-web-5d9c-x1"})
+    assert details == [f"event Warning FailedScheduling (Pod shop-web-5d9c-x1, x4): {said}"]
 
 
 def test_a_failed_rollback_says_the_slot_may_be_down(slot: Slot) -> None:

@@ -1,12 +1,20 @@
 """The slot's Lease: refused while held, taken over after expiry (naming the holder),
 renewed while held, released on every exit path; a deploy that died leaves a pending
 release that the next deploy resolves; once the lock is lost (taken over, or not renewed
-within its duration) the backend mutates nothing more and its waits stop."""
+within its duration) the backend mutates nothing more and its waits stop.
+
+Expiry is judged by the time this client saw the Lease last change, never by the holder's
+``renewTime`` (whose clock may be off): a Lease someone keeps renewing is live however old
+its ``renewTime`` looks, and one nobody renews is taken over once it has not changed for its
+whole duration. A holder whose process is provably gone from this machine (a killed
+deploy) is taken over at once."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -33,13 +41,13 @@ pytestmark = pytest.mark.k8s
 OTHER = "ci@runner-7 (pid 4242)"
 
 
-def plant_lease(slot: Slot, renewed: datetime, holder: str = OTHER) -> None:
+def plant_lease(slot: Slot, renewed: datetime, holder: str = OTHER, duration: int = 60) -> None:
     slot.client.create(
         Lease(
             metadata=ObjectMeta(name=lease_name("shop", "test1"), namespace=slot.namespace),
             spec=LeaseSpec(
                 holderIdentity=holder,
-                leaseDurationSeconds=60,
+                leaseDurationSeconds=duration,
                 acquireTime=renewed,
                 renewTime=renewed,
             ),
@@ -51,10 +59,33 @@ def lease(slot: Slot) -> Any:
     return slot.client.get(Lease, lease_name("shop", "test1"), namespace=slot.namespace)
 
 
+@contextlib.contextmanager
+def renewing(slot: Slot, skew: timedelta = timedelta(0)) -> Iterator[None]:
+    """Another machine's live deploy: it renews its Lease every 0.3 s, writing renewal
+    times by its own clock, ``skew`` away from ours."""
+    stop = threading.Event()
+
+    def renew() -> None:
+        while not stop.wait(0.3):
+            current = lease(slot)
+            current.spec.renewTime = datetime.now(UTC) + skew
+            with contextlib.suppress(ApiError):
+                slot.client.replace(current)
+
+    thread = threading.Thread(target=renew, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
 def test_a_held_lock_refuses_the_deploy_and_names_its_holder(slot: Slot) -> None:
     slot.write()
     plant_lease(slot, datetime.now(UTC))
-    result = slot.cli("deploy", "test1")
+    with renewing(slot):
+        result = slot.cli("deploy", "test1")
     assert result.returncode == 4, result.stderr
     assert f"slot 'test1' is locked by {OTHER}" in result.stderr
     assert "expires at" in result.stderr
@@ -62,12 +93,33 @@ def test_a_held_lock_refuses_the_deploy_and_names_its_holder(slot: Slot) -> None
     assert lease(slot).spec.holderIdentity == OTHER  # untouched
 
 
+def test_a_live_lock_whose_holder_s_clock_is_behind_is_not_broken(slot: Slot) -> None:
+    # The holder's clock is two hours behind ours: by its renewTime the Lease looks long
+    # expired, but it is renewed all the time. Judged by when this client saw it change,
+    # it is live.
+    slot.write()
+    behind = timedelta(hours=-2)
+    plant_lease(slot, datetime.now(UTC) + behind, duration=5)
+    with renewing(slot, skew=behind):
+        result = slot.cli("deploy", "test1")
+    out = result.stdout + result.stderr
+    assert result.returncode == 4, out
+    assert f"slot 'test1' is locked by {OTHER}" in out
+    assert "broke" not in out
+    assert slot.images() == {}
+    assert lease(slot).spec.holderIdentity == OTHER
+
+
 def test_an_expired_lock_is_taken_over_with_a_line_naming_its_holder(slot: Slot) -> None:
     app = slot.write()
-    plant_lease(slot, datetime.now(UTC) - timedelta(seconds=120))
+    # nobody renews it: once it has not changed for its duration (2 s) while this client
+    # watched it, it is expired — whatever its renewTime says
+    plant_lease(slot, datetime.now(UTC) + timedelta(hours=1), duration=2)
     outcome, lines = slot.deploy(app)
     assert isinstance(outcome, Rolled), lines.text
+    assert f"the lock of slot 'test1' is held by {OTHER}" in lines.text
     assert f"broke the expired lock of slot 'test1' held by {OTHER}" in lines.text
+    assert "not renewed for 2s while this client watched it" in lines.text
     after = lease(slot)
     assert after.spec.holderIdentity is None  # released
     assert after.spec.leaseTransitions == 1
@@ -153,18 +205,21 @@ def test_a_pending_release_left_by_a_killed_deploy_is_resolved_by_the_next(slot:
     finally:
         proc.kill()
     held = lease(slot)
-    assert held.spec.holderIdentity and "pid" in held.spec.holderIdentity
+    assert held.spec.holderIdentity and f"(pid {proc.pid})" in held.spec.holderIdentity
+    assert held.spec.leaseDurationSeconds == 15  # client-go's lease, renewed every 2 s
     assert slot.statuses(app)[2] == "pending"
     assert slot.images()["shop-web"] == "registry.example/shop:neverready"
 
-    # Time passes: the dead deploy's Lease expires (nobody renews it).
-    held.spec.renewTime = datetime.now(UTC) - timedelta(seconds=300)
-    slot.client.replace(held)
-
+    # The dead deploy ran on this machine and its process is gone: the Lease, still
+    # fresh, is taken over at once (no waiting for it to expire), with a line saying so.
     result = slot.cli("deploy", "test1", "--image", "registry.example/shop:3")
     out = result.stdout + result.stderr
     assert result.returncode == 0, out
-    assert f"broke the expired lock of slot 'test1' held by {held.spec.holderIdentity}" in out
+    assert (
+        f"broke the lock of slot 'test1' held by {held.spec.holderIdentity}" in out
+        and f"its process {proc.pid} is gone from this machine (taken over at once" in out
+    ), out
+    assert "watching it for up to" not in out
     assert "recovering: r2 was left pending by an interrupted operation" in out
     assert "re-asserting r1, the deployed release" in out
     assert "rolled shop/test1 from r1 to r3" in out
@@ -232,10 +287,15 @@ def test_a_lock_not_renewed_within_its_duration_stops_every_mutation(slot: Slot)
     with backend.lock(clearance, target, LockHolder.me(ttl=60), Lines()):
         assert backend.lease is not None
         held = backend.lease
+        held._stop.set()  # no renewal succeeds from here on ...
+        assert held._thread is not None
+        held._thread.join()
         start = held.clock()
-        # no renewal succeeds (its first tick is 20 s away) while 61 s pass on its clock
-        held.clock = lambda: start + 61
-        refused = LOST.format(r"it was last renewed 6\d\.\ds ago, beyond its 60s duration")
+        held.clock = lambda: start + 11  # ... while 11 s pass on its clock
+        refused = LOST.format(
+            r"it was last renewed 1\d\.\ds ago, beyond its 10s renew deadline "
+            r"\(the Lease lasts 15s\)"
+        )
         with pytest.raises(BackendError, match=refused):
             backend.apply(clearance, target, config_map(slot, "late"), "create", {}, Lines())
         with pytest.raises(BackendError, match=refused):

@@ -1,12 +1,18 @@
-"""The release command runs once as a Job, before anything switches."""
+"""The release command runs once as a Job, before anything switches; one that hangs is
+stopped at its timeout and its Job deleted; one a killed deploy left running is deleted by
+the next deploy before it starts its own."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from lightkube.resources.batch_v1 import Job
+from lightkube.resources.core_v1 import Pod
 
 from shipway.engine.outcome import Rolled, RolledBack
 from tests.backends.kubernetes.conftest import Slot
+from tests.testenv.k8s import wait_for, wait_for_all
 
 pytestmark = pytest.mark.k8s
 
@@ -42,3 +48,68 @@ def test_a_failing_release_command_switches_nothing(slot: Slot) -> None:
     assert outcome.failure.exit_code == 1
     assert slot.images()["shop-web"] == "registry.example/shop:1"
     assert not any("update Deployment/" in line for line in lines.lines if line.startswith("["))
+
+
+RELEASE = 'image_type = "dockerfile"\nrelease_command = "migrate"\nrelease_timeout = "{timeout}"'
+
+
+def release_jobs(slot: Slot) -> dict[str, Any]:
+    return {j.metadata.name: j for j in slot.client.list(Job, namespace=slot.namespace)}
+
+
+def test_a_hanging_release_command_is_stopped_at_its_timeout_and_its_job_deleted(
+    slot: Slot,
+) -> None:
+    slot.write()
+    app = slot.edit('image_type = "dockerfile"', RELEASE.format(timeout="1m"))
+    outcome, lines = slot.deploy(app)  # r1 (its Job completes)
+    assert isinstance(outcome, Rolled), lines.text
+    app = slot.edit('release_timeout = "1m"', 'release_timeout = "3s"')
+    # the release command's pod of this image runs and never finishes
+    outcome, lines = slot.deploy(app, image="registry.example/shop:neverready")
+    assert isinstance(outcome, RolledBack), lines.text
+    assert outcome.failure.reason == "ReleaseCommandTimeout"
+    assert "release_timeout (3s)" in outcome.failure.message
+    assert "Job shop-release-r2 deleted (stopped: it did not finish in time)" in lines.text
+    wait_for_all(
+        slot.client,
+        Pod,
+        lambda pods: not pods,
+        namespace=slot.namespace,
+        labels={"job-name": "shop-release-r2"},
+        timeout=30,
+        what="the release command's pod to go",
+    )
+    assert "shop-release-r2" not in release_jobs(slot)
+    assert slot.images()["shop-web"] == "registry.example/shop:1"
+
+
+def test_a_release_command_job_left_by_a_killed_deploy_is_deleted_by_the_next(
+    slot: Slot,
+) -> None:
+    slot.write()
+    app = slot.edit('image_type = "dockerfile"', RELEASE.format(timeout="10m"))
+    slot.deploy(app)
+    proc = slot.start_deploy("registry.example/shop:neverready")
+    try:
+        job = wait_for(
+            slot.client,
+            Job,
+            "shop-release-r2",
+            lambda j: bool(j.status and j.status.active),
+            namespace=slot.namespace,
+            timeout=60,
+        )
+        proc.kill()  # SIGKILL: nothing of shipway stops the Job
+        proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    # the cluster would stop it by itself at the deadline shipway gave it ...
+    assert 0 < job.spec.activeDeadlineSeconds <= 600
+    # ... and the next deploy deletes it before it runs its own
+    result = slot.cli("deploy", "test1", "--image", "registry.example/shop:3")
+    out = result.stdout + result.stderr
+    assert result.returncode == 0, out
+    assert "Job shop-release-r2 deleted (left unfinished by an earlier run, killed)" in out
+    assert "shop-release-r2" not in release_jobs(slot)
+    assert release_jobs(slot)["shop-release-r3"].status.succeeded == 1

@@ -52,6 +52,19 @@ def eventually(check: Callable[[], T], timeout: float = 20.0, what: str = "condi
     raise AssertionError(f"timed out after {timeout:g}s waiting for {what} (last: {last!r})")
 
 
+def blog_serving_hello(app_dir: Path, drop: str = "") -> Path:
+    """A copy of the hello app named "blog" (greeting "blog") that serves hello.localhost,
+    beside ``app_dir`` (``drop``: spec text to leave out of the copy); its spec file."""
+    blog = app_dir.parent / "blog"
+    shutil.copytree(app_dir, blog)
+    spec = blog / "shipway.toml"
+    text = spec.read_text().replace('name = "hello"', 'name = "blog"')
+    text = text.replace('GREETING = "hello"', 'GREETING = "blog"')
+    text = text.replace(drop, "") if drop else text
+    spec.write_text(text + '\n[[routes]]\nhost = "hello.localhost"\nprocess = "web"\n')
+    return spec
+
+
 @dataclass
 class Result:
     code: int

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,7 @@ from shipway import api
 from shipway.backends.local import LocalBackend
 from shipway.backends.local.router_control import RouterControl
 from shipway.engine import Rolled
-from tests.backends.local.conftest import Slot, eventually
+from tests.backends.local.conftest import Slot, blog_serving_hello, eventually
 from tests.backends.local.test_zero_downtime import Client
 
 BLUE_GREEN = """
@@ -231,16 +230,7 @@ def test_gc_keeps_the_live_generation_and_snapshots_live_as_long_as_their_genera
 
 
 def test_a_host_served_by_another_app_is_refused_naming_it_unless_taken(bg: Slot) -> None:
-    blog = bg.app_dir.parent / "blog"
-    shutil.copytree(bg.app_dir, blog)
-    spec = blog / "shipway.toml"
-    spec.write_text(
-        spec.read_text()
-        .replace('name = "hello"', 'name = "blog"')
-        .replace('GREETING = "hello"', 'GREETING = "blog"')
-        .replace(BLUE_GREEN, "")
-        + '\n[[routes]]\nhost = "hello.localhost"\nprocess = "web"\n'
-    )
+    spec = blog_serving_hello(bg.app_dir, drop=BLUE_GREEN)
     r = bg.run("deploy", "local", spec=spec)
     assert r.code == 0, r.text
     assert bg.get("/") == (200, "blog from r1\n")

@@ -131,10 +131,18 @@ class HostConnection:
 
     # -- ssh ---------------------------------------------------------------------------
 
+    def _ssh_alive(self) -> bool:
+        transport = self._ssh.get_transport() if self._ssh is not None else None
+        return transport is not None and transport.is_active()
+
     def _ssh_client(self) -> paramiko.SSHClient:
+        """The host's one SSH connection; a dead one (the network dropped it, sshd went
+        away) is replaced by a new, verified one — and the cached API client, whose
+        connection pool still holds the dead transport, with it."""
         with self._lock:
-            transport = self._ssh.get_transport() if self._ssh is not None else None
-            if self._ssh is None or transport is None or not transport.is_active():
+            if not self._ssh_alive():
+                if self._ssh is not None:
+                    self._drop_dead()
                 if self._params is None:
                     self._params = ssh_params(
                         self.address,
@@ -143,6 +151,7 @@ class HostConnection:
                         environ=self._environ,
                     )
                 self._ssh = open_ssh(self.address, self._params)
+            assert self._ssh is not None
             return self._ssh
 
     def _over_ssh(self, version: str, policy: RetryPolicy) -> docker.DockerClient:
@@ -165,8 +174,11 @@ class HostConnection:
     # -- clients -----------------------------------------------------------------------
 
     def client(self) -> docker.DockerClient:
-        """The host's Engine API client (connects, and verifies the host, on first use)."""
+        """The host's Engine API client (connects, and verifies the host, on first use; over
+        SSH, rebuilt when its connection died)."""
         with self._lock:
+            if self.address.over_ssh and self._client is not None and not self._ssh_alive():
+                self._drop_dead()
             if self._client is None:
                 self._client = self.new_client()
             return self._client
@@ -220,6 +232,22 @@ class HostConnection:
         adapter = self._adapter
         if adapter is not None:
             adapter.prefill(channels)
+
+    def _drop_dead(self) -> None:
+        """Forget a dead SSH connection, the channel pool on it and the API client mounted
+        on that pool (closing what is left of them; a dead transport has nothing to say)."""
+        if self._adapter is not None:
+            with contextlib.suppress(Exception):
+                self._adapter.shut()
+            self._adapter = None
+        if self._client is not None:
+            with contextlib.suppress(Exception):
+                self._client.close()  # its adapter's close leaves the pool: shut above
+            self._client = None
+        if self._ssh is not None:
+            with contextlib.suppress(Exception):
+                self._ssh.close()
+            self._ssh = None
 
     def close(self) -> None:
         with self._lock:

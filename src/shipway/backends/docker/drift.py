@@ -21,6 +21,14 @@ from typing import Any
 from shipway.backends.docker import labels
 from shipway.release.artifact import digest_of
 
+#: the key prefix of a container labelled as the slot's but carrying no unit key:
+#: ``unknown/<container name>@<host>`` (nothing declares it, so a repair removes it)
+UNKNOWN = "unknown/"
+
+
+def unknown_key(name: str, host: str) -> str:
+    return f"{UNKNOWN}{name}@{host}"
+
 
 def drifted(digest: str, reasons: Iterable[str]) -> str:
     """The observed digest of a unit that differs from its body: never equal to any

@@ -40,6 +40,10 @@ LOCK_HOST = PREFIX + "lock.host"
 LOCK_PID = PREFIX + "lock.pid"
 LOCK_SINCE = PREFIX + "lock.since"
 LOCK_TTL = PREFIX + "lock.ttl"
+#: what marks the holder's process beyond host and pid (see backends/liveness.py)
+LOCK_BOOT = PREFIX + "lock.boot-id"
+LOCK_PIDNS = PREFIX + "lock.pid-ns"
+LOCK_START = PREFIX + "lock.start"
 
 # kinds
 APP_CONTAINER = "app"

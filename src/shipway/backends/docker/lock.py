@@ -4,7 +4,8 @@ The lock is the container named ``shipway-<app>-<slot>-lock``, made from the hol
 and never started: container names are unique, so creating it is the atomic "take". Its
 labels name the holder (user, machine, pid), since when, and for how long; a file inside
 it (``put_archive``) holds the time of the last renewal, rewritten by a thread while held.
-An expired lock — or one whose holder process is gone on this very machine — is broken
+An expired lock — or one whose holder process is provably gone from this very machine (its
+boot id, pid namespace, pid and start time, :mod:`~shipway.backends.liveness`) — is broken
 with a line naming the holder. Once it is lost (or not renewed within its TTL), every
 further mutation is refused.
 """
@@ -12,8 +13,6 @@ further mutation is refused.
 from __future__ import annotations
 
 import contextlib
-import os
-import socket
 import sys
 import threading
 import time
@@ -29,7 +28,8 @@ from shipway.backends.docker import labels
 from shipway.backends.docker.edge import edge
 from shipway.backends.docker.state import DockerState
 from shipway.backends.docker.store import ensure_holder_image, read_tree, tar_of
-from shipway.backends.protocol import LockHolder, Reporter, pid_alive
+from shipway.backends.liveness import ProcessMark
+from shipway.backends.protocol import LockHolder, Reporter
 from shipway.backends.retry import RetryPolicy
 from shipway.errors import BackendError, LockLost, SlotLocked
 from shipway.guard import Clearance
@@ -75,6 +75,9 @@ class SlotLock:
             labels.LOCK_PID: str(holder.pid),
             labels.LOCK_SINCE: holder.since,
             labels.LOCK_TTL: str(holder.ttl),
+            labels.LOCK_BOOT: holder.boot,
+            labels.LOCK_PIDNS: holder.pid_ns,
+            labels.LOCK_START: holder.start,
         }
 
     def current(self) -> tuple[Container, dict[str, str], datetime | None] | None:
@@ -97,14 +100,20 @@ class SlotLock:
         now = datetime.now(UTC)
         if renewed is None or renewed + timedelta(seconds=ttl) <= now:
             return "it expired"
-        if tags.get(labels.LOCK_HOST) == socket.gethostname():
-            try:
-                pid = int(tags.get(labels.LOCK_PID, ""))
-            except ValueError:
-                return None
-            if pid != os.getpid() and not pid_alive(pid):
-                return f"its process {pid} is gone from this machine"
-        return None
+        try:
+            pid = int(tags.get(labels.LOCK_PID, ""))
+        except ValueError:
+            return None
+        # host and pid alone prove nothing (two containers may share a host name, each in
+        # its own pid namespace): the mark says whether the holder ran on this very kernel
+        mark = ProcessMark(
+            host=tags.get(labels.LOCK_HOST, ""),
+            pid=pid,
+            boot=tags.get(labels.LOCK_BOOT, ""),
+            pid_ns=tags.get(labels.LOCK_PIDNS, ""),
+            start=tags.get(labels.LOCK_START, ""),
+        )
+        return mark.gone()
 
     def _take(self, holder: LockHolder, reporter: Reporter) -> Container:
         ensure_holder_image(self.client)

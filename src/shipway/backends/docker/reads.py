@@ -162,7 +162,7 @@ class DockerReads(DockerVolumes):
     ) -> tuple[ObservedUnit, list[str]]:
         digest = _labels(c).get(labels.DIGEST) or ""
         unit = ObservedUnit(
-            key=_labels(c).get(labels.KEY) or f"unknown/{c.name}@{host}",
+            key=_labels(c).get(labels.KEY) or drift.unknown_key(str(c.name), host),
             kind=kind,
             digest=drift.drifted(digest, reasons) if reasons else digest,
             state=state or _unit_state(c.status),

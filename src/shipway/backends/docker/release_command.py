@@ -2,7 +2,9 @@
 
 What must never happen: a new container started before it succeeded (the engine runs it
 first and stops on its failure), a secret value in its output (masked with the values it
-got), or its container left behind (removed on every path, a timeout included).
+got), its container left behind (killed and removed on every path: its timeout, the
+deploy's deadline, an interruption), or two copies of it at once (one left by a run killed
+with SIGKILL is removed, with a line, before the next one starts).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import docker.errors
 import requests
 
 from shipway.backends.docker import container_logs, labels
+from shipway.backends.docker.connection import HostConnection
 from shipway.backends.docker.containers import (
     ContainerSpec,
     create,
@@ -36,6 +39,30 @@ from shipway.spec.secrets import Secret, placeholder, redact, reveal
 
 class DockerReleaseCommand(DockerState):
     """run_release_command."""
+
+    def _remove_orphans(self, reporter: Reporter) -> None:
+        """Remove every release-command container of this slot, on every host, before one
+        is started: under the slot's lock none can be this operation's, so any there is
+        left by a run killed before it could remove it (SIGKILL) — maybe still running its
+        command, which must never run twice at once."""
+
+        def remove_on(conn: HostConnection) -> list[str]:
+            gone = []
+            with edge(f"host {conn.name}: release command containers left by earlier runs"):
+                client = conn.client()
+                for c in self._labelled(client, labels.RELEASE_COMMAND):
+                    state = str(c.status)
+                    c.remove(force=True)
+                    gone.append(f"{c.name} ({state})")
+            return gone
+
+        for host, gone in self._each_host(remove_on).items():
+            for what in gone:
+                self._note(host, f"removed {what}, left by an earlier run")
+                reporter.line(
+                    f"  removed the release command container {what} on {host}, left by an "
+                    "earlier run that was killed before it could remove it"
+                )
 
     def run_release_command(
         self,
@@ -63,11 +90,9 @@ class DockerReleaseCommand(DockerState):
         start = start_command(release.image_meta, "release", tuple(command))
         name = labels.release_command(self.app.name, self.slot.name, release.revision)
         image = release.image_ref() or str(body.get("image") or self.app.image)
+        self._remove_orphans(reporter)
         with edge(f"host {host}: release command"):
             client = conn.client()
-            old = self._get(client, name)
-            if old is not None:
-                old.remove(force=True)
             network = labels.network(self.app.name, self.slot.name)
             ensure_network(client, self.app.name, self.slot.name, network)
             ensure_image(client, image)

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 
 import docker
 import docker.errors
+from docker.models.containers import Container
 
 from shipway.backends import retry
 from shipway.backends.docker import drift, labels
@@ -225,7 +226,7 @@ class DockerSteps(DockerProxy, DockerVolumes):
             return self._drop_route(client, step)
         if step.kind == "volume":  # no plan holds one (invariant 11): refused if one did
             raise BackendError(f"{step.unit} is data: only shipway destroy --volumes deletes it")
-        c = self._by_key(client, step.unit)
+        c = self._unit_container(client, step)
         if c is None:
             return f"{step.unit} already gone"
         body, _ = drift.body_of(c.labels)
@@ -254,6 +255,21 @@ class DockerSteps(DockerProxy, DockerVolumes):
             return f"removed files volume {body.get('volume')}"
         c.remove(force=True)
         return f"removed {c.name}"
+
+    def _unit_container(self, client: docker.DockerClient, step: Remove) -> Container | None:
+        """The container a Remove step names: by its unit key label, or — for one labelled
+        as this slot's but carrying no key (observed as ``unknown/<name>@<host>``) — by its
+        name, still labelled as this slot's and still keyless."""
+        found = self._by_key(client, step.unit)
+        if found is not None or not step.unit.startswith(drift.UNKNOWN):
+            return found
+        name = step.unit.removeprefix(drift.UNKNOWN).rsplit("@", 1)[0]
+        c = self._get(client, name)
+        if c is None:
+            return None
+        tags = c.labels
+        ours = (tags.get(labels.APP), tags.get(labels.SLOT)) == (self.app.name, self.slot.name)
+        return c if ours and labels.KEY not in tags else None
 
     def wait(
         self,

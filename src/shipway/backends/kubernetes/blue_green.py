@@ -20,11 +20,8 @@ prevented:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
-import httpx2
-from lightkube import ALL_NS
 from lightkube.codecs import from_dict
 from lightkube.core.exceptions import ApiError
 from lightkube.operators import exists
@@ -32,28 +29,27 @@ from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import Secret as SecretObject
 from lightkube.resources.core_v1 import Service
 from lightkube.resources.networking_v1 import Ingress
-from lightkube.types import CascadeType, PatchType
+from lightkube.types import CascadeType
 
 from shipway.backends.kubernetes import generations as gens
 from shipway.backends.kubernetes import render
 from shipway.backends.kubernetes.health import KubernetesHealth
+from shipway.backends.kubernetes.hosts import KubernetesHosts
 from shipway.backends.kubernetes.rollout import Watched, readiness_window
 from shipway.backends.kubernetes.state import RESOURCES, Session
-from shipway.backends.protocol import Failure, GenerationInfo, HostOwner, Reason, Reporter
+from shipway.backends.protocol import Failure, GenerationInfo, Reason, Reporter
 from shipway.errors import BackendError, CleanupFailed, InputError
 from shipway.guard import Clearance
 from shipway.plan.model import DropHost, PointHost, Scale, WaitReplicas
 from shipway.release.artifact import Unit
 from shipway.release.model import Release
-from shipway.spec.model import App, Route, Slot, Target
+from shipway.spec.model import App, Route, Target
 from shipway.spec.parse import from_snapshot
 
 
-class KubernetesBlueGreen(KubernetesHealth):
-    """The protocol's Generations part (a replica wait is judged like a rollout)."""
-
-    def hosts(self, app: App, slot: Slot) -> list[tuple[str, str]]:
-        return [(r.host, r.process) for r in app.routes]
+class KubernetesBlueGreen(KubernetesHealth, KubernetesHosts):
+    """The protocol's Generations part (a replica wait is judged like a rollout); who
+    serves a host, and taking it, are :mod:`.hosts`'."""
 
     def _generation_of(self, step: Scale | WaitReplicas | PointHost | DropHost) -> str:
         if not step.generation:
@@ -102,43 +98,6 @@ class KubernetesBlueGreen(KubernetesHealth):
             ingresses = self._slot_ingresses()
             records = self._store().read()
         return gens.generation_infos(secrets, deployments, ingresses, records)
-
-    def _ingresses_serving(self, host: str) -> list[dict[str, Any]]:
-        """Every Ingress with a rule for ``host``: cluster-wide when this identity may list
-        Ingresses there; else in the slot's namespace only (said once, at point_host)."""
-        try:
-            found = [i.to_dict() for i in self.client.list(Ingress, namespace=ALL_NS)]
-            self._owner_scope = None
-        except ApiError as exc:
-            if exc.status.code != 403:
-                raise
-            self._owner_scope = (
-                f"who else serves a host was looked up in namespace {self.namespace} only "
-                "(this identity may not list Ingresses cluster-wide)"
-            )
-            found = [i.to_dict() for i in self.client.list(Ingress, namespace=self.namespace)]
-        return [i for i in found if gens.serves(i, host)]
-
-    def _ours(self, ingress: Mapping[str, Any]) -> bool:
-        instance = render.instance_of(self.app.name, self.slot.name)
-        return gens.is_ours(ingress, self.app.name, instance, self.namespace)
-
-    def host_owner(self, target: Target, host: str) -> HostOwner | None:
-        """Who serves ``host`` now, from the Ingresses with a rule for it: another app's or
-        slot's (or one shipway did not make) before this slot's own. Read-only."""
-        self._serves(target)
-        with self._edge(f"looking up who serves {host}"):
-            serving = self._ingresses_serving(host)
-        others = [i for i in serving if not self._ours(i)]
-        self._owners_seen[host.lower()] = [
-            (str(i["metadata"]["namespace"]), str(i["metadata"]["name"])) for i in others
-        ]
-        ours = (self.app.name, self.slot.name, self.namespace)
-        if others:
-            return gens.owner_of(others[0], ours)
-        if serving:
-            return gens.owner_of(serving[0], ours)
-        return None
 
     def scale(self, clearance: Clearance, target: Target, step: Scale, reporter: Reporter) -> None:
         """Set the replicas of a generation's process through the scale subresource. A
@@ -305,64 +264,6 @@ class KubernetesBlueGreen(KubernetesHealth):
             f"  {step.host} -> Service {service} of generation {generation} "
             f"(Ingress {name}; was {f'generation {was}' if was else 'not routed here'})"
         )
-
-    def _take(self, host: str, reporter: Reporter) -> None:
-        """Take ``host`` out of the other Ingresses that serve it: only those host_owner
-        named (the engine refused them unless told to take the host)."""
-        with self._edge(f"looking up who else serves {host}"):
-            others = [i for i in self._ingresses_serving(host) if not self._ours(i)]
-        allowed = set(self._owners_seen.get(host.lower(), []))
-        for ing in others:
-            meta = ing["metadata"]
-            place = (str(meta["namespace"]), str(meta["name"]))
-            owner = gens.owner_of(ing, (self.app.name, self.slot.name, self.namespace))
-            if place not in allowed:
-                raise BackendError(
-                    f"host {host} is also served by {owner}, which was not the case when "
-                    "this operation checked who serves it (hint: plan again, with --take-host "
-                    "to take it)"
-                )
-            rules, tls = gens.without_host(ing, host)
-            with self._edge(f"taking {host} from {gens.where(ing)}"):
-                if not rules:
-                    self.client.delete(Ingress, place[1], namespace=place[0])
-                    reporter.line(f"  took {host} from {owner}: deleted its Ingress (only rule)")
-                    continue
-                self.client.patch(
-                    Ingress,
-                    place[1],
-                    {
-                        "metadata": {"resourceVersion": meta["resourceVersion"]},
-                        "spec": {"rules": rules, "tls": tls or None},
-                    },
-                    namespace=place[0],
-                    patch_type=PatchType.MERGE,
-                )
-            reporter.line(f"  took {host} from {owner}: removed its rule")
-
-    def _put_back(self, name: str, before: Any, reporter: Reporter) -> None:
-        """Undo a point whose take failed: the Ingress as it was (or none). Applied as it
-        was, so what the point added (its labels, its backend) is taken back out."""
-        try:
-            if before is None:
-                self.client.delete(Ingress, name, namespace=self.namespace)
-                return
-            was = before.to_dict()
-            meta = was.get("metadata") or {}
-            body = {
-                "apiVersion": "networking.k8s.io/v1",
-                "kind": "Ingress",
-                "metadata": {
-                    "name": name,
-                    "namespace": self.namespace,
-                    "labels": meta.get("labels") or {},
-                    "annotations": meta.get("annotations") or {},
-                },
-                "spec": was.get("spec") or {},
-            }
-            self.client.apply(from_dict(body), force=True)
-        except (ApiError, httpx2.HTTPError) as exc:
-            reporter.line(f"warning: putting Ingress {name} back as it was failed: {exc}")
 
     def drop_host(
         self, clearance: Clearance, target: Target, step: DropHost, reporter: Reporter

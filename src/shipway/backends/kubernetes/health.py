@@ -187,13 +187,15 @@ class KubernetesHealth(KubernetesState):
                     if conditions.get("Complete", {}).get("status") == "True":
                         return None
                     failed = conditions.get("Failed", {})
-                    if failed.get("status") == "True":
+                    # the cluster stopped it at its activeDeadlineSeconds: a timeout
+                    over = failed.get("reason") == "DeadlineExceeded"
+                    if failed.get("status") == "True" and not over:
                         return self._job_failure(name, failed)
                     now = time.monotonic()
-                    if now >= deadline:
+                    if now >= deadline or over:
                         mask = self._masker()
                         return Failure(
-                            reason=Reason.TIMEOUT,
+                            reason=Reason.RELEASE_COMMAND_TIMEOUT,
                             message=f"the release command (Job {name}) did not finish in time",
                             details=tuple(
                                 mask(d) for d in self._events({"involvedObject.name": name})
@@ -313,12 +315,22 @@ class KubernetesHealth(KubernetesState):
             t = e.lastTimestamp or e.eventTime or e.metadata.creationTimestamp
             return t.isoformat() if t else ""
 
-        events.sort(key=when)
+        # One line per distinct event: the scheduler (events.k8s.io) records the same
+        # FailedScheduling once per attempt, as separate objects; they are one thing said
+        # again, so they are counted, not repeated.
+        said: dict[tuple[str, ...], tuple[str, int]] = {}
+        for e in sorted(events, key=when):
+            obj = e.involvedObject
+            key = (e.type or "", e.reason or "", obj.kind or "", obj.name or "", e.message or "")
+            times = max(e.count or 1, (e.series.count if e.series else None) or 1)
+            _, before = said.pop(key, ("", 0))
+            said[key] = (when(e), before + times)  # re-inserted: ordered by the last one
         return [
-            f"event {e.type or ''} {e.reason or ''} ({e.involvedObject.kind} "
-            f"{e.involvedObject.name}{f', x{e.count}' if e.count and e.count > 1 else ''}): "
-            f"{(e.message or '').strip()}"
-            for e in events[-EVENTS_SHOWN:]
+            f"event {kind_of} {reason} ({kind} {name}{f', x{n}' if n > 1 else ''}): "
+            f"{message.strip()}"
+            for (kind_of, reason, kind, name, message), (_, n) in list(said.items())[
+                -EVENTS_SHOWN:
+            ]
         ]
 
     def _events_of_deployment(self, deployment: str) -> list[str]:

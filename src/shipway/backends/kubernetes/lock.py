@@ -70,7 +70,7 @@ class KubernetesLock(KubernetesState):
             except (ApiError, httpx2.HTTPError) as exc:
                 reporter.line(
                     f"warning: releasing the lock of {target} failed ({exc}); it expires by "
-                    f"itself at the latest {holder.ttl:g}s after its last renewal"
+                    f"itself at the latest {lease.duration}s after its last renewal"
                 )
 
     def _renewal_client(self, holder: LockHolder) -> Any:

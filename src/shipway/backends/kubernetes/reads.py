@@ -76,14 +76,22 @@ class KubernetesReads(KubernetesClaims):
         namespace = self._observe_namespace()
         if namespace is not None:
             units.append(namespace)
+        others: dict[tuple[str, str], Mapping[str, str]] = {}
+        mine = self._labels()
         with self._edge(f"listing the objects of {target} in namespace {self.namespace}"):
-            listed = [
-                (kind, obj)
-                for kind in OBSERVED_KINDS
+            listed = []
+            for kind in OBSERVED_KINDS:
+                # every app's objects here (shipway's), to see a name another app holds
                 for obj in self.client.list(
-                    RESOURCES[kind], namespace=self.namespace, labels=self._labels()
-                )
-            ]
+                    RESOURCES[kind],
+                    namespace=self.namespace,
+                    labels={render.MANAGED_BY: render.MANAGER},
+                ):
+                    labels = obj.metadata.labels or {}
+                    if any(labels.get(k) != v for k, v in mine.items()):
+                        others[(kind, str(obj.metadata.name))] = labels
+                    else:
+                        listed.append((kind, obj))
             listed += [(CLAIMS, claim) for claim in self._claims().values()]
             for kind, obj in listed:
                 meta = obj.metadata
@@ -99,7 +107,32 @@ class KubernetesReads(KubernetesClaims):
                         phase=render.PHASES[kind],
                     )
                 )
+        self._refuse_taken_names(others)
         return Observed.of(units)
+
+    def _refuse_taken_names(self, others: Mapping[tuple[str, str], Mapping[str, str]]) -> None:
+        """Refuse (exit 2, before anything is written) a spec whose objects would be given
+        a name another app's object in this namespace has: applying it would overwrite
+        that app's object."""
+        view = self.app.in_slot(self.slot.name)
+        clashes = []
+        for (kind, name), what in render.object_names(view).items():
+            theirs = others.get((kind, name))
+            if theirs is None:
+                continue
+            instance = theirs.get(render.INSTANCE, "")
+            app = theirs.get(render.NAME, "?")
+            slot = instance.removeprefix(f"{app}-") if instance.startswith(f"{app}-") else "?"
+            clashes.append(f"{kind} {name} (for {what}) is app {app}'s, slot {slot}")
+        if clashes:
+            raise InputError(
+                f"in namespace {self.namespace}, objects of app {self.app.name} would take "
+                f"the names of another app's: {'; '.join(clashes)} — applying them would "
+                "overwrite that app's objects (names join the app's name with a process's "
+                "or a host's: 'shop' + 'web-api' and 'shop-web' + 'api' are both "
+                "'shop-web-api') (hint: rename the process, the route's host or the app, "
+                "or give this slot a namespace of its own)"
+            )
 
     def _observe_namespace(self) -> ObservedUnit | None:
         unit = render.namespace_unit(self.namespace)

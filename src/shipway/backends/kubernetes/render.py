@@ -226,6 +226,26 @@ def render(app: App, slot: Slot, release: Release) -> Artifact:
     return Artifact(tuple(units))
 
 
+def object_names(app: App) -> dict[tuple[str, str], str]:
+    """PURE: (kind, name) of each object a rolling release of ``app`` (seen in its slot)
+    is given, and what in the spec it comes from. Names join the app's name with a
+    process's or a host's (``shop`` + ``web-api`` and ``shop-web`` + ``api`` both give
+    ``shop-web-api``), so two apps sharing a namespace can be given one name: observe
+    refuses that before anything is written."""
+    names = {("Secret", env_secret_name(app.name)): "its environment Secret"}
+    if any(not f.secret_bearing for f in app.files):
+        names[("ConfigMap", files_configmap_name(app.name))] = "its config files"
+    if any(f.secret_bearing for f in app.files):
+        names[("Secret", files_secret_name(app.name))] = "its secret-bearing config files"
+    for name, process in app.processes.items():
+        names[("Deployment", workload_name(app.name, name))] = f"its process {name!r}"
+        if _service_ports(process, app.routes):
+            names[("Service", workload_name(app.name, name))] = f"its process {name!r}"
+    for route in app.routes:
+        names[("Ingress", ingress_name(app.name, route.host))] = f"its route for {route.host}"
+    return names
+
+
 def _env_secret(
     app: App, namespace: str, labels: Mapping[str, str], release: Release
 ) -> dict[str, Any]:
@@ -561,10 +581,14 @@ def one_off_template(
     return template
 
 
-def release_job(release: Release, namespace: str, command: list[str]) -> dict[str, Any]:
+def release_job(
+    release: Release, namespace: str, command: list[str], deadline: int | None = None
+) -> dict[str, Any]:
     """The Job that runs the release command (migrations) once, after the release's
     ConfigMaps and Secrets and before any Deployment is applied: the first process's pod
-    (image, env, files) with the command instead of its own, never restarted."""
+    (image, env, files) with the command instead of its own, never restarted. ``deadline``:
+    seconds after which the cluster itself stops it (``activeDeadlineSeconds``), so it ends
+    even when shipway was killed."""
     labels = {RELEASE_COMMAND: f"r{release.revision}"}
     template = one_off_template(release, None, command, "release", labels)
     labels = dict(template["metadata"]["labels"])
@@ -579,6 +603,7 @@ def release_job(release: Release, namespace: str, command: list[str]) -> dict[st
         "spec": {
             "backoffLimit": 0,
             "ttlSecondsAfterFinished": 86400,
+            **({"activeDeadlineSeconds": deadline} if deadline is not None else {}),
             "template": template,
         },
     }

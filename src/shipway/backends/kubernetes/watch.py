@@ -171,7 +171,14 @@ class LiveSet:
             if self._future.done() or time.monotonic() > end:
                 break
         if not self._listed.is_set():
-            detail = self.error or self.down or f"no answer within {timeout:g}s"
+            failed = self._future.done() and not self._future.cancelled()
+            raised = self._future.exception() if failed else None
+            detail = (
+                self.error
+                or self.down
+                or (f"{type(raised).__name__}: {raised}" if raised else None)
+                or f"no answer within {timeout:g}s"
+            )
             self.stop()
             raise BackendError(f"cannot list {self.what} in {self.namespace}: {detail}")
         return self

@@ -33,6 +33,7 @@ import gzip
 import hashlib
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -74,29 +75,122 @@ def router_port(slot: Slot, environ: Mapping[str, str] | None = None) -> int:
     return DEFAULT_ROUTER_PORT
 
 
+def socket_base() -> Path:
+    """Where sockets whose preferred path is too long live: ``<temp dir>/shipway-<uid>``."""
+    return Path(tempfile.gettempdir()) / f"shipway-{os.getuid()}"
+
+
 def socket_path(preferred: Path) -> Path:
     """A unix socket path short enough for the kernel: ``preferred`` when it fits, else a
     private directory under the temp dir keyed by the preferred path."""
     if len(str(preferred)) <= SOCKET_PATH_MAX:
         return preferred
     key = hashlib.sha256(str(preferred).encode()).hexdigest()[:16]
-    base = Path(tempfile.gettempdir()) / f"shipway-{os.getuid()}"
-    return base / key / preferred.name
+    return socket_base() / key / preferred.name
+
+
+def _refuse_unless_private(path: Path) -> None:
+    """``path`` must be a real directory (not a symlink) of this user, and is made one no
+    one else may write to or list: in a shared temp dir, anyone could have made it first."""
+    from shipway.errors import BackendError
+
+    st = path.lstat()
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+        raise BackendError(
+            f"{path} is not a directory of its own (a symlink, or another kind of file); "
+            "refusing to use it (hint: remove it, and shipway makes it again, private)"
+        )
+    if st.st_uid != os.getuid():
+        raise BackendError(
+            f"{path} belongs to another user (uid {st.st_uid}); refusing to use it (hint: "
+            "remove it, or set TMPDIR to a directory of your own)"
+        )
+    if st.st_mode & 0o077:  # ours, but open to others (an older shipway made it so)
+        os.chmod(path, 0o700)
 
 
 def private_dir(path: Path) -> Path:
-    """Create ``path`` (mode 0700) and refuse one owned by another user."""
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    """Create ``path`` (mode 0700) and refuse one owned by another user. Under the shared
+    temp dir, its ``shipway-<uid>`` parent is made 0700 first and checked too (not a
+    symlink, ours, private): whoever owns it could swap the directories inside."""
+    base = socket_base()
+    if base in path.parents or path == base:
+        with writing(base), contextlib.suppress(FileExistsError):
+            base.mkdir(mode=0o700)
+        _refuse_unless_private(base)
+    with writing(path):
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
     st = path.stat()
     if st.st_uid != os.getuid():
         from shipway.errors import BackendError
 
         raise BackendError(f"{path} belongs to another user; refusing to use it")
+    if base in path.parents:
+        _refuse_unless_private(path)
     return path
 
 
+def private_logs(path: Path) -> Path:
+    """A logs directory: 0700, made so again if it was not (what the processes print may
+    hold anything, secret values included). Every log in it is unreachable to others,
+    whatever its own mode (a file supervisord makes when it rotates a log is 0644)."""
+    private_dir(path)
+    if stat.S_IMODE(path.stat().st_mode) != 0o700:
+        os.chmod(path, 0o700)
+    return path
+
+
+def private_log(path: Path) -> None:
+    """Create ``path`` (or keep its content) as a 0600 log: whoever writes it next keeps
+    that mode."""
+    with writing(path):
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            os.fchmod(fd, 0o600)
+        finally:
+            os.close(fd)
+
+
+def contained(root: Path, relative: str) -> Path:
+    """``root / relative``, refused when it leads out of ``root``: a path is resolved (every
+    symlink on the way followed) before anything is written there, so a directory of the
+    app that is a symlink (``config -> /etc``) can never have a file written through it."""
+    base = root.resolve()
+    path = (root / relative).resolve()
+    if path != base and base not in path.parents:
+        from shipway.errors import BackendError
+
+        link = next(
+            (p for p in [root / relative, *(root / relative).parents] if p.is_symlink()), None
+        )
+        via = f" ({link} is a symlink to {os.readlink(link)})" if link is not None else ""
+        raise BackendError(
+            f"{relative!r} leads out of {root} to {path}{via}; refusing to write it (hint: "
+            "make that directory of the app a real directory, or move the file)"
+        )
+    return path
+
+
+@contextlib.contextmanager
+def writing(path: Path) -> Iterator[None]:
+    """While ``path`` is written: an OSError (a full disk, above all) becomes WriteFailed,
+    which names the file — an OSError of a ``write`` names none."""
+    try:
+        yield
+    except OSError as exc:
+        from shipway.errors import WriteFailed
+
+        raise WriteFailed(path, exc) from exc
+
+
 def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
-    """Write ``data`` to ``path`` so a reader sees the old or the new file, never a torn one."""
+    """Write ``data`` to ``path`` so a reader sees the old or the new file, never a torn one
+    (on a full disk: the old one, and WriteFailed naming the file)."""
+    with writing(path):
+        _write_atomic(path, data, mode)
+
+
+def _write_atomic(path: Path, data: bytes, mode: int) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -130,8 +224,9 @@ def read_json(path: Path, default: Any = None) -> Any:
 @contextlib.contextmanager
 def file_lock(path: Path) -> Iterator[None]:
     """A short exclusive lock between processes (held by the kernel: freed if we die)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    with writing(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shipway.backends.local.dirs import private_dir
+from shipway.backends.local.dirs import private_dir, writing
 from shipway.backends.local.state import LocalState
 from shipway.backends.protocol import LockHolder, Reporter, pid_alive
 from shipway.errors import BackendError, SlotLocked
@@ -67,8 +67,9 @@ class HeldLock:
 
 @contextlib.contextmanager
 def slot_lock(path: Path, slot: str, holder: LockHolder, reporter: Reporter) -> Iterator[HeldLock]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    with writing(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -102,9 +103,10 @@ def slot_lock(path: Path, slot: str, holder: LockHolder, reporter: Reporter) -> 
                 f"since {left.get('since', 'an unknown time')}: {why}"
             )
         record = json.dumps({**holder.to_json(), "lock": "flock"}).encode()
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, record, 0)
-        os.fsync(fd)
+        with writing(path):
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, record, 0)
+            os.fsync(fd)
         try:
             yield HeldLock(path, fd)
         finally:

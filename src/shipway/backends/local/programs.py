@@ -21,8 +21,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from shipway.backends.local import snapshot
-from shipway.backends.local.dirs import SlotDirs, private_dir
+from shipway.backends.local import masks, snapshot
+from shipway.backends.local.dirs import SlotDirs, private_dir, private_log, private_logs
 from shipway.backends.local.generations import (
     read_claims,
     read_generations,
@@ -73,7 +73,7 @@ class LocalPrograms(LocalRoutes):
         prefix = f"{self._instance_prefix(target)}{body.process}.{body.deployment_id}"
         ports = self._fresh_ports(d, body.replicas, prefix)
         private_dir(d.run)
-        d.logs.mkdir(parents=True, exist_ok=True)
+        private_logs(d.logs)
         instances = tuple(
             Instance.new(d, prefix, body.process, body.deployment_id, n, port)
             for n, port in enumerate(ports)
@@ -83,6 +83,7 @@ class LocalPrograms(LocalRoutes):
         programs[unit.key] = ProgramRecord.of(unit, body, snap, instances, now())
         write_programs(d, programs)
         env = self._env_file(body, secrets)
+        masks.remember(d, env.secret_values())  # its log may hold them after it is gone
         self.supervisor.ensure()
         with contextlib.suppress(BackendError):
             self.router(self.router_port).ensure(wait=False)  # warm up while we start
@@ -100,6 +101,7 @@ class LocalPrograms(LocalRoutes):
         env.with_port(inst.port).write(inst.env)
         with contextlib.suppress(FileNotFoundError):
             inst.counter.unlink()
+        private_log(inst.log)  # supervisord appends to it: it keeps this mode
         launch = [sys.executable, str(LAUNCHER), str(inst.env), str(inst.counter), "--"]
         self.supervisor.add(inst.name, program_conf(inst.name, [*launch, *command], snap, inst.log))
 
@@ -119,8 +121,9 @@ class LocalPrograms(LocalRoutes):
         self.supervisor.ensure()
         infos = self.supervisor.info()
         env = self._env_file(body, secrets)
+        masks.remember(d, env.secret_values())
         private_dir(d.run)
-        d.logs.mkdir(parents=True, exist_ok=True)
+        private_logs(d.logs)
         instances: list[Instance] = []
         started: list[Instance] = []
         for inst in rec.instances:
@@ -160,9 +163,11 @@ class LocalPrograms(LocalRoutes):
         if existing is None:
             snap = self._generation_snapshot(d, generation)
             private_dir(d.run)
-            d.logs.mkdir(parents=True, exist_ok=True)
+            private_logs(d.logs)
             template = d.run / f"{body.process}.{body.deployment_id}.env.json"
-            self._env_file(body, secrets).write(template)
+            env = self._env_file(body, secrets)
+            masks.remember(d, env.secret_values())
+            env.write(template)
             rec = ProgramRecord.of(unit, body, snap, (), now_precise())
             self._save_program(
                 d,

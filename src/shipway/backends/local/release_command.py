@@ -3,16 +3,36 @@ its processes get (:mod:`.environment`), after the snapshot is made and BEFORE a
 of the release starts; its output streamed (secret values masked) and kept in
 ``logs/_release-r<N>.log`` (0600: the command's own output may hold a secret). A secret's
 ``$NAME`` is never expanded in its words.
+
+What must never happen: a release command left running, or two at once. It runs in a
+session of its own, so everything it starts (a shell's children, their children) is found
+again: on its timeout (``app.release_timeout``) or the deploy's deadline, and when the
+deploy is interrupted, the whole session is stopped (SIGTERM, then SIGKILL). Its process
+is marked in ``run/release-command.json`` while it runs (pid, boot id, pid namespace, start
+time); a deploy killed with SIGKILL leaves the mark, and the next release command first
+stops what is still running of that session — only when the mark proves it is that one.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
-from shipway.backends.local import logfiles
+from shipway.backends.liveness import ProcessMark, pid_alive, process_start, session_members
+from shipway.backends.local import logfiles, masks
+from shipway.backends.local.dirs import (
+    SlotDirs,
+    private_log,
+    private_logs,
+    read_json,
+    write_json,
+    writing,
+)
 from shipway.backends.local.environment import LocalEnvironment
 from shipway.backends.local.launch import expand
 from shipway.backends.local.state import LOG_TAIL
@@ -20,7 +40,30 @@ from shipway.backends.protocol import Failure, Reason, Reporter
 from shipway.guard import Clearance
 from shipway.release.model import Release
 from shipway.spec.model import Target
-from shipway.spec.secrets import Secret
+from shipway.spec.secrets import Masker, Secret
+
+#: how long the release command's session has after SIGTERM before SIGKILL
+STOP_GRACE = 2.0
+
+
+def _mark_file(d: SlotDirs) -> Path:
+    return d.run / "release-command.json"
+
+
+def stop_session(leader: int, started: str, grace: float = STOP_GRACE) -> list[int]:
+    """Stop every process of the session ``leader`` started (SIGTERM, and SIGKILL to those
+    still there after ``grace``); the pids it found."""
+    found = session_members(leader, started)
+    for pid in found:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and session_members(leader, started):
+        time.sleep(0.05)  # the grace a process gets to end on SIGTERM, not a stand-in
+    for pid in session_members(leader, started):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    return found
 
 
 class LocalReleaseCommand(LocalEnvironment):
@@ -38,11 +81,14 @@ class LocalReleaseCommand(LocalEnvironment):
     ) -> Failure | None:
         d = self._guarded(clearance, target)
         self._secrets.update(secrets)
+        self._stop_left_running(d, reporter)
         release_env = self._environment(d, release, None, secrets, "release")
         cwd, env = release_env.cwd, dict(release_env.env)
+        masks.remember(d, (s.reveal() for s in secrets.values()))  # its log holds them
         words = [expand(w, env, keep=secrets.keys()) for w in command]  # never a secret in argv
-        d.logs.mkdir(parents=True, exist_ok=True)
+        private_logs(d.logs)
         log = d.logs / f"_release-r{release.revision}.log"
+        private_log(log)
         redact = self._redactor(d)
         try:
             proc = subprocess.Popen(
@@ -52,16 +98,90 @@ class LocalReleaseCommand(LocalEnvironment):
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own session: all it starts is found again
             )
         except OSError as exc:
             return Failure(
                 reason=Reason.RELEASE_COMMAND_FAILED,
                 message=f"cannot run {words[0]!r}: {exc.strerror or exc}",
             )
+        started = process_start(proc.pid)
+        mark = ProcessMark.mine()
+        try:
+            write_json(
+                _mark_file(d),
+                {
+                    "revision": release.revision,
+                    "pid": proc.pid,
+                    "host": mark.host,
+                    "boot": mark.boot,
+                    "pid_ns": mark.pid_ns,
+                    "start": started,
+                },
+                0o600,
+            )
+            return self._watch(proc, started, command, log, reporter, redact, deadline)
+        except BaseException:  # interrupted (a signal), or the lock lost: stop it all
+            stopped = stop_session(proc.pid, started)
+            if stopped:
+                reporter.line(f"  release command stopped ({len(stopped)} processes)")
+            raise
+        finally:
+            # what it left behind in its session (a process it put in the background) ends
+            # with it: nothing of a release command outlives its step
+            stop_session(proc.pid, started, grace=0.5)
+            proc.wait()
+            with contextlib.suppress(FileNotFoundError):
+                _mark_file(d).unlink()
+
+    def _stop_left_running(self, d: SlotDirs, reporter: Reporter) -> None:
+        """Stop what is still running of a release command a killed deploy left: under the
+        slot's lock none can be this operation's. Only processes its mark proves to be
+        that session's are signalled (this kernel and pid namespace; the session's leader
+        gone, or still the process the mark names)."""
+        left = read_json(_mark_file(d))
+        if not isinstance(left, dict):
+            return
+        try:
+            mark = ProcessMark(
+                host=str(left["host"]),
+                pid=int(left["pid"]),
+                boot=str(left["boot"]),
+                pid_ns=str(left["pid_ns"]),
+                start=str(left["start"]),
+            )
+        except (KeyError, TypeError, ValueError):
+            mark = None
+        here = ProcessMark.mine()
+        if (
+            mark is not None
+            and mark.start
+            and (mark.host, mark.boot, mark.pid_ns) == (here.host, here.boot, here.pid_ns)
+            and (mark.runs_here() or not pid_alive(mark.pid))  # never a reused pid's
+        ):
+            stopped = stop_session(mark.pid, mark.start)
+            if stopped:
+                reporter.line(
+                    f"  stopped the release command of r{left.get('revision', '?')} (pid "
+                    f"{mark.pid}, {len(stopped)} processes) left running by an earlier "
+                    "deploy that was killed before it could stop it"
+                )
+        with contextlib.suppress(FileNotFoundError):
+            _mark_file(d).unlink()
+
+    def _watch(
+        self,
+        proc: subprocess.Popen[bytes],
+        started: str,
+        command: Sequence[str],
+        log: Path,
+        reporter: Reporter,
+        redact: Masker,
+        deadline: float,
+    ) -> Failure | None:
+        """Stream its output until it exits, or stop its whole session at ``deadline``."""
         assert proc.stdout is not None
-        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.fchmod(fd, 0o600)  # an older log of this revision may have been wider
-        with open(fd, "wb") as out:
+        with writing(log), open(log, "wb") as out:
             os.set_blocking(proc.stdout.fileno(), False)
             buffer = b""
             while True:
@@ -75,7 +195,7 @@ class LocalReleaseCommand(LocalEnvironment):
                 if proc.poll() is not None and not chunk:
                     break
                 if time.monotonic() > deadline:
-                    proc.kill()
+                    stop_session(proc.pid, started)
                     proc.wait()
                     return Failure(
                         reason=Reason.RELEASE_COMMAND_TIMEOUT,

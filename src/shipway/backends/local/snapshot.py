@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from shipway.backends.appfiles import AppFiles
-from shipway.backends.local.dirs import write_json
+from shipway.backends.local.dirs import write_json, writing
 
 _REVISION_DIR = re.compile(r"^r(\d+)$")
 PLAIN = AppFiles.plain()  #: only what is never part of an app
@@ -58,19 +58,22 @@ def digest_of_paths(root: Path, paths: Iterable[str]) -> str:
 
 
 def copy(src: Path, dst: Path, rule: AppFiles = PLAIN) -> list[str]:
-    """Copy the snapshot part of ``src`` to ``dst`` (which must not exist); the paths copied."""
+    """Copy the snapshot part of ``src`` to ``dst`` (which must not exist); the paths copied.
+    A file the disk cannot hold fails naming it (WriteFailed)."""
     wanted = rule.walk(src)
-    dst.mkdir(parents=True)
+    with writing(dst):
+        dst.mkdir(parents=True)
     for rel in wanted:
         s, d = src / rel.rstrip("/"), dst / rel.rstrip("/")
-        if rel.endswith("/"):
-            d.mkdir(exist_ok=True)
-            continue
-        d.parent.mkdir(parents=True, exist_ok=True)
-        if s.is_symlink():
-            os.symlink(os.readlink(s), d)
-        else:
-            shutil.copy2(s, d)
+        with writing(d):  # a full disk names the file it could not write
+            if rel.endswith("/"):
+                d.mkdir(exist_ok=True)
+                continue
+            d.parent.mkdir(parents=True, exist_ok=True)
+            if s.is_symlink():
+                os.symlink(os.readlink(s), d)
+            else:
+                shutil.copy2(s, d)
     return wanted
 
 

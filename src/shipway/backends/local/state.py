@@ -21,6 +21,7 @@ from shipway.backends.guarded import Guarded
 from shipway.backends.local import environments, snapshot
 from shipway.backends.local.dirs import SlotDirs, read_records_file, router_port, state_root
 from shipway.backends.local.generations import read_generations
+from shipway.backends.local.masks import read_masks
 from shipway.backends.local.model import (
     EnvFile,
     ProgramRecord,
@@ -120,7 +121,10 @@ class LocalState(Guarded):
         return sorted(values)
 
     def _redactor(self, d: SlotDirs) -> Masker:
-        return Masker(self._secret_values(d))
+        """The values this slot's processes were given, and those of processes gone whose
+        logs are kept (remembered as salted digests: :mod:`.masks`)."""
+        salt, hashed = read_masks(d)
+        return Masker(self._secret_values(d), hashed, salt)
 
     def _base_env(self) -> dict[str, str]:
         return {k: self.environ[k] for k in INHERITED_ENV if k in self.environ}

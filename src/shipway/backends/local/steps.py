@@ -20,6 +20,7 @@ from pathlib import Path
 from shipway.backends.local import snapshot
 from shipway.backends.local.dirs import (
     SlotDirs,
+    contained,
     private_dir,
     read_records_file,
     write_atomic,
@@ -125,7 +126,7 @@ class LocalSteps(LocalPrograms, LocalHealth, LocalVolumes):
             snapshot.remember(dest, body.revision, body.digest, body.source, now(), paths)
             reporter.line(f"  snapshot r{body.revision}: {dest} ({body.digest[:19]})")
         for f in body.files:
-            path = dest / f.path
+            path = contained(dest, f.path)  # never through a symlink out of the snapshot
             path.parent.mkdir(parents=True, exist_ok=True)
             content = reveal(f.content, secrets)
             write_atomic(path, str(content).encode(), f.mode)
