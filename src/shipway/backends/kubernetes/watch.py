@@ -10,10 +10,11 @@ Request cost: one list and one long-lived watch per set (re-opened only if the s
 closes it); a rollout wait tracks the app's Deployments and Pods: four requests per
 operation, whatever the number of processes.
 
-A watch survives faults: one that fails to open, is cut, or answers 410 Gone (its
-resourceVersion is too old) is re-listed and watched again, with the retry policy's
-back-off, for as long as it is wanted (the waits bound it by their deadlines). Re-listing
-replaces what the set holds (objects deleted meanwhile go), while :attr:`LiveSet.initial`
+A watch survives faults: one that fails to open or is cut is watched again from the last
+resourceVersion it saw (nothing missed, nothing listed); one that answers 410 Gone (that
+version is too old) is listed and watched again — with the retry policy's back-off, for as
+long as it is wanted (the waits bound it by their deadlines). Re-listing replaces what the
+set holds (objects deleted meanwhile go), while :attr:`LiveSet.initial`
 — the objects that existed before the operation — stays as first listed. Each reopening
 is noted for the wait to say (:meth:`LiveSet.take_notes`). Only an error no retry can cure
 (403 Forbidden, 404 on the namespace, a response lightkube cannot decode) ends a set:
@@ -155,6 +156,10 @@ class LiveSet:
         #: why the set is not up to date now (None while its watch runs)
         self.down: str | None = None
         self._notes: list[str] = []
+        #: the last resourceVersion seen: a watch reopened after a fault resumes from it,
+        #: missing nothing and listing nothing (None: list first — at the start, or after
+        #: 410 Gone, when the server no longer keeps the history from there)
+        self._resume: str | None = None
         self._listed = threading.Event()
         self._future: concurrent.futures.Future[Any] | None = None
 
@@ -206,9 +211,13 @@ class LiveSet:
             return dict(self.objects)
 
     async def _run(self) -> None:
-        """List, then watch from that list's resourceVersion; on a fault, back off and do
-        both again, until cancelled or an error no retry cures."""
+        """List, then watch from that list's resourceVersion; on a fault, back off and
+        watch again from the last version seen (listing again only after 410 Gone, and
+        then the set becomes exactly that list), until cancelled or an error no retry
+        cures."""
         from lightkube.core.exceptions import ApiError
+
+        from shipway.backends.kubernetes.retrying import status_of
 
         failures = 0
         while True:
@@ -228,11 +237,17 @@ class LiveSet:
                     return
                 failures = 1 if time.monotonic() - opened >= HEALTHY_AFTER else failures + 1
                 pause = self.policy.delay(failures, fault.retry_after)
+                gone = (found := status_of(exc)) is not None and found[0] == 410
+                if gone:
+                    self._resume = None  # too old to resume: list again
+                again = "listing and watching again" if self._resume is None else (
+                    f"watching again from version {self._resume}"
+                )
                 with self.changes.cond:
                     self.down = fault.why
                     self._notes.append(
-                        f"watch of {self.what} in {self.namespace}: {fault.why}; listing and "
-                        f"watching again in {pause:.1f}s (attempt {failures + 1})"
+                        f"watch of {self.what} in {self.namespace}: {fault.why}; {again} "
+                        f"in {pause:.1f}s (attempt {failures + 1})"
                     )
                 self.changes.bump()
                 await asyncio.sleep(pause)
@@ -246,23 +261,25 @@ class LiveSet:
             kwargs["fields"] = self.fields
         list_: Any = client.list
         watch: Any = client.watch
-        listing = list_(self.resource, **kwargs)
-        items = [obj.to_dict() async for obj in listing]
-        with self.changes.cond:
-            self.objects = {item["metadata"]["name"]: item for item in items}
-            if not self._listed.is_set() and not self._carried:
-                self.initial = dict(self.objects)
-            self.down = None
-        self._listed.set()
-        self.changes.bump()
+        if self._resume is None:
+            listing = list_(self.resource, **kwargs)
+            items = [obj.to_dict() async for obj in listing]
+            with self.changes.cond:
+                self.objects = {item["metadata"]["name"]: item for item in items}
+                if not self._listed.is_set() and not self._carried:
+                    self.initial = dict(self.objects)
+                self.down = None
+            self._resume = str(listing.resourceVersion)
+            self._listed.set()
+            self.changes.bump()
         # lightkube reopens a watch the server ended cleanly, from the last version seen;
         # every error comes here (its default on_error raises)
-        async for event, obj in watch(
-            self.resource, resource_version=listing.resourceVersion, **kwargs
-        ):
+        async for event, obj in watch(self.resource, resource_version=self._resume, **kwargs):
             item = obj.to_dict()
             name = item["metadata"]["name"]
             with self.changes.cond:
+                self._resume = item["metadata"].get("resourceVersion") or self._resume
+                self.down = None
                 if event == "DELETED":
                     self.objects.pop(name, None)
                 else:
