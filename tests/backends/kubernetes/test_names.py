@@ -8,6 +8,7 @@ import pytest
 from lightkube.resources.apps_v1 import Deployment
 
 from tests.backends.kubernetes.conftest import Slot
+from tests.backends.kubernetes.test_volumes import storage_class  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.k8s
 
@@ -47,3 +48,30 @@ def test_a_name_another_app_holds_in_the_namespace_is_refused(slot: Slot) -> Non
     assert after.metadata.resourceVersion == theirs.metadata.resourceVersion  # untouched
     assert after.metadata.labels["app.kubernetes.io/name"] == "shop-web"
     assert first.cli("deploy", "test1").returncode == 0  # the owner deploys on as before
+
+
+def test_a_claim_name_another_app_holds_in_the_namespace_is_refused(
+    slot: Slot,
+    storage_class: str,  # noqa: F811  (the fixture imported above)
+) -> None:
+    from lightkube.resources.core_v1 import PersistentVolumeClaim
+
+    volume = (
+        '\n[volumes.{volume}]\npath = "/data"\nsize = "1Gi"\n'
+        f'storage_class = "{storage_class}"\n'
+    )
+    first = Slot(slot.directory / "shop-web", slot.namespace, slot.kubeconfig, slot.client)
+    first.directory.mkdir()
+    first.write(APP + volume.format(volume="data"), name="shop-web", process="api")
+    assert first.cli("deploy", "test1").returncode == 0
+    theirs = slot.client.get(PersistentVolumeClaim, "shop-web-data", namespace=slot.namespace)
+
+    slot.write(APP + volume.format(volume="web-data"), name="shop", process="web")
+    refused = slot.cli("deploy", "test1")
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert (
+        "PersistentVolumeClaim shop-web-data (for its volume 'web-data') is app shop-web's"
+        in refused.stderr
+    ), refused.stderr
+    after = slot.client.get(PersistentVolumeClaim, "shop-web-data", namespace=slot.namespace)
+    assert after.metadata.resourceVersion == theirs.metadata.resourceVersion  # untouched

@@ -93,6 +93,15 @@ class KubernetesReads(KubernetesClaims):
                     else:
                         listed.append((kind, obj))
             listed += [(CLAIMS, claim) for claim in self._claims().values()]
+            if self.app.volumes:  # another app's (or slot's) claim of the same name
+                for claim in self.client.list(
+                    RESOURCES[CLAIMS],
+                    namespace=self.namespace,
+                    labels={render.MANAGED_BY: render.MANAGER},
+                ):
+                    labels = claim.metadata.labels or {}
+                    if any(labels.get(k) != v for k, v in mine.items()):
+                        others[(CLAIMS, str(claim.metadata.name))] = labels
             for kind, obj in listed:
                 meta = obj.metadata
                 labels = meta.labels or {}

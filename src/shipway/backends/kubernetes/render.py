@@ -243,6 +243,10 @@ def object_names(app: App) -> dict[tuple[str, str], str]:
             names[("Service", workload_name(app.name, name))] = f"its process {name!r}"
     for route in app.routes:
         names[("Ingress", ingress_name(app.name, route.host))] = f"its route for {route.host}"
+    for volume in app.volumes:
+        names[("PersistentVolumeClaim", volumes.claim_name(app.name, volume))] = (
+            f"its volume {volume!r}"
+        )
     return names
 
 
