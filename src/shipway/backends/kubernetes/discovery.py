@@ -85,7 +85,8 @@ class Discovery:
         return served is not None and kind in served
 
     def _ask(self, api_version: str) -> dict[str, ServedKind] | None:
-        http = self._client._client._client  # lightkube's HTTP client (auth, TLS, base URL)
+        lightkube_client = getattr(self._client, "unwrapped", self._client)  # under retries
+        http = lightkube_client._client._client  # its HTTP client (auth, TLS, base URL)
         response = http.get(path_of(api_version))
         if response.status_code == 404:
             return None

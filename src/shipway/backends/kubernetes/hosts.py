@@ -29,6 +29,7 @@ from lightkube.types import PatchType
 
 from shipway.backends.kubernetes import generations as gens
 from shipway.backends.kubernetes import render
+from shipway.backends.kubernetes.retrying import transient_read
 from shipway.backends.kubernetes.state import KubernetesState
 from shipway.backends.protocol import HostOwner, Reporter
 from shipway.errors import BackendError
@@ -49,7 +50,7 @@ def delete_unchanged(client: Any, ingress: Mapping[str, Any]) -> None:
     ``delete`` sends no body, so the request is made through its generic client; the API
     server answers 409 Conflict when a precondition fails."""
     meta = ingress["metadata"]
-    generic = client._client
+    generic = getattr(client, "unwrapped", client)._client  # under the retrying wrapper
     request = generic.prepare_request(
         "delete", Ingress, name=str(meta["name"]), namespace=str(meta["namespace"])
     )
@@ -159,10 +160,15 @@ class KubernetesHosts(KubernetesState):
         rules, tls = gens.without_host(ing, host)
         with self._edge(f"taking {host} from {gens.where(ing)}"):
             try:
-                if not rules:
-                    delete_unchanged(self.client, ing)
-                else:
-                    self.client.patch(
+                # conditional writes: a 409 means "changed since read" and is never
+                # retried as a conflict; only what the server refused before acting is
+                raw = getattr(self.client, "unwrapped", self.client)
+
+                def take() -> None:
+                    if not rules:
+                        delete_unchanged(raw, ing)
+                        return
+                    raw.patch(
                         Ingress,
                         place[1],
                         {
@@ -172,6 +178,12 @@ class KubernetesHosts(KubernetesState):
                         namespace=place[0],
                         patch_type=PatchType.MERGE,
                     )
+
+                policy = getattr(self.client, "policy", None)
+                if policy is None:
+                    take()
+                else:
+                    policy.call(take, transient_read)
             except ApiError as exc:
                 if exc.status.code == 404:  # its owner deleted it meanwhile: nothing to take
                     reporter.line(f"  {gens.where(ing)} is gone already")
