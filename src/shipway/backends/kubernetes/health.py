@@ -170,7 +170,7 @@ class KubernetesHealth(KubernetesState):
         with self._edge(f"watching Job {name}"):
             jobs.start()
         try:
-            with self._woken_on_lock_loss(changes):
+            with self._woken_on_lock_loss(changes), retry.within(deadline):
                 while True:
                     with changes.cond:
                         version = changes.version

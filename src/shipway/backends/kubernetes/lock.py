@@ -20,7 +20,7 @@ from lightkube.resources.coordination_v1 import Lease
 
 from shipway.backends import retry
 from shipway.backends.kubernetes import render
-from shipway.backends.kubernetes.lease import SlotLease
+from shipway.backends.kubernetes.lease import LeaseTiming, SlotLease
 from shipway.backends.kubernetes.retrying import RetryingClient
 from shipway.backends.kubernetes.state import KubernetesState
 from shipway.backends.protocol import LockHolder, Reporter
@@ -77,7 +77,7 @@ class KubernetesLock(KubernetesState):
         """The renewing thread's own client. Its retries fit in one renewal interval, so a
         renewal that keeps failing is tried afresh at the next tick rather than piling up
         behind the Lease's expiry."""
-        interval = max(0.5, holder.ttl / 3)
+        interval = max(0.5, LeaseTiming.of(holder.ttl).retry)  # client-go's 2 s of 15 s
         policy = retry.RetryPolicy(budget=interval, cap=interval / 2)
         policy.reporter = self.retry.reporter
         client = Client(

@@ -22,6 +22,7 @@ from lightkube.resources.batch_v1 import Job
 from lightkube.resources.core_v1 import Pod
 from lightkube.resources.storage_v1 import StorageClass
 
+from shipway.backends import retry
 from shipway.backends.kubernetes import render
 from shipway.backends.kubernetes.discovery import ServedKind
 from shipway.backends.kubernetes.health import KubernetesHealth
@@ -107,27 +108,19 @@ class KubernetesSourceWaits(KubernetesHealth, KubernetesSourceState):
 
     def _start_watch(self, served: ServedKind) -> LiveSet:
         """A kind a CRD of the set made served a moment ago answers 429 ("storage is
-        (re)initializing") until the API server's cache of it is ready: that, and only
-        that, is asked again, for at most ``WATCH_CACHE_WAIT`` seconds."""
-        end = time.monotonic() + WATCH_CACHE_WAIT
-        pause = 0.1
-        while True:
-            live = LiveSet(
-                self._watch_loop(),
-                served.resource,
-                self.namespace,
-                self._src().changes,
-                labels=self._source_labels(),
-            )
-            try:
-                with self._edge(f"watching the {served.kind} objects of the source"):
-                    live.start()
-                return live
-            except BackendError as exc:
-                if "429" not in str(exc) or time.monotonic() + pause > end:
-                    raise
-            time.sleep(pause)  # a retry's back-off, not a stand-in for a condition
-            pause = min(2.0, pause * 2)
+        (re)initializing") until the API server's cache of it is ready: the set's own
+        retry policy asks again, for at most ``WATCH_CACHE_WAIT`` seconds."""
+        live = LiveSet(
+            self._watch_loop(),
+            served.resource,
+            self.namespace,
+            self._src().changes,
+            labels=self._source_labels(),
+            policy=self.retry,
+        )
+        with self._edge(f"watching the {served.kind} objects of the source"):
+            live.start(timeout=WATCH_CACHE_WAIT)
+        return live
 
     # -- the waits -----------------------------------------------------------------------
 
@@ -228,7 +221,7 @@ class KubernetesSourceWaits(KubernetesHealth, KubernetesSourceState):
         lock is lost. ``name``: the object ``objects`` holds."""
         changes = objects.changes
         started = time.monotonic()
-        with self._woken_on_lock_loss(changes):
+        with self._woken_on_lock_loss(changes), retry.within(deadline):
             while True:
                 with changes.cond:
                     version = changes.version
@@ -236,6 +229,8 @@ class KubernetesSourceWaits(KubernetesHealth, KubernetesSourceState):
                     seen = list(pods.objects.values()) if pods is not None else []
                 self._still_ours(target)
                 for live in (objects, pods):
+                    for note in live.take_notes() if live is not None else ():
+                        reporter.line(f"  {note}")
                     if live is not None and live.error:
                         raise BackendError(
                             f"watching {live.what} in {self.namespace}: {live.error}"
