@@ -32,7 +32,6 @@ from shipway.guard import Clearance
 from shipway.plan.change import Diff
 from shipway.plan.diff import drift, plan_diff
 from shipway.plan.model import NoOp, Observed, Plan, changes_between
-from shipway.plan.objects import object_changes
 from shipway.plan.rollout import rollout_plan
 from shipway.release import history
 from shipway.release.artifact import Artifact
@@ -146,11 +145,7 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
 
         def diff_of(plan: Plan, seen: Observed) -> Diff:
             assert plan.release is not None
-            diff = plan_diff(anchor, plan.release, seen)
-            if slot.source is not None and anchor is not None:  # what the source holds
-                found = object_changes(anchor.artifact, plan.release.artifact)
-                diff = replace(diff, changes=(*diff.changes, *found))
-            return diff
+            return plan_diff(anchor, plan.release, seen)  # a source's objects included
 
         anchor = history.deployed(records)
         plan = plan_of(observed)

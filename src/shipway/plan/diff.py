@@ -22,6 +22,7 @@ from typing import Any
 from shipway.errors import InputError
 from shipway.plan.change import APP, SLOT, Change, ChangeKind, Diff
 from shipway.plan.model import Observed
+from shipway.plan.objects import object_changes
 from shipway.release import history
 from shipway.release.artifact import Artifact
 from shipway.release.model import Release
@@ -107,7 +108,17 @@ def changes(before: Release, after: Release) -> list[Change]:
     out += _slot(a.get("slots") or {}, b.get("slots") or {}, after.slot)
     for section in sorted((set(a) | set(b)) - set(SECTIONS)):
         out += _values(section, _flat(a.get(section)), _flat(b.get(section)))
+    if _from_source(a, before.slot) or _from_source(b, after.slot):
+        # the snapshot names the source, not what it holds: compare the objects themselves
+        out += object_changes(before.artifact, after.artifact)
     return out
+
+
+def _from_source(spec: Mapping[str, Any], slot: str) -> bool:
+    """Whether the slot's objects come from a source (manifests, a chart) in this spec."""
+    slots = spec.get("slots") or {}
+    own = slots.get(slot) if isinstance(slots, Mapping) else None
+    return bool(spec.get("source")) or bool(isinstance(own, Mapping) and own.get("source"))
 
 
 def drift(anchor: Release, observed: Observed) -> list[Change]:
