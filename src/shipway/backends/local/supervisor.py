@@ -388,13 +388,22 @@ class Supervisor:
         if not self.sock.exists():
             return {}
         try:
-            infos = self._proxy().getAllProcessInfo()
+            # a cut or reset is asked again (the shared policy): a daemon that answered
+            # badly once must never read as "nothing runs" (a stop would then shut it down
+            # under every other slot's processes)
+            infos = self.policy.call(
+                lambda: self._proxy().getAllProcessInfo(),
+                transient_rpc,
+                what="supervisord getAllProcessInfo",
+            )
         except xmlrpc.client.Fault as exc:
             if exc.faultCode == _SHUTDOWN_STATE:
                 return {}
             raise BackendError(f"supervisord: {exc.faultString}") from exc
-        except (OSError, http.client.HTTPException, xmlrpc.client.ProtocolError):
-            return {}  # no daemon answers on the socket: none runs (as ``running`` says)
+        except (ConnectionRefusedError, FileNotFoundError):
+            return {}  # no daemon listens on the socket: none runs (as ``running`` says)
+        except (OSError, http.client.HTTPException, xmlrpc.client.ProtocolError) as exc:
+            raise BackendError(f"supervisord did not answer getAllProcessInfo: {exc}") from exc
         return {str(i["name"]): cast(dict[str, Any], i) for i in infos}
 
     def names(self) -> list[str]:
