@@ -291,6 +291,7 @@ class DockerSteps(DockerProxy, DockerVolumes):
             client = conn.client()
             touched = {g.name for g in gates}  # the first look reads every container
             while True:
+                self._still_ours(target)  # a lost lock ends the wait, not only the next step
                 now = time.monotonic()
                 for gate in gates:
                     if gate.ready:

@@ -1,5 +1,6 @@
 """``destroy`` on this machine: what runs is stopped (drained first, as ``stop`` does), then
-the slot's files go — its router tables, ports, snapshots, env files, logs, records — and
+the slot's files go — its router tables, ports, snapshots, dependency environments, env
+files, logs, secret marks, records — and
 its lock file last, while it is still held. The volumes' directories stay unless asked.
 
 What must never happen: another slot's or app's files touched (everything deleted is under
@@ -32,8 +33,9 @@ _FILES = (
     "routes.json",
     "generations.json",
     "claims.json",
+    "masks.json",
 )
-_DIRS = ("releases", "run", "logs")
+_DIRS = ("releases", "run", "logs", "envs")
 
 
 class LocalDestroy(LocalSteps, LocalVolumes):
@@ -61,7 +63,7 @@ class LocalDestroy(LocalSteps, LocalVolumes):
             out.append(Leftover("release records", f"{len(revisions)}, {span} ({d.records})"))
         out += [
             Leftover("files", str(d.base / name))
-            for name in ("run", "logs")
+            for name in ("run", "logs", "envs")
             if (d.base / name).exists()
         ]
         if d.lock.exists():

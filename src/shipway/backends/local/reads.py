@@ -56,6 +56,7 @@ class LocalReads(LocalLogs, LocalHealth, LocalVolumes):
         a recorded release): a kept snapshot with that digest, else the directory if it
         still hashes the same. A ref without one: that directory (``deploy --image DIR``).
         """
+        self._serves(target)
         preflight.check_router_port(app, self.slot, self.router(self.router_port))
         if ref is None:
             return self._resolve_dir(app, app.source_dir.resolve())
