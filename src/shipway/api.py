@@ -196,6 +196,10 @@ def build(
     ``app.image`` names; a local dependency environment — without deploying it. The same
     inputs are never built twice (``Built.reused``)."""
     clearance = clear(app, slot, confirm)
+    if app.slots.get(slot).source is not None:
+        from shipway.engine.build import refuse_source_build
+
+        raise refuse_source_build(slot)
     target = app.slots.target(slot)
     view = app.in_slot(slot)
     values = []  # what the build streams is masked with the secrets that resolve here

@@ -15,7 +15,7 @@ from tests.cli.conftest import TWO_SLOTS
 
 #: every command that acts on a slot
 SLOT_COMMANDS = ["plan", "diff", "deploy", "repair", "rollback", "restart", "promote", "status",
-                 "history", "logs", "run", "stop", "gens", "switch", "sleep", "wake",
+                 "history", "logs", "run", "set-image", "stop", "gens", "switch", "sleep", "wake",
                  "gc"]  # fmt: skip
 
 

@@ -115,8 +115,9 @@ def build_option(f: F) -> F:
     return click.option(
         "--build",
         is_flag=True,
-        help="Build the image from the app's Dockerfile first (reused when the source is "
-        "unchanged), push it, and deploy it by its digest.",
+        help="Docker and Kubernetes slots: build the image from the app's Dockerfile first "
+        "(reused when the source is unchanged), push it, and deploy it by its digest. "
+        "(Local slots build their dependency environment on every deploy anyway.)",
     )(f)
 
 

@@ -57,5 +57,3 @@ class LiveWaits:
     def stop(self) -> None:
         self._live.stop()
 
-    def print(self, text: str, style: str = "") -> None:
-        self.console.print(Text(text, style=style), soft_wrap=True)

@@ -65,7 +65,7 @@ def status(obj: Context, slot: str | None) -> None:
     multiple=True,
     type=click.Path(file_okay=False, path_type=Path),
     help="A local state directory to list (repeatable; default: $SHIPWAY_STATE_DIR, else "
-    "~/.local/state/shipway).",
+    "$XDG_STATE_HOME/shipway, else ~/.local/state/shipway).",
 )
 @output_option
 @pass_obj

@@ -1,9 +1,11 @@
-"""``shipway set-image SLOT KIND/NAME[:CONTAINER] IMAGE``: roll one container of a workload
+"""``shipway set-image [SLOT] KIND/NAME[:CONTAINER] IMAGE``: roll one container of a workload
 shipway did not render (a Deployment, StatefulSet, DaemonSet or CronJob made by kubectl,
 another tool or a person), through the API, under the slot's guard and lock.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import click
 
@@ -14,25 +16,33 @@ from shipway.cli import (
     cli,
     confirm_option,
     output_option,
+    pick_slot,
+    slot_argument,
     timeout_options,
 )
+from shipway.errors import InputError
+
+if TYPE_CHECKING:
+    from shipway.backends.protocol import Reporter
+    from shipway.engine import Outcome
+    from shipway.spec.model import App
 
 pass_obj = click.make_pass_decorator(Context, ensure=True)
 
 
 @cli.command("set-image")
-@click.argument("slot")
-@click.argument("workload", metavar="KIND/NAME[:CONTAINER]")
-@click.argument("image")
+@slot_argument
+@click.argument("workload", metavar="KIND/NAME[:CONTAINER]", required=False)
+@click.argument("image", required=False)
 @confirm_option
 @timeout_options
 @output_option
 @pass_obj
 def set_image(
     obj: Context,
-    slot: str,
-    workload: str,
-    image: str,
+    slot: str | None,
+    workload: str | None,
+    image: str | None,
     confirm: str | None,
     timeout: float,
     rollback_timeout: float,
@@ -49,19 +59,26 @@ def set_image(
     Examples:
       shipway set-image legacy Deployment/web registry.example/web:2.4.1
       shipway set-image prod StatefulSet/db:postgres postgres:16.4 --confirm prod
+      shipway set-image Deployment/web registry.example/web:2.4.1   (one slot)
     """
     from shipway import api
 
-    _roll(
-        obj,
-        lambda app, reporter: api.set_image(
+    def operation(app: App, reporter: Reporter) -> Outcome:
+        name, kind_name, ref = pick_slot(app, slot, workload, image)
+        if kind_name is None or ref is None:
+            raise InputError(
+                "set-image needs KIND/NAME[:CONTAINER] and IMAGE "
+                "(hint: shipway set-image [SLOT] Deployment/web registry.example/web:2)"
+            )
+        return api.set_image(
             app,
-            slot,
-            workload,
-            image,
-            confirm=_confirmation(app, slot, confirm),
+            name,
+            kind_name,
+            ref,
+            confirm=_confirmation(app, name, confirm),
             timeout=timeout,
             rollback_timeout=rollback_timeout,
             reporter=reporter,
-        ),
-    )
+        )
+
+    _roll(obj, operation)

@@ -31,6 +31,17 @@ from shipway.spec.model import App, Target
 from shipway.spec.secrets import Masker, Secret
 
 
+def refuse_source_build(slot_name: str) -> InputError:
+    """Why a slot whose objects come from a source (the team's manifests or a chart) is
+    not built: its images are the team's, named in the source or given with --image."""
+    return InputError(
+        f"--build builds the image of shipway's own processes, and slot "
+        f"{slot_name!r} takes its objects from a source (hint: build and push "
+        "the image yourself, then deploy --image REF; the source's "
+        "image_containers take it)"
+    )
+
+
 def build_step(inputs: BuildInputs) -> Build:
     return Build(
         kind=inputs.kind,

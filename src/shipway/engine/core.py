@@ -19,7 +19,7 @@ from shipway.backends.protocol import (
     sources_of,
 )
 from shipway.engine.blue_green import BlueGreen
-from shipway.engine.build import planned, with_build
+from shipway.engine.build import planned, refuse_source_build, with_build
 from shipway.engine.context import DEFAULT_ROLLBACK_TIMEOUT, DEFAULT_TIMEOUT, marked
 from shipway.engine.destroy import Destruction
 from shipway.engine.ids import fresh_ids, restart_ids
@@ -102,12 +102,7 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
         inputs: BuildInputs | None = None
         if slot.source is not None:  # the team's manifests or a chart (engine/workloads.py)
             if build:
-                raise InputError(
-                    f"--build builds the image of shipway's own processes, and slot "
-                    f"{slot_name!r} takes its objects from a source (hint: build and push "
-                    "the image yourself, then deploy --image REF; the source's "
-                    "image_containers take it)"
-                )
+                raise refuse_source_build(slot_name)
             release = self._source_release(
                 app, slot_name, records, secrets, image, operation, description, take_over
             )

@@ -163,7 +163,7 @@ class Recovery(EngineContext):
         secrets: Mapping[str, Secret],
         timeout: float,
     ) -> list[Release]:
-        """Invariant 10: a pending release found under our (fresh) lock belongs to a deploy
+        """Invariant 13: a pending release found under our (fresh) lock belongs to a deploy
         that died. Mark it failed and put the anchor back, saying so."""
         stuck = history.pending(records)
         if not stuck:

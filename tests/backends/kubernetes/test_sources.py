@@ -719,8 +719,9 @@ def test_destroy_deletes_the_source_objects_and_keeps_claims_and_crds(
 
 def test_build_is_refused_on_a_source_slot_before_anything_is_touched(slot: Slot) -> None:
     app = write(slot, {"app.yaml": base()})
-    for command in ("plan", "deploy"):
-        result = slot.cli(command, "test1", "--build")
+    for command in (("plan", "test1", "--build"), ("deploy", "test1", "--build"),
+                    ("build", "test1")):  # fmt: skip
+        result = slot.cli(*command)
         assert result.returncode == 2, result.stdout + result.stderr
         assert "takes its objects from a source" in result.stderr
         assert "deploy --image REF" in result.stderr
