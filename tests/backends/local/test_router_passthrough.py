@@ -10,6 +10,7 @@ import asyncio
 import hashlib
 import http.client
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -140,7 +141,7 @@ class App:
 class Router:
     """``router.py`` in its own process, with one table file pointing HOST at the app."""
 
-    def __init__(self, tmp: Path, upstream: int) -> None:
+    def __init__(self, tmp: Path, upstream: int, loop: str) -> None:
         self.port = free_port()
         self.tables = tmp / "tables"
         self.tables.mkdir()
@@ -150,6 +151,7 @@ class Router:
         argv += ["--tables", str(self.tables), "--control", str(self.sock)]
         self.proc = subprocess.Popen(
             argv,
+            env={**os.environ, "SHIPWAY_ROUTER_LOOP": loop},
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -191,10 +193,13 @@ def app() -> Iterator[App]:
         a.stop()
 
 
-@pytest.fixture
-def router(tmp_path: Path, app: App) -> Iterator[Router]:
-    r = Router(tmp_path, app.port)
+@pytest.fixture(params=["uvloop", "asyncio"])
+def router(request: pytest.FixtureRequest, tmp_path: Path, app: App) -> Iterator[Router]:
+    """Every test runs on both loops: uvloop's (a default dependency) and the standard
+    library's (the fallback where uvloop has no build)."""
+    r = Router(tmp_path, app.port, request.param)
     try:
+        assert r.control("GET", "/status")["loop"] == request.param
         yield r
     finally:
         r.stop()

@@ -363,6 +363,7 @@ class Router:
             },
             "inflight": dict(self.inflight),
             "reloaded_at": self.reloaded_at,
+            "loop": type(asyncio.get_running_loop()).__module__.split(".")[0],
         }
 
     async def drain(self, doc: dict[str, Any]) -> dict[str, Any]:
@@ -672,8 +673,9 @@ async def serve(port: int, tables: Path, control: Path) -> None:
 
 
 def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """uvloop's loop when installed (``SHIPWAY_ROUTER_LOOP=asyncio`` asks for the standard
-    one); docs/local.md has the figures of both."""
+    """uvloop's loop (a default dependency where it has a build; ``SHIPWAY_ROUTER_LOOP=asyncio``
+    asks for the standard one, which is also the fallback); docs/local.md has the figures of
+    both."""
     if os.environ.get("SHIPWAY_ROUTER_LOOP", "auto") == "asyncio":
         return None
     try:
