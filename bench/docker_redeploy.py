@@ -50,9 +50,15 @@ from shipway import api  # noqa: E402
 DRAIN = 1.0
 
 
-class Quiet:
+class Timeline:
+    """A reporter that prints nothing and keeps each line with its time from the start."""
+
+    def __init__(self) -> None:
+        self.start = time.monotonic()
+        self.lines: list[tuple[float, str]] = []
+
     def line(self, text: str) -> None:
-        pass
+        self.lines.append((time.monotonic() - self.start, text))
 
     def progress(self, process: str, counts: Any, note: str = "") -> None:
         pass
@@ -69,6 +75,7 @@ class Calls:
 
     def __init__(self) -> None:
         self.counts: Counter[str] = Counter()
+        self.timed: list[tuple[float, float, str]] = []  # start, seconds, call
         self.on = False
         real = requests.Session.send
 
@@ -78,13 +85,23 @@ class Calls:
                 transport = "ssh" if "://ssh" in url else "socket"
                 path = re.sub(r"/v1\.\d+", "", str(request.path_url).split("?")[0])
                 path = re.sub(r"/(containers|exec|images|networks|volumes)/[^/]+", r"/\1/ID", path)
-                self.counts[f"{transport} {request.method} {path}"] += 1
+                key = f"{transport} {request.method} {path}"
+                self.counts[key] += 1
+                t0 = time.monotonic()
+                try:
+                    return real(session, request, **kw)
+                finally:
+                    self.timed.append((t0, time.monotonic() - t0, key))
             return real(session, request, **kw)
 
         requests.Session.send = send  # type: ignore[method-assign]
 
     def take(self) -> Counter[str]:
         out, self.counts = self.counts, Counter()
+        return out
+
+    def take_timed(self) -> list[tuple[float, float, str]]:
+        out, self.timed = self.timed, []
         return out
 
 
@@ -212,6 +229,7 @@ def main() -> int:
     ap.add_argument("--batch", type=int, help="the slot's batch size")
     ap.add_argument("--only-more", action="store_true", help="the hosts file's hosts only")
     ap.add_argument("--json", type=Path, help="where the figures go")
+    ap.add_argument("--calls", action="store_true", help="print the median redeploy's API calls")
     args = ap.parse_args()
     name_of_run = "docker_redeploy" if not args.hosts_file else "docker_many_hosts"
     run = Run(name_of_run, {k: str(v) for k, v in vars(args).items()})
@@ -239,9 +257,10 @@ def main() -> int:
     floors: list[float] = []
     parallel_floors: list[float] = []
     per_redeploy: list[Counter[str]] = []
+    timelines: list[tuple[list[tuple[float, str]], list[tuple[float, float, str]]]] = []
     try:
         t0 = time.monotonic()
-        first = api.deploy(app, "bench", reporter=Quiet())
+        first = api.deploy(app, "bench", reporter=Timeline())
         cold = time.monotonic() - t0
         assert first.ok, first.line()
         with Load(urls, args.clients, limit=120 + 60 * args.redeploys) as load:
@@ -251,10 +270,14 @@ def main() -> int:
                 def redeploy(image: str = image) -> None:
                     calls.on = True
                     t0 = time.monotonic()
-                    outcome = api.deploy(app, "bench", image=image, reporter=Quiet())
+                    timeline = Timeline()
+                    outcome = api.deploy(app, "bench", image=image, reporter=timeline)
                     times.append(time.monotonic() - t0)
                     calls.on = False
                     per_redeploy.append(calls.take())
+                    timelines.append((timeline.lines, [
+                        (s - t0, d, k) for s, d, k in calls.take_timed()
+                    ]))
                     assert outcome.ok, outcome.line()
 
                 def floor() -> None:
@@ -305,6 +328,15 @@ def main() -> int:
             k: round(v / len(per_redeploy), 1) for k, v in routes.most_common()
         },
     }
+    middle = sorted(range(len(times)), key=lambda i: times[i])[len(times) // 2]
+    lines, timed = timelines[middle]
+    print(f"where the median redeploy's time goes ({times[middle]:.2f}s; seconds from its start):")
+    for at, text in lines:
+        print(f"  {at:6.2f}  {text[:110]}")
+    if args.calls:
+        print("its Engine API calls (start, seconds, call):")
+        for at, took, key in sorted(timed):
+            print(f"  {at:6.2f} {took:5.2f}  {key}")
     run.finish(figures, args.json)
     for key in ("redeploy_median_s", "sdk_floor_median_s", "sdk_floor_hosts_at_once_median_s",
                 "ratio_to_sdk_floor", "ratio_to_sdk_floor_without_drain",
