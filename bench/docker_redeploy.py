@@ -275,9 +275,9 @@ def main() -> int:
                     times.append(time.monotonic() - t0)
                     calls.on = False
                     per_redeploy.append(calls.take())
-                    timelines.append((timeline.lines, [
-                        (s - t0, d, k) for s, d, k in calls.take_timed()
-                    ]))
+                    timelines.append(
+                        (timeline.lines, [(s - t0, d, k) for s, d, k in calls.take_timed()])
+                    )
                     assert outcome.ok, outcome.line()
 
                 def floor() -> None:
