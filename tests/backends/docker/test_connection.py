@@ -7,6 +7,7 @@ from __future__ import annotations
 import socket
 
 from tests.backends.docker.conftest import SLOT, Deployment
+from tests.backends.local.conftest import eventually
 
 
 def test_a_dead_ssh_transport_is_replaced_on_the_next_call(deployment: Deployment) -> None:
@@ -30,5 +31,32 @@ def test_a_dead_ssh_transport_is_replaced_on_the_next_call(deployment: Deploymen
         again = conn._ssh.get_transport()
         assert again is not None and again is not transport and again.is_active()
         assert backend.status(target)[0].ready == 1
+    finally:
+        backend.close()
+
+
+def test_channels_taken_over_by_the_engine_are_replaced_ahead_of_need(
+    deployment: Deployment,
+) -> None:
+    """An exec's output or an events stream keeps its SSH channel; the next call must not
+    wait for a new one (a ``dial-stdio`` on the host) — spares are opened in the
+    background whenever a call takes a channel."""
+    env = deployment.env
+    deployment.write(hosts=[env.b])
+    backend = deployment.backend()
+    try:
+        conn = backend.connections[backend.primary]
+        conn.client().ping()
+        adapter = conn._adapter
+        assert adapter is not None
+        pool = adapter._pool
+        spare = pool.spare
+        eventually(lambda: pool._idle() >= spare, what=f"{spare} idle channels")
+        taken = [pool._get_conn() for _ in range(spare)]  # as hijacked calls keep theirs
+        assert all(c.sock is not None for c in taken)  # they were open already
+        eventually(lambda: pool._idle() >= spare, what="the spares replaced")
+        for c in taken:
+            c.close()
+        assert conn.client().ping()
     finally:
         backend.close()

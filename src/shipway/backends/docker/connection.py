@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import queue
 import socket
 import threading
 from collections.abc import Mapping
@@ -57,6 +56,65 @@ class Stream(Protocol):
     def close(self) -> Any: ...
 
 
+class _SparePool(SSHConnectionPool):
+    """The host's channels, with a few always open ahead of need. A call whose connection
+    the engine takes over (an exec's output, the events stream a health gate follows) never
+    gives its channel back, so the next call would open one: a ``dial-stdio`` on the host,
+    0.4 s or more on a busy one, in the middle of a switch. Whenever a call takes a channel
+    and fewer than ``spare`` are left idle, one is opened in the background."""
+
+    spare = 2
+
+    def __init__(self, ssh: paramiko.SSHClient, timeout: int, maxsize: int, host: str) -> None:
+        super().__init__(ssh_client=ssh, timeout=timeout, maxsize=maxsize, host=host)
+        self._opening = 0
+        self._spare_lock = threading.Lock()
+
+    def _get_conn(self, timeout: float | None = None) -> Any:
+        conn = super()._get_conn(timeout)
+        self.top_up(self.spare)
+        return conn
+
+    def _idle(self) -> int:
+        slots = self.pool
+        if slots is None:
+            return 0
+        return sum(1 for c in list(slots.queue) if c is not None and c.sock is not None)
+
+    def top_up(self, count: int) -> None:
+        """Open channels in the background until ``count`` are idle (or being opened)."""
+        with self._spare_lock:
+            wanted = count - self._idle() - self._opening
+            if wanted <= 0:
+                return
+            self._opening += wanted
+        for _ in range(wanted):
+            threading.Thread(target=self._open_one, daemon=True).start()
+
+    def _open_one(self) -> None:
+        try:
+            conn = self._new_conn()
+            conn.connect()
+            slots = self.pool
+            # it takes the place of an empty slot (None) of the pool's queue — a LIFO queue's
+            # get() would hand back the connection last given back instead, and lose it
+            placed = False
+            if slots is not None:  # else the pool was closed meanwhile
+                with slots.mutex:
+                    if None in slots.queue:  # else it is full
+                        slots.queue.remove(None)
+                        slots.queue.append(conn)
+                        slots.not_empty.notify()
+                        placed = True
+            if not placed:
+                conn.close()
+        except Exception:  # a spare that could not be opened: the next call opens its own
+            logging.getLogger(__name__).debug("a spare SSH channel did not open", exc_info=True)
+        finally:
+            with self._spare_lock:
+                self._opening -= 1
+
+
 class _OnePoolAdapter(SSHHTTPAdapter):
     """docker-py's SSH adapter keys its connection pools by the whole request URL, so every
     new path (each container's ``/json``, each exec) opened a new channel and ran a new
@@ -68,30 +126,14 @@ class _OnePoolAdapter(SSHHTTPAdapter):
     def __init__(self, base_url: str, ssh: paramiko.SSHClient, timeout: int) -> None:
         super().__init__(base_url, timeout=timeout, shell_out=True)
         self.ssh_client = ssh
-        self._pool = SSHConnectionPool(
-            ssh_client=ssh, timeout=timeout, maxsize=DEFAULT_MAX_POOL_SIZE, host=self.ssh_host
-        )
+        self._pool = _SparePool(ssh, timeout, DEFAULT_MAX_POOL_SIZE, self.ssh_host)
 
     def get_connection(self, url: str | bytes, proxies: Any = None) -> SSHConnectionPool:
         return self._pool
 
     def prefill(self, count: int) -> None:
-        """Open ``count`` channels ahead of need. A call whose connection the engine takes
-        over (an exec's output, the events stream a health gate follows) never gives its
-        channel back, so the next call opens one: a ``dial-stdio`` on the host, up to a
-        second on a busy one. Opened here, in the background, they wait in the pool."""
-        for _ in range(count):
-            slots = self._pool.pool
-            conn = self._pool._new_conn()
-            conn.connect()
-            try:
-                if slots is None:  # the pool was closed meanwhile
-                    raise queue.Empty
-                slots.get(block=False)  # an empty slot (None) of the pool's queue
-            except queue.Empty:
-                conn.close()
-                return
-            self._pool._put_conn(conn)
+        """Open ``count`` channels ahead of need, in the background (:class:`_SparePool`)."""
+        self._pool.top_up(count)
 
     def close(self) -> None:
         pass  # a client's close: the pool is the host's (:meth:`shut`)
