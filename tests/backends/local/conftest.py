@@ -171,17 +171,50 @@ class Slot:
         path.write_text(text.replace(old, new))
 
 
-def slot_of(app_dir: Path, state: Path, **env: str) -> Slot:
+def slot_of(app_dir: Path, state: Path, *, drop: tuple[str, ...] = (), **env: str) -> Slot:
     """A slot for the app in ``app_dir``: its own state dir and router port, this process's
-    environment without shipway's variables, plus ``env``."""
+    environment without shipway's variables (nor those starting with ``drop``), plus
+    ``env``."""
     port = free_port()
     environ = {
-        k: v for k, v in os.environ.items() if not k.startswith(("SHIPWAY_", "XDG_STATE"))
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("SHIPWAY_", "XDG_STATE", *drop))
     }
     environ.update(
         SHIPWAY_STATE_DIR=str(state), SHIPWAY_ROUTER_PORT=str(port), PYTHONUNBUFFERED="1", **env
     )
     return Slot(app_dir=app_dir, state=state, port=port, env=environ)
+
+
+#: a PATH that holds no app dependency (no gunicorn, no Django, no Flask)
+BARE_PATH = "/usr/bin:/bin"
+
+
+def built_slot(app_dir: Path, state: Path, wheels: Path, **env: str) -> Slot:
+    """A slot whose deploys build the app's environment from the wheel directory ``wheels``
+    only (``PIP_FIND_LINKS``, no index), from a shell with no virtualenv activated and a
+    PATH that holds no app dependency — so whatever the app runs comes from the build;
+    ``env`` is set over that (a PATH or VIRTUAL_ENV of its own, say)."""
+    base = {"PATH": BARE_PATH, "PIP_FIND_LINKS": str(wheels), "PIP_NO_INDEX": "1"}
+    return slot_of(app_dir, state, drop=("VIRTUAL_ENV", "PIP_"), **{**base, **env})
+
+
+def builds(slot: Slot) -> list[dict[str, Any]]:
+    """The build of each release of the slot, oldest first (None: nothing was built)."""
+    return [r["build"] for r in slot.history()]
+
+
+def env_identity(path: str) -> tuple[int, int]:
+    """What changes when an environment's directory is made or installed into again."""
+    return os.stat(path).st_ino, os.stat(Path(path) / "bin").st_mtime_ns
+
+
+def web_environ(slot: Slot) -> dict[str, str]:
+    """The environment of the live web process (from /proc)."""
+    pid = eventually(lambda: slot.processes()["web"]["pid"], what="web's pid")
+    raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return dict(item.decode().split("=", 1) for item in raw if b"=" in item)
 
 
 @pytest.fixture

@@ -6,22 +6,27 @@ whatever the deploying shell has on PATH or activated."""
 from __future__ import annotations
 
 import http.client
-import os
 import shutil
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.backends.local.conftest import Slot, eventually, free_port
+from tests.backends.local.conftest import (
+    BARE_PATH,
+    Slot,
+    builds,
+    built_slot,
+    env_identity,
+    eventually,
+    web_environ,
+)
 from tests.testenv.wheelhouse import Wheelhouse
 
 REPO = Path(__file__).resolve().parents[3]
 NOTES = REPO / "examples" / "notes"
 HOST = "notes.localhost"
-BARE_PATH = "/usr/bin:/bin"
 
 
 @pytest.fixture
@@ -37,37 +42,17 @@ def notes(tmp_path: Path, wheelhouse: Wheelhouse) -> Iterator[Slot]:
     (wrong / "bin").mkdir(parents=True)
     (wrong / "bin" / "gunicorn").write_text("#!/bin/sh\necho 'the wrong gunicorn' >&2\nexit 9\n")
     (wrong / "bin" / "gunicorn").chmod(0o755)
-    state, port = tmp_path / "state", free_port()
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("SHIPWAY_", "XDG_STATE", "VIRTUAL_ENV", "PIP_"))
-    }
-    env.update(
+    s = built_slot(
+        app_dir,
+        tmp_path / "state",
+        wheelhouse.dir,
         PATH=f"{wrong / 'bin'}:{BARE_PATH}",
         VIRTUAL_ENV=str(wrong),
-        SHIPWAY_STATE_DIR=str(state),
-        SHIPWAY_ROUTER_PORT=str(port),
-        PYTHONUNBUFFERED="1",
-        PIP_FIND_LINKS=str(wheelhouse.dir),
-        PIP_NO_INDEX="1",
     )
-    s = Slot(app_dir=app_dir, state=state, port=port, env=env)
     try:
         yield s
     finally:
         s.close()
-
-
-def builds(slot: Slot) -> list[dict[str, Any]]:
-    return [r["build"] for r in slot.history()]
-
-
-def web_environ(slot: Slot) -> dict[str, str]:
-    """The environment of the live web process (from /proc)."""
-    pid = eventually(lambda: slot.processes()["web"]["pid"], what="web's pid")
-    raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-    return dict(item.decode().split("=", 1) for item in raw if b"=" in item)
 
 
 def test_a_flask_app_runs_with_its_own_environment(notes: Slot) -> None:
@@ -89,10 +74,7 @@ def test_a_flask_app_runs_with_its_own_environment(notes: Slot) -> None:
 def test_unchanged_requirements_reuse_the_environment(notes: Slot) -> None:
     notes.deploy()
     first = builds(notes)[0]
-    def identity(path: str) -> tuple[int, int]:
-        return os.stat(path).st_ino, os.stat(Path(path) / "bin").st_mtime_ns
-
-    before = identity(first["what"])
+    before = env_identity(first["what"])
     (notes.app_dir / "app.py").write_text(
         (notes.app_dir / "app.py").read_text() + "\n# a code change, no dependency change\n"
     )
@@ -103,7 +85,7 @@ def test_unchanged_requirements_reuse_the_environment(notes: Slot) -> None:
     second = builds(notes)[1]
     assert second["reused"] and second["what"] == first["what"]
     assert second["result"] == first["result"] and second["inputs"] == first["inputs"]
-    assert identity(second["what"]) == before  # the same directory, untouched
+    assert env_identity(second["what"]) == before  # the same directory, untouched
     assert web_environ(notes)["VIRTUAL_ENV"] == first["what"]
 
 
