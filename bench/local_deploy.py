@@ -1,17 +1,23 @@
-"""Benchmark of the local backend on examples/hello.
+"""Benchmark of the local backend's redeploy, on examples/hello or examples/django.
 
 Measures, on a private copy of the example with its own state dir and router port:
   1. time from `shipway deploy` start to the new release serving through the router
-     (the cold first deploy, then the median of several redeploys), against its peer in
-     the same run, interleaved: starting the same two processes directly (``python3
-     app.py`` and ``python3 worker.py``) until the web one answers — and that plus the
-     worker's uptime gate (``initial_delay``, 1 s: no route moves before it passed);
+     (the cold first deploy, then the median of several redeploys, each changing only the
+     env's ``GREETING``: the dependencies are unchanged, so a built environment is
+     reused), against its peer in the same run, interleaved: starting the same processes
+     directly (the spec's commands, with ``PORT``, its env and secrets, and the built
+     environment first on ``PATH`` — ``python3 app.py`` and ``python3 worker.py`` for
+     hello, gunicorn serving the Django project for django) until the web one answers its
+     health check — and, for hello, that plus the worker's uptime gate (``initial_delay``,
+     1 s: no route moves before it passed);
   2. where a redeploy's time goes: each line the deploy prints, timed from its start
-     (the CLI's start, the plan, each step, the switch);
+     (the CLI's start, the plan, each step — the build step, the release command —, the
+     switch);
   3. failed requests during 20 redeploys under a loopback load (client threads sending
      GET / in a loop; bounded in count and time).
 
-Run:  .venv/bin/python bench/local_deploy.py [--runs 7] [--redeploys 20] [--clients 4]
+Run:  .venv/bin/python bench/local_deploy.py [--example hello|django] [--runs 7]
+      [--redeploys 20] [--clients 4]
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import os
+import re
 import shutil
 import socket
 import statistics
@@ -27,12 +34,16 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
+from shipway.backends.local.launch import expand  # noqa: E402
 from shipway.backends.local.supervisor import Supervisor  # noqa: E402
+from shipway.spec.load import load as load_spec  # noqa: E402
+from shipway.spec.secrets import resolve_all  # noqa: E402
 
 sys.path.insert(0, str(REPO / "bench"))
 from benchlib import Run, median  # noqa: E402
@@ -44,10 +55,37 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def get(port: int) -> tuple[int, str]:
+@dataclass(frozen=True)
+class Example:
+    """What the bench needs to know of an example: its directory under examples/, its app's
+    name, the ``GREETING`` its spec starts with, how its page shows a greeting (a regular
+    expression, ``{}`` where the greeting goes), and the uptime gate a deploy waits on
+    before any route moves (0: none)."""
+
+    directory: str
+    app: str
+    greeting: str
+    shows: str
+    uptime_gate: float
+
+    @property
+    def host(self) -> str:
+        return f"{self.app}.localhost"
+
+    def served(self, body: str, value: str) -> bool:
+        return re.search(self.shows.format(re.escape(value)), body) is not None
+
+
+EXAMPLES = {
+    "hello": Example("hello", "hello", "hello", "^{} from r", 1.0),  # its worker's initial_delay
+    "django": Example("django", "guestbook", "guestbook", "<h1>{}</h1>", 0.0),
+}
+
+
+def get(port: int, host: str) -> tuple[int, str]:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     try:
-        conn.request("GET", "/", headers={"Host": "hello.localhost"})
+        conn.request("GET", "/", headers={"Host": host})
         r = conn.getresponse()
         return r.status, r.read().decode()
     finally:
@@ -55,21 +93,27 @@ def get(port: int) -> tuple[int, str]:
 
 
 class Bench:
-    def __init__(self, workdir: Path) -> None:
-        self.app = workdir / "hello"
+    def __init__(self, workdir: Path, example: str) -> None:
+        self.example = EXAMPLES[example]
+        self.app = workdir / self.example.directory
         shutil.copytree(
-            REPO / "examples" / "hello", self.app, ignore=shutil.ignore_patterns("__pycache__")
+            REPO / "examples" / self.example.directory,
+            self.app,
+            ignore=shutil.ignore_patterns("__pycache__"),
         )
         self.state = workdir / "state"
         self.port = free_port()
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("SHIPWAY_")}
         self.env.update(SHIPWAY_STATE_DIR=str(self.state), SHIPWAY_ROUTER_PORT=str(self.port))
-        self.greeting = "hello"
+        self.greeting = self.example.greeting
 
     def set_greeting(self, value: str) -> None:
         spec = self.app / "shipway.toml"
         text = spec.read_text()
-        spec.write_text(text.replace(f'GREETING = "{self.greeting}"', f'GREETING = "{value}"'))
+        old, new = f'GREETING = "{self.greeting}"', f'GREETING = "{value}"'
+        if old not in text:
+            raise SystemExit(f"{spec} has no line {old}: the bench changes that env")
+        spec.write_text(text.replace(old, new))
         self.greeting = value
 
     def deploy_until_serving(self, value: str) -> float:
@@ -96,10 +140,10 @@ class Bench:
         served = None
         while time.monotonic() - start < 120:
             try:
-                status, body = get(self.port)
+                status, body = get(self.port, self.example.host)
             except OSError:
                 status, body = 0, ""
-            if status == 200 and body.startswith(value + " "):
+            if status == 200 and self.example.served(body, value):
                 served = time.monotonic() - start
                 break
             time.sleep(0.01)
@@ -110,21 +154,38 @@ class Bench:
             raise SystemExit(f"deploy failed (exit {code}) or never served {value!r}")
         return served
 
+    def built_environment(self) -> dict[str, str]:
+        """PATH (and VIRTUAL_ENV) of the environment the deploys built, as the processes
+        get them; nothing when the app has no dependencies to build."""
+        envs = sorted((self.state / self.example.app / "local" / "envs").glob("*/bin"))
+        if not envs:
+            return {}
+        if len(envs) > 1:
+            raise SystemExit(f"more than one environment, unchanged dependencies: {envs}")
+        bin_dir = envs[0]
+        return {"PATH": f"{bin_dir}:{self.env.get('PATH', '')}", "VIRTUAL_ENV": str(bin_dir.parent)}
+
     def direct(self) -> float:
-        """The peer: the same two processes started directly, until the web one answers."""
+        """The peer: the spec's processes started directly (their commands with ``PORT``,
+        the env, the secrets and the built environment), until the web one answers its
+        health check."""
+        spec = load_spec(self.app / "shipway.toml")
         port = free_port()
-        env = {**self.env, "PORT": str(port), "GREETING": "direct"}
+        secrets = {k: s.reveal() for k, s in resolve_all(spec.secrets, self.env).items()}
+        env = {**self.env, **spec.env, **secrets, **self.built_environment(), "PORT": str(port)}
+        web = spec.processes["web"]
+        path = web.healthcheck.path if web.healthcheck and web.healthcheck.path else "/"
         start = time.monotonic()
         procs = [
-            subprocess.Popen(["python3", name], cwd=self.app, env=env,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            for name in ("app.py", "worker.py")
+            subprocess.Popen([expand(word, env) for word in p.command or ()], cwd=self.app,
+                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for p in spec.processes.values()
         ]  # fmt: skip
         try:
             while time.monotonic() - start < 60:
                 try:
                     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-                    conn.request("GET", "/up")
+                    conn.request("GET", path)
                     if conn.getresponse().status == 200:
                         return time.monotonic() - start
                 except OSError:
@@ -142,13 +203,15 @@ class Bench:
         Supervisor(self.state / "supervisor").shutdown()
 
 
-def load(port: int, stop: threading.Event, counts: dict[str, int], lock: threading.Lock) -> None:
+def load(
+    port: int, host: str, stop: threading.Event, counts: dict[str, int], lock: threading.Lock
+) -> None:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     for _ in range(200_000):
         if stop.is_set():
             break
         try:
-            conn.request("GET", "/", headers={"Host": "hello.localhost"})
+            conn.request("GET", "/", headers={"Host": host})
             r = conn.getresponse()
             r.read()
             key = "ok" if r.status == 200 else "failed"
@@ -162,15 +225,19 @@ def load(port: int, stop: threading.Event, counts: dict[str, int], lock: threadi
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description="local backend benchmark on examples/hello")
+    parser = argparse.ArgumentParser(description="local backend redeploy benchmark")
+    parser.add_argument(
+        "--example", choices=sorted(EXAMPLES), default="hello", help="examples/<this>"
+    )
     parser.add_argument("--runs", type=int, default=7, help="redeploys timed (median)")
     parser.add_argument("--redeploys", type=int, default=20, help="redeploys under load")
     parser.add_argument("--clients", type=int, default=4, help="concurrent load clients")
     parser.add_argument("--json", type=Path, help="where the figures go")
     args = parser.parse_args()
-    run = Run("local_deploy", {k: str(v) for k, v in vars(args).items()})
+    name = "local_deploy" if args.example == "hello" else f"local_deploy_{args.example}"
+    run = Run(name, {k: str(v) for k, v in vars(args).items()})
     with tempfile.TemporaryDirectory(prefix="shipway-bench-") as tmp:
-        bench = Bench(Path(tmp))
+        bench = Bench(Path(tmp), args.example)
         try:
             cold = bench.deploy_until_serving("cold")
             times: list[float] = []
@@ -187,7 +254,9 @@ def main() -> int:
             lock = threading.Lock()
             stop = threading.Event()
             clients = [
-                threading.Thread(target=load, args=(bench.port, stop, counts, lock))
+                threading.Thread(
+                    target=load, args=(bench.port, bench.example.host, stop, counts, lock)
+                )
                 for _ in range(args.clients)
             ]
             for c in clients:
@@ -209,18 +278,19 @@ def main() -> int:
         f"redeploy to serving, median of {args.runs}: {statistics.median(times):.2f}s "
         f"(min {min(times):.2f}s, max {max(times):.2f}s)"
     )
-    gate = 1.0  # the example worker's initial_delay: no route moves before it passed
+    gate = bench.example.uptime_gate  # no route moves before it passed
     ratios = [t / d for t, d in zip(times, directs, strict=True)]
     ratios_gate = [t / (d + gate) for t, d in zip(times, directs, strict=True)]
     print(
         f"the same processes started directly, until the web one answers: median "
-        f"{median(directs):.2f}s; redeploy x {median(ratios):.2f} of it, x "
-        f"{median(ratios_gate):.2f} of it plus the worker's {gate:g}s uptime gate"
-    )
+        f"{median(directs):.2f}s; redeploy x {median(ratios):.2f} of it"
+        + (f", x {median(ratios_gate):.2f} of it plus the worker's {gate:g}s uptime gate"
+           if gate else "")
+    )  # fmt: skip
     middle = sorted(range(len(times)), key=lambda i: times[i])[len(times) // 2]
     print("where the median redeploy's time goes (seconds from `shipway deploy`):")
     for at, line in timelines[middle]:
-        if line.startswith(("deploy ", "[", "serving", "rolled", "(the new")):
+        if line.startswith(("deploy ", "[", "  release |", "serving", "rolled", "(the new")):
             print(f"  {at:5.2f}  {line[:100]}")
     print(
         f"{args.redeploys} redeploys under load ({args.clients} clients, {elapsed:.1f}s): "
@@ -233,7 +303,9 @@ def main() -> int:
             "redeploy_all_s": [round(t, 3) for t in times],
             "direct_start_median_s": round(median(directs), 3),
             "ratio_to_direct_start": round(median(ratios), 2),
-            "ratio_to_direct_start_plus_worker_gate": round(median(ratios_gate), 2),
+            "ratio_to_direct_start_plus_worker_gate": round(median(ratios_gate), 2)
+            if gate
+            else None,
             "median_redeploy_timeline": [[round(a, 3), ln] for a, ln in timelines[middle]],
             "redeploys_under_load": args.redeploys,
             "requests_ok": counts["ok"],
