@@ -31,7 +31,7 @@ from shipway.backends.protocol import (
     ViewsLogs,
     VolumeStatus,
 )
-from shipway.engine import DEFAULT_ROLLBACK_TIMEOUT, DEFAULT_TIMEOUT, Engine, Outcome
+from shipway.engine.timeouts import DEFAULT_ROLLBACK_TIMEOUT, DEFAULT_TIMEOUT
 from shipway.errors import InputError, SecretUnavailable
 from shipway.guard import Clearance, Guard
 from shipway.plan.change import Diff
@@ -44,6 +44,7 @@ from shipway.spec.secrets import Masker
 
 if TYPE_CHECKING:
     from shipway.backends.kubernetes.helm import HelmRelease
+    from shipway.engine import Engine, Outcome
 
 
 def load(path: str | Path | None = None) -> App:
@@ -74,6 +75,10 @@ def _backend(app: App, slot: str, given: Backend | None) -> Iterator[Backend]:
 def _engine(
     app: App, slot: str, backend: Backend | None, reporter: Reporter | None
 ) -> Iterator[Engine]:
+    """The engine over the slot's backend: imported here, by the operations that sequence,
+    so that the reads (``status``, ``history``, ``logs``) never load it."""
+    from shipway.engine import Engine
+
     with _backend(app, slot, backend) as b:
         yield Engine(b, reporter)
 

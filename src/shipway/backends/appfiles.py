@@ -26,12 +26,14 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-
-import pathspec
+from typing import TYPE_CHECKING
 
 from shipway.errors import InputError
 from shipway.spec.envfile import is_env_file
 from shipway.spec.model import App
+
+if TYPE_CHECKING:
+    import pathspec
 
 IGNORE_FILE = ".shipwayignore"
 NEVER_DIRS = frozenset(
@@ -73,11 +75,11 @@ def never(rel: str, is_dir: bool) -> bool:
 class AppFiles:
     """The rule for one app directory: ``excluded`` are relative paths (secret files, state
     directories, and whatever the caller writes itself, such as declared config files);
-    ``ignored`` the ``.shipwayignore`` patterns; ``outside`` absolute directories (the state
-    directory) that no symlink of a copy may point into."""
+    ``ignored`` the ``.shipwayignore`` patterns (None: there is no such file); ``outside``
+    absolute directories (the state directory) that no symlink of a copy may point into."""
 
     excluded: frozenset[str]
-    ignored: pathspec.GitIgnoreSpec
+    ignored: pathspec.GitIgnoreSpec | None
     outside: frozenset[Path] = frozenset()
 
     @classmethod
@@ -105,7 +107,7 @@ class AppFiles:
     @classmethod
     def plain(cls, excluded: Iterable[str] = ()) -> AppFiles:
         """The rule with no app behind it: what is never part of one, and ``excluded``."""
-        return cls(frozenset(excluded), _patterns(()))
+        return cls(frozenset(excluded), None)
 
     def keeps(self, root: Path, rel: str, is_dir: bool) -> bool:
         """Whether ``rel`` (relative to ``root``; a directory's without a trailing '/') is
@@ -113,7 +115,7 @@ class AppFiles:
         rel = rel.strip("/")
         if never(rel, is_dir) or rel in self.excluded:
             return False
-        if self.ignored.match_file(rel + "/" if is_dir else rel):
+        if self.ignored is not None and self.ignored.match_file(rel + "/" if is_dir else rel):
             return False
         full = root / rel
         if self.outside and full.is_symlink():
@@ -173,17 +175,17 @@ class AppFiles:
         return sorted(out)
 
 
-def _ignore_patterns(root: Path) -> pathspec.GitIgnoreSpec:
-    """The patterns of ``.shipwayignore`` (gitignore syntax); none when there is no file."""
+def _ignore_patterns(root: Path) -> pathspec.GitIgnoreSpec | None:
+    """The patterns of ``.shipwayignore`` (gitignore syntax); None when there is no file.
+    ``pathspec`` is imported only when there is one: most apps have none, and a plan or a
+    deploy should not pay for a matcher it does not use."""
     path = root / IGNORE_FILE
     try:
         text = path.read_text()
     except FileNotFoundError:
-        return _patterns(())
+        return None
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: cannot be read: {exc} (hint: make it a text file)") from exc
-    return _patterns(text.splitlines())
+    import pathspec
 
-
-def _patterns(lines: Iterable[str]) -> pathspec.GitIgnoreSpec:
-    return pathspec.GitIgnoreSpec.from_lines(list(lines))
+    return pathspec.GitIgnoreSpec.from_lines(text.splitlines())

@@ -50,7 +50,9 @@ class Context:
         self.reporters: list[Any] = []
 
     def app(self) -> App:
-        from shipway.api import load
+        """The spec, read and validated. From the spec layer itself, not through the API:
+        ``validate`` and the reads must not load the engine to read a file."""
+        from shipway.spec import load
 
         return load(self.spec_file)
 

@@ -25,7 +25,7 @@ COMPLETE_VAR = "_SHIPWAY_COMPLETE"
 
 def _app(ctx: click.Context) -> App | None:
     try:
-        from shipway.api import load
+        from shipway.spec import load
 
         return load(ctx.find_root().params.get("spec_file"))
     except Exception:  # a completer completes nothing rather than fail the shell

@@ -1,17 +1,48 @@
-"""Sequencing: lock → anchor → record pending → apply → wait → record → rollback."""
+"""Sequencing: lock → anchor → record pending → apply → wait → record → rollback.
 
-from shipway.engine.context import DEFAULT_ROLLBACK_TIMEOUT, DEFAULT_TIMEOUT
-from shipway.engine.core import Engine
-from shipway.engine.outcome import (
-    NoAnchor,
-    Outcome,
-    RollbackFailed,
-    Rolled,
-    RolledBack,
-    Unchanged,
-    outcome_from_json,
-)
-from shipway.engine.signals import Interrupted
+Names are imported on first use: ``shipway.api`` names the default timeouts in its
+signatures (:mod:`.timeouts`), and that must not load the sequencing for the commands that
+never run it (``validate``, ``status``, ``history``, ``logs``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from shipway.engine.core import Engine
+    from shipway.engine.outcome import (
+        NoAnchor,
+        Outcome,
+        RollbackFailed,
+        Rolled,
+        RolledBack,
+        Unchanged,
+        outcome_from_json,
+    )
+    from shipway.engine.signals import Interrupted
+    from shipway.engine.timeouts import DEFAULT_ROLLBACK_TIMEOUT, DEFAULT_TIMEOUT
+
+_WHERE = {
+    "shipway.engine.core": "Engine",
+    "shipway.engine.outcome": (
+        "NoAnchor Outcome RollbackFailed Rolled RolledBack Unchanged outcome_from_json"
+    ),
+    "shipway.engine.signals": "Interrupted",
+    "shipway.engine.timeouts": "DEFAULT_ROLLBACK_TIMEOUT DEFAULT_TIMEOUT",
+}
+_MODULE_OF = {name: module for module, names in _WHERE.items() for name in names.split()}
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'shipway.engine' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "DEFAULT_ROLLBACK_TIMEOUT",

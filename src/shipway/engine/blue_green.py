@@ -17,10 +17,10 @@ from shipway.backends.protocol import (
     LockHolder,
     generations_of,
 )
-from shipway.engine.context import DEFAULT_ROLLBACK_TIMEOUT, DEFAULT_TIMEOUT
 from shipway.engine.outcome import Outcome
 from shipway.engine.sequence import RolloutSequence
 from shipway.engine.signals import signals_raise
+from shipway.engine.timeouts import DEFAULT_ROLLBACK_TIMEOUT, DEFAULT_TIMEOUT
 from shipway.engine.walk import Walker, WalkResult
 from shipway.errors import BackendError, HostTaken, InputError
 from shipway.guard import Clearance

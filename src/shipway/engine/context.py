@@ -28,9 +28,6 @@ from shipway.spec.model import App, Target
 from shipway.spec.parse import from_snapshot
 from shipway.spec.secrets import Secret, resolve_all
 
-DEFAULT_TIMEOUT = 300.0
-DEFAULT_ROLLBACK_TIMEOUT = 300.0
-
 Build = Callable[[list[Release], Observed], Plan]
 Undo = Callable[[Target, WalkResult, Release | None], list[Step]]
 

@@ -20,12 +20,13 @@ from shipway.backends.protocol import (
 )
 from shipway.engine.blue_green import BlueGreen
 from shipway.engine.build import planned, refuse_source_build, with_build
-from shipway.engine.context import DEFAULT_ROLLBACK_TIMEOUT, DEFAULT_TIMEOUT, marked
+from shipway.engine.context import marked
 from shipway.engine.destroy import Destruction
 from shipway.engine.ids import fresh_ids, restart_ids
 from shipway.engine.oneoff import OneOffs
 from shipway.engine.outcome import Outcome
 from shipway.engine.signals import signals_raise
+from shipway.engine.timeouts import DEFAULT_ROLLBACK_TIMEOUT, DEFAULT_TIMEOUT
 from shipway.engine.workloads import Workloads
 from shipway.errors import ImageMetadataMissing, InputError, SecretUnavailable, StalePlan
 from shipway.guard import Clearance

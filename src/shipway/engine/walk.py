@@ -15,7 +15,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 from shipway.backends.protocol import (
@@ -156,7 +155,9 @@ class Walker:
             result.current = wave[0]
             if len(wave) == 1:
                 failures = [self._attempt(wave[0], deadline, result)]
-            else:
+            else:  # only a wave of several steps (hosts in parallel) needs the pool
+                from concurrent.futures import ThreadPoolExecutor
+
                 with ThreadPoolExecutor(max_workers=len(wave)) as pool:
                     futures = [pool.submit(self._attempt, s, deadline, result) for s in wave]
                     failures = [f.result() for f in futures]

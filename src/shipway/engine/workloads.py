@@ -17,9 +17,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from shipway.backends.protocol import sources_of
-from shipway.engine.context import DEFAULT_ROLLBACK_TIMEOUT, DEFAULT_TIMEOUT, marked
+from shipway.engine.context import marked
 from shipway.engine.outcome import Outcome
 from shipway.engine.sequence import RolloutSequence
+from shipway.engine.timeouts import DEFAULT_ROLLBACK_TIMEOUT, DEFAULT_TIMEOUT
 from shipway.engine.walk import WalkResult
 from shipway.errors import InputError
 from shipway.guard import Clearance
