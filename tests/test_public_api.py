@@ -73,7 +73,7 @@ def python(code: str, cwd: Path | None = None, env: dict[str, str] | None = None
     [
         "import shipway.plan\nimport shipway",  # the subpackage first
         "import shipway\nshipway.load\nimport shipway.plan.model",  # the package first
-        "import shipway.engine\nfrom shipway import plan as _",  # through the engine
+        "import shipway.engine.core\nfrom shipway import plan as _",  # through the engine
     ],
     ids=["subpackage-first", "package-first", "engine-first"],
 )
