@@ -1,7 +1,8 @@
 """What a command imports, in a fresh interpreter as a user runs it: a local-only command
 loads none of the other engines' client libraries (the Docker SDK, paramiko, lightkube,
-aiohttp, YAML, rich) nor shipway's Docker or Kubernetes backends, nor the ``.shipwayignore``
-matcher when the app has no such file; the commands that only read load no engine.
+aiohttp), nor YAML for a TOML spec, nor rich off a terminal, nor shipway's Docker or
+Kubernetes backends, nor the ``.shipwayignore`` matcher when the app has no such file; the
+commands that only read load no engine.
 
 Each of these is an import someone could add back at the top of a module (``api``, a
 backend, ``appfiles``): then these fail. What the imports cost is measured by
