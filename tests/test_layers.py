@@ -35,6 +35,7 @@ FORBIDDEN = {
     ),
     "guard": ("shipway.api", "shipway.cli", "shipway.engine", "shipway.backends", "shipway.plan"),
     "errors": ("shipway.",),
+    "exports": ("shipway.",),  # the lazy public names of a package: a leaf
 }
 
 

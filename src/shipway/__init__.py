@@ -12,10 +12,11 @@ The subpackage stays importable by name (``from shipway.plan import Plan``).
 
 from __future__ import annotations
 
-import importlib
 import sys
 import types
 from typing import TYPE_CHECKING, Any
+
+from shipway.exports import lazy_exports
 
 if TYPE_CHECKING:
     from shipway.api import (
@@ -90,7 +91,7 @@ _WHERE = {
     "shipway.release": "Release ReleaseStatus",
     "shipway.spec": "App Slot Target",
 }
-_MODULE_OF = {name: module for module, names in _WHERE.items() for name in names.split()}
+_MODULE_OF, __getattr__ = lazy_exports(__name__, _WHERE, globals())
 
 
 class _Package(types.ModuleType):
@@ -107,15 +108,6 @@ class _Package(types.ModuleType):
 
 
 sys.modules[__name__].__class__ = _Package
-
-
-def __getattr__(name: str) -> Any:
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module 'shipway' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
 
 
 __all__ = [

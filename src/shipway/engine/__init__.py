@@ -7,8 +7,9 @@ never run it (``validate``, ``status``, ``history``, ``logs``).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from shipway.exports import lazy_exports
 
 if TYPE_CHECKING:
     from shipway.engine.core import Engine
@@ -32,17 +33,7 @@ _WHERE = {
     "shipway.engine.signals": "Interrupted",
     "shipway.engine.timeouts": "DEFAULT_ROLLBACK_TIMEOUT DEFAULT_TIMEOUT",
 }
-_MODULE_OF = {name: module for module, names in _WHERE.items() for name in names.split()}
-
-
-def __getattr__(name: str) -> Any:
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module 'shipway.engine' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
+_MODULE_OF, __getattr__ = lazy_exports(__name__, _WHERE, globals())
 
 __all__ = [
     "DEFAULT_ROLLBACK_TIMEOUT",
