@@ -24,6 +24,18 @@ from typing import Any
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
+def user_environ(bytecode: bool = True) -> dict[str, str]:
+    """This process's environment, as a user's shell would give it to ``shipway``: an
+    installed package's modules are compiled once (pip does it on install; an editable
+    install's ``__pycache__`` is written on first use), so ``PYTHONDONTWRITEBYTECODE`` — set
+    on some build machines, where every start compiles shipway's ~100 modules again, 0.1-0.2 s
+    — is dropped unless ``bytecode`` is false (each bench's ``--no-bytecode``)."""
+    env = dict(os.environ)
+    if bytecode:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
 def load_average() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 

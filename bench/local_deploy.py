@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import http.client
-import os
 import re
 import shutil
 import socket
@@ -46,7 +45,7 @@ from shipway.spec.load import load as load_spec  # noqa: E402
 from shipway.spec.secrets import resolve_all  # noqa: E402
 
 sys.path.insert(0, str(REPO / "bench"))
-from benchlib import Run, median  # noqa: E402
+from benchlib import Run, median, user_environ  # noqa: E402
 
 
 def free_port() -> int:
@@ -93,7 +92,7 @@ def get(port: int, host: str) -> tuple[int, str]:
 
 
 class Bench:
-    def __init__(self, workdir: Path, example: str) -> None:
+    def __init__(self, workdir: Path, example: str, bytecode: bool = True) -> None:
         self.example = EXAMPLES[example]
         self.app = workdir / self.example.directory
         shutil.copytree(
@@ -103,7 +102,8 @@ class Bench:
         )
         self.state = workdir / "state"
         self.port = free_port()
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("SHIPWAY_")}
+        environ = user_environ(bytecode)
+        self.env = {k: v for k, v in environ.items() if not k.startswith("SHIPWAY_")}
         self.env.update(SHIPWAY_STATE_DIR=str(self.state), SHIPWAY_ROUTER_PORT=str(self.port))
         self.greeting = self.example.greeting
 
@@ -233,11 +233,15 @@ def main() -> int:
     parser.add_argument("--redeploys", type=int, default=20, help="redeploys under load")
     parser.add_argument("--clients", type=int, default=4, help="concurrent load clients")
     parser.add_argument("--json", type=Path, help="where the figures go")
+    parser.add_argument(
+        "--no-bytecode", action="store_true",
+        help="keep PYTHONDONTWRITEBYTECODE (every start compiles shipway again)",
+    )  # fmt: skip
     args = parser.parse_args()
     name = "local_deploy" if args.example == "hello" else f"local_deploy_{args.example}"
     run = Run(name, {k: str(v) for k, v in vars(args).items()})
     with tempfile.TemporaryDirectory(prefix="shipway-bench-") as tmp:
-        bench = Bench(Path(tmp), args.example)
+        bench = Bench(Path(tmp), args.example, bytecode=not args.no_bytecode)
         try:
             cold = bench.deploy_until_serving("cold")
             times: list[float] = []
