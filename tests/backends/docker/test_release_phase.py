@@ -33,7 +33,9 @@ def with_release_command(d: Deployment, migrate: str = "true", **kw: Any) -> Non
 
 
 def events(d: Deployment, host: DockerHost, since: float) -> list[dict[str, Any]]:
-    """The app's container events on ``host`` since ``since``, oldest first."""
+    """The app's container events on ``host`` since ``since``, oldest first. The engine
+    takes whole seconds; the events are cut at ``since`` itself, so a deploy that ended a
+    moment before (its creates within the same second) is not counted."""
     client = d.local(host)
     try:
         found = client.events(
@@ -42,7 +44,8 @@ def events(d: Deployment, host: DockerHost, since: float) -> list[dict[str, Any]
             decode=True,
             filters={"type": "container", "label": [f"org.shipway.app={d.name}"]},
         )
-        return sorted(found, key=lambda e: int(e["timeNano"]))
+        after = [e for e in found if int(e["timeNano"]) >= since * 1e9]
+        return sorted(after, key=lambda e: int(e["timeNano"]))
     finally:
         client.close()
 
@@ -56,7 +59,7 @@ def test_the_release_command_exits_before_the_first_new_container_is_created(
 ) -> None:
     env = deployment.env
     with_release_command(deployment)
-    since = time.time() - 1
+    since = time.time()
     lines = Lines()
     outcome = deployment.deploy(lines)
     assert isinstance(outcome, Rolled), lines.text()
@@ -82,7 +85,7 @@ def test_a_failing_release_command_starts_no_new_container(deployment: Deploymen
     running = {h.url: {c.name for c in deployment.containers(h, kind="app")} for h in hosts}
     text = deployment.spec_file.read_text().replace('MIGRATE = "true"', 'MIGRATE = "exit 5"')
     deployment.spec_file.write_text(text.replace("m-1", "m-2"))
-    since = time.time() - 1
+    since = time.time()
     lines = Lines()
     outcome = deployment.deploy(lines)
     assert isinstance(outcome, RolledBack), lines.text()
@@ -145,7 +148,7 @@ def test_run_is_refused_on_a_guarded_slot_without_confirm(deployment: Deployment
     env = deployment.env
     deployment.write(hosts=[env.a], slot_extra='role = "production"')
     assert isinstance(deployment.deploy(confirm=SLOT), Rolled)
-    since = time.time() - 1
+    since = time.time()
     r = shipway(deployment, "run", SLOT, "--", "true")
     assert r.returncode == 3 and f"--confirm {SLOT}" in r.stderr
     assert [e for e in events(deployment, env.a, since) if kind(e) == "one-off"] == []
