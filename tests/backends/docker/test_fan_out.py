@@ -108,8 +108,12 @@ def test_engine_api_calls_over_ssh_share_a_few_channels(deployment: Deployment) 
             call()  # a new URL each time
         transport = conn._ssh_client().get_transport()
         assert transport is not None
-        # docker-py alone opened one channel (and one dial-stdio) per distinct URL
+        # docker-py alone opened one channel (and one dial-stdio) per distinct URL (7 here,
+        # the version probe's included); shared, they are the one in use and the spares
+        # kept open ahead of need
+        adapter = conn._adapter
+        assert adapter is not None
         opened = len(transport._channels.values())  # type: ignore[attr-defined]
-        assert opened <= 2, f"{opened} channels open for the calls"
+        assert opened <= 1 + adapter._pool.spare, f"{opened} channels open for the calls"
     finally:
         backend.close()
