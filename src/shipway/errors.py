@@ -29,14 +29,31 @@
             ├── UnknownHostKey                    not in known_hosts (with the line to add)
             └── HostKeyMismatch                   known_hosts records another key
 
+    Interrupted                       exit 128+N  SIGINT/SIGTERM during an operation (a
+                                              BaseException, as KeyboardInterrupt is: no
+                                              ``except Exception`` may swallow it)
+
 Library exceptions (lightkube, docker, OSError …) never cross a backend's edge: they are
 translated into these, most specific first, with ``raise ... from exc``.
 """
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+
+class Interrupted(BaseException):
+    """The operation was interrupted by a signal (:mod:`shipway.engine.signals` raises it)."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        super().__init__(signal.Signals(signum).name)
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
 
 
 class ShipwayError(Exception):

@@ -10,8 +10,7 @@ import pytest
 from shipway.backends.memory import MemoryBackend
 from shipway.backends.protocol import HostOwner
 from shipway.engine import Engine, NoAnchor, Rolled, RolledBack
-from shipway.engine.signals import Interrupted
-from shipway.errors import HostTaken, InputError
+from shipway.errors import HostTaken, InputError, Interrupted
 from shipway.guard import Guard
 from shipway.release.model import ReleaseStatus
 from shipway.spec import App

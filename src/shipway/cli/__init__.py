@@ -185,21 +185,9 @@ def _fail(
     sys.exit(code)
 
 
-class _NeverRaised(BaseException):
-    """Stands for the engine's Interrupted when the engine was never loaded."""
-
-
-def _interrupted() -> type[BaseException]:
-    """The engine's ``Interrupted``, if a command loaded the engine (only the engine raises
-    it): importing it here would load the whole engine for ``validate``, ``status`` …"""
-    signals = sys.modules.get("shipway.engine.signals")
-    found: type[BaseException] = signals.Interrupted if signals is not None else _NeverRaised
-    return found
-
-
 def _run(obj: Context, action: Callable[[], int | None]) -> None:
     """Run a command body, turning shipway's errors into their exit codes."""
-    from shipway.errors import ShipwayError, SpecInvalid
+    from shipway.errors import Interrupted, ShipwayError, SpecInvalid
 
     try:
         try:
@@ -210,8 +198,8 @@ def _run(obj: Context, action: Callable[[], int | None]) -> None:
         _fail(obj, exc.exit_code, str(exc), {"problems": [p.to_json() for p in exc.problems]})
     except ShipwayError as exc:
         _fail(obj, exc.exit_code, str(exc))
-    except _interrupted() as exc:  # evaluated after the action: the engine is loaded then
-        _fail(obj, getattr(exc, "exit_code", 1), f"interrupted by {exc}")
+    except Interrupted as exc:
+        _fail(obj, exc.exit_code, f"interrupted by {exc}")
     except (KeyboardInterrupt, click.exceptions.Abort):
         # Ctrl-C before the engine took the signals over (a prompt, connecting)
         _fail(obj, 130, "interrupted by SIGINT")

@@ -22,15 +22,15 @@ if TYPE_CHECKING:
         Unchanged,
         outcome_from_json,
     )
-    from shipway.engine.signals import Interrupted
     from shipway.engine.timeouts import DEFAULT_ROLLBACK_TIMEOUT, DEFAULT_TIMEOUT
+    from shipway.errors import Interrupted
 
 _WHERE = {
     "shipway.engine.core": "Engine",
     "shipway.engine.outcome": (
         "NoAnchor Outcome RollbackFailed Rolled RolledBack Unchanged outcome_from_json"
     ),
-    "shipway.engine.signals": "Interrupted",
+    "shipway.errors": "Interrupted",
     "shipway.engine.timeouts": "DEFAULT_ROLLBACK_TIMEOUT DEFAULT_TIMEOUT",
 }
 _MODULE_OF, __getattr__ = lazy_exports(__name__, _WHERE, globals())

@@ -30,9 +30,9 @@ from shipway.engine.outcome import (
     Unchanged,
 )
 from shipway.engine.recovery import Recovery
-from shipway.engine.signals import Interrupted, settle, signals_deferred, signals_raise
+from shipway.engine.signals import settle, signals_deferred, signals_raise
 from shipway.engine.walk import Walker, WalkResult
-from shipway.errors import BackendError, InputError
+from shipway.errors import BackendError, InputError, Interrupted
 from shipway.guard import Clearance
 from shipway.release import history
 from shipway.release.model import Release

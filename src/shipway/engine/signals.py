@@ -9,18 +9,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from types import FrameType
 
-
-class Interrupted(BaseException):
-    """The operation was interrupted by a signal."""
-
-    def __init__(self, signum: int) -> None:
-        self.signum = signum
-        super().__init__(signal.Signals(signum).name)
-
-    @property
-    def exit_code(self) -> int:
-        return 128 + self.signum
-
+from shipway.errors import Interrupted
 
 Handler = Callable[[int, FrameType | None], None]
 
