@@ -57,15 +57,13 @@ def free_port() -> int:
 @dataclass(frozen=True)
 class Example:
     """What the bench needs to know of an example: its directory under examples/, its app's
-    name, the ``GREETING`` its spec starts with, how its page shows a greeting (a regular
-    expression, ``{}`` where the greeting goes), and the uptime gate a deploy waits on
-    before any route moves (0: none)."""
+    name, the ``GREETING`` its spec starts with, and how its page shows a greeting (a
+    regular expression, ``{}`` where the greeting goes)."""
 
     directory: str
     app: str
     greeting: str
     shows: str
-    uptime_gate: float
 
     @property
     def host(self) -> str:
@@ -76,8 +74,8 @@ class Example:
 
 
 EXAMPLES = {
-    "hello": Example("hello", "hello", "hello", "^{} from r", 1.0),  # its worker's initial_delay
-    "django": Example("django", "guestbook", "guestbook", "<h1>{}</h1>", 0.0),
+    "hello": Example("hello", "hello", "hello", "^{} from r"),
+    "django": Example("django", "guestbook", "guestbook", "<h1>{}</h1>"),
 }
 
 
@@ -153,6 +151,13 @@ class Bench:
         if code != 0 or served is None:
             raise SystemExit(f"deploy failed (exit {code}) or never served {value!r}")
         return served
+
+    def uptime_gate(self) -> float:
+        """The longest uptime gate the spec declares (a process with no health check path
+        must stay up ``initial_delay`` before any route moves); 0 when there is none."""
+        spec = load_spec(self.app / "shipway.toml")
+        checks = [p.healthcheck for p in spec.processes.values() if p.healthcheck]
+        return max((c.initial_delay for c in checks if c.path is None), default=0.0)
 
     def built_environment(self) -> dict[str, str]:
         """PATH (and VIRTUAL_ENV) of the environment the deploys built, as the processes
@@ -242,6 +247,7 @@ def main() -> int:
     run = Run(name, {k: str(v) for k, v in vars(args).items()})
     with tempfile.TemporaryDirectory(prefix="shipway-bench-") as tmp:
         bench = Bench(Path(tmp), args.example, bytecode=not args.no_bytecode)
+        gate = bench.uptime_gate()  # no route moves before it passed
         try:
             cold = bench.deploy_until_serving("cold")
             times: list[float] = []
@@ -282,7 +288,6 @@ def main() -> int:
         f"redeploy to serving, median of {args.runs}: {statistics.median(times):.2f}s "
         f"(min {min(times):.2f}s, max {max(times):.2f}s)"
     )
-    gate = bench.example.uptime_gate  # no route moves before it passed
     ratios = [t / d for t, d in zip(times, directs, strict=True)]
     ratios_gate = [t / (d + gate) for t, d in zip(times, directs, strict=True)]
     print(
