@@ -10,9 +10,8 @@ order that alternates), under a request loop against every host's proxy:
      benchmark always had), until each answers HTTP; and the same floor with every host at
      once (threads), and with the script's connections made first (SSH handshake, API
      version — as every shipway deploy, a process of its own, makes its own), printed beside.
-     The ratio is the median of the rounds' ratios. The
-     drain window (``drain_timeout``, 1 s here) is part of shipway's time; the ratio
-     without it is printed too;
+     The ratio is the median of the rounds' ratios. The drain window (``drain_timeout``,
+     1 s here) is part of shipway's time; the ratio without it is printed too;
   3. Engine API calls per redeploy, per kind of host (local socket, SSH), and per route.
 
 Run (root, test hosts up):  .venv/bin/python bench/docker_redeploy.py [--redeploys 10]
