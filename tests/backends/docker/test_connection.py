@@ -54,9 +54,37 @@ def test_channels_taken_over_by_the_engine_are_replaced_ahead_of_need(
         eventually(lambda: pool._idle() >= spare, what=f"{spare} idle channels")
         taken = [pool._get_conn() for _ in range(spare)]  # as hijacked calls keep theirs
         assert all(c.sock is not None for c in taken)  # they were open already
+        # and had answered: dial-stdio had started on the host before a call took them
+        assert all(c.sock.in_window_sofar > 0 for c in taken)
         eventually(lambda: pool._idle() >= spare, what="the spares replaced")
         for c in taken:
             c.close()
+        assert conn.client().ping()
+    finally:
+        backend.close()
+
+
+def test_a_call_gets_an_open_channel_while_one_waits_idle(deployment: Deployment) -> None:
+    """A call whose channel was taken over or closed gives back an empty slot, at the end
+    of the pool's LIFO queue that the next call takes from: that call must still get a
+    channel already open, not open one of its own."""
+    env = deployment.env
+    deployment.write(hosts=[env.b])
+    backend = deployment.backend()
+    try:
+        conn = backend.connections[backend.primary]
+        conn.client().ping()
+        adapter = conn._adapter
+        assert adapter is not None
+        pool = adapter._pool
+        eventually(lambda: pool._idle() >= pool.spare, what=f"{pool.spare} idle channels")
+        taken = pool._get_conn()
+        taken.close()
+        pool._put_conn(None)  # what urllib3 gives back for a connection it closed
+        assert pool.pool is not None and pool.pool.queue[-1] is None
+        got = pool._get_conn()
+        assert got is not None and got.sock is not None  # one of the open ones
+        pool._put_conn(got)
         assert conn.client().ping()
     finally:
         backend.close()

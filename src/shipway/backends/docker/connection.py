@@ -61,7 +61,8 @@ class _SparePool(SSHConnectionPool):
     the engine takes over (an exec's output, the events stream a health gate follows) never
     gives its channel back, so the next call would open one: a ``dial-stdio`` on the host,
     0.4 s or more on a busy one, in the middle of a switch. Whenever a call takes a channel
-    and fewer than ``spare`` are left idle, one is opened in the background."""
+    and fewer than ``spare`` are left idle, one is opened in the background, and is given to
+    a call only once it has answered."""
 
     spare = 2
 
@@ -71,9 +72,25 @@ class _SparePool(SSHConnectionPool):
         self._spare_lock = threading.Lock()
 
     def _get_conn(self, timeout: float | None = None) -> Any:
+        self._open_first()
         conn = super()._get_conn(timeout)
         self.top_up(self.spare)
         return conn
+
+    def _open_first(self) -> None:
+        """Put the open channels where the pool's next ``get()`` looks. Its queue is LIFO,
+        and a call whose channel was taken over or closed gives back an empty slot
+        (``None``) at that end: the next call would open a channel (a ``dial-stdio``, 0.3 s)
+        while open ones wait idle beneath it."""
+        slots = self.pool
+        if slots is None:
+            return
+        with slots.mutex:
+            items = list(slots.queue)
+            empty = [c for c in items if c is None or c.sock is None]
+            if empty and items[-1] in empty:
+                slots.queue.clear()
+                slots.queue.extend(empty + [c for c in items if c not in empty])
 
     def _idle(self) -> int:
         slots = self.pool
@@ -95,6 +112,10 @@ class _SparePool(SSHConnectionPool):
         try:
             conn = self._new_conn()
             conn.connect()
+            # the channel's first answer waits for ``dial-stdio`` to start on the host (0.2 s
+            # on a quiet one): paid here, in the background, not by the call that takes it
+            conn.request("GET", "/_ping")
+            conn.getresponse().read()
             slots = self.pool
             # it takes the place of an empty slot (None) of the pool's queue — a LIFO queue's
             # get() would hand back the connection last given back instead, and lose it
