@@ -26,7 +26,8 @@ The app (``/app/serve``, busybox sh) reads these variables:
 ``DRAIN_SECONDS`` (0)      after SIGTERM: close the listener, wait this long, exit 0
 
 Paths: ``/`` (index.html), ``/up`` (``ok``), ``/version``, ``/cgi-bin/env`` (the server's
-environment, to check injected config).
+environment, to check injected config), ``/cgi-bin/slow?N`` (answers after N seconds, 2 by
+default: a request still in flight at a switch).
 """
 
 from __future__ import annotations
@@ -127,6 +128,11 @@ while :; do
   sleep "${WORKER_INTERVAL:-5}" &
   wait $!
 done
+"""
+
+CGI_SLOW = r"""#!/bin/sh
+sleep "${QUERY_STRING:-2}"
+printf 'Content-Type: text/plain\r\n\r\nslow %s\n' "$APP_VERSION"
 """
 
 CGI_ENV = r"""#!/bin/sh
@@ -261,6 +267,7 @@ def base_tree(busybox: Path) -> Tree:
     tree.file("/app/www/version", "base\n")
     tree.file("/app/www/up", "ok\n")
     tree.file("/app/www/cgi-bin/env", CGI_ENV, 0o755)
+    tree.file("/app/www/cgi-bin/slow", CGI_SLOW, 0o755)
     return tree
 
 

@@ -90,6 +90,7 @@ class Deployment:
         hosts: list[DockerHost | tuple[DockerHost, list[str]]] | None = None,
         extra: str = "",
         slot_extra: str = "",
+        drain: str = "1s",
     ) -> App:
         image = image or self.env.images.v1
         entries = []
@@ -121,7 +122,7 @@ backend = "docker"
 hosts = [{", ".join(entries)}]
 proxy_image = "{self.env.images.proxy}"
 proxy_port = {self.port}
-drain_timeout = "1s"
+drain_timeout = "{drain}"
 {slot_extra}
 """
         )

@@ -7,7 +7,8 @@ and runs inside :func:`~shipway.backends.docker.edge.edge`. What must never happ
   beside the old ones (:mod:`.health` gates them) and the proxy's route, a separate later
   unit (:mod:`.proxy`), is what switches;
 * an old container stopped while requests may still be on their way to it — its removal
-  waits until ``drain_timeout`` has passed since its host's proxy was switched;
+  waits (:mod:`.drain`) until no connection to it is open, or until ``drain_timeout`` has
+  passed since its host's proxy was switched;
 * a secret value in an error — an engine's message is masked with this release's secrets.
 """
 
@@ -34,6 +35,7 @@ from shipway.backends.docker.containers import (
     file_mounts,
     remove,
 )
+from shipway.backends.docker.drain import drain
 from shipway.backends.docker.edge import edge, explain
 from shipway.backends.docker.health import Gate, events
 from shipway.backends.docker.proxy import DockerProxy
@@ -234,13 +236,8 @@ class DockerSteps(DockerProxy, DockerVolumes):
         if step.kind == "container":
             switched = self._switched_at.get(step.host or "")
             if body.get("port") and switched is not None and c.status == "running":
-                wait = switched + self.settings.drain - time.monotonic()
-                if wait > 0:
-                    reporter.line(
-                        f"draining {c.name} on {step.host}: {wait:.1f}s left of "
-                        f"{self.settings.drain:g}s since the switch"
-                    )
-                    time.sleep(wait)  # the drain window itself, not a stand-in for a condition
+                until = switched + self.settings.drain
+                drain(c, int(body["port"]), until, str(step.host), reporter)
             remove(c, int(body.get("stop_timeout", 10)))
             return f"stopped and removed {c.name}"
         if step.kind == "proxy":

@@ -1,0 +1,104 @@
+"""The drain of an old container after its host's proxy switched away from it.
+
+Caddy's reload is graceful: requests the old config had already sent to a container finish
+there, and since Caddy 2.6 the reload returns without waiting for them. The old config's
+upstream connections that were idle are closed by the reload, and each busy one is closed
+when its request ends. So once no connection to the container's port is open, no request
+is on its way to it. That is what ends the drain. ``drain_timeout`` stays the longest it
+waits: connections that stay open (a WebSocket, a long download, a client of its own kept
+alive) are given that long, as before.
+
+The container's connections are read from its own ``/proc/net/tcp`` and ``tcp6`` (an
+``exec`` of ``cat``, which the image may not have). Where they cannot be read, the drain
+is the whole window. What must never happen: a container stopped while a connection to it
+is open and the window has not passed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import docker.errors
+from docker.models.containers import Container
+
+from shipway.backends.protocol import Reporter
+
+#: how often the container's connections are read again while some are open
+PACE = 0.05
+
+#: TCP states (``/proc/net/tcp``'s ``st``, hex) in which a request may still be answered:
+#: ESTABLISHED, SYN_RECV, CLOSE_WAIT (the client closed; the server has not yet)
+OPEN_STATES = frozenset({"01", "03", "08"})
+
+#: cat of both files: one whose kernel has no IPv6 still prints the first
+READ = ["cat", "/proc/net/tcp", "/proc/net/tcp6"]
+
+
+def open_connections(table: str, port: int) -> int | None:
+    """How many connections to local ``port`` are open in ``/proc/net/tcp``-format text
+    (both files concatenated); None when the text is not such a table."""
+    if "local_address" not in table:
+        return None
+    count = 0
+    for line in table.splitlines():
+        fields = line.split()
+        if len(fields) < 4 or ":" not in fields[1]:
+            continue  # a header line, or cat's complaint about a missing file
+        try:
+            local_port = int(fields[1].rsplit(":", 1)[1], 16)
+        except ValueError:
+            continue
+        if local_port == port and fields[3] in OPEN_STATES:
+            count += 1
+    return count
+
+
+def read_connections(container: Container, port: int) -> int | None:
+    """The open connections to ``port`` in the container's own network namespace; None
+    when they cannot be read (no ``cat`` in its image, the exec refused)."""
+    try:
+        result = container.exec_run(READ, stdout=True, stderr=False)
+    except docker.errors.APIError:
+        return None
+    output = result.output if isinstance(result.output, bytes) else b""
+    return open_connections(output.decode(errors="replace"), port)
+
+
+def drain(
+    container: Container,
+    port: int,
+    until: float,
+    where: str,
+    reporter: Reporter,
+    read: Callable[[Container, int], int | None] = read_connections,
+) -> None:
+    """Wait until no connection to ``container``'s ``port`` is open, or until ``until``
+    (``time.monotonic()``) has passed."""
+    shown = False
+    while True:
+        left = until - time.monotonic()
+        if left <= 0:
+            return
+        count = read(container, port)
+        if count == 0:
+            if shown:
+                reporter.line(f"drained {container.name} on {where}: no connection left")
+            return
+        left = until - time.monotonic()
+        if count is None:
+            if left > 0:
+                reporter.line(
+                    f"draining {container.name} on {where}: {left:.1f}s left of the window "
+                    "(its connections cannot be read: no cat in its image)"
+                )
+                time.sleep(left)  # the drain window itself, not a stand-in for a condition
+            return
+        if not shown:
+            plural = "" if count == 1 else "s"
+            reporter.line(
+                f"draining {container.name} on {where}: {count} connection{plural} open, "
+                f"waiting up to {max(left, 0):.1f}s"
+            )
+            shown = True
+        time.sleep(min(PACE, max(left, 0)))  # the pace of looking again

@@ -1,0 +1,115 @@
+"""The drain after a switch ends when no connection to the old container is left, not at
+the end of ``drain_timeout``: a request in flight at the switch is answered where it
+started, and the old container is stopped as soon as it is."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from shipway.backends.docker.drain import open_connections, read_connections
+from shipway.engine import Rolled
+from tests.backends.docker.conftest import Deployment, Lines
+from tests.backends.local.conftest import eventually
+from tests.testenv.docker import DockerHost, http_get
+
+WINDOW = 30  # drain_timeout: far longer than the request in flight takes
+
+
+def _sleeping(deployment: Deployment, host: DockerHost, container_id: str) -> bool:
+    client = deployment.local(host)
+    try:
+        processes = client.containers.get(container_id).top()["Processes"] or []
+    finally:
+        client.close()
+    return any("sleep" in " ".join(p) for p in processes)
+
+
+def test_the_drain_waits_for_the_request_in_flight_and_no_longer(
+    deployment: Deployment,
+) -> None:
+    env = deployment.env
+    hosts = (env.a, env.b)
+    deployment.write(drain=f"{WINDOW}s")
+    assert isinstance(deployment.deploy(), Rolled)
+    old = {h.name: deployment.containers(h, kind="app")[0].id for h in hosts}
+    answers: dict[str, tuple[int, str]] = {}
+
+    def slow(host: DockerHost) -> None:
+        answers[host.name] = http_get(deployment.url(host, "/cgi-bin/slow?3"), timeout=30)
+
+    threads = [threading.Thread(target=slow, args=(h,)) for h in hosts]
+
+    def in_flight() -> None:  # just before the switch: a request on each old container
+        for t in threads:
+            t.start()
+        for h in hosts:
+            eventually(lambda h=h: _sleeping(deployment, h, old[h.name]), what="in flight")
+
+    lines = Lines()
+    lines.hooks.append(("update route", in_flight))
+    started = time.monotonic()
+    outcome = deployment.deploy(lines, image=env.images.v2)
+    took = time.monotonic() - started
+    for t in threads:
+        t.join(timeout=30)
+    assert isinstance(outcome, Rolled), outcome.line()
+    # answered by the old containers, not cut off by their stop
+    assert answers == {h.name: (200, "slow v1\n") for h in hosts}
+    text = "\n".join(lines.lines)
+    assert text.count("1 connection open") == 2, text
+    assert text.count("no connection left") == 2, text
+    assert took < WINDOW - 5  # the window was not waited out
+    for h in hosts:  # the old ones are gone
+        assert [c.id for c in deployment.containers(h, kind="app")] != [old[h.name]]
+        assert deployment.get(h) == (200, "v2\n")
+
+
+def test_connections_are_read_from_the_container_or_not_at_all(
+    deployment: Deployment,
+) -> None:
+    """The web image (busybox) has ``cat``: its table is read, and a request in flight
+    counts. The proxy's image (Caddy FROM scratch) has none: nothing can be read, and the
+    drain falls back to its whole window."""
+    env = deployment.env
+    deployment.write(hosts=[env.a])
+    assert isinstance(deployment.deploy(), Rolled)
+    client = env.client(env.a)
+    try:
+        (web,) = client.containers.list(
+            filters={"label": [f"org.shipway.app={deployment.name}", "org.shipway.kind=app"]}
+        )
+        (proxy,) = client.containers.list(
+            filters={"label": [f"org.shipway.app={deployment.name}", "org.shipway.kind=proxy"]}
+        )
+        assert read_connections(web, 8080) == 0
+        done = threading.Event()
+
+        def slow() -> None:
+            http_get(deployment.url(env.a, "/cgi-bin/slow?2"), timeout=30)
+            done.set()
+
+        threading.Thread(target=slow).start()
+        eventually(lambda: read_connections(web, 8080) == 1, what="the request counted")
+        assert done.wait(30)
+        eventually(lambda: read_connections(web, 8080) == 0, what="its connection closed")
+        assert read_connections(proxy, 80) is None
+    finally:
+        client.close()
+
+
+def test_the_table_counts_open_connections_to_the_port_only() -> None:
+    table = """\
+  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 00000000:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1
+   1: 0200120A:1F90 0300120A:A1B2 01 00000000:00000000 00:00000000 00000000     0        0 2
+   2: 0200120A:1F90 0300120A:A1B4 06 00000000:00000000 03:00000000 00000000     0        0 0
+   3: 0200120A:1F90 0300120A:A1B6 08 00000000:00000000 00:00000000 00000000     0        0 3
+   4: 0200120A:D431 0300120A:0050 01 00000000:00000000 00:00000000 00000000     0        0 4
+cat: can't open '/proc/net/tcp6': No such file or directory
+"""
+    # listening (0A) and TIME_WAIT (06) do not count; ESTABLISHED and CLOSE_WAIT do; a
+    # connection from another local port (0xD431) is not one to 8080
+    assert open_connections(table, 8080) == 2
+    assert open_connections(table, 9090) == 0
+    assert open_connections("OCI runtime exec failed: cat: not found", 8080) is None
