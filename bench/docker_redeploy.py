@@ -9,9 +9,11 @@ order that alternates), under a request loop against every host's proxy:
      created and started with the SDK directly, one host after the other (the floor this
      benchmark always had), until each answers HTTP; and the same floor with every host at
      once (threads), and with the script's connections made first (SSH handshake, API
-     version — as every shipway deploy, a process of its own, makes its own), printed beside.
-     The ratio is the median of the rounds' ratios. The drain window (``drain_timeout``,
-     1 s here) is part of shipway's time; the ratio without it is printed too;
+     version — as every shipway deploy, a process of its own, makes its own), printed beside;
+     and the whole redeploy done with the SDK: connecting first, the new containers started
+     until each answers, the previous ones stopped and removed. The ratio is the median of
+     the rounds' ratios. The drain (``drain_timeout`` 1 s here: the longest it may take; it
+     ends when no connection to the old container is left) is part of shipway's time;
   3. Engine API calls per redeploy, per kind of host (local socket, SSH), and per route.
 
 Run (root, test hosts up):  .venv/bin/python bench/docker_redeploy.py [--redeploys 10]
@@ -196,6 +198,28 @@ def direct_start(clients: list[Any], name: str, image: str, parallel: bool) -> f
             c.remove(force=True)
 
 
+def direct_redeploy(
+    hosts: list[str], name: str, image: str, previous: list[str]
+) -> tuple[float, list[str]]:
+    """The whole redeploy without shipway, as a script run per deploy would do it: its
+    connections made (SSH handshake, API version), the new containers started one host
+    after the other until each answers GET /up, then the previous ones (``previous``: an id
+    per host) stopped and removed. Returns the time and the new containers' ids."""
+    t0 = time.monotonic()
+    fresh, conns = sdk_clients(hosts)
+    try:
+        for c in fresh:
+            c.ping()
+        new = [_start_one(c, name, image) for c in fresh]
+        for client, old in zip(fresh, previous, strict=True):
+            client.api.stop(old, timeout=10)
+            client.api.remove_container(old)
+        return time.monotonic() - t0, [c.id for c in new]
+    finally:
+        for conn in conns:
+            conn.close()
+
+
 def cleanup(clients: list[Any], name: str) -> None:
     """Remove everything the benchmark's app left on every host (records included)."""
     label = {"label": [f"org.shipway.app={name}"]}
@@ -258,6 +282,8 @@ def main() -> int:
     floors: list[float] = []
     parallel_floors: list[float] = []
     connecting_floors: list[float] = []
+    redeploy_floors: list[float] = []
+    floor_running: list[str] = []  # the redeploy floor's containers, an id per host
     per_redeploy: list[Counter[str]] = []
     timelines: list[tuple[list[tuple[float, str]], list[tuple[float, float, str]]]] = []
     try:
@@ -265,6 +291,7 @@ def main() -> int:
             with ThreadPoolExecutor(max_workers=min(len(clients), 8)) as pool:
                 list(pool.map(lambda c: [c.images.pull(i) for i in (env.images.v1, env.images.v2)],
                               clients))  # fmt: skip
+        floor_running = [_start_one(c, name, env.images.v1).id for c in clients]
         t0 = time.monotonic()
         first = api.deploy(app, "bench", reporter=Timeline())
         cold = time.monotonic() - t0
@@ -286,7 +313,7 @@ def main() -> int:
                     )
                     assert outcome.ok, outcome.line()
 
-                def floor() -> None:
+                def floor(image: str = image) -> None:
                     floors.append(direct_start(clients, name, env.images.v2, parallel=False))
                     # as a script run per deploy would: its connections (SSH handshake,
                     # API version) made first, as every shipway deploy makes its own
@@ -301,6 +328,8 @@ def main() -> int:
                         for conn in fresh_conns:
                             conn.close()
                     connecting_floors.append(took)
+                    took, floor_running[:] = direct_redeploy(hosts, name, image, floor_running)
+                    redeploy_floors.append(took)
 
                 for work_item in (redeploy, floor) if i % 2 == 0 else (floor, redeploy):
                     work_item()
@@ -308,16 +337,19 @@ def main() -> int:
                 print(
                     f"round {i + 1}/{args.redeploys}: shipway {times[-1]:.2f}s, SDK floor "
                     f"{floors[-1]:.2f}s (hosts at once {parallel_floors[-1]:.2f}s, connecting "
-                    f"first {connecting_floors[-1]:.2f}s), "
+                    f"first {connecting_floors[-1]:.2f}s; a whole redeploy "
+                    f"{redeploy_floors[-1]:.2f}s), "
                     f"{sum(per_redeploy[-1].values())} API calls",
                     file=sys.stderr,
                 )
     finally:
+        for client, cid in zip(clients, floor_running, strict=False):
+            client.api.remove_container(cid, force=True)
         cleanup(clients, name)
         for conn in connections:
             conn.close()
     ratios = [t / f for t, f in zip(times, floors, strict=True)]
-    ratios_nodrain = [(t - DRAIN) / f for t, f in zip(times, floors, strict=True)]
+    ratios_redeploy = [t / f for t, f in zip(times, redeploy_floors, strict=True)]
     ratios_parallel = [t / f for t, f in zip(times, parallel_floors, strict=True)]
     ratios_connecting = [t / f for t, f in zip(times, connecting_floors, strict=True)]
     kinds: dict[str, list[int]] = {"socket": [], "ssh": [], "all": []}
@@ -342,10 +374,11 @@ def main() -> int:
         "sdk_floor_median_s": round(median(floors), 2),
         "sdk_floor_hosts_at_once_median_s": round(median(parallel_floors), 2),
         "ratio_to_sdk_floor": round(median(ratios), 2),
-        "ratio_to_sdk_floor_without_drain": round(median(ratios_nodrain), 2),
         "ratio_to_sdk_floor_hosts_at_once": round(median(ratios_parallel), 2),
         "sdk_floor_connecting_first_median_s": round(median(connecting_floors), 2),
         "ratio_to_sdk_floor_connecting_first": round(median(ratios_connecting), 2),
+        "sdk_redeploy_floor_median_s": round(median(redeploy_floors), 2),
+        "ratio_to_sdk_redeploy_floor": round(median(ratios_redeploy), 2),
         "api_calls_per_redeploy_median": {k: median(v) for k, v in kinds.items()},
         "api_calls_per_redeploy_by_route": {
             k: round(v / len(per_redeploy), 1) for k, v in routes.most_common()
@@ -362,9 +395,10 @@ def main() -> int:
             print(f"  {at:6.2f} {took:5.2f}  {key}")
     run.finish(figures, args.json)
     for key in ("redeploy_median_s", "sdk_floor_median_s", "sdk_floor_hosts_at_once_median_s",
-                "ratio_to_sdk_floor", "ratio_to_sdk_floor_without_drain",
-                "ratio_to_sdk_floor_hosts_at_once", "sdk_floor_connecting_first_median_s",
-                "ratio_to_sdk_floor_connecting_first", "api_calls_per_redeploy_median",
+                "ratio_to_sdk_floor", "ratio_to_sdk_floor_hosts_at_once",
+                "sdk_floor_connecting_first_median_s", "ratio_to_sdk_floor_connecting_first",
+                "sdk_redeploy_floor_median_s", "ratio_to_sdk_redeploy_floor",
+                "api_calls_per_redeploy_median",
                 "requests_ok", "requests_failed"):  # fmt: skip
         print(f"{key}: {figures[key]}")
     return 0 if figures["requests_failed"] == 0 else 1
