@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from shipway.backends.docker.steps import DockerSteps
+from shipway.engine import Rolled
 from tests.backends.docker.conftest import Deployment, Lines
 
 
@@ -117,3 +118,28 @@ def test_engine_api_calls_over_ssh_share_a_few_channels(deployment: Deployment) 
         assert opened <= 1 + adapter._pool.spare, f"{opened} channels open for the calls"
     finally:
         backend.close()
+
+
+def test_a_switch_does_not_read_again_the_routes_its_observation_read(
+    deployment: Deployment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The proxy's files are read once per host, by the observation; the switch writes from
+    what it read (the slot's lock keeps anyone else from writing them meanwhile)."""
+    from shipway.backends.docker import proxy as proxy_module
+
+    env = deployment.env
+    deployment.write()
+    assert isinstance(deployment.deploy(), Rolled)
+    reads: list[str] = []
+    real = proxy_module.read_tree
+
+    def counted(container: Any, path: str) -> dict[str, tuple[bytes, int]]:
+        reads.append(str(container.name))
+        return real(container, path)
+
+    monkeypatch.setattr(proxy_module, "read_tree", counted)
+    outcome = deployment.deploy(image=env.images.v2)
+    assert isinstance(outcome, Rolled), outcome.line()
+    assert reads == []
+    for host in (env.a, env.b):
+        assert deployment.get(host) == (200, "v2\n")

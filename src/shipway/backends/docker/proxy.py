@@ -79,7 +79,7 @@ class DockerProxy(DockerState):
         # the config it starts with: the routes already in its volume (a proxy recreated
         # keeps serving them), else none
         routes = caddy.parse_routes(read_tree(container, config_dir))
-        container.put_archive(config_dir, _config_tar(routes, body))
+        container.put_archive(config_dir, tar_of(_config_files(routes, body)))
         try:
             container.start()
         except docker.errors.APIError as exc:
@@ -108,12 +108,18 @@ class DockerProxy(DockerState):
         change: Callable[[dict[str, Any]], None],
     ) -> None:
         """Change the proxy's routes and reload it gracefully; put the previous files back
-        if the reload fails, so what is written is always what runs."""
+        if the reload fails, so what is written is always what runs. The files are read
+        from the proxy unless this operation has them already (observed, or written by it
+        since, under the slot's lock)."""
         config_dir = str(proxy_body.get("config_dir", caddy.CONFIG_DIR))
-        tree = read_tree(proxy, config_dir)
+        known = (str(proxy.id), config_dir)
+        tree = self._proxy_files.pop(known, None)
+        if tree is None:
+            tree = read_tree(proxy, config_dir)
         routes = caddy.parse_routes(tree)
         change(routes)
-        proxy.put_archive(config_dir, _config_tar(routes, proxy_body))
+        files = _config_files(routes, proxy_body)
+        proxy.put_archive(config_dir, tar_of(files))
         # a reload of the same files is safe to run twice: one whose exec was cut off
         # (its output lost with it) is run again whole
         result = self.retry.call(
@@ -134,6 +140,7 @@ class DockerProxy(DockerState):
                 f"the proxy {proxy.name} refused its new configuration (exit {result.exit_code}): "
                 + (output[-1][:300] if output else "no output")
             )
+        self._proxy_files[known] = {**tree, **files}
 
     def _apply_route(
         self, client: docker.DockerClient, unit: Unit, action: str, secrets: Mapping[str, Secret]
@@ -161,14 +168,14 @@ class DockerProxy(DockerState):
         return f"dropped route {step.unit}"
 
 
-def _config_tar(routes: Mapping[str, Any], proxy_body: Mapping[str, Any]) -> bytes:
+def _config_files(
+    routes: Mapping[str, Any], proxy_body: Mapping[str, Any]
+) -> dict[str, tuple[bytes, int]]:
     """The proxy's two files for these routes: the routes themselves and Caddy's config."""
-    return tar_of(
-        {
-            caddy.ROUTES_FILE: (caddy.dumps(dict(routes)), 0o644),
-            caddy.CONFIG_FILE: (caddy.dumps(caddy.compose(routes, proxy_body)), 0o644),
-        }
-    )
+    return {
+        caddy.ROUTES_FILE: (caddy.dumps(dict(routes)), 0o644),
+        caddy.CONFIG_FILE: (caddy.dumps(caddy.compose(routes, proxy_body)), 0o644),
+    }
 
 
 def _listener_migration(client: docker.DockerClient) -> dict[str, str]:

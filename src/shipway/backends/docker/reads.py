@@ -176,6 +176,7 @@ class DockerReads(DockerVolumes):
         self, proxy: Container, body: Mapping[str, Any], host: str
     ) -> list[tuple[ObservedUnit, list[str]]]:
         tree = read_tree(proxy, caddy.CONFIG_DIR)
+        self._proxy_files[(str(proxy.id), caddy.CONFIG_DIR)] = tree
         routes = caddy.parse_routes(tree)
         config = tree.get(caddy.CONFIG_FILE, (b"", 0))[0]
         stale = bool(routes) and config != caddy.dumps(caddy.compose(routes, body))

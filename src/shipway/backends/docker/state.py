@@ -66,6 +66,9 @@ class DockerState(Guarded):
         self.primary = self.host_addresses[0].name
         #: host -> time.monotonic() of its proxy's last route switch (drain starts there)
         self._switched_at: dict[str, float] = {}
+        #: (proxy container id, config dir) -> its files as this operation last read or
+        #: wrote them: a switch does not read again what the observation just read
+        self._proxy_files: dict[tuple[str, str], dict[str, tuple[bytes, int]]] = {}
         #: unit key -> why it differs from its body (from the last observe)
         self.drift: dict[str, list[str]] = {}
         #: host -> what this operation did there, in order (the per-host report)
