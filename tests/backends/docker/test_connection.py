@@ -5,7 +5,9 @@ is rebuilt with it — not kept failing until the process ends."""
 from __future__ import annotations
 
 import socket
+from typing import Any
 
+from shipway.backends.docker.connection import HostConnection
 from tests.backends.docker.conftest import SLOT, Deployment
 from tests.backends.local.conftest import eventually
 
@@ -35,23 +37,30 @@ def test_a_dead_ssh_transport_is_replaced_on_the_next_call(deployment: Deploymen
         backend.close()
 
 
+def _pool_with_spares(deployment: Deployment) -> tuple[Any, HostConnection, Any]:
+    """A backend on host B (over SSH), its connection, and the connection's pool of
+    channels once its spares are open and idle."""
+    env = deployment.env
+    deployment.write(hosts=[env.b])
+    backend = deployment.backend()
+    conn = backend.connections[backend.primary]
+    conn.client().ping()
+    adapter = conn._adapter
+    assert adapter is not None
+    pool = adapter._pool
+    eventually(lambda: pool._idle() >= pool.spare, what=f"{pool.spare} idle channels")
+    return backend, conn, pool
+
+
 def test_channels_taken_over_by_the_engine_are_replaced_ahead_of_need(
     deployment: Deployment,
 ) -> None:
     """An exec's output or an events stream keeps its SSH channel; the next call must not
     wait for a new one (a ``dial-stdio`` on the host) — spares are opened in the
     background whenever a call takes a channel."""
-    env = deployment.env
-    deployment.write(hosts=[env.b])
-    backend = deployment.backend()
+    backend, conn, pool = _pool_with_spares(deployment)
     try:
-        conn = backend.connections[backend.primary]
-        conn.client().ping()
-        adapter = conn._adapter
-        assert adapter is not None
-        pool = adapter._pool
         spare = pool.spare
-        eventually(lambda: pool._idle() >= spare, what=f"{spare} idle channels")
         taken = [pool._get_conn() for _ in range(spare)]  # as hijacked calls keep theirs
         assert all(c.sock is not None for c in taken)  # they were open already
         # and had answered: dial-stdio had started on the host before a call took them
@@ -68,16 +77,8 @@ def test_a_call_gets_an_open_channel_while_one_waits_idle(deployment: Deployment
     """A call whose channel was taken over or closed gives back an empty slot, at the end
     of the pool's LIFO queue that the next call takes from: that call must still get a
     channel already open, not open one of its own."""
-    env = deployment.env
-    deployment.write(hosts=[env.b])
-    backend = deployment.backend()
+    backend, conn, pool = _pool_with_spares(deployment)
     try:
-        conn = backend.connections[backend.primary]
-        conn.client().ping()
-        adapter = conn._adapter
-        assert adapter is not None
-        pool = adapter._pool
-        eventually(lambda: pool._idle() >= pool.spare, what=f"{pool.spare} idle channels")
         taken = pool._get_conn()
         taken.close()
         pool._put_conn(None)  # what urllib3 gives back for a connection it closed
