@@ -4,6 +4,7 @@ started, and the old container is stopped as soon as it is."""
 
 from __future__ import annotations
 
+import http.client
 import threading
 import time
 
@@ -63,6 +64,92 @@ def test_the_drain_waits_for_the_request_in_flight_and_no_longer(
     for h in hosts:  # the old ones are gone
         assert [c.id for c in deployment.containers(h, kind="app")] != [old[h.name]]
         assert deployment.get(h) == (200, "v2\n")
+
+
+KEEP_ALIVE_SERVER = """
+import http.server, os, signal, sys
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keeps its connections alive
+    def do_GET(self):
+        body = (os.environ["VERSION"] + "\\n").encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+http.server.ThreadingHTTPServer(("0.0.0.0", 8080), Handler).serve_forever()
+"""
+
+
+def test_an_app_that_keeps_connections_alive_is_drained_without_the_whole_window(
+    deployment: Deployment,
+) -> None:
+    """An upstream speaking HTTP/1.1 keeps the proxy's connections to it open between
+    requests, and a reload leaves the old config's idle ones open: the proxy closes them
+    after 1 s unused, so the drain still ends long before ``drain_timeout``, and a client on
+    one kept-alive connection sees no error across the switch."""
+    env = deployment.env
+
+    def write(version: str) -> None:
+        deployment.write(
+            hosts=[env.a],
+            image=env.images.python,
+            drain=f"{WINDOW}s",
+            processes="""
+[processes.web]
+command = "python3 /server.py"
+port = 8080
+[processes.web.healthcheck]
+path = "/"
+interval = "100ms"
+attempts = 80
+""",
+            extra=f"""
+[env]
+VERSION = "{version}"
+[files]
+"server.py" = \'\'\'{KEEP_ALIVE_SERVER}\'\'\'
+""",
+        )
+
+    write("v1")
+    assert isinstance(deployment.deploy(), Rolled)
+    seen: list[str] = []
+    errors: list[str] = []
+    stop = threading.Event()
+
+    def client() -> None:  # one connection, kept alive (opened again when the proxy closes it)
+        conn = http.client.HTTPConnection(env.a.address, deployment.port, timeout=10)
+        while not stop.is_set():
+            try:
+                conn.request("GET", "/")
+                seen.append(conn.getresponse().read().decode().strip())
+            except (OSError, http.client.HTTPException) as exc:
+                errors.append(repr(exc))
+                conn.close()
+            stop.wait(0.01)
+        conn.close()
+
+    thread = threading.Thread(target=client)
+    thread.start()
+    try:
+        eventually(lambda: len(seen) > 20, what="requests on the kept-alive connection")
+        write("v2")
+        lines = Lines()
+        started = time.monotonic()
+        outcome = deployment.deploy(lines)
+        took = time.monotonic() - started
+        eventually(lambda: seen[-1:] == ["v2"], what="the new release answering")
+    finally:
+        stop.set()
+        thread.join(timeout=15)
+    assert isinstance(outcome, Rolled), outcome.line()
+    assert errors == []
+    assert took < WINDOW - 5, "\n".join(lines.lines)  # the window was not waited out
+    assert "v1" in seen and deployment.containers(env.a, kind="app")[0].status == "running"
+    assert len(deployment.containers(env.a, kind="app")) == 1  # the old one is gone
 
 
 def test_connections_are_read_from_the_container_or_not_at_all(

@@ -23,6 +23,8 @@ CONFIG_DIR = "/etc/shipway"
 ROUTES_FILE = "routes.json"
 CONFIG_FILE = "caddy.json"
 ADMIN = "localhost:2019"
+#: how long a kept-alive connection to an upstream may stay unused
+UPSTREAM_IDLE = "1s"
 
 
 def _duration(seconds: float) -> str:
@@ -36,6 +38,11 @@ def route(body: Mapping[str, Any], upstream_try: float) -> dict[str, Any]:
     handler = {
         "handler": "reverse_proxy",
         "upstreams": [{"dial": u} for u in body["upstreams"]],
+        # a kept-alive connection to an upstream closes after 1 s unused (Caddy's default
+        # is 2 minutes; a reload does not close the old config's idle ones): an old
+        # container's drain, which waits for its last connection, then ends within 1 s of
+        # its last request, not at drain_timeout
+        "transport": {"protocol": "http", "keep_alive": {"idle_timeout": UPSTREAM_IDLE}},
         "load_balancing": {
             "selection_policy": {"policy": "round_robin"},
             "try_duration": _duration(upstream_try),

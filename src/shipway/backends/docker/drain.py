@@ -1,12 +1,13 @@
 """The drain of an old container after its host's proxy switched away from it.
 
 Caddy's reload is graceful: requests the old config had already sent to a container finish
-there, and since Caddy 2.6 the reload returns without waiting for them. The old config's
-upstream connections that were idle are closed by the reload, and each busy one is closed
-when its request ends. So once no connection to the container's port is open, no request
-is on its way to it. That is what ends the drain. ``drain_timeout`` stays the longest it
-waits: connections that stay open (a WebSocket, a long download, a client of its own kept
-alive) are given that long, as before.
+there, and since Caddy 2.6 the reload returns without waiting for them. The reload does not
+close the old config's kept-alive connections to its upstreams, but the proxy closes any
+after 1 s unused (:data:`.caddy.UPSTREAM_IDLE`). So once no connection to the container's
+port is open, no request is on its way to it, and the drain ends: about 1 s after the
+switch for an app that keeps its connections alive, at once for one that closes them after
+each answer. ``drain_timeout`` stays the longest it waits. Connections that stay open are
+given that long, as before: a WebSocket, a long download, a client of its own kept alive.
 
 The container's connections are read from its own ``/proc/net/tcp`` and ``tcp6`` (an
 ``exec`` of ``cat``, which the image may not have). Where they cannot be read, the drain
@@ -17,7 +18,6 @@ is open and the window has not passed.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 import docker.errors
 from docker.models.containers import Container
@@ -65,14 +65,7 @@ def read_connections(container: Container, port: int) -> int | None:
     return open_connections(output.decode(errors="replace"), port)
 
 
-def drain(
-    container: Container,
-    port: int,
-    until: float,
-    where: str,
-    reporter: Reporter,
-    read: Callable[[Container, int], int | None] = read_connections,
-) -> None:
+def drain(container: Container, port: int, until: float, where: str, reporter: Reporter) -> None:
     """Wait until no connection to ``container``'s ``port`` is open, or until ``until``
     (``time.monotonic()``) has passed."""
     shown = False
@@ -80,7 +73,7 @@ def drain(
         left = until - time.monotonic()
         if left <= 0:
             return
-        count = read(container, port)
+        count = read_connections(container, port)
         if count == 0:
             if shown:
                 reporter.line(f"drained {container.name} on {where}: no connection left")
@@ -90,7 +83,7 @@ def drain(
             if left > 0:
                 reporter.line(
                     f"draining {container.name} on {where}: {left:.1f}s left of the window "
-                    "(its connections cannot be read: no cat in its image)"
+                    "(its connections cannot be read: no cat in its image?)"
                 )
                 time.sleep(left)  # the drain window itself, not a stand-in for a condition
             return
