@@ -4,9 +4,9 @@ Caddy's reload is graceful: requests the old config had already sent to a contai
 there, and since Caddy 2.6 the reload returns without waiting for them. The reload does not
 close the old config's kept-alive connections to its upstreams, but the proxy closes any
 after 1 s unused (:data:`.caddy.UPSTREAM_IDLE`). So once no connection to the container's
-port is open, no request is on its way to it, and the drain ends: about 1 s after the
-switch for an app that keeps its connections alive, at once for one that closes them after
-each answer. ``drain_timeout`` stays the longest it waits. Connections that stay open are
+port is open, no request is on its way to it, and the drain ends: within about 1 s of the
+last request for an app that keeps its connections alive, at once for one that closes them
+after each answer. ``drain_timeout`` stays the longest it waits. Connections that stay open are
 given that long, as before: a WebSocket, a long download, a client of its own kept alive.
 
 The container's connections are read from its own ``/proc/net/tcp`` and ``tcp6`` (an
