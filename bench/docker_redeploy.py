@@ -287,10 +287,11 @@ def main() -> int:
     per_redeploy: list[Counter[str]] = []
     timelines: list[tuple[list[tuple[float, str]], list[tuple[float, float, str]]]] = []
     try:
-        if more:  # the floor starts both images by tag: have them on every host (untimed)
-            with ThreadPoolExecutor(max_workers=min(len(clients), 8)) as pool:
-                list(pool.map(lambda c: [c.images.pull(i) for i in (env.images.v1, env.images.v2)],
-                              clients))  # fmt: skip
+        # the floor starts both images by tag: have them on every host (untimed; on a new
+        # machine only host A has them until a deploy pulls them)
+        with ThreadPoolExecutor(max_workers=min(len(clients), 8)) as pool:
+            list(pool.map(lambda c: [c.images.pull(i) for i in (env.images.v1, env.images.v2)],
+                          clients))  # fmt: skip
         floor_running = [_start_one(c, name, env.images.v1).id for c in clients]
         t0 = time.monotonic()
         first = api.deploy(app, "bench", reporter=Timeline())
