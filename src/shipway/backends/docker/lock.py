@@ -264,6 +264,7 @@ class DockerLock(DockerState):
     ) -> Iterator[None]:
         self._guard(clearance, target)
         self._proxy_files.clear()  # what was read before the lock is read again under it
+        self._record_index = None
         self._connect_others()  # while the lock is taken, the other hosts connect
         conn = self._conn(self.primary)
         if self.retry.reporter is None:
@@ -288,13 +289,13 @@ class DockerLock(DockerState):
         try:
             yield
         except BaseException:
-            self._slot_lock = None
+            self._slot_lock = self._record_index = None
             self._trouble = True
             self._final_report(reporter)
             if not self._unlock(held, sys.exc_info(), holder, reporter):
                 raise
         else:
-            self._slot_lock = None
+            self._slot_lock = self._record_index = None
             self._final_report(reporter)
             self._unlock(held, (None, None, None), holder, reporter)
 

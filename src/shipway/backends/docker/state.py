@@ -22,7 +22,7 @@ from shipway.backends.docker import labels, render
 from shipway.backends.docker.connection import HostConnection
 from shipway.backends.docker.edge import edge
 from shipway.backends.docker.hosts import HostAddress, addresses
-from shipway.backends.docker.store import RecordStore
+from shipway.backends.docker.store import RecordIndex, RecordStore
 from shipway.backends.guarded import Guarded
 from shipway.backends.protocol import Reporter
 from shipway.backends.retry import RetryPolicy
@@ -38,6 +38,20 @@ MAX_FAN_OUT = 16
 #: SSH channels opened ahead on each other host (the gate's events stream, an exec's output
 #: and the calls beside them each hold one)
 WARM_CHANNELS = 3
+
+
+def tags_of(c: Container) -> dict[str, str]:
+    """A container's labels, from a sparse listing (``Labels``) or an inspection."""
+    listed = c.attrs.get("Labels")
+    return dict(listed) if isinstance(listed, dict) else dict(c.labels)
+
+
+def name_of(c: Container) -> str:
+    """A container's name, from a sparse listing (``Names``) or an inspection."""
+    names = c.attrs.get("Names")
+    if isinstance(names, list) and names:
+        return str(names[0]).lstrip("/")
+    return str(c.name)
 
 
 class DockerState(Guarded):
@@ -69,6 +83,9 @@ class DockerState(Guarded):
         #: (proxy container id, config dir) -> its files as this operation last read or
         #: wrote them: a switch does not read again what the observation just read
         self._proxy_files: dict[tuple[str, str], dict[str, tuple[bytes, int]]] = {}
+        #: the records as read and written while this backend holds the slot's lock (None:
+        #: not known, as before the lock's first read of them)
+        self._record_index: RecordIndex | None = None
         #: unit key -> why it differs from its body (from the last observe)
         self.drift: dict[str, list[str]] = {}
         #: host -> what this operation did there, in order (the per-host report)
@@ -101,10 +118,17 @@ class DockerState(Guarded):
     @contextlib.contextmanager
     def _records(self, what: str) -> Iterator[RecordStore]:
         """The release records on the primary host, for one call (``what``: read, write,
-        delete) inside the edge."""
+        delete) inside the edge. Under the lock a read starts the index of them that later
+        writes use (:class:`RecordStore`); a call that fails forgets it."""
         client = self._client(self.primary)
-        with edge(f"host {self.primary}: {what} release records"):
-            yield RecordStore(client, self.app.name, self.slot.name)
+        if what == "read":
+            self._record_index = {} if self._slot_lock is not None else None
+        try:
+            with edge(f"host {self.primary}: {what} release records"):
+                yield RecordStore(client, self.app.name, self.slot.name, self._record_index)
+        except BaseException:
+            self._record_index = None
+            raise
 
     def _note(self, host: str | None, text: str) -> None:
         self.journal.setdefault(host or "?", []).append(text)
@@ -163,10 +187,14 @@ class DockerState(Guarded):
         )
         return found
 
-    def _by_key(self, client: docker.DockerClient, key: str) -> Container | None:
+    def _by_key(
+        self, client: docker.DockerClient, key: str, sparse: bool = False
+    ) -> Container | None:
+        """The container of a unit key; ``sparse`` as :meth:`_labelled` (read its labels
+        with :func:`tags_of`, its name with :func:`name_of`)."""
         filters = labels.slot_filter(self.app.name, self.slot.name)
         filters["label"].append(f"{labels.KEY}={key}")
-        found: list[Container] = client.containers.list(all=True, filters=filters)
+        found: list[Container] = client.containers.list(all=True, filters=filters, sparse=sparse)
         return found[0] if found else None
 
     def _get(self, client: docker.DockerClient, name: str) -> Container | None:

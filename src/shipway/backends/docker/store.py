@@ -98,9 +98,20 @@ def read_tree(container: Container, path: str) -> dict[str, tuple[bytes, int]]:
     return out
 
 
+#: revision -> its record containers, as (id, sequence): what the slot's lock holder read
+#: and wrote itself (only the holder writes records), so a write needs no list call first
+RecordIndex = dict[int, list[tuple[str, int]]]
+
+
 class RecordStore:
-    def __init__(self, client: docker.DockerClient, app: str, slot: str) -> None:
+    """The records on one host. ``index``: the records as read and written under the slot's
+    lock (kept up to date here); None: not known, so a write lists them first."""
+
+    def __init__(
+        self, client: docker.DockerClient, app: str, slot: str, index: RecordIndex | None = None
+    ) -> None:
         self.client, self.app, self.slot = client, app, slot
+        self.index = index
 
     def _containers(self, revision: int | None = None) -> list[Container]:
         filters = labels.slot_filter(self.app, self.slot, labels.RECORD_KIND)
@@ -109,14 +120,27 @@ class RecordStore:
         found: list[Container] = self.client.containers.list(all=True, sparse=True, filters=filters)
         return found
 
+    def _listed(self, revision: int | None = None) -> RecordIndex:
+        out: RecordIndex = {}
+        for c in self._containers(revision):
+            tags: dict[str, str] = c.attrs.get("Labels") or {}
+            with contextlib.suppress(KeyError, ValueError):
+                key = int(tags[labels.REVISION])
+                out.setdefault(key, []).append((str(c.id), int(tags[labels.SEQUENCE])))
+        return out
+
     def read(self) -> list[Release]:
         latest: dict[int, tuple[int, str]] = {}
+        if self.index is not None:
+            self.index.clear()
         for c in self._containers():
             tags: dict[str, str] = c.attrs.get("Labels") or {}
             try:
                 revision, seq = int(tags[labels.REVISION]), int(tags[labels.SEQUENCE])
             except (KeyError, ValueError):
                 continue
+            if self.index is not None:
+                self.index.setdefault(revision, []).append((str(c.id), seq))
             if revision not in latest or seq > latest[revision][0]:
                 latest[revision] = (seq, tags.get(labels.RECORD, ""))
         out = []
@@ -130,28 +154,45 @@ class RecordStore:
         return out
 
     def write(self, records: Sequence[Release]) -> None:
-        ensure_holder_image(self.client)
+        """Each record as a new container, then its older ones removed. Three calls fewer
+        a record when the index is known: no list, no image check (the image is imported
+        when the engine says it is missing), no inspection of what was created."""
         for release in records:
             blob = base64.b64encode(codec.encode(release, RECORD_LIMIT)).decode()
-            older = self._containers(release.revision)
-            seqs = [int((c.attrs.get("Labels") or {}).get(labels.SEQUENCE, "0")) for c in older]
-            seq = max([time.time_ns(), *(s + 1 for s in seqs)])
-            self.client.containers.create(
-                labels.HOLDER_IMAGE,
-                name=labels.record(self.app, self.slot, release.revision, seq),
-                labels={
+            if self.index is not None:
+                older = self.index.get(release.revision, [])
+            else:
+                older = self._listed(release.revision).get(release.revision, [])
+            seq = max([time.time_ns(), *(s + 1 for _, s in older)])
+            created = self._create(
+                labels.record(self.app, self.slot, release.revision, seq),
+                {
                     **labels.base(self.app, self.slot, labels.RECORD_KIND),
                     labels.REVISION: str(release.revision),
                     labels.SEQUENCE: str(seq),
                     labels.RECORD: blob,
                 },
             )
-            for c in older:  # the new one is written: the old ones may go
+            if self.index is not None:
+                self.index[release.revision] = [(created, seq)]
+            for cid, _ in older:  # the new one is written: the old ones may go
                 with contextlib.suppress(docker.errors.NotFound):
-                    c.remove(force=True)
+                    self.client.api.remove_container(cid, force=True)
+
+    def _create(self, name: str, tags: dict[str, str]) -> str:
+        def create() -> str:
+            made = self.client.api.create_container(labels.HOLDER_IMAGE, name=name, labels=tags)
+            return str(made["Id"])
+
+        try:
+            return create()
+        except docker.errors.ImageNotFound:
+            ensure_holder_image(self.client)
+            return create()
 
     def delete(self, revisions: Sequence[int]) -> None:
+        known = self.index if self.index is not None else self._listed()
         for revision in revisions:
-            for c in self._containers(revision):
+            for cid, _ in known.pop(revision, []):
                 with contextlib.suppress(docker.errors.NotFound):
-                    c.remove(force=True)
+                    self.client.api.remove_container(cid, force=True)
