@@ -83,7 +83,8 @@ def create(client: docker.DockerClient, spec: ContainerSpec) -> Container:
         stdin_open=spec.stdin_open,
         tty=spec.tty,
     )
-    return client.containers.get(created["Id"])
+    # what callers use of it (its id, name, and the calls on it) needs no inspection
+    return client.containers.prepare_model({"Id": created["Id"], "Name": spec.name})
 
 
 def ensure_network(client: docker.DockerClient, app: str, slot: str, name: str) -> None:

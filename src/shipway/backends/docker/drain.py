@@ -22,6 +22,7 @@ import time
 import docker.errors
 from docker.models.containers import Container
 
+from shipway.backends.docker.state import name_of
 from shipway.backends.protocol import Reporter
 
 #: how often the container's connections are read again while some are open
@@ -76,13 +77,13 @@ def drain(container: Container, port: int, until: float, where: str, reporter: R
         count = read_connections(container, port)
         if count == 0:
             if shown:
-                reporter.line(f"drained {container.name} on {where}: no connection left")
+                reporter.line(f"drained {name_of(container)} on {where}: no connection left")
             return
         left = until - time.monotonic()
         if count is None:
             if left > 0:
                 reporter.line(
-                    f"draining {container.name} on {where}: {left:.1f}s left of the window "
+                    f"draining {name_of(container)} on {where}: {left:.1f}s left of the window "
                     "(its connections cannot be read: no cat in its image?)"
                 )
                 time.sleep(left)  # the drain window itself, not a stand-in for a condition
@@ -90,7 +91,7 @@ def drain(container: Container, port: int, until: float, where: str, reporter: R
         if not shown:
             plural = "" if count == 1 else "s"
             reporter.line(
-                f"draining {container.name} on {where}: {count} connection{plural} open, "
+                f"draining {name_of(container)} on {where}: {count} connection{plural} open, "
                 f"waiting up to {max(left, 0):.1f}s"
             )
             shown = True

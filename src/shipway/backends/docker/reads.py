@@ -22,6 +22,7 @@ from docker.models.containers import Container
 from shipway.backends.docker import caddy, container_logs, drift, labels, render
 from shipway.backends.docker.connection import HostConnection
 from shipway.backends.docker.edge import edge
+from shipway.backends.docker.state import tags_of
 from shipway.backends.docker.store import read_tree
 from shipway.backends.docker.volumes import DockerVolumes
 from shipway.backends.imagemeta import classify, repo_digest
@@ -42,12 +43,6 @@ def _unit_state(status: str) -> UnitState:
     if status == "created":
         return "created"
     return "stopped"
-
-
-def _labels(c: Container) -> dict[str, str]:
-    """A container's labels, from a sparse listing (``Labels``) or an inspection."""
-    listed = c.attrs.get("Labels")
-    return dict(listed) if isinstance(listed, dict) else dict(c.labels)
 
 
 class DockerReads(DockerVolumes):
@@ -121,21 +116,21 @@ class DockerReads(DockerVolumes):
             containers = self._labelled(client, sparse=True)
             files_reasons: dict[str, list[str]] = {}
             for c in containers:
-                if _labels(c).get(labels.KIND) != labels.FILES:
+                if tags_of(c).get(labels.KIND) != labels.FILES:
                     continue
-                body, reasons = drift.body_of(_labels(c))
+                body, reasons = drift.body_of(tags_of(c))
                 if body is not None:
-                    content = json.loads(_labels(c).get(labels.CONTENT) or "{}")
+                    content = json.loads(tags_of(c).get(labels.CONTENT) or "{}")
                     actual = read_tree(c, "/files")
                     reasons += drift.files(actual, body, content, str(body.get("volume")))
                     files_reasons[str(body.get("volume"))] = reasons
                 out.append(self._observed(c, "files", 0, reasons, host, state="present"))
             for c in containers:
-                kind = _labels(c).get(labels.KIND)
+                kind = tags_of(c).get(labels.KIND)
                 if kind not in (labels.APP_CONTAINER, labels.PROXY):
                     continue
                 c = client.containers.get(str(c.id))  # its whole configuration, for drift
-                body, reasons = drift.body_of(_labels(c))
+                body, reasons = drift.body_of(tags_of(c))
                 if body is not None:
                     reasons += drift.container(c.attrs, body)
                     volume = body.get("volume")
@@ -160,13 +155,13 @@ class DockerReads(DockerVolumes):
         host: str,
         state: UnitState | None = None,
     ) -> tuple[ObservedUnit, list[str]]:
-        digest = _labels(c).get(labels.DIGEST) or ""
+        digest = tags_of(c).get(labels.DIGEST) or ""
         unit = ObservedUnit(
-            key=_labels(c).get(labels.KEY) or drift.unknown_key(str(c.name), host),
+            key=tags_of(c).get(labels.KEY) or drift.unknown_key(str(c.name), host),
             kind=kind,
             digest=drift.drifted(digest, reasons) if reasons else digest,
             state=state or _unit_state(c.status),
-            process=_labels(c).get(labels.PROCESS),
+            process=tags_of(c).get(labels.PROCESS),
             host=host,
             phase=phase,
         )

@@ -10,10 +10,12 @@ caches (``__pycache__``) are not data.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 from shipway.backends.appfiles import never
 from shipway.backends.docker import labels
 from shipway.backends.docker.edge import edge
-from shipway.backends.docker.state import DockerState
+from shipway.backends.docker.state import MAX_FAN_OUT, DockerState, tags_of
 from shipway.release.model import Release
 from shipway.spec.model import Target
 
@@ -31,19 +33,26 @@ class DockerRuntimeFiles(DockerState):
             "/"
         )
         hosts = sorted({str(u.host) for u in release.artifact if u.kind == "container" and u.host})
-        found: set[str] = set()
-        for host in hosts:
+
+        def written(host: str) -> list[str]:
             client = self._client(host)
+            found: list[str] = []
             with edge(f"host {host}: reading what r{release.revision}'s containers wrote"):
-                for c in self._labelled(client, labels.APP_CONTAINER):
-                    if c.labels.get(labels.RELEASE) != str(release.revision):
+                for c in self._labelled(client, labels.APP_CONTAINER, sparse=True):
+                    if tags_of(c).get(labels.RELEASE) != str(release.revision):
                         continue
                     changes = c.diff() or []
                     paths = [
                         str(ch["Path"]) for ch in changes if ch.get("Kind") in (ADDED, CHANGED)
                     ]
-                    found.update(_app_files(paths, workdir))
-        return sorted(found)
+                    found += _app_files(paths, workdir)
+            return found
+
+        if not hosts:
+            return []
+        # every host at once, as the observation reads them (the first error is raised)
+        with ThreadPoolExecutor(max_workers=min(len(hosts), MAX_FAN_OUT)) as pool:
+            return sorted({path for paths in pool.map(written, hosts) for path in paths})
 
 
 def _app_files(paths: list[str], workdir: str) -> list[str]:

@@ -39,6 +39,7 @@ from shipway.backends.docker.drain import drain
 from shipway.backends.docker.edge import edge, explain
 from shipway.backends.docker.health import Gate, events
 from shipway.backends.docker.proxy import DockerProxy
+from shipway.backends.docker.state import name_of, tags_of
 from shipway.backends.docker.store import ensure_holder_image, tar_of
 from shipway.backends.docker.volumes import DockerVolumes
 from shipway.backends.protocol import Failure, Reason, Reporter
@@ -231,7 +232,7 @@ class DockerSteps(DockerProxy, DockerVolumes):
         c = self._unit_container(client, step)
         if c is None:
             return f"{step.unit} already gone"
-        body, _ = drift.body_of(c.labels)
+        body, _ = drift.body_of(tags_of(c))
         body = body or {}
         if step.kind == "container":
             switched = self._switched_at.get(step.host or "")
@@ -239,25 +240,26 @@ class DockerSteps(DockerProxy, DockerVolumes):
                 until = switched + self.settings.drain
                 drain(c, int(body["port"]), until, str(step.host), reporter)
             remove(c, int(body.get("stop_timeout", 10)))
-            return f"stopped and removed {c.name}"
+            return f"stopped and removed {name_of(c)}"
         if step.kind == "proxy":
             remove(c, 10)
             with contextlib.suppress(docker.errors.NotFound):
                 client.volumes.get(str(body.get("volume"))).remove()
-            return f"removed proxy {c.name}"
+            return f"removed proxy {name_of(c)}"
         if step.kind == "files":
             c.remove(force=True)
             with contextlib.suppress(docker.errors.NotFound):
                 client.volumes.get(str(body.get("volume"))).remove()
             return f"removed files volume {body.get('volume')}"
         c.remove(force=True)
-        return f"removed {c.name}"
+        return f"removed {name_of(c)}"
 
     def _unit_container(self, client: docker.DockerClient, step: Remove) -> Container | None:
         """The container a Remove step names: by its unit key label, or — for one labelled
         as this slot's but carrying no key (observed as ``unknown/<name>@<host>``) — by its
-        name, still labelled as this slot's and still keyless."""
-        found = self._by_key(client, step.unit)
+        name, still labelled as this slot's and still keyless. As the list gives it (sparse:
+        labels, state, names), not inspected."""
+        found = self._by_key(client, step.unit, sparse=True)
         if found is not None or not step.unit.startswith(drift.UNKNOWN):
             return found
         name = step.unit.removeprefix(drift.UNKNOWN).rsplit("@", 1)[0]
