@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
 from shipway import api
 from shipway.backends.docker import labels
+from shipway.backends.protocol import LockHolder
 from shipway.engine import Rolled
 from shipway.errors import ClearanceError, RecordError
 from shipway.guard import Guard
@@ -43,6 +45,48 @@ def test_records_round_trip_rewrite_and_delete_on_the_first_host(deployment: Dep
     foreign = replace(target, slot="elsewhere")
     with pytest.raises(ClearanceError):
         backend.write_records(clearance, foreign, [r1])
+
+
+def test_under_the_lock_records_are_written_from_what_the_read_found(
+    deployment: Deployment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once the lock holder has read the records, a write lists nothing first (it knows the
+    older versions it removes), and a holder image gone from the host is imported again
+    when the engine says it is missing."""
+    from shipway.backends.docker import store
+
+    env = deployment.env
+    app = deployment.write(hosts=[env.a])
+    backend = deployment.backend()
+    target = app.slots.target(SLOT)
+    clearance = Guard(app.slots).clear(SLOT)
+    r1 = Release(app=app.name, slot=SLOT, revision=1, status=ReleaseStatus.PENDING, image="x:1")
+    lists: list[int | None] = []
+    real = store.RecordStore._containers
+
+    def counted(self: store.RecordStore, revision: int | None = None) -> list[Any]:
+        lists.append(revision)
+        return real(self, revision)
+
+    monkeypatch.setattr(store.RecordStore, "_containers", counted)
+    with backend.lock(clearance, target, LockHolder.me(ttl=30), Lines()):
+        assert backend.read_records(target) == []
+        assert lists == [None]  # the one read
+        backend.write_records(clearance, target, [r1])
+        # untagged while the lock's container still uses it: the next create finds no image
+        deployment.local(env.a).images.remove(labels.HOLDER_IMAGE, force=True)
+        backend.write_records(clearance, target, [r1.with_status(ReleaseStatus.DEPLOYED, "x")])
+        backend.write_records(clearance, target, [r1.with_status(ReleaseStatus.DEPLOYED, "y")])
+        assert lists == [None]  # no write listed the records
+    got = backend.read_records(target)
+    assert [(r.revision, r.description) for r in got] == [(1, "y")]
+    assert len(deployment.containers(env.a, kind="record")) == 1  # the older ones removed
+    deployment.local(env.a).images.get(labels.HOLDER_IMAGE)  # imported again
+    # without the lock nothing is known: a write lists the revision's records first
+    lists.clear()
+    backend.write_records(clearance, target, [r1.with_status(ReleaseStatus.DEPLOYED, "z")])
+    assert lists == [1]
+    assert len(deployment.containers(env.a, kind="record")) == 1
 
 
 def test_a_record_too_large_for_its_store_is_refused_with_a_hint(deployment: Deployment) -> None:
