@@ -85,6 +85,36 @@ def test_a_deploy_warns_about_files_the_anchor_wrote_inside_itself(
     assert names.index("runtime_files") < names.index("apply")
 
 
+def test_what_the_anchor_wrote_is_read_while_the_slot_is_observed(
+    app: App, backend: MemoryBackend, out: Lines, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The read runs beside the observation (a barrier of two that a read after it never
+    passes), and is still done before the first step."""
+    import threading
+
+    deploy(app, backend, out)
+    backend.runtime_files_of[1] = ["db.sqlite3"]
+    both = threading.Barrier(2, timeout=10)
+    observe, runtime_files = backend.observe, backend.runtime_files
+
+    def observing(*args: object) -> object:
+        both.wait()
+        return observe(*args)  # type: ignore[arg-type]
+
+    def reading(*args: object) -> object:
+        both.wait()
+        return runtime_files(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(backend, "observe", observing)
+    monkeypatch.setattr(backend, "runtime_files", reading)
+    backend.calls.clear()
+    outcome = deploy(app, backend, out, image="reg/shop:2")
+    assert isinstance(outcome, Rolled)
+    assert [w for w in outcome.warnings if "r1 wrote 1 file(s) at run time" in w]
+    names = [n for n, _ in backend.calls]
+    assert names.index("runtime_files") < names.index("apply")
+
+
 def test_no_warning_when_the_deploy_fails_or_nothing_was_written(
     app: App, backend: MemoryBackend, out: Lines
 ) -> None:

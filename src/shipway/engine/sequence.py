@@ -20,7 +20,7 @@ from typing import TypeVar
 from shipway.backends.protocol import LockHolder
 from shipway.engine.build import BuildPhase
 from shipway.engine.context import Build, Undo, marked
-from shipway.engine.data_loss import runtime_files_warning
+from shipway.engine.data_loss import RuntimeFiles
 from shipway.engine.outcome import (
     NoAnchor,
     Outcome,
@@ -67,26 +67,31 @@ class RolloutSequence(Recovery, BuildPhase):
             records = self.backend.read_records(target)
             records = self._recover(clearance, target, app, records, secrets, rollback_timeout)
             anchor = history.deployed(records)  # the anchor: read before anything is patched
-            observed = self.observe(target, records)
-            plan = build(records, observed)
-            if plan.unchanged and plan.diff is not None and plan.diff.before is not None:
-                # "no changes": nothing is applied and no revision recorded; the lock was
-                # held for the check only
-                return self._settled(Unchanged(str(target), plan.diff.before, plan.operation))
-            if plan.release is None:
-                raise InputError("the plan records no release")
-            # the marks of the secret values this release is applied with, now
-            release = marked(plan.release, secrets, records)
-            for line in plan.describe():
-                self.reporter.line(line)
-            builder = self._builder(clearance, target, app, secrets)
-            walker = Walker(
-                self.backend, clearance, target, release, secrets, self.reporter, builder
-            )
-            # what undoes this release: the anchor, with the secrets its own spec refers to
-            back_secrets = self._secrets_of(anchor, app, secrets)
-            # read before anything replaces the anchor's copy of the app
-            lost = check_data and runtime_files_warning(self.backend, target, anchor, release)
+            # what the anchor wrote inside itself, read beside the observation and the plan
+            written = RuntimeFiles(self.backend, target, anchor if check_data else None)
+            try:
+                observed = self.observe(target, records)
+                plan = build(records, observed)
+                if plan.unchanged and plan.diff is not None and plan.diff.before is not None:
+                    # "no changes": nothing is applied and no revision recorded; the lock was
+                    # held for the check only
+                    return self._settled(Unchanged(str(target), plan.diff.before, plan.operation))
+                if plan.release is None:
+                    raise InputError("the plan records no release")
+                # the marks of the secret values this release is applied with, now
+                release = marked(plan.release, secrets, records)
+                for line in plan.describe():
+                    self.reporter.line(line)
+                builder = self._builder(clearance, target, app, secrets)
+                walker = Walker(
+                    self.backend, clearance, target, release, secrets, self.reporter, builder
+                )
+                # what undoes this release: the anchor, with the secrets its own spec refers to
+                back_secrets = self._secrets_of(anchor, app, secrets)
+                # read before anything replaces the anchor's copy of the app
+                lost = written.warning(release)
+            finally:  # no read outlives the lock, whatever ended the planning
+                written.join()
             try:
                 # inside the try: a signal landing between the pending record and the first
                 # step is handled like any other interruption
