@@ -19,7 +19,7 @@ from shipway.spec.model import Target
 SHOWN = 10
 
 
-class RuntimeFiles:
+class WrittenInside:
     """What ``anchor`` wrote inside itself, read by the backend in a thread of its own from
     the moment this is made: beside the observation and the plan (on Docker a diff of every
     container of the anchor, on every host), so no step waits for it. :meth:`warning`

@@ -20,7 +20,7 @@ from typing import TypeVar
 from shipway.backends.protocol import LockHolder
 from shipway.engine.build import BuildPhase
 from shipway.engine.context import Build, Undo, marked
-from shipway.engine.data_loss import RuntimeFiles
+from shipway.engine.data_loss import WrittenInside
 from shipway.engine.outcome import (
     NoAnchor,
     Outcome,
@@ -68,7 +68,7 @@ class RolloutSequence(Recovery, BuildPhase):
             records = self._recover(clearance, target, app, records, secrets, rollback_timeout)
             anchor = history.deployed(records)  # the anchor: read before anything is patched
             # what the anchor wrote inside itself, read beside the observation and the plan
-            written = RuntimeFiles(self.backend, target, anchor if check_data else None)
+            written = WrittenInside(self.backend, target, anchor if check_data else None)
             try:
                 observed = self.observe(target, records)
                 plan = build(records, observed)
