@@ -187,14 +187,12 @@ class DockerState(Guarded):
         )
         return found
 
-    def _by_key(
-        self, client: docker.DockerClient, key: str, sparse: bool = False
-    ) -> Container | None:
-        """The container of a unit key; ``sparse`` as :meth:`_labelled` (read its labels
-        with :func:`tags_of`, its name with :func:`name_of`)."""
+    def _by_key(self, client: docker.DockerClient, key: str) -> Container | None:
+        """The container of a unit key, as the list gives it (sparse: read its labels with
+        :func:`tags_of`, its name with :func:`name_of`)."""
         filters = labels.slot_filter(self.app.name, self.slot.name)
         filters["label"].append(f"{labels.KEY}={key}")
-        found: list[Container] = client.containers.list(all=True, filters=filters, sparse=sparse)
+        found: list[Container] = client.containers.list(all=True, filters=filters, sparse=True)
         return found[0] if found else None
 
     def _get(self, client: docker.DockerClient, name: str) -> Container | None:

@@ -259,7 +259,7 @@ class DockerSteps(DockerProxy, DockerVolumes):
         as this slot's but carrying no key (observed as ``unknown/<name>@<host>``) — by its
         name, still labelled as this slot's and still keyless. As the list gives it (sparse:
         labels, state, names), not inspected."""
-        found = self._by_key(client, step.unit, sparse=True)
+        found = self._by_key(client, step.unit)
         if found is not None or not step.unit.startswith(drift.UNKNOWN):
             return found
         name = step.unit.removeprefix(drift.UNKNOWN).rsplit("@", 1)[0]
