@@ -23,7 +23,10 @@ import pytest
 from shipway import api
 from shipway.backends.docker import DockerBackend, connect
 from shipway.engine import Outcome
+from shipway.guard import Clearance, Guard
+from shipway.release.model import Release, ReleaseStatus
 from shipway.spec import App, load
+from shipway.spec.model import Target
 from tests.testenv.docker import DockerEnv, DockerHost, http_get
 
 SLOT = "test"
@@ -134,6 +137,23 @@ drain_timeout = "{drain}"
     def backend(self) -> DockerBackend:
         app = self.app()
         return connect(app, app.slots.get(SLOT))
+
+    def on_hosts(
+        self, hosts: list[DockerHost | tuple[DockerHost, list[str]]]
+    ) -> tuple[App, DockerBackend, Target, Clearance]:
+        """The slot written on ``hosts``: its app, a backend of it, its target and clearance."""
+        app = self.write(hosts=hosts)
+        return app, self.backend(), app.slots.target(SLOT), Guard(app.slots).clear(SLOT)
+
+    def pending(self, app: App, revision: int) -> Release:
+        """A pending release of the slot with nothing in it but its image's name."""
+        return Release(
+            app=app.name,
+            slot=SLOT,
+            revision=revision,
+            status=ReleaseStatus.PENDING,
+            image=f"x:{revision}",
+        )
 
     def url(self, host: DockerHost, path: str = "/version") -> str:
         return f"http://{host.address}:{self.port}{path}"

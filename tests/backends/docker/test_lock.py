@@ -22,7 +22,6 @@ from shipway.backends.protocol import LockHolder
 from shipway.errors import BackendError
 from shipway.guard import Guard
 from shipway.release.artifact import Unit
-from shipway.release.model import Release, ReleaseStatus
 from tests.backends.docker.conftest import SLOT, Deployment, Lines
 from tests.backends.docker.test_interrupt import _plant_lock
 from tests.testenv.docker import DockerHost
@@ -121,12 +120,8 @@ def test_a_lock_taken_over_while_held_refuses_every_further_change(
     deployment: Deployment,
 ) -> None:
     env = deployment.env
-    app = deployment.write(hosts=[env.a])
-    backend = deployment.backend()
-    target = app.slots.target(SLOT)
-    clearance = Guard(app.slots).clear(SLOT)
-    r1 = Release(app=app.name, slot=SLOT, revision=1, status=ReleaseStatus.PENDING, image="x:1")
-    r2 = Release(app=app.name, slot=SLOT, revision=2, status=ReleaseStatus.PENDING, image="x:2")
+    app, backend, target, clearance = deployment.on_hosts([env.a])
+    r1, r2 = deployment.pending(app, 1), deployment.pending(app, 2)
     unit = Unit(key="container/web.1/x@local", kind="container", host="local", body={})
     lines = Lines()
     with backend.lock(clearance, target, LockHolder.me(ttl=3), lines):

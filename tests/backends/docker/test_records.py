@@ -24,11 +24,8 @@ from tests.backends.docker.conftest import SLOT, Deployment, Lines
 
 def test_records_round_trip_rewrite_and_delete_on_the_first_host(deployment: Deployment) -> None:
     env = deployment.env
-    app = deployment.write(hosts=[env.b, env.a])
-    backend = deployment.backend()
-    target = app.slots.target(SLOT)
-    clearance = Guard(app.slots).clear(SLOT)
-    r1 = Release(app=app.name, slot=SLOT, revision=1, status=ReleaseStatus.PENDING, image="x:1")
+    app, backend, target, clearance = deployment.on_hosts([env.b, env.a])
+    r1 = deployment.pending(app, 1)
     r2 = replace(r1, revision=2)
     backend.write_records(clearance, target, [r1, r2])
     backend.write_records(clearance, target, [r1.with_status(ReleaseStatus.DEPLOYED, "done")])
@@ -56,11 +53,8 @@ def test_under_the_lock_records_are_written_from_what_the_read_found(
     from shipway.backends.docker import store
 
     env = deployment.env
-    app = deployment.write(hosts=[env.a])
-    backend = deployment.backend()
-    target = app.slots.target(SLOT)
-    clearance = Guard(app.slots).clear(SLOT)
-    r1 = Release(app=app.name, slot=SLOT, revision=1, status=ReleaseStatus.PENDING, image="x:1")
+    app, backend, target, clearance = deployment.on_hosts([env.a])
+    r1 = deployment.pending(app, 1)
     lists: list[int | None] = []
     real = store.RecordStore._containers
 
