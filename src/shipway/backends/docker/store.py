@@ -123,10 +123,7 @@ class RecordStore:
     def _listed(self, revision: int | None = None) -> RecordIndex:
         out: RecordIndex = {}
         for c in self._containers(revision):
-            tags: dict[str, str] = c.attrs.get("Labels") or {}
-            with contextlib.suppress(KeyError, ValueError):
-                key = int(tags[labels.REVISION])
-                out.setdefault(key, []).append((str(c.id), int(tags[labels.SEQUENCE])))
+            _index(out, c)
         return out
 
     def read(self) -> list[Release]:
@@ -134,13 +131,13 @@ class RecordStore:
         if self.index is not None:
             self.index.clear()
         for c in self._containers():
+            if self.index is not None:
+                _index(self.index, c)
             tags: dict[str, str] = c.attrs.get("Labels") or {}
             try:
                 revision, seq = int(tags[labels.REVISION]), int(tags[labels.SEQUENCE])
             except (KeyError, ValueError):
                 continue
-            if self.index is not None:
-                self.index.setdefault(revision, []).append((str(c.id), seq))
             if revision not in latest or seq > latest[revision][0]:
                 latest[revision] = (seq, tags.get(labels.RECORD, ""))
         out = []
@@ -196,3 +193,19 @@ class RecordStore:
             for cid, _ in known.pop(revision, []):
                 with contextlib.suppress(docker.errors.NotFound):
                     self.client.api.remove_container(cid, force=True)
+
+
+def _index(index: RecordIndex, c: Container) -> None:
+    """Add a listed record container to ``index`` under its revision; one whose sequence
+    label is missing or garbled counts as the oldest (it is removed by the next write of
+    its revision, as every older one is)."""
+    tags: dict[str, str] = c.attrs.get("Labels") or {}
+    try:
+        revision = int(tags[labels.REVISION])
+    except (KeyError, ValueError):
+        return
+    try:
+        seq = int(tags.get(labels.SEQUENCE, "0"))
+    except ValueError:
+        seq = 0
+    index.setdefault(revision, []).append((str(c.id), seq))
