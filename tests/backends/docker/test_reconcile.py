@@ -268,8 +268,9 @@ def test_a_replacement_whose_image_cannot_be_had_leaves_the_old_container_runnin
     assert deployment.get(env.a) == (200, "v1\n")  # still served, through the old proxy
 
 
+@pytest.mark.parametrize("kind", ["app", "files"])  # files: observed from the sparse list
 def test_a_labelled_container_without_a_unit_key_is_really_removed_by_repair(
-    deployment: Deployment,
+    deployment: Deployment, kind: str
 ) -> None:
     env = deployment.env
     deployment.write(hosts=[env.a])
@@ -283,7 +284,7 @@ def test_a_labelled_container_without_a_unit_key_is_really_removed_by_repair(
         labels={
             "org.shipway.app": deployment.name,
             "org.shipway.slot": SLOT,
-            "org.shipway.kind": "app",
+            "org.shipway.kind": kind,
         },
     )
     key = f"unknown/{deployment.name}-unknown@docker-a"

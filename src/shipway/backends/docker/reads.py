@@ -22,7 +22,7 @@ from docker.models.containers import Container
 from shipway.backends.docker import caddy, container_logs, drift, labels, render
 from shipway.backends.docker.connection import HostConnection
 from shipway.backends.docker.edge import edge
-from shipway.backends.docker.state import tags_of
+from shipway.backends.docker.state import name_of, tags_of
 from shipway.backends.docker.store import read_tree
 from shipway.backends.docker.volumes import DockerVolumes
 from shipway.backends.imagemeta import classify, repo_digest
@@ -157,7 +157,7 @@ class DockerReads(DockerVolumes):
     ) -> tuple[ObservedUnit, list[str]]:
         digest = tags_of(c).get(labels.DIGEST) or ""
         unit = ObservedUnit(
-            key=tags_of(c).get(labels.KEY) or drift.unknown_key(str(c.name), host),
+            key=tags_of(c).get(labels.KEY) or drift.unknown_key(name_of(c), host),
             kind=kind,
             digest=drift.drifted(digest, reasons) if reasons else digest,
             state=state or _unit_state(c.status),
