@@ -47,7 +47,8 @@ class WrittenInside:
 
     def warning(self, release: Release) -> str | None:
         """The warning for ``release`` (None: nothing written, no anchor, or a backend that
-        cannot tell — its docs say so); a read that failed is said, not raised."""
+        cannot tell — its docs say so). A read the backend could not make (BackendError)
+        is said in the warning, not raised; any other error is raised here."""
         anchor = self.anchor
         if anchor is None:
             return None
