@@ -10,12 +10,11 @@ caches (``__pycache__``) are not data.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 from shipway.backends.appfiles import never
 from shipway.backends.docker import labels
+from shipway.backends.docker.connection import HostConnection
 from shipway.backends.docker.edge import edge
-from shipway.backends.docker.state import MAX_FAN_OUT, DockerState, tags_of
+from shipway.backends.docker.state import DockerState, tags_of
 from shipway.release.model import Release
 from shipway.spec.model import Target
 
@@ -32,13 +31,12 @@ class DockerRuntimeFiles(DockerState):
         workdir = ((release.image_meta.working_dir if release.image_meta else None) or "/").rstrip(
             "/"
         )
-        hosts = sorted({str(u.host) for u in release.artifact if u.kind == "container" and u.host})
+        hosts = {str(u.host) for u in release.artifact if u.kind == "container" and u.host}
 
-        def written(host: str) -> list[str]:
-            client = self._client(host)
+        def written(conn: HostConnection) -> list[str]:
             found: list[str] = []
-            with edge(f"host {host}: reading what r{release.revision}'s containers wrote"):
-                for c in self._labelled(client, labels.APP_CONTAINER, sparse=True):
+            with edge(f"host {conn.name}: reading what r{release.revision}'s containers wrote"):
+                for c in self._labelled(conn.client(), labels.APP_CONTAINER, sparse=True):
                     if tags_of(c).get(labels.RELEASE) != str(release.revision):
                         continue
                     changes = c.diff() or []
@@ -48,11 +46,10 @@ class DockerRuntimeFiles(DockerState):
                     found += _app_files(paths, workdir)
             return found
 
-        if not hosts:
-            return []
-        # every host at once, as the observation reads them (the first error is raised)
-        with ThreadPoolExecutor(max_workers=min(len(hosts), MAX_FAN_OUT)) as pool:
-            return sorted({path for paths in pool.map(written, hosts) for path in paths})
+        # every host at once, as the observation reads them (the first error is raised); a
+        # host the slot no longer lists is not read: this deploy does not touch it
+        on_hosts = self._each_host(written, only=hosts)
+        return sorted({path for paths in on_hosts.values() for path in paths})
 
 
 def _app_files(paths: list[str], workdir: str) -> list[str]:

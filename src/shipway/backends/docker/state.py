@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, TypeVar
 
@@ -169,12 +169,16 @@ class DockerState(Guarded):
         rolls a batch at a time; :mod:`shipway.plan.rollout`)."""
         return min(len(self.host_addresses), self.slot.batch or MAX_FAN_OUT, MAX_FAN_OUT)
 
-    def _each_host(self, work: Callable[[HostConnection], T]) -> dict[str, T]:
-        """Run ``work`` on every host at once; the first error (in host order) is raised."""
-        with ThreadPoolExecutor(max_workers=min(len(self.host_addresses), MAX_FAN_OUT)) as pool:
-            futures = {
-                h.name: pool.submit(work, self.connections[h.name]) for h in self.host_addresses
-            }
+    def _each_host(
+        self, work: Callable[[HostConnection], T], only: Collection[str] | None = None
+    ) -> dict[str, T]:
+        """Run ``work`` on every host (or those in ``only``) at once; the first error (in
+        host order) is raised."""
+        names = [h.name for h in self.host_addresses if only is None or h.name in only]
+        if not names:
+            return {}
+        with ThreadPoolExecutor(max_workers=min(len(names), MAX_FAN_OUT)) as pool:
+            futures = {name: pool.submit(work, self.connections[name]) for name in names}
             return {name: f.result() for name, f in futures.items()}
 
     def _labelled(
