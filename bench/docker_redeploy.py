@@ -19,6 +19,7 @@ order that alternates), under a request loop against every host's proxy:
 Run (root, test hosts up):  .venv/bin/python bench/docker_redeploy.py [--redeploys 10]
     [--hosts-file FILE]   # more hosts (one URL a line), e.g. from bench/many_hosts.sh
     [--batch N]           # the slot's batch size
+    [--dial-stdio]        # host B by its bare URL (a dial-stdio per connection), not its socket
 """
 
 from __future__ import annotations
@@ -255,6 +256,11 @@ def main() -> int:
     ap.add_argument("--only-more", action="store_true", help="the hosts file's hosts only")
     ap.add_argument("--json", type=Path, help="where the figures go")
     ap.add_argument("--calls", action="store_true", help="print the median redeploy's API calls")
+    ap.add_argument(
+        "--dial-stdio", action="store_true",
+        help="reach host B by its URL without a socket path (each API connection runs "
+        "`docker system dial-stdio` on it) instead of through its engine's socket",
+    )  # fmt: skip
     args = ap.parse_args()
     name_of_run = "docker_redeploy" if not args.hosts_file else "docker_many_hosts"
     run = Run(name_of_run, {k: str(v) for k, v in vars(args).items()})
@@ -267,14 +273,15 @@ def main() -> int:
     else:
         os.environ["SHIPWAY_SSH_CONFIG"] = str(env.ssh_home / ".ssh" / "config")
         os.environ["SHIPWAY_KNOWN_HOSTS"] = str(env.known_hosts)
-    hosts = more if args.only_more else [env.a.url, env.b.url, *more]
+    b = env.b if args.dial_stdio else env.b.forwarded()
+    hosts = more if args.only_more else [env.a.url, b.url, *more]
     name = f"bench{uuid.uuid4().hex[:6]}"
     port = free_port()
     work = Path(tempfile.mkdtemp(prefix="shipway-docker-bench-"))
     (work / "shipway.toml").write_text(spec(env, name, port, hosts, args.batch))
     app = api.load(work / "shipway.toml")
-    addresses = [h.split("@")[-1].split(":")[0] if h.startswith("ssh://") else "127.0.0.1"
-                 for h in hosts]  # fmt: skip
+    addresses = [h.split("@")[-1].split("/")[0].split(":")[0] if h.startswith("ssh://")
+                 else "127.0.0.1" for h in hosts]  # fmt: skip
     urls = [f"http://{a}:{port}/version" for a in addresses]
     calls = Calls()
     clients, connections = sdk_clients(hosts)

@@ -20,6 +20,7 @@ while a client connects, so the user's own ``~/.ssh`` is never read nor written.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shlex
 import subprocess
@@ -71,6 +72,12 @@ class DockerHost:
     @property
     def over_ssh(self) -> bool:
         return self.url.startswith("ssh://")
+
+    def forwarded(self) -> DockerHost:
+        """Host B by the URL that names its engine's socket (``ssh://root@B/run/…/docker.sock``):
+        each API connection a channel sshd forwards to it, not a ``dial-stdio`` session."""
+        assert self.over_ssh and self.socket.startswith("unix://")
+        return dataclasses.replace(self, url=self.url + self.socket.removeprefix("unix://"))
 
 
 @dataclass(frozen=True)

@@ -81,7 +81,8 @@ class Route:
 
 @dataclass(frozen=True)
 class DockerHost:
-    """A Docker engine address (``unix://…`` or ``ssh://user@host[:port]``) and its roles."""
+    """A Docker engine address (``unix://…`` or ``ssh://user@host[:port]``, optionally
+    followed by the engine's socket on the host: ``…/var/run/docker.sock``) and its roles."""
 
     url: str
     processes: tuple[str, ...] | None = None

@@ -692,8 +692,11 @@ def _docker_hosts(
         c.error(path, f"must be a list, not {kind_of(raw)}")
         return ()
     out: list[DockerHost] = []
-    url_pattern = re.compile(r"^(unix://.+|ssh://[^@/\s]+@[^/\s]+|tcp://[^/\s]+)$")
-    hint = 'use "unix:///path/docker.sock" or "ssh://user@host[:port]"'
+    url_pattern = re.compile(r"^(unix://.+|ssh://[^@/\s]+@[^/\s]+(/[^\s?#]*)?|tcp://[^/\s]+)$")
+    hint = (
+        'use "unix:///path/docker.sock" or "ssh://user@host[:port]", or name the engine\'s '
+        'socket on the host: "ssh://user@host/var/run/docker.sock"'
+    )
     for i, item in enumerate(raw):
         hpath = (*path, i)
         roles: tuple[str, ...] | None = None

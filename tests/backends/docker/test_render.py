@@ -208,6 +208,28 @@ def test_host_names() -> None:
         addresses([DockerHost("tcp://h1:2375")])
 
 
+def test_an_ssh_url_may_name_the_engines_socket_on_the_host() -> None:
+    bare, named, port = addresses(
+        [
+            DockerHost("ssh://u@h1"),
+            DockerHost("ssh://u@h2/run/user/1000/docker.sock"),
+            DockerHost("ssh://u@h3:2222/var/run/docker.sock"),
+        ]
+    )
+    assert (bare.path, bare.engine_url) == (None, "ssh://u@h1")
+    # the name, and so every unit key, is the host's with or without the path
+    assert (named.name, named.path) == ("h2", "/run/user/1000/docker.sock")
+    assert named.engine_url == "ssh://u@h2"  # the Docker SDK takes no path after the host
+    assert (port.name, port.path, port.engine_url) == (
+        "h3:2222",
+        "/var/run/docker.sock",
+        "ssh://u@h3:2222",
+    )
+    assert addresses([DockerHost("ssh://u@h1/")])[0].path is None
+    with pytest.raises(InputError, match="the engine's socket"):
+        addresses([DockerHost("ssh://u@h1/run/docker.sock?x=1")])
+
+
 def test_caddy_config_orders_host_routes_before_the_catch_all() -> None:
     routes = {
         "route/api@h": {"key": "route/api@h", "body": {"hosts": [], "upstreams": ["a:1"]}},

@@ -4,8 +4,10 @@ Local sockets use the Docker SDK as is. SSH hosts are reached through ONE SSH co
 that shipway opens and verifies itself (:mod:`.trust`); the SDK's paramiko transport is then
 given that connection, so docker-py never makes its own (it would read only
 ``~/.ssh/known_hosts`` and say nothing useful about an unknown key). Each API connection is a
-channel running ``docker system dial-stdio`` on the host, as docker-py's own SSH transport
-does; health checks reach a container's address on the host through a ``direct-tcpip``
+channel that sshd forwards to the engine's socket when the host's URL names it
+(``ssh://user@host/var/run/docker.sock``: :mod:`.streamlocal`, nothing started on the host),
+else a channel running ``docker system dial-stdio`` on the host, as docker-py's own SSH
+transport does; health checks reach a container's address on the host through a ``direct-tcpip``
 channel of the same connection (SSH port forwarding), so no container port is ever
 published for them.
 """
@@ -18,7 +20,7 @@ import socket
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import docker
 import docker.errors
@@ -28,11 +30,12 @@ from docker.constants import (
     DEFAULT_MAX_POOL_SIZE,
     MINIMUM_DOCKER_API_VERSION,
 )
-from docker.transport.sshconn import SSHConnectionPool, SSHHTTPAdapter
+from docker.transport.sshconn import SSHConnection, SSHConnectionPool, SSHHTTPAdapter
 from docker.utils import version_lt
 
 from shipway.backends.docker.hosts import HostAddress
 from shipway.backends.docker.retrying import RetryingDockerClient
+from shipway.backends.docker.streamlocal import open_streamlocal
 from shipway.backends.docker.trust import SshParams, open_ssh, ssh_params
 from shipway.backends.retry import RetryPolicy
 from shipway.errors import BackendError
@@ -56,6 +59,40 @@ class Stream(Protocol):
     def close(self) -> Any: ...
 
 
+class _ForwardedConnection(SSHConnection):
+    """An API connection that is a channel sshd forwards to the engine's socket on the host
+    (:func:`.streamlocal.open_streamlocal`), instead of a ``dial-stdio`` session."""
+
+    def __init__(self, transport: paramiko.Transport, timeout: int, host: str, path: str) -> None:
+        super().__init__(transport, timeout, host)
+        self._transport = transport
+        self._host = host
+        self._path = path
+        self._timeout = timeout
+
+    def connect(self) -> None:
+        try:
+            channel = open_streamlocal(self._transport, self._path, self._timeout)
+        except paramiko.ChannelException as exc:
+            raise BackendError(_refused(self._host, self._path, exc)) from exc
+        channel.settimeout(self._timeout)
+        self.sock = cast(Any, channel)
+
+
+def _refused(host: str, path: str, exc: paramiko.ChannelException) -> str:
+    why = (
+        "sshd does not forward sockets (AllowStreamLocalForwarding no, or DisableForwarding)"
+        if exc.code == 1
+        else "nothing there answers, or the SSH user may not use it"
+    )
+    return (
+        f"host {host}: cannot reach the Docker engine's socket {path} through SSH: {why} "
+        f"(sshd said: {exc.text}) (hint: check the path on the host (`ls -l {path}`) and "
+        "that the SSH user is in the docker group; or leave the path out of the host's URL, "
+        "and each connection runs `docker system dial-stdio` on the host instead)"
+    )
+
+
 class _SparePool(SSHConnectionPool):
     """The host's channels, with a few always open ahead of need. A call whose connection
     the engine takes over (an exec's output, the events stream a health gate follows) never
@@ -66,10 +103,19 @@ class _SparePool(SSHConnectionPool):
 
     spare = 2
 
-    def __init__(self, ssh: paramiko.SSHClient, timeout: int, maxsize: int, host: str) -> None:
+    def __init__(
+        self, ssh: paramiko.SSHClient, timeout: int, maxsize: int, host: str, path: str | None
+    ) -> None:
         super().__init__(ssh_client=ssh, timeout=timeout, maxsize=maxsize, host=host)
+        transport = ssh.get_transport()
+        self._forward = (transport, timeout, host, path) if transport and path else None
         self._opening = 0
         self._spare_lock = threading.Lock()
+
+    def _new_conn(self) -> Any:
+        if self._forward is None:
+            return super()._new_conn()
+        return _ForwardedConnection(*self._forward)
 
     def _get_conn(self, timeout: float | None = None) -> Any:
         self._open_first()
@@ -144,10 +190,10 @@ class _OnePoolAdapter(SSHHTTPAdapter):
     thread-safe): its HTTP connections (channels) are kept alive and reused, as they are
     on a unix socket. Closing a client leaves the pool to its :class:`HostConnection`."""
 
-    def __init__(self, base_url: str, ssh: paramiko.SSHClient, timeout: int) -> None:
-        super().__init__(base_url, timeout=timeout, shell_out=True)
+    def __init__(self, address: HostAddress, ssh: paramiko.SSHClient, timeout: int) -> None:
+        super().__init__(address.engine_url, timeout=timeout, shell_out=True)
         self.ssh_client = ssh
-        self._pool = _SparePool(ssh, timeout, DEFAULT_MAX_POOL_SIZE, self.ssh_host)
+        self._pool = _SparePool(ssh, timeout, DEFAULT_MAX_POOL_SIZE, address.name, address.path)
 
     def get_connection(self, url: str | bytes, proxies: Any = None) -> SSHConnectionPool:
         return self._pool
@@ -220,7 +266,7 @@ class HostConnection:
     def _over_ssh(self, version: str, policy: RetryPolicy) -> docker.DockerClient:
         client = RetryingDockerClient(
             policy,
-            base_url=self.address.url,
+            base_url=self.address.engine_url,
             use_ssh_client=True,  # a shell-out adapter that opens nothing by itself ...
             version=version,
             timeout=API_TIMEOUT,
@@ -230,7 +276,7 @@ class HostConnection:
         if self._adapter is None or self._adapter.ssh_client is not ssh:
             if self._adapter is not None:
                 self._adapter.shut()
-            self._adapter = _OnePoolAdapter(self.address.url, ssh, API_TIMEOUT)
+            self._adapter = _OnePoolAdapter(self.address, ssh, API_TIMEOUT)
         client.api.mount("http+docker://ssh", self._adapter)
         return client
 

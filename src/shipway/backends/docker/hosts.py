@@ -27,12 +27,17 @@ class HostAddress:
     ``name``: ``local`` for this machine's default socket, the socket's stem for another
     local socket (``unix:///run/x/docker-a.sock`` → ``docker-a``), ``host`` or
     ``host:port`` for SSH.
+
+    ``path``: the engine's socket; over SSH, the one on the host that the URL's path names
+    (``ssh://deploy@web1/run/docker.sock``: each API connection is a channel sshd forwards
+    to it, nothing started on the host), or None (each runs ``docker system dial-stdio``
+    there, reaching the engine the host's environment names, as ``docker -H ssh://`` does).
     """
 
     url: str
     name: str
     scheme: Scheme
-    path: str | None = None  # unix
+    path: str | None = None  # unix; ssh: the socket on the host, if the URL names one
     user: str | None = None  # ssh
     hostname: str | None = None  # ssh
     port: int | None = None  # ssh
@@ -44,6 +49,13 @@ class HostAddress:
     @property
     def over_ssh(self) -> bool:
         return self.scheme == "ssh"
+
+    @property
+    def engine_url(self) -> str:
+        """The URL the Docker SDK is given (it takes no path after an SSH host)."""
+        if self.scheme != "ssh" or self.path is None:
+            return self.url
+        return urllib.parse.urlunsplit(urllib.parse.urlsplit(self.url)._replace(path=""))
 
     def __str__(self) -> str:
         return self.name
@@ -64,7 +76,13 @@ def parse(url: str) -> tuple[Scheme, str | None, str | None, str | None, int | N
             raise InputError(f"docker host {url!r}: bad port ({exc})") from exc
         if not parsed.hostname:
             raise InputError(f"docker host {url!r}: no host name")
-        return "ssh", None, parsed.username, parsed.hostname, port
+        socket_path = parsed.path if parsed.path not in ("", "/") else None
+        if socket_path is not None and (parsed.query or parsed.fragment):
+            raise InputError(
+                f"docker host {url!r}: the path after the host is the engine's socket on it "
+                "(hint: ssh://user@host/var/run/docker.sock, with no '?' or '#')"
+            )
+        return "ssh", socket_path, parsed.username, parsed.hostname, port
     raise InputError(
         f"docker host {url!r}: only unix:// and ssh:// hosts are supported "
         "(hint: reach a remote engine as ssh://user@host; an unencrypted tcp:// Docker API is "
