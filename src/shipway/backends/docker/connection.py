@@ -298,9 +298,13 @@ class HostConnection:
         policy = policy or self.policy
         with self._lock:
             if not self.address.over_ssh:
-                return RetryingDockerClient(
-                    policy, base_url=self.address.url, version="auto", timeout=API_TIMEOUT
-                )
+                # the engine's API version is asked once (GET /version), not by every client
+                local = RetryingDockerClient(
+                    policy, base_url=self.address.url, version=self._version or "auto",
+                    timeout=API_TIMEOUT,
+                )  # fmt: skip
+                self._version = self._version or str(local.api.api_version)
+                return local
             if self._version is None:
                 probe = self._over_ssh(MINIMUM_DOCKER_API_VERSION, policy)
                 try:
