@@ -5,8 +5,10 @@
 # ssh://root@10.234.<i>.2. Every daemon runs in its namespace through `nsenter --net=...`.
 # Hosts A and B and the registry are the testenv's and are never touched here.
 #
-#   bench/many_hosts.sh up N     start hosts 1..N (idempotent); writes hosts, ssh_config and
-#                                known_hosts under $BENCH_HOSTS (default /var/lib/shipway/bench-hosts)
+#   bench/many_hosts.sh up N     start hosts 1..N (idempotent); writes hosts (URLs naming each
+#                                engine's socket), hosts.dial-stdio (the same hosts by their bare
+#                                URLs), ssh_config and known_hosts under $BENCH_HOSTS
+#                                (default /var/lib/shipway/bench-hosts)
 #   bench/many_hosts.sh down     stop every daemon this script started, remove its links and
 #                                namespaces, and its state (images pulled into the engines too)
 #
@@ -120,7 +122,9 @@ EOF
   start "$run/sshd.pid.launcher" "$dir/sshd.log" \
     nsenter "--net=/run/netns/$ns" /usr/sbin/sshd -D -e -f "$dir/sshd/sshd_config"
   printf '%s %s\n' "$ip" "$(cut -d' ' -f1,2 "$dir/sshd/host_key.pub")" >>"$BASE/known_hosts.tmp"
-  echo "ssh://root@$ip" >>"$BASE/hosts.tmp"
+  # the engine's socket named in the URL: sshd forwards each API connection to it
+  echo "ssh://root@$ip$run/docker.sock" >>"$BASE/hosts.tmp"
+  echo "ssh://root@$ip" >>"$BASE/hosts.dial-stdio.tmp"
 }
 
 up() {
@@ -128,12 +132,14 @@ up() {
   mkdir -p "$BASE" "$RUN"
   : >"$BASE/known_hosts.tmp"
   : >"$BASE/hosts.tmp"
+  : >"$BASE/hosts.dial-stdio.tmp"
   for ((i = 1; i <= n; i++)); do
     log "host $i: 10.234.$i.2"
     up_host "$i"
   done
   mv "$BASE/known_hosts.tmp" "$BASE/known_hosts"
   mv "$BASE/hosts.tmp" "$BASE/hosts"
+  mv "$BASE/hosts.dial-stdio.tmp" "$BASE/hosts.dial-stdio"
   # B's entry too, so a bench over A, B and these hosts trusts all of them
   cat "$TESTENV/ssh/known_hosts" >>"$BASE/known_hosts"
   cat >"$BASE/ssh_config" <<EOF
