@@ -16,7 +16,7 @@ import pytest
 from shipway.backends.docker.connection import HostConnection, _refused
 from shipway.backends.docker.streamlocal import open_streamlocal
 from shipway.errors import BackendError
-from tests.backends.docker.conftest import SLOT, Deployment
+from tests.backends.docker.conftest import SLOT, Deployment, Lines
 from tests.backends.local.conftest import eventually
 from tests.testenv.docker import DockerHost
 
@@ -112,6 +112,14 @@ def test_a_socket_that_is_not_there_is_an_error_that_names_it(deployment: Deploy
         backend.close()
     text = str(caught.value)
     assert missing in text and "dial-stdio" in text and "docker group" in text
+    # a deploy to A and that B stops there, and leaves nothing behind on A (the lock taken
+    # there is let go)
+    deployment.write(hosts=[env.a, host])
+    lines = Lines()
+    with pytest.raises(BackendError, match="nothing-here.sock"):
+        deployment.deploy(lines)
+    assert "host docker-a: nothing done" in lines.text()
+    assert deployment.containers(env.a) == []
 
 
 def test_a_refused_channel_leaves_the_ssh_connection_usable(deployment: Deployment) -> None:
