@@ -116,7 +116,7 @@ def test_a_socket_that_is_not_there_is_an_error_that_names_it(deployment: Deploy
     # there is let go)
     deployment.write(hosts=[env.a, host])
     lines = Lines()
-    with pytest.raises(BackendError, match="nothing-here.sock"):
+    with pytest.raises(BackendError, match=r"nothing-here\.sock"):
         deployment.deploy(lines)
     assert "host docker-a: nothing done" in lines.text()
     assert deployment.containers(env.a) == []
