@@ -65,17 +65,15 @@ class _ForwardedConnection(SSHConnection):
 
     def __init__(self, transport: paramiko.Transport, timeout: int, host: str, path: str) -> None:
         super().__init__(transport, timeout, host)
-        self._transport = transport
-        self._host = host
         self._path = path
-        self._timeout = timeout
 
     def connect(self) -> None:
+        assert self.ssh_transport is not None  # given at __init__
         try:
-            channel = open_streamlocal(self._transport, self._path, self._timeout)
+            channel = open_streamlocal(self.ssh_transport, self._path, self.timeout)
         except paramiko.ChannelException as exc:
-            raise BackendError(_refused(self._host, self._path, exc)) from exc
-        channel.settimeout(self._timeout)
+            raise BackendError(_refused(str(self.ssh_host), self._path, exc)) from exc
+        channel.settimeout(self.timeout)
         self.sock = cast(Any, channel)
 
 

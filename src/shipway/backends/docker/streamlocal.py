@@ -1,7 +1,8 @@
 """A channel forwarded to a unix socket on an SSH host (OpenSSH's ``direct-streamlocal``).
 
 ``ssh -L local.sock:/var/run/docker.sock host`` opens one such channel per connection: sshd
-connects the socket itself, in the session's own process, so nothing is started on the host.
+connects the socket itself, in the process that serves the SSH connection, so nothing is
+started on the host.
 An Engine API connection made this way took 0.045 s on the test host, against 0.30 s for a
 session running ``docker system dial-stdio`` (the Docker CLI started on the host for every
 connection, as ``docker -H ssh://`` and docker-py do) at a load of 3 on 2 cores.
