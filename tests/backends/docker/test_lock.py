@@ -14,12 +14,11 @@ from pathlib import Path
 
 import docker
 import pytest
-import requests
 
 from shipway.backends.docker import labels
 from shipway.backends.docker.lock import SlotLock
 from shipway.backends.protocol import LockHolder
-from shipway.errors import BackendError
+from shipway.errors import BackendError, LockLost
 from shipway.guard import Guard
 from shipway.release.artifact import Unit
 from tests.backends.docker.conftest import SLOT, Deployment, Lines
@@ -168,16 +167,34 @@ def test_renewal_keeps_retrying_and_a_stale_lock_refuses_changes(
     renew.close()
 
 
-def test_a_lock_whose_first_renewal_fails_is_released(deployment: Deployment, relay: Relay) -> None:
+def test_a_lock_whose_first_renewal_fails_refuses_every_change_and_is_released(
+    deployment: Deployment, relay: Relay
+) -> None:
     deployment.write(hosts=[deployment.env.a])
     slot_lock, renew = _lock(deployment, relay)  # connects (version="auto") while up
     relay.cut()
-    with (
-        pytest.raises((docker.errors.DockerException, requests.RequestException)),
-        slot_lock.held(LockHolder.me(ttl=30), Lines()),
-    ):
-        raise AssertionError("the lock was held without its first renewal")
+    with slot_lock.held(LockHolder.me(ttl=3), Lines()):
+        # the first renewal runs beside the operation's reads; a change waits for it
+        with pytest.raises(LockLost) as err:
+            slot_lock.check()
+        assert "its first renewal failed" in str(err.value), err.value
+        assert deployment.containers(deployment.env.a, kind="lock") != []  # held meanwhile
     assert deployment.containers(deployment.env.a, kind="lock") == []
+    renew.close()
+
+
+def test_a_change_waits_for_the_first_renewal_and_finds_its_stamp(
+    deployment: Deployment, relay: Relay
+) -> None:
+    deployment.write(hosts=[deployment.env.a])
+    slot_lock, renew = _lock(deployment, relay)
+    with slot_lock.held(LockHolder.me(ttl=30), Lines()):
+        slot_lock.check()  # returns once the first renewal answered
+        found = slot_lock.current()
+        assert found is not None
+        _, tags, renewed = found
+        since = datetime.fromisoformat(tags[labels.LOCK_SINCE])
+        assert renewed is not None and renewed > since, (renewed, since)  # the stamp, not `since`
     renew.close()
 
 

@@ -66,6 +66,9 @@ class SlotLock:
         #: time.monotonic() of the start of the last successful renewal (None: not held)
         self.renewed_at: float | None = None
         self.ttl = 60.0
+        #: set once the first renewal after the take has answered (or failed)
+        self._first = threading.Event()
+        self._first.set()  # not held: nothing to wait for
 
     def _labels(self, holder: LockHolder) -> dict[str, str]:
         return {
@@ -174,8 +177,13 @@ class SlotLock:
     def check(self) -> None:
         """Raise LockLost unless the lock is still ours and was renewed within its TTL
         (what every mutation under the lock checks first)."""
+        # the first renewal runs beside the operation's first reads; no change before it
+        # has answered (a lock that cannot be renewed is not held for long)
+        self._first.wait(timeout=self.ttl)
         with self._state:
             lost, renewed, ttl = self.lost, self.renewed_at, self.ttl
+        if lost is None and not self._first.is_set():
+            lost = f"its first renewal did not answer within its TTL ({ttl:g}s)"
         if lost is None and renewed is not None and time.monotonic() - renewed > ttl:
             lost = (
                 f"its last successful renewal was {time.monotonic() - renewed:.0f}s ago, "
@@ -228,9 +236,22 @@ class SlotLock:
                     reporter.line(f"renewed the lock of slot {self.slot!r} again")
                 failing = False
 
-        thread = threading.Thread(target=renew_loop, name="shipway-lock-renewal", daemon=True)
+        def first_then_loop() -> None:
+            try:
+                renew_once()
+            except Exception as exc:  # any failure: the lock is not to be used
+                with self._state:
+                    self.lost = f"its first renewal failed: {exc}"
+                return
+            finally:
+                self._first.set()
+            renew_loop()
+
+        # the first renewal (a stamp written, proving the renewal path works) is made by the
+        # thread at once, while the operation reads; check() waits for it before a change
+        self._first.clear()
+        thread = threading.Thread(target=first_then_loop, name="shipway-lock-renewal", daemon=True)
         try:
-            renew_once()
             thread.start()
             yield
         finally:
