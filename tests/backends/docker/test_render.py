@@ -238,7 +238,9 @@ def test_caddy_config_orders_host_routes_before_the_catch_all() -> None:
             "body": {"hosts": ["x.example"], "upstreams": ["w:2"]},
         },
     }
-    config = caddy.compose(routes, {"drain": 2, "stop_timeout": 10, "listen": 80})
+    config = caddy.compose(
+        routes, {"drain": 2, "stop_timeout": 10, "listen": 80}, "shipway-proxy-x"
+    )
     http = config["apps"]["http"]
     assert http["grace_period"] == "12000ms"
     server = http["servers"]["shipway"]
@@ -247,7 +249,13 @@ def test_caddy_config_orders_host_routes_before_the_catch_all() -> None:
     handler = server["routes"][1]["handle"][0]
     assert handler["upstreams"] == [{"dial": "a:1"}]
     assert handler["load_balancing"]["try_duration"] == "5000ms"
-    assert config["admin"]["listen"] == "localhost:2019"  # never on the network
+    # the admin API never on the network: a unix socket in the proxy's volume, and the
+    # server names the proxy it belongs to (what the socket is asked before a load)
+    assert config["admin"]["listen"] == "unix//etc/shipway/admin.sock"
+    assert server["@id"] == "shipway-proxy-x"
+    before = caddy.compose(routes, {"listen": 80}, None)  # as composed before the socket
+    assert before["admin"]["listen"] == "localhost:2019"
+    assert "@id" not in before["apps"]["http"]["servers"]["shipway"]
 
 
 def test_drift_reasons_never_carry_values() -> None:

@@ -3,14 +3,16 @@
 Why Caddy, driven this way (see docs/docker.md): a configuration *reload* is graceful —
 the listening socket is kept across configs, requests in flight finish on the old config,
 new requests use the new one — so moving a route from the old containers to the new ones
-drops nothing. It is driven only through the Engine API (``put_archive`` of the files below
-into the proxy's volume, ``exec`` of ``caddy reload``), so it works the same over SSH.
+drops nothing. The files below are written through the Engine API (``put_archive`` into the
+proxy's volume), then loaded through Caddy's admin API on its unix socket in that volume
+where shipway can reach it (:mod:`.admin`), else by an ``exec`` of ``caddy reload``.
 
 Files in the proxy's volume (mounted at :data:`CONFIG_DIR`):
 
 ``routes.json``  the applied route units: ``{key: {"key", "digest", "body"}}`` — what
                  observe reads back to know which routes are live;
-``caddy.json``   the Caddy config composed from them, what Caddy loads at start and reload.
+``caddy.json``   the Caddy config composed from them, what Caddy loads at start and reload;
+``admin.sock``   Caddy's admin API (made by Caddy; not a file the config writes).
 """
 
 from __future__ import annotations
@@ -22,7 +24,10 @@ from typing import Any
 CONFIG_DIR = "/etc/shipway"
 ROUTES_FILE = "routes.json"
 CONFIG_FILE = "caddy.json"
-ADMIN = "localhost:2019"
+ADMIN_SOCKET = "admin.sock"
+#: where a config composed before the admin socket has its admin API (the proxy's own
+#: loopback): still taken as up to date, and replaced by the next reload
+LEGACY_ADMIN = "localhost:2019"
 #: how long a kept-alive connection to an upstream may stay unused
 UPSTREAM_IDLE = "1s"
 
@@ -55,13 +60,20 @@ def route(body: Mapping[str, Any], upstream_try: float) -> dict[str, Any]:
     return out
 
 
-def compose(routes: Mapping[str, Mapping[str, Any]], proxy: Mapping[str, Any]) -> dict[str, Any]:
+def compose(
+    routes: Mapping[str, Mapping[str, Any]], proxy: Mapping[str, Any], identity: str | None
+) -> dict[str, Any]:
     """The whole Caddy config for one proxy. Host-matched routes come first, catch-all
-    routes last; order is otherwise by key, so the same routes give the same bytes."""
+    routes last; order is otherwise by key, so the same routes give the same bytes.
+    ``identity``: the server's ``@id``, which the admin socket is asked for before a load
+    (:mod:`.admin`); None composes the config of before (admin API on the loopback)."""
     ordered = sorted(routes.values(), key=lambda f: (not f["body"].get("hosts"), str(f["key"])))
     upstream_try = float(proxy.get("upstream_try", 5.0))
+    config_dir = str(proxy.get("config_dir", CONFIG_DIR)).rstrip("/")
+    admin = LEGACY_ADMIN if identity is None else f"unix/{config_dir}/{ADMIN_SOCKET}"
+    server: dict[str, Any] = {} if identity is None else {"@id": identity}
     return {
-        "admin": {"listen": ADMIN, "config": {"persist": False}},
+        "admin": {"listen": admin, "config": {"persist": False}},
         "apps": {
             "http": {
                 # how long the old config's connections may finish after a reload: past the
@@ -71,6 +83,7 @@ def compose(routes: Mapping[str, Mapping[str, Any]], proxy: Mapping[str, Any]) -
                 ),
                 "servers": {
                     "shipway": {
+                        **server,
                         "listen": [f":{int(proxy.get('listen', 80))}"],
                         "automatic_https": {"disable": True},
                         "routes": [route(f["body"], upstream_try) for f in ordered],
@@ -79,6 +92,16 @@ def compose(routes: Mapping[str, Mapping[str, Any]], proxy: Mapping[str, Any]) -
             }
         },
     }
+
+
+def admin_listen(config: bytes) -> str | None:
+    """Where a composed config has its admin API (None: not such a config)."""
+    try:
+        data = json.loads(config)
+    except ValueError:
+        return None
+    listen = (data.get("admin") or {}).get("listen") if isinstance(data, dict) else None
+    return listen if isinstance(listen, str) and listen else None
 
 
 def dumps(data: Any) -> bytes:

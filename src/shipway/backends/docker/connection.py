@@ -336,6 +336,32 @@ class HostConnection:
         channel.settimeout(timeout)
         return channel
 
+    def unix(self, path: str, timeout: float) -> Stream:
+        """A connection to the unix socket ``path`` on the host: here, for an engine on a
+        local socket; through the SSH connection (:mod:`.streamlocal`) for an SSH host.
+        Raises OSError when it cannot be had (no such socket, not ours to use, a TCP
+        engine)."""
+        if self.address.scheme == "unix":
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(timeout)
+            try:
+                sock.connect(path)
+            except OSError:
+                sock.close()
+                raise
+            return sock
+        if not self.address.over_ssh:
+            raise OSError(f"host {self.name}: no unix socket of the host is reachable from here")
+        transport = self._ssh_client().get_transport()
+        if transport is None:
+            raise OSError(f"host {self.name}: the SSH connection is closed")
+        try:
+            channel = open_streamlocal(transport, path, timeout)
+        except paramiko.SSHException as exc:  # refused (ChannelException) or no answer
+            raise OSError(f"host {self.name}: {path}: {exc}") from exc
+        channel.settimeout(timeout)
+        return channel
+
     def warm(self, channels: int) -> None:
         """Connect (as :meth:`client`) and, over SSH, open ``channels`` channels ahead of
         need (see :meth:`_OnePoolAdapter.prefill`)."""

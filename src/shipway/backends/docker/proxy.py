@@ -2,7 +2,8 @@
 
 One Caddy container per host listens on the slot's proxy port; its routes (a separate,
 later unit than the containers they name) are written into its volume and loaded by a
-graceful ``caddy reload``, so requests in flight finish where they started. What must never
+graceful reload (through Caddy's admin socket where it can be reached, :mod:`.admin`, else
+an ``exec`` of ``caddy reload``), so requests in flight finish where they started. What must never
 happen: a route written that the running proxy does not serve (a refused reload puts the
 previous files back), or traffic moved to a container before its health gate passed (the
 plan orders the route after the wait). Each switch stamps the host's drain clock.
@@ -20,7 +21,7 @@ import docker.errors
 import docker.types
 from docker.models.containers import Container
 
-from shipway.backends.docker import caddy, drift, labels
+from shipway.backends.docker import admin, caddy, drift, labels
 from shipway.backends.docker.containers import (
     ContainerSpec,
     create,
@@ -79,7 +80,7 @@ class DockerProxy(DockerState):
         # the config it starts with: the routes already in its volume (a proxy recreated
         # keeps serving them), else none
         routes = caddy.parse_routes(read_tree(container, config_dir))
-        container.put_archive(config_dir, tar_of(_config_files(routes, body)))
+        container.put_archive(config_dir, tar_of(_config_files(routes, body, str(container.id))))
         try:
             container.start()
         except docker.errors.APIError as exc:
@@ -103,6 +104,7 @@ class DockerProxy(DockerState):
 
     def _reconfigure(
         self,
+        host: str,
         proxy: Container,
         proxy_body: Mapping[str, Any],
         change: Callable[[dict[str, Any]], None],
@@ -118,29 +120,47 @@ class DockerProxy(DockerState):
             tree = read_tree(proxy, config_dir)
         routes = caddy.parse_routes(tree)
         change(routes)
-        files = _config_files(routes, proxy_body)
+        files = _config_files(routes, proxy_body, str(proxy.id))
         proxy.put_archive(config_dir, tar_of(files))
-        # a reload of the same files is safe to run twice: one whose exec was cut off
-        # (its output lost with it) is run again whole
-        result = self.retry.call(
-            lambda: proxy.exec_run(
-                ["caddy", "reload", "--config", f"{config_dir}/{caddy.CONFIG_FILE}", "--force"]
-            ),
-            transient_call,
-        )
-        if result.exit_code != 0:
+        running = tree.get(caddy.CONFIG_FILE, (b"", 0))[0]  # what the proxy runs now
+        refused = self._reload(host, proxy, config_dir, files[caddy.CONFIG_FILE][0], running)
+        if refused is not None:
             previous = {
                 k: v for k, v in tree.items() if k in (caddy.ROUTES_FILE, caddy.CONFIG_FILE)
             }
             if previous:
                 proxy.put_archive(config_dir, tar_of(previous))
-            raw = result.output if isinstance(result.output, bytes) else b""
-            output = raw.decode(errors="replace").strip().splitlines()
-            raise BackendError(
-                f"the proxy {proxy.name} refused its new configuration (exit {result.exit_code}): "
-                + (output[-1][:300] if output else "no output")
-            )
+            raise BackendError(f"the proxy {proxy.name} refused its new configuration {refused}")
         self._proxy_files[known] = {**tree, **files}
+
+    def _reload(
+        self, host: str, proxy: Container, config_dir: str, config: bytes, running: bytes
+    ) -> str | None:
+        """Have the proxy load the files just written: through its admin socket when it can
+        be reached and is this proxy's, else by ``exec`` (posting where the ``running``
+        config has its admin API, which a config composed before the socket has elsewhere).
+        None when loaded, else why not."""
+        path = admin.host_socket(proxy, config_dir)
+        if path is not None:
+            try:
+                admin.load(self._conn(host), path, str(proxy.id), config)
+                return None
+            except admin.Refused as exc:
+                return f"(admin API): {exc}"
+            except admin.Unusable:
+                pass  # not reachable from here, or not known to have loaded: the exec
+        # a reload of the same files is safe to run twice: one whose exec was cut off
+        # (its output lost with it) is run again whole
+        command = ["caddy", "reload", "--config", f"{config_dir}/{caddy.CONFIG_FILE}", "--force"]
+        listen = caddy.admin_listen(running)
+        if listen:
+            command += ["--address", listen]
+        result = self.retry.call(lambda: proxy.exec_run(command), transient_call)
+        if result.exit_code == 0:
+            return None
+        raw = result.output if isinstance(result.output, bytes) else b""
+        output = raw.decode(errors="replace").strip().splitlines()
+        return f"(exit {result.exit_code}): " + (output[-1][:300] if output else "no output")
 
     def _apply_route(
         self, client: docker.DockerClient, unit: Unit, action: str, secrets: Mapping[str, Secret]
@@ -150,7 +170,7 @@ class DockerProxy(DockerState):
         def put(routes: dict[str, Any]) -> None:
             routes[unit.key] = {"key": unit.key, "digest": unit.digest, "body": dict(unit.body)}
 
-        self._reconfigure(proxy, proxy_body, put)
+        self._reconfigure(unit.host or "", proxy, proxy_body, put)
         self._switched_at[unit.host or ""] = time.monotonic()
         targets = ", ".join(str(u).split(":")[0] for u in unit.body["upstreams"])
         where = ", ".join(unit.body.get("hosts") or []) or "all requests"
@@ -163,18 +183,21 @@ class DockerProxy(DockerState):
         if proxy is None or proxy.status != "running":
             return f"{step.unit} already gone (no running proxy)"
         body, _ = drift.body_of(proxy.labels)
-        self._reconfigure(proxy, body or {}, lambda routes: routes.pop(step.unit, None))
+        self._reconfigure(
+            step.host or "", proxy, body or {}, lambda routes: routes.pop(step.unit, None)
+        )
         self._switched_at[step.host or ""] = time.monotonic()
         return f"dropped route {step.unit}"
 
 
 def _config_files(
-    routes: Mapping[str, Any], proxy_body: Mapping[str, Any]
+    routes: Mapping[str, Any], proxy_body: Mapping[str, Any], proxy_id: str
 ) -> dict[str, tuple[bytes, int]]:
     """The proxy's two files for these routes: the routes themselves and Caddy's config."""
+    config = caddy.compose(routes, proxy_body, admin.identity(proxy_id))
     return {
         caddy.ROUTES_FILE: (caddy.dumps(dict(routes)), 0o644),
-        caddy.CONFIG_FILE: (caddy.dumps(caddy.compose(routes, proxy_body)), 0o644),
+        caddy.CONFIG_FILE: (caddy.dumps(config), 0o644),
     }
 
 

@@ -19,7 +19,7 @@ import docker.errors
 import requests
 from docker.models.containers import Container
 
-from shipway.backends.docker import caddy, container_logs, drift, labels, render
+from shipway.backends.docker import admin, caddy, container_logs, drift, labels, render
 from shipway.backends.docker.connection import HostConnection
 from shipway.backends.docker.edge import edge
 from shipway.backends.docker.state import name_of, tags_of
@@ -174,7 +174,11 @@ class DockerReads(DockerVolumes):
         self._proxy_files[(str(proxy.id), caddy.CONFIG_DIR)] = tree
         routes = caddy.parse_routes(tree)
         config = tree.get(caddy.CONFIG_FILE, (b"", 0))[0]
-        stale = bool(routes) and config != caddy.dumps(caddy.compose(routes, body))
+        # up to date: composed for this proxy, or as before its admin socket (until a reload)
+        stale = bool(routes) and config not in (
+            caddy.dumps(caddy.compose(routes, body, admin.identity(str(proxy.id)))),
+            caddy.dumps(caddy.compose(routes, body, None)),
+        )
         out = []
         for key, fragment in sorted(routes.items()):
             reasons = []
