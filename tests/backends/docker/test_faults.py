@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from shipway import api
+from shipway.backends.docker import admin
 from shipway.engine import Rolled, RolledBack
 from shipway.errors import ShipwayError
 from tests.backends.docker.conftest import SLOT, Deployment, Lines
@@ -95,6 +96,8 @@ def retry_lines(lines: Lines) -> list[str]:
 def test_a_single_transient_fault_is_retried_and_the_deploy_rolls(
     faulty: Faulty, rule: dict[str, object], said: str
 ) -> None:
+    """The exec here is the drain's look at the old container's connections (the switch
+    goes through the proxy's admin socket)."""
     deployed_first(faulty)
     app = faulty.deployment.name
     rule = {k: v.format(app=app) if isinstance(v, str) else v for k, v in rule.items()}
@@ -106,6 +109,22 @@ def test_a_single_transient_fault_is_retried_and_the_deploy_rolls(
     assert len(retried) == 1 and said.format(app=app) in retried[0], lines.text()
     assert faulty.serving() == (200, "v2\n")
     assert faulty.statuses() == {1: "superseded", 2: "deployed"}
+
+
+def test_a_reload_exec_cut_off_is_run_again_whole(
+    faulty: Faulty, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the admin socket cannot be reached, the switch is an exec of caddy reload;
+    one whose answer was cut off is run again (loading the same files twice is safe)."""
+    deployed_first(faulty)
+    monkeypatch.setattr(admin, "host_socket", lambda proxy, config_dir: None)  # unreachable
+    faulty.proxy.rule(method="POST", path="/exec/[^/]+/start$", reset="after")
+    outcome, lines = faulty.deploy(faulty.deployment.env.images.v2)
+    assert isinstance(outcome, Rolled), lines.text()
+    assert len(faulty.proxy.faults()) == 1, faulty.proxy.log()
+    retried = retry_lines(lines)
+    assert len(retried) == 1 and "update route/web" in retried[0], lines.text()
+    assert faulty.serving() == (200, "v2\n")
 
 
 def test_a_container_create_whose_answer_was_lost_is_not_made_twice(faulty: Faulty) -> None:

@@ -18,12 +18,15 @@ is open and the window has not passed.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import docker.errors
 from docker.models.containers import Container
 
+from shipway.backends.docker.retrying import transient_call
 from shipway.backends.docker.state import name_of
 from shipway.backends.protocol import Reporter
+from shipway.backends.retry import RetryPolicy
 
 #: how often the container's connections are read again while some are open
 PACE = 0.05
@@ -55,15 +58,22 @@ def open_connections(table: str, port: int) -> int | None:
     return count
 
 
-def read_connections(container: Container, port: int) -> int | None:
+def read_connections(
+    container: Container, port: int, retry: RetryPolicy | None = None
+) -> int | None:
     """The open connections to ``port`` in the container's own network namespace; None
-    when they cannot be read (no ``cat`` in its image, the exec refused)."""
+    when they cannot be read (no ``cat`` in its image, the exec refused). ``retry``: how
+    the look (a read, safe to run twice) is run again after a connection fault."""
     if container.client is None:
         return None
     api = container.client.api
-    try:
+
+    def look() -> Any:
         made = api.exec_create(str(container.id), READ, stdout=True, stderr=False)
-        output = api.exec_start(made["Id"])
+        return api.exec_start(made["Id"])
+
+    try:
+        output = retry.call(look, transient_call) if retry is not None else look()
     except docker.errors.APIError:
         return None
     # the exit status is not asked for (a call less): the output is such a table, or not
@@ -71,7 +81,14 @@ def read_connections(container: Container, port: int) -> int | None:
     return open_connections(text, port)
 
 
-def drain(container: Container, port: int, until: float, where: str, reporter: Reporter) -> None:
+def drain(
+    container: Container,
+    port: int,
+    until: float,
+    where: str,
+    reporter: Reporter,
+    retry: RetryPolicy | None = None,
+) -> None:
     """Wait until no connection to ``container``'s ``port`` is open, or until ``until``
     (``time.monotonic()``) has passed."""
     shown = False
@@ -79,7 +96,7 @@ def drain(container: Container, port: int, until: float, where: str, reporter: R
         left = until - time.monotonic()
         if left <= 0:
             return
-        count = read_connections(container, port)
+        count = read_connections(container, port, retry)
         if count == 0:
             if shown:
                 reporter.line(f"drained {name_of(container)} on {where}: no connection left")

@@ -238,7 +238,7 @@ class DockerSteps(DockerProxy, DockerVolumes):
             switched = self._switched_at.get(step.host or "")
             if body.get("port") and switched is not None and c.status == "running":
                 until = switched + self.settings.drain
-                drain(c, int(body["port"]), until, str(step.host), reporter)
+                drain(c, int(body["port"]), until, str(step.host), reporter, self.retry)
             remove(c, int(body.get("stop_timeout", 10)))
             return f"stopped and removed {name_of(c)}"
         if step.kind == "proxy":
