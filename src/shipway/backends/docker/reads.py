@@ -13,6 +13,7 @@ import json
 import queue
 import threading
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import docker.errors
@@ -23,7 +24,7 @@ from shipway.backends.docker import admin, caddy, container_logs, drift, labels,
 from shipway.backends.docker.connection import HostConnection
 from shipway.backends.docker.edge import edge
 from shipway.backends.docker.state import name_of, tags_of
-from shipway.backends.docker.store import read_tree
+from shipway.backends.docker.store import read_tree, read_tree_of
 from shipway.backends.docker.volumes import DockerVolumes
 from shipway.backends.imagemeta import classify, repo_digest
 from shipway.backends.protocol import ProcessStatus, ResolvedImage
@@ -110,8 +111,11 @@ class DockerReads(DockerVolumes):
     def _observe_host(self, conn: HostConnection) -> list[tuple[ObservedUnit, list[str]]]:
         host = conn.name
         out: list[tuple[ObservedUnit, list[str]]] = []
-        with edge(f"host {host}: observe"):
+        with edge(f"host {host}: observe"), ThreadPoolExecutor(max_workers=1) as early:
             client = conn.client()
+            # the proxy's files (the longest read) by its name, beside the list calls
+            proxy_name = labels.proxy(self.app.name, self.slot.name)
+            proxy_files = early.submit(read_tree_of, client, proxy_name, caddy.CONFIG_DIR)
             out += [(unit, []) for unit in self._observe_volumes(client, host)]
             containers = self._labelled(client, sparse=True)
             files_reasons: dict[str, list[str]] = {}
@@ -143,7 +147,8 @@ class DockerReads(DockerVolumes):
                 unit_kind = "container" if kind == labels.APP_CONTAINER else "proxy"
                 out.append(self._observed(c, unit_kind, phase, reasons, host))
                 if kind == labels.PROXY:
-                    out += self._observe_routes(c, body or {}, host)
+                    early_tree = proxy_files.result() if name_of(c) == proxy_name else None
+                    out += self._observe_routes(c, body or {}, host, early_tree)
         return out
 
     def _observed(
@@ -168,9 +173,15 @@ class DockerReads(DockerVolumes):
         return unit, reasons
 
     def _observe_routes(
-        self, proxy: Container, body: Mapping[str, Any], host: str
+        self,
+        proxy: Container,
+        body: Mapping[str, Any],
+        host: str,
+        tree: dict[str, tuple[bytes, int]] | None = None,
     ) -> list[tuple[ObservedUnit, list[str]]]:
-        tree = read_tree(proxy, caddy.CONFIG_DIR)
+        """The proxy's route units, from its files (``tree``: read already)."""
+        if tree is None:
+            tree = read_tree(proxy, caddy.CONFIG_DIR)
         self._proxy_files[(str(proxy.id), caddy.CONFIG_DIR)] = tree
         routes = caddy.parse_routes(tree)
         config = tree.get(caddy.CONFIG_FILE, (b"", 0))[0]

@@ -79,8 +79,17 @@ def tar_of(files: dict[str, tuple[bytes, int]]) -> bytes:
 def read_tree(container: Container, path: str) -> dict[str, tuple[bytes, int]]:
     """The regular files under ``path`` in a container (created, stopped or running), as
     ``{path relative to it: (content, mode)}``; empty when ``path`` does not exist."""
+    assert container.client is not None
+    return read_tree_of(container.client, str(container.id), path)
+
+
+def read_tree_of(
+    client: docker.DockerClient, container: str, path: str
+) -> dict[str, tuple[bytes, int]]:
+    """:func:`read_tree` of the container with this name or id (empty, too, when there is
+    no such container)."""
     try:
-        stream, _ = container.get_archive(path)
+        stream, _ = client.api.get_archive(container, path)
     except docker.errors.NotFound:
         return {}
     raw = b"".join(stream)
