@@ -216,3 +216,33 @@ cat: can't open '/proc/net/tcp6': No such file or directory
     assert open_connections(table, 8080) == 2
     assert open_connections(table, 9090) == 0
     assert open_connections("OCI runtime exec failed: cat: not found", 8080) is None
+
+
+def test_an_old_container_that_exited_before_its_drain_is_not_waited_for(
+    deployment: Deployment,
+) -> None:
+    """Listed running by the observation, gone by the drain (it crashed meanwhile): the
+    drain's look finds it not running, so no connection to it is left; the window (30 s)
+    is not waited out, and the deploy rolls."""
+    env = deployment.env
+    deployment.write(hosts=[env.a], drain=f"{WINDOW}s")
+    assert isinstance(deployment.deploy(), Rolled)
+    (old,) = deployment.containers(env.a, kind="app")
+
+    def crash() -> None:
+        client = deployment.local(env.a)
+        try:
+            client.containers.get(old.id).kill()
+        finally:
+            client.close()
+
+    lines = Lines()
+    lines.on("update route", crash)
+    started = time.monotonic()
+    outcome = deployment.deploy(lines, image=env.images.v2)
+    took = time.monotonic() - started
+    assert isinstance(outcome, Rolled), lines.text()
+    assert took < WINDOW - 5, (took, lines.text())
+    assert "draining" not in lines.text(), lines.text()
+    assert [c.id for c in deployment.containers(env.a, kind="app")] != [old.id]
+    assert deployment.get(env.a) == (200, "v2\n")

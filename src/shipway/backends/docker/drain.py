@@ -74,7 +74,9 @@ def read_connections(
 
     try:
         output = retry.call(look, transient_call) if retry is not None else look()
-    except docker.errors.APIError:
+    except docker.errors.APIError as exc:
+        if exc.status_code == 409 and "not running" in str(exc.explanation or ""):
+            return 0  # it exited meanwhile: no connection to it is left
         return None
     # the exit status is not asked for (a call less): the output is such a table, or not
     text = output.decode(errors="replace") if isinstance(output, bytes) else ""

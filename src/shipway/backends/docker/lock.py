@@ -285,6 +285,7 @@ class DockerLock(DockerState):
     ) -> Iterator[None]:
         self._guard(clearance, target)
         self._proxy_files.clear()  # what was read before the lock is read again under it
+        self._listed.clear()
         self._record_index = None
         self._connect_others()  # while the lock is taken, the other hosts connect
         conn = self._conn(self.primary)

@@ -118,6 +118,10 @@ class DockerReads(DockerVolumes):
             proxy_files = early.submit(read_tree_of, client, proxy_name, caddy.CONFIG_DIR)
             out += [(unit, []) for unit in self._observe_volumes(client, host)]
             containers = self._labelled(client, sparse=True)
+            for c in containers:
+                key = tags_of(c).get(labels.KEY)
+                if key:
+                    self._listed[(host, key)] = c
             files_reasons: dict[str, list[str]] = {}
             for c in containers:
                 if tags_of(c).get(labels.KIND) != labels.FILES:

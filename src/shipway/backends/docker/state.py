@@ -83,6 +83,9 @@ class DockerState(Guarded):
         #: (proxy container id, config dir) -> its files as this operation last read or
         #: wrote them: a switch does not read again what the observation just read
         self._proxy_files: dict[tuple[str, str], dict[str, tuple[bytes, int]]] = {}
+        #: (host, unit key) -> its container as the observation listed it (labels, state),
+        #: until a step applies that key: a removal does not list what was just listed
+        self._listed: dict[tuple[str, str], Container] = {}
         #: the records as read and written while this backend holds the slot's lock (None:
         #: not known, as before the lock's first read of them)
         self._record_index: RecordIndex | None = None

@@ -83,6 +83,7 @@ class DockerSteps(DockerProxy, DockerVolumes):
         reporter: Reporter,
     ) -> None:
         self._guard(clearance, target)
+        self._listed.pop((unit.host or "", unit.key), None)  # changed now: list it again
         conn = self._conn(unit.host)
         client = self._client(unit.host)
         appliers = {
@@ -258,7 +259,11 @@ class DockerSteps(DockerProxy, DockerVolumes):
         """The container a Remove step names: by its unit key label, or — for one labelled
         as this slot's but carrying no key (observed as ``unknown/<name>@<host>``) — by its
         name, still labelled as this slot's and still keyless. As the list gives it (sparse:
-        labels, state, names), not inspected."""
+        labels, state, names), not inspected: by the observation's list when no step has
+        applied that key since."""
+        listed = self._listed.pop((step.host or "", step.unit), None)
+        if listed is not None:
+            return listed
         found = self._by_key(client, step.unit)
         if found is not None or not step.unit.startswith(drift.UNKNOWN):
             return found
