@@ -26,13 +26,14 @@ def _proxy(deployment: Deployment, host: DockerHost) -> Any:
 
 
 def _execs_in(
-    deployment: Deployment, host: DockerHost, container_id: str, since: float
+    deployment: Deployment, host: DockerHost, container_id: str, since_ns: int
 ) -> list[str]:
-    """The commands exec'd in a container since ``since`` (the engine's own events)."""
+    """The commands exec'd in a container from ``since_ns`` (``time.time_ns()``) on, by
+    the engine's own events (their nanosecond times: the API's ``since`` is in seconds)."""
     client = deployment.local(host)
     try:
         found = client.events(
-            since=int(since),
+            since=since_ns // 1_000_000_000 - 1,
             until=int(time.time()) + 1,
             filters={"type": "container", "container": container_id},
             decode=True,
@@ -41,6 +42,7 @@ def _execs_in(
             str(e.get("Action", "")).removeprefix("exec_create: ")
             for e in found
             if str(e.get("Action", "")).startswith("exec_create")
+            and int(e.get("timeNano", 0)) >= since_ns
         ]
     finally:
         client.close()
@@ -60,7 +62,7 @@ def test_a_redeploy_switches_both_hosts_through_the_admin_socket_with_no_exec(
     deployment.write()
     assert isinstance(deployment.deploy(), Rolled)
     proxies = {h.name: _proxy(deployment, h) for h in (env.a, env.b)}
-    since = time.time() - 1
+    since = time.time_ns()
     outcome = deployment.deploy(Lines(), image=env.images.v2)
     assert isinstance(outcome, Rolled), outcome.line()
     for h in (env.a, env.b):
@@ -117,7 +119,7 @@ def test_a_proxy_composed_before_the_socket_reloads_by_exec_then_has_its_socket(
         assert not [k for k in backend.drift if k.startswith("route/")], backend.drift
     finally:
         backend.close()
-    since = time.time() - 1
+    since = time.time_ns()
     outcome = deployment.deploy(Lines(), image=env.images.v2)
     assert isinstance(outcome, Rolled), outcome.line()
     assert deployment.get(env.a) == (200, "v2\n")
