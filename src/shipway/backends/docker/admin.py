@@ -7,8 +7,8 @@ the host (``/var/lib/docker/volumes/<volume>/_data``), where only the engine's o
 (root) may go — who can use the engine already — so reaching it adds no new way in. A
 switch that can reach it (an engine on a local socket; an SSH host, through the SSH
 connection, when its user may use the socket) posts the new configuration there: about
-3 ms of Caddy's own time against an ``exec`` of ``caddy reload`` (create, start and
-inspect an exec, Caddy's binary started in the container: 65 ms on a quiet test host,
+2 ms of Caddy's own time against an ``exec`` of ``caddy reload`` (create, start and
+inspect an exec, Caddy's binary started in the container: 67 ms on a quiet test host,
 0.2 to 0.5 s under load).
 
 What must never happen: another proxy reconfigured in its place. A path on this machine
