@@ -96,8 +96,8 @@ def retry_lines(lines: Lines) -> list[str]:
 def test_a_single_transient_fault_is_retried_and_the_deploy_rolls(
     faulty: Faulty, rule: dict[str, object], said: str
 ) -> None:
-    """The exec here is the drain's look at the old container's connections (the switch
-    goes through the proxy's admin socket)."""
+    """(The exec fault lands on the drain's look at the old container's connections: the
+    switch goes through the proxy's admin socket, with no exec.)"""
     deployed_first(faulty)
     app = faulty.deployment.name
     rule = {k: v.format(app=app) if isinstance(v, str) else v for k, v in rule.items()}
