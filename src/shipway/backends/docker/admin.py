@@ -9,7 +9,7 @@ switch that can reach it (an engine on a local socket; an SSH host, through the 
 connection, when its user may use the socket) posts the new configuration there: about
 2 ms of Caddy's own time against an ``exec`` of ``caddy reload`` (create, start and
 inspect an exec, Caddy's binary started in the container: 67 ms on a quiet test host,
-0.2 to 0.25 s under the benchmark's load this session).
+0.2 s or more under the benchmark's load: docs/docker.md).
 
 What must never happen: another proxy reconfigured in its place. A path on this machine
 need not be the engine's own (an engine behind a forwarded socket reports paths of its
