@@ -27,7 +27,7 @@ from shipway.release.model import Release, ReleaseStatus
 ALL_STEPS = [
     ApplyObject(unit="Deployment/web", kind="Deployment", action="create", process="web"),
     RunReleaseCommand(command=("rake", "db:migrate")),
-    WaitRollout(process="web", units=("Deployment/web",)),
+    WaitRollout(process="web", units=("Deployment/web",), watch=("Deployment/worker",)),
     Scale(process="web", replicas=0, generation="g1", delay=2.5),
     WaitReplicas(process="web", replicas=2, generation="g2"),
     PointHost(host="shop.example.com", process="web", generation="g2"),

@@ -242,3 +242,59 @@ def test_prerequisites_that_wait_are_ready_before_the_release_command() -> None:
         "wait until web is ready",
         "create route/web",
     ]
+
+
+WEB_AND_WORKER = Artifact(
+    (
+        unit("snapshot/r2", PREREQUISITE),
+        unit("program/web@2", waits=True, process="web"),
+        unit("program/worker@2", waits=True, process="worker"),
+        unit("route/app.localhost", ROUTING, switches=True, process="web", v=2),
+    )
+)
+
+
+def test_a_route_waits_for_the_gate_of_its_own_process_only() -> None:
+    """The web's route moves once the web passed its gate; the worker's gate (an uptime of
+    a second) is waited for after the switch and before anything old is removed, so its
+    failure still finds the old web running to switch back to."""
+    old = [unit("program/web@1", process="web"), unit("program/worker@1", process="worker")]
+    observed = Observed.of([*map(seen, old), seen(unit("route/app.localhost", ROUTING))])
+    steps = rollout_steps(WEB_AND_WORKER, observed, release_command=("migrate",))
+    assert names(steps) == [
+        "create snapshot/r2",
+        RELEASE_PHASE,
+        "create program/web@2",
+        "create program/worker@2",
+        "wait until web is ready",
+        "update route/app.localhost",
+        "wait until worker is ready",
+        "remove program/web@1 (no longer declared)",
+        "remove program/worker@1 (no longer declared)",
+    ]
+    # the web's gate watches the worker: a worker already crashed stops the switch
+    web, worker = (s for s in steps if isinstance(s, WaitRollout))
+    assert (web.watch, worker.watch) == (("program/worker@2",), ())
+
+
+def test_a_switching_unit_naming_no_process_waits_for_every_gate() -> None:
+    """A switch whose process is not known (an Ingress of a team's manifests) may route to
+    any of them: every gate first, as before."""
+    desired = Artifact((*WEB_AND_WORKER.units[:3], unit("route/any", ROUTING, switches=True)))
+    steps = names(rollout_steps(desired, Observed()))
+    assert steps.index("wait until worker is ready") < steps.index("create route/any")
+    assert steps.index("wait until web is ready") < steps.index("create route/any")
+
+
+def test_a_route_on_a_host_waits_for_its_process_on_that_host() -> None:
+    units = []
+    for h in ("h1", "h2"):
+        units.append(on(h, "container/web.2", waits=True, process="web"))
+        units.append(on(h, "container/worker.2", waits=True, process="worker"))
+    units.append(on("h1", "route/web", phase=ROUTING, switches=True, process="web"))
+    steps = names(rollout_steps(Artifact(tuple(units)), Observed()))
+    switch = steps.index("create route/web@h1 on h1")
+    assert steps.index("wait until web is ready on h1") < switch
+    # h2 has no route: its web gates after h1's switch, like every worker
+    for late in ("web is ready on h2", "worker is ready on h1", "worker is ready on h2"):
+        assert steps.index(f"wait until {late}") > switch

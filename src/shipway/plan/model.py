@@ -199,11 +199,16 @@ class RunReleaseCommand(Step):
 
 @dataclass(frozen=True)
 class WaitRollout(Step):
+    """Wait for ``units`` to pass their gate. ``watch``: units of the release whose own
+    wait comes later (a worker's, after the web's route moved): one that has already
+    crashed fails this wait too, so no route moves to a release known to be failing."""
+
     name: ClassVar[str] = "wait-rollout"
     mutates: ClassVar[bool] = False
     process: str
     units: tuple[str, ...]
     host: str | None = None
+    watch: tuple[str, ...] = ()
 
     def describe(self) -> str:
         return f"wait until {self.process} is ready{_at(self.host)}"

@@ -6,10 +6,14 @@ Order, and why (the same on every backend):
   2. the release phase: the release command (migrations), once, in the new release's
      environment, BEFORE any new process starts (Heroku's release phase, dokku's
      predeploy) — when it fails, nothing new ever ran and the previous release serves on;
-  3. the new processes that start beside the old ones; then wait for those that must
-     become ready — the health gate, before any traffic moves;
+  3. the new processes that start beside the old ones; then wait for those a switch routes
+     to — the health gate, before any traffic moves to them;
   4. units that switch traffic or replace what runs in place; then wait for those;
-  5. removal of what is no longer desired (routes first, prerequisites last) — best effort.
+  5. wait for the new processes no switch routes to (a worker): its gate does not hold
+     back the web's route, as a Kubernetes Service does not wait for another Deployment;
+     the old processes still run, so its failure switches the routes back and the
+     outcome is ``rolled-back``;
+  6. removal of what is no longer desired (routes first, prerequisites last) — best effort.
 An empty desired set is refused: it would remove everything. A volume is never removed,
 declared or not (invariant 11): it belongs to the slot, and only ``destroy`` deletes it.
 
@@ -58,15 +62,33 @@ def is_prerequisite(unit: Unit) -> bool:
     return unit.phase == PREREQUISITE and not unit.switches
 
 
-def _waits(units: Sequence[Unit]) -> list[Step]:
+def _waits(units: Sequence[Unit], later: Sequence[Unit] = ()) -> list[Step]:
+    """One wait per process and host; each watches the units of ``later`` on its host
+    that wait (their gate comes after a switch: a crash of one stops the switch)."""
     groups: dict[tuple[str, str | None], list[str]] = {}
     for unit in units:
         if unit.waits:
             groups.setdefault((unit.process or unit.key, unit.host), []).append(unit.key)
     return [
-        WaitRollout(process=process, units=tuple(keys), host=host)
+        WaitRollout(
+            process=process,
+            units=tuple(keys),
+            host=host,
+            watch=tuple(u.key for u in later if u.waits and u.host == host),
+        )
         for (process, host), keys in groups.items()
     ]
+
+
+def _gating(quiet: Sequence[Unit], switching: Sequence[Unit]) -> tuple[list[Unit], list[Unit]]:
+    """``quiet`` split into the units whose gate a switch waits for — those of a process
+    (on a host) a switching unit routes to, or all of them when a switching unit names no
+    process — and the rest, waited for after the switches. Nothing switches: all gate."""
+    if not switching or any(u.process is None for u in switching):
+        return list(quiet), []
+    routed = {(u.process, u.host) for u in switching}
+    gating = [u for u in quiet if (u.process, u.host) in routed]
+    return gating, [u for u in quiet if (u.process, u.host) not in routed]
 
 
 def apply_step(unit: Unit, action: str) -> ApplyObject:
@@ -131,9 +153,11 @@ def rollout_steps(
         if i == 0 and release_command and changed:
             steps.append(RunReleaseCommand(command=release_command, timeout=release_timeout))
         steps += [apply_step(u, a) for u, a in quiet]
-        steps += _waits([u for u, _ in quiet])
+        gating, after = _gating([u for u, _ in quiet], [u for u, _ in switching])
+        steps += _waits(gating, after)
         steps += [apply_step(u, a) for u, a in switching]
         steps += _waits([u for u, _ in switching])
+        steps += _waits(after)
         if prune:  # the last batch also removes what is on hosts no longer listed
             steps += [
                 Remove(
