@@ -21,7 +21,7 @@ import http.client
 import os
 import socket
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -136,6 +136,28 @@ def tcp_probe(port: int, timeout: float) -> tuple[bool, str]:
 FailureOf = Callable[[Instance, str, str, int | None], Failure]
 
 
+def _crash(
+    supervisor: Supervisor, inst: Instance, info: Mapping[str, Any] | None, fail: FailureOf
+) -> Failure | None:
+    """The instance's failure if it crashed since it was started for this release (a
+    second start, or supervisord's BACKOFF / EXITED / FATAL), or supervisord lost it."""
+    state = state_of(info)
+    # starts before this gate (an instance left running by a ``start``) do not count
+    started_times = inst.starts() - inst.starts_before
+    if started_times > 1 or state in ("BACKOFF", "EXITED", "FATAL"):
+        code = supervisor.last_exit(inst.name)
+        return fail(
+            inst,
+            Reason.CRASHED,
+            f"the process exited{f' with code {code}' if code is not None else ''} "
+            f"while starting (state {state}, started {max(started_times, 1)} times)",
+            code,
+        )
+    if state == "ABSENT":
+        return fail(inst, Reason.NOT_STARTED, "supervisord does not know it", None)
+    return None
+
+
 def health_gate(
     supervisor: Supervisor,
     rec: ProgramRecord,
@@ -143,10 +165,13 @@ def health_gate(
     reporter: Reporter,
     fail: FailureOf,
     still_ours: Callable[[], None] = lambda: None,
+    watched: Sequence[tuple[Instance, FailureOf]] = (),
 ) -> Failure | None:
     """Every instance of a program healthy (→ None), or the first failure: a crash while
     starting, a check failing all its attempts, or the deadline. ``still_ours`` raises
-    when the slot's lock is lost meanwhile: the wait stops there."""
+    when the slot's lock is lost meanwhile: the wait stops there. ``watched``: instances
+    of the release gated later (after a switch this gate comes before); a crash of one
+    fails this gate too, so nothing moves to a release already failing."""
     process = rec.process
     check = rec.health
     mode = check.mode
@@ -168,25 +193,19 @@ def health_gate(
     while len(ready) < total:
         still_ours()
         infos = supervisor.info()
+        for other, fail_other in watched:
+            crashed = _crash(supervisor, other, infos.get(other.name), fail_other)
+            if crashed is not None:
+                return crashed
         for inst in instances:
             name = inst.name
             if name in ready:
                 continue
             info = infos.get(name)
             state = state_of(info)
-            # starts before this gate (an instance left running by a ``start``) do not count
-            started_times = inst.starts() - inst.starts_before
-            if started_times > 1 or state in ("BACKOFF", "EXITED", "FATAL"):
-                code = supervisor.last_exit(name)
-                return fail(
-                    inst,
-                    Reason.CRASHED,
-                    f"the process exited{f' with code {code}' if code is not None else ''} "
-                    f"while starting (state {state}, started {max(started_times, 1)} times)",
-                    code,
-                )
-            if state == "ABSENT":
-                return fail(inst, Reason.NOT_STARTED, "supervisord does not know it", None)
+            crashed = _crash(supervisor, inst, info, fail)
+            if crashed is not None:
+                return crashed
             if mode == "uptime":
                 # up since its (only) start: the launcher wrote the counter then
                 needed = check.initial_delay
@@ -260,9 +279,16 @@ class LocalHealth(LocalState):
         return state == "RUNNING", "running" if state == "RUNNING" else state.lower()
 
     def _gate(
-        self, target: Target, d: SlotDirs, rec: ProgramRecord, deadline: float, reporter: Reporter
+        self,
+        target: Target,
+        d: SlotDirs,
+        rec: ProgramRecord,
+        deadline: float,
+        reporter: Reporter,
+        watched: Sequence[ProgramRecord] = (),
     ) -> Failure | None:
-        """The health gate on one program of the slot, for as long as the lock is ours."""
+        """The health gate on one program of the slot, for as long as the lock is ours;
+        a crash of a ``watched`` program (gated later) fails it too."""
         return health_gate(
             self.supervisor,
             rec,
@@ -270,6 +296,7 @@ class LocalHealth(LocalState):
             reporter,
             self._fail_with(d, rec),
             lambda: self._still_ours(target),
+            [(inst, self._fail_with(d, w)) for w in watched for inst in w.instances],
         )
 
     def _fail_with(self, d: SlotDirs, rec: ProgramRecord) -> FailureOf:

@@ -218,6 +218,7 @@ class LocalSteps(LocalPrograms, LocalHealth, LocalVolumes):
     ) -> Failure | None:
         d = self.dirs(target)
         programs = read_programs(d)
+        watched = [programs[key] for key in step.watch if key in programs]
         for key in step.units:
             rec = programs.get(key)
             if rec is None:
@@ -226,7 +227,7 @@ class LocalSteps(LocalPrograms, LocalHealth, LocalVolumes):
                     message=f"{key} is not recorded as started",
                     process=step.process,
                 )
-            failure = self._gate(target, d, rec, deadline, reporter)
+            failure = self._gate(target, d, rec, deadline, reporter, watched)
             if failure is not None:
                 return failure
         return None
