@@ -186,20 +186,9 @@ class Gate:
         self.due = None
         state = c.attrs.get("State") or {}
         status = str(state.get("Status"))
-        if (
-            status in ("exited", "dead")
-            or int(c.attrs.get("RestartCount") or 0) > 0
-            or state.get("Restarting")
-        ):
-            reason = Reason.OOM_KILLED if state.get("OOMKilled") else Reason.CRASHED
-            return Failure(
-                reason=reason,
-                message=f"container {self.name} {status} (restarts: "
-                f"{c.attrs.get('RestartCount') or 0})",
-                process=process,
-                exit_code=_last_exit_code(client, c, state),
-                details=tuple(container_logs.failure_tail(c)),
-            )
+        doomed = crashed(client, c, process)
+        if doomed is not None:
+            return doomed
         if status != "running":
             self.last = f"container is {status}"
             return None
@@ -249,6 +238,42 @@ class Gate:
                 details=tuple(container_logs.failure_tail(c)),
             )
         return None
+
+
+def crashed(client: docker.DockerClient, c: Container, process: str) -> Failure | None:
+    """The container's failure if it exited, died, restarted or is restarting (OOM-killed
+    said so), with its last exit code and the tail of its log; else None."""
+    state = c.attrs.get("State") or {}
+    status = str(state.get("Status"))
+    restarts = int(c.attrs.get("RestartCount") or 0)
+    if status not in ("exited", "dead") and not restarts and not state.get("Restarting"):
+        return None
+    return Failure(
+        reason=Reason.OOM_KILLED if state.get("OOMKilled") else Reason.CRASHED,
+        message=f"container {c.name} {status} (restarts: {restarts})",
+        process=process,
+        exit_code=_last_exit_code(client, c, state),
+        details=tuple(container_logs.failure_tail(c)),
+    )
+
+
+def watched_crash(
+    client: docker.DockerClient, units: Sequence[Unit], names: set[str]
+) -> Failure | None:
+    """The first of ``units`` (containers gated later, named in ``names``) that crashed,
+    read afresh; a container already gone is left to its own gate."""
+    for unit in units:
+        name = str(unit.body["name"])
+        if name not in names:
+            continue
+        try:
+            c = client.containers.get(name)
+        except docker.errors.NotFound:
+            continue
+        failure = crashed(client, c, str(unit.process))
+        if failure is not None:
+            return failure
+    return None
 
 
 def _started(state: Mapping[str, Any]) -> datetime | None:

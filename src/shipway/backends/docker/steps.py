@@ -37,7 +37,7 @@ from shipway.backends.docker.containers import (
 )
 from shipway.backends.docker.drain import drain
 from shipway.backends.docker.edge import edge, explain
-from shipway.backends.docker.health import Gate, events
+from shipway.backends.docker.health import Gate, events, watched_crash
 from shipway.backends.docker.proxy import DockerProxy
 from shipway.backends.docker.state import name_of, tags_of
 from shipway.backends.docker.store import ensure_holder_image, tar_of
@@ -287,15 +287,21 @@ class DockerSteps(DockerProxy, DockerVolumes):
         conn = self._conn(step.host)
         units = [artifact.get(k) for k in step.units]
         gates = [Gate(unit) for unit in units]
+        # gated after a switch this wait comes before: a crash of one stops it here
+        watched = [artifact.get(k) for k in step.watch]
+        names = [g.name for g in gates] + [str(u.body["name"]) for u in watched]
         with (
             edge(f"host {conn.name}: wait for {step.process}"),
             retry.within(deadline),
-            events(conn.client(), [g.name for g in gates]) as changes,
+            events(conn.client(), names) as changes,
         ):
             client = conn.client()
-            touched = {g.name for g in gates}  # the first look reads every container
+            touched = set(names)  # the first look reads every container
             while True:
                 self._still_ours(target)  # a lost lock ends the wait, not only the next step
+                failure = watched_crash(client, watched, touched)
+                if failure is not None:
+                    return self._failed(step, failure, reporter)
                 now = time.monotonic()
                 for gate in gates:
                     if gate.ready:
