@@ -38,6 +38,7 @@ def read_until(proc: subprocess.Popen[str], marker: str, timeout: float = 60) ->
         "] create program/web@",  # starting the new processes
         "] wait until web is ready",  # in the health gate
         "] update route/hello.localhost",  # switching
+        "] wait until worker is ready",  # switched, the worker's gate still running
         "] remove program/web@",  # draining and stopping the old release
     ],
 )
