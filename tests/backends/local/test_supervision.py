@@ -6,8 +6,13 @@ from __future__ import annotations
 import os
 import select
 import signal
+import sys
+from pathlib import Path
 from typing import Any
 
+import pytest
+
+from shipway.backends.local.supervisor import Supervisor, program_conf, state_of
 from tests.backends.local.conftest import Slot, eventually
 
 
@@ -122,3 +127,41 @@ def test_starting_a_program_with_one_replica_down_leaves_the_running_one_alone(
     assert after["web.2"]["health"] == "ok"
     assert after["worker"]["pid"] == before["worker"]["pid"]
     assert slot.get("/") == (200, "hello from r1\n")
+
+
+IGNORES_TERM = (
+    "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+    "print('up', flush=True); time.sleep(600)"
+)
+
+
+@pytest.mark.parametrize("code", ["import time; time.sleep(600)", IGNORES_TERM])
+def test_a_stop_returns_once_the_process_is_gone_and_kills_one_ignoring_term(
+    tmp_path: Path, code: str
+) -> None:
+    """A stop asks supervisord without waiting and then watches: it must still end only
+    once the process is gone (reaped), and a process ignoring TERM is killed after its
+    stopwaitsecs, as supervisord's own waiting stop does."""
+    supervisor = Supervisor(tmp_path / "supervisor")
+    supervisor.ensure()
+    try:
+        conf = program_conf(
+            "sw.t", [sys.executable, "-c", code], tmp_path, tmp_path / "t.log", stopwaitsecs=1
+        )
+        supervisor.add("sw.t", conf)
+        info = eventually(
+            lambda: (i := supervisor.info().get("sw.t")) and i["statename"] == "RUNNING" and i,
+            what="the program running",
+        )
+        pid = int(info["pid"])
+        eventually(lambda: "up" in (tmp_path / "t.log").read_text() or code != IGNORES_TERM,
+                   what="its TERM handler set")  # fmt: skip
+        supervisor.stop("sw.t", stopwaitsecs=1)
+        assert state_of(supervisor.info().get("sw.t")) == "STOPPED"
+        assert not Path(f"/proc/{pid}").exists()  # gone and reaped, not a zombie
+        if code == IGNORES_TERM:
+            assert "(terminated by SIGKILL" in supervisor.logfile.read_text()
+        supervisor.stop("sw.t")  # nothing left to stop: says nothing
+        supervisor.stop("sw.unknown")
+    finally:
+        supervisor.shutdown()
