@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from shipway.backends.local.router_control import ROUTER_SCRIPT
 from tests.backends.local.conftest import eventually, free_port
 
 HOST = "app.localhost"
+BIG = bytes(range(256)) * (32 * 1024)  # 8 MiB
 
 
 class App:
@@ -53,6 +55,8 @@ class App:
         app.router.add_get("/stream", self.stream)
         app.router.add_get("/events", self.events)
         app.router.add_get("/ws", self.websocket)
+        app.router.add_get("/big", self.big)
+        app.router.add_get("/empty", self.empty)
         self.runner = web.AppRunner(app)
         self.loop.run_until_complete(self.runner.setup())
         site = web.TCPSite(self.runner, "127.0.0.1", 0)
@@ -79,6 +83,16 @@ class App:
         self._seen(request)
         forwarded = request.headers.get("X-Forwarded-For", "")
         return web.Response(text=f"hello via {forwarded}\n")
+
+    async def big(self, request: web.Request) -> web.Response:
+        """8 MiB by length: more than any socket buffer holds, so a client that reads it
+        slowly holds the router's writes back."""
+        self._seen(request)
+        return web.Response(body=BIG, content_type="application/octet-stream")
+
+    async def empty(self, request: web.Request) -> web.Response:
+        self._seen(request)
+        return web.Response(status=204)
 
     async def bye(self, request: web.Request) -> web.Response:
         """Answered as kept alive; the connection is closed right after, as an app does when
@@ -350,3 +364,94 @@ def test_an_instance_that_refuses_connections_is_skipped_for_one_that_answers(
     router.point([f"127.0.0.1:{free_port()}", f"127.0.0.1:{app.port}"])
     router.control("POST", "/reload")
     assert [get(router) for _ in range(4)] == [(200, "hello via 127.0.0.1\n")] * 4
+
+
+def _exchange(router: Router, raw: bytes, answers: int) -> list[tuple[int, bytes]]:
+    """Send ``raw`` (one or more requests) at once on one connection; read ``answers``
+    length-framed answers back, in order: (status, body)."""
+    with socket.create_connection(("127.0.0.1", router.port), timeout=10) as s:
+        s.sendall(raw)
+        buffer, out = b"", []
+        while len(out) < answers:
+            while b"\r\n\r\n" not in buffer:
+                chunk = s.recv(65536)
+                assert chunk, f"closed after {len(out)} answers: {buffer!r}"
+                buffer += chunk
+            head, buffer = buffer.split(b"\r\n\r\n", 1)
+            status = int(head.split(b" ", 2)[1])
+            fields = dict(
+                (k.strip().lower(), v.strip())
+                for k, _, v in (line.partition(b":") for line in head.split(b"\r\n")[1:])
+            )
+            length = int(fields.get(b"content-length", 0))
+            while len(buffer) < length:
+                buffer += s.recv(65536)
+            out.append((status, buffer[:length]))
+            buffer = buffer[length:]
+    return out
+
+
+def test_pipelined_requests_are_answered_in_order_on_one_connection(router: Router) -> None:
+    """Three requests in one write, an unknown host among them: each answered in turn,
+    and the 404 of the router's own keeps the connection."""
+    one = f"GET / HTTP/1.1\r\nHost: {HOST}\r\n\r\n"
+    unknown = "GET / HTTP/1.1\r\nHost: nobody.localhost\r\n\r\n"
+    empty = f"GET /empty HTTP/1.1\r\nHost: {HOST}\r\n\r\n"
+    answers = _exchange(router, (one + unknown + empty + one).encode(), 4)
+    assert [status for status, _ in answers] == [200, 404, 204, 200]
+    assert answers[0][1] == answers[3][1] == b"hello via 127.0.0.1\n"
+    assert b"no app is served at 'nobody.localhost'" in answers[1][1]
+
+
+def test_a_connection_moves_from_bodiless_requests_to_a_body_and_back(
+    router: Router, app: App
+) -> None:
+    """GET, then a POST with a body (the connection goes to the stream path with its
+    unread bytes), then GET again: all on one client connection, all answered."""
+    conn = router.connection()
+    try:
+        conn.request("GET", "/", headers={"Host": HOST})
+        assert conn.getresponse().read() == b"hello via 127.0.0.1\n"
+        first = conn.sock.getsockname() if conn.sock else None
+        conn.request("POST", "/echo", body=b"x" * 1000, headers={"Host": HOST})
+        assert json.loads(conn.getresponse().read())["size"] == 1000
+        conn.request("HEAD", "/", headers={"Host": HOST})
+        head = conn.getresponse()
+        assert (head.status, head.read()) == (200, b"")
+        conn.request("GET", "/", headers={"Host": HOST})
+        assert conn.getresponse().read() == b"hello via 127.0.0.1\n"
+        assert first is not None and conn.sock is not None and conn.sock.getsockname() == first
+    finally:
+        conn.close()
+
+
+def test_a_large_answer_to_a_slow_client_arrives_whole(router: Router) -> None:
+    """8 MiB read in small pieces with pauses: the router holds the app's bytes back while
+    the client's buffer is full, and loses none."""
+    conn = router.connection()
+    try:
+        conn.request("GET", "/big", headers={"Host": HOST})
+        response = conn.getresponse()
+        got = bytearray()
+        while piece := response.read(256 * 1024):
+            got += piece
+            if len(got) < 2 * 1024 * 1024:
+                time.sleep(0.02)  # a slow reader (not a wait for a condition), for 2 MiB
+        assert hashlib.sha256(got).digest() == hashlib.sha256(BIG).digest()
+        conn.request("GET", "/", headers={"Host": HOST})  # the connection still serves
+        assert conn.getresponse().read() == b"hello via 127.0.0.1\n"
+    finally:
+        conn.close()
+
+
+def test_an_http_1_0_client_is_answered_and_its_connection_closed(router: Router) -> None:
+    raw = f"GET / HTTP/1.0\r\nHost: {HOST}\r\n\r\n".encode()
+    with socket.create_connection(("127.0.0.1", router.port), timeout=10) as s:
+        s.sendall(raw)
+        data = b""
+        while chunk := s.recv(65536):  # the router closes after the answer
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 ")
+    assert b"Transfer-Encoding" not in head  # asked as HTTP/1.0: not chunked
+    assert body == b"hello via 127.0.0.1\n"

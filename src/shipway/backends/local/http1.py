@@ -148,6 +148,78 @@ def forwarded_fields(head: Head, keep: frozenset[bytes] = frozenset()) -> list[b
     return [name + b": " + value for name, value in head.fields if name.lower() not in drop]
 
 
+END = b"\r\n\r\n"
+
+
+@dataclass(slots=True)
+class Request:
+    """A request head as the router reads it: where its body ends, whether the client keeps
+    its connection, the host it asks for (port stripped, lowercased), and an upgrade."""
+
+    head: Head
+    method: bytes
+    target: bytes
+    version: bytes
+    framing: Framing
+    keep: bool
+    raw_host: str
+    host: str
+    upgrade: bool
+
+
+def read_request(raw: bytes) -> Request:
+    """``raw``: a request head up to (not including) its blank line. Refused (BadMessage): a
+    malformed head, an HTTP version other than 1.0 and 1.1, an ambiguous body length."""
+    head = parse_head(raw)
+    parts = head.first.split(b" ")
+    if len(parts) != 3:
+        raise BadMessage(400, f"malformed request line {head.first[:40]!r}")
+    method, target, version = parts
+    if version not in (b"HTTP/1.1", b"HTTP/1.0"):
+        raise BadMessage(505, "only HTTP/1.0 and HTTP/1.1 are served")
+    framing = request_body(head)
+    connection = head.tokens(b"connection")
+    raw_host = head.named.get(b"host", b"").decode("latin-1")
+    return Request(
+        head=head,
+        method=method,
+        target=target,
+        version=version,
+        framing=framing,
+        keep=version == b"HTTP/1.1" and b"close" not in connection,
+        raw_host=raw_host,
+        host=raw_host.rsplit(":", 1)[0].strip("[]").lower(),
+        upgrade=b"upgrade" in connection and b"upgrade" in head.named,
+    )
+
+
+def request_head(request: Request, ip: str) -> bytes:
+    """The head sent to an instance: hop-by-hop fields dropped (an upgrade's kept),
+    ``X-Forwarded-For/-Proto/-Host`` added. An HTTP/1.0 client is asked for as HTTP/1.0,
+    so its answer comes unchunked."""
+    head = request.head
+    keep = frozenset({b"upgrade"}) if request.upgrade else frozenset()
+    lines = [request.method + b" " + request.target + b" " + request.version]
+    lines += forwarded_fields(head, keep)
+    prior = head.named.get(b"x-forwarded-for")
+    peer = ip.encode()
+    lines.append(b"X-Forwarded-For: " + (prior + b", " + peer if prior else peer))
+    lines.append(b"X-Forwarded-Proto: http")
+    lines.append(b"X-Forwarded-Host: " + request.raw_host.encode("latin-1"))
+    if request.upgrade:
+        lines.append(b"Connection: upgrade")
+    return b"\r\n".join(lines) + END
+
+
+def response_head(head: Head, keep: bool, informational: bool = False) -> bytes:
+    """The head sent back to the client: HTTP/1.1, hop-by-hop fields dropped, and
+    ``Connection: close`` when the client's connection ends after this answer."""
+    lines = [b"HTTP/1.1" + head.first[8:], *forwarded_fields(head)]
+    if not keep and not informational:
+        lines.append(b"Connection: close")
+    return b"\r\n".join(lines) + END
+
+
 def answer(status: int, text: str, close: bool) -> bytes:
     """A whole plain-text response of the router's own."""
     body = text.encode()

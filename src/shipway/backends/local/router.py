@@ -1,18 +1,20 @@
 """The HTTP router: one long-running process per router port, supervised like the apps.
 
 Run as ``python router.py --port 8800 --tables DIR --control SOCKET`` (standalone: the
-standard library and its siblings ``routetable.py`` and ``http1.py`` only — uvloop's event
-loop when it is installed — so it starts fast and never imports shipway).
+standard library and its siblings ``routetable.py``, ``http1.py``, ``relay.py`` and
+``upstreams.py`` only — uvloop's event loop when it is installed — so it starts fast and
+never imports shipway).
 
 * Routes by Host header (port stripped, lowercased) to the upstreams (127.0.0.1:<port> of
   each instance) of the program the host points at, round-robin.
-* An HTTP/1.1 proxy on asyncio streams: the head is parsed and rewritten (hop-by-hop
-  fields dropped, ``X-Forwarded-For/-Proto/-Host`` added), bodies pass through as they are
-  framed on the wire, as they arrive (streaming, server-sent events), connections to the
-  instances are kept alive and reused, and an ``Upgrade`` (WebSocket) answered ``101``
-  becomes a two-way tunnel. The old aiohttp router spent most of its time in aiohttp's
-  client and in four sends per request (docs/local.md, "Router performance"): this one
-  sends a response's head and its first bytes in one write.
+* An HTTP/1.1 proxy: the head is parsed and rewritten (hop-by-hop fields dropped,
+  ``X-Forwarded-For/-Proto/-Host`` added), bodies pass through as they are framed on the
+  wire, as they arrive (streaming, server-sent events), connections to the instances are
+  kept alive and reused, and an ``Upgrade`` (WebSocket) answered ``101`` becomes a two-way
+  tunnel. A request without a body is relayed in the event loop's callbacks
+  (:mod:`relay`: no task, no wake-up per read); the first request with a body or an upgrade
+  hands its connection to the stream path here (``Router.connection``) for the rest of its
+  life. A response's head and its first bytes go out in one write.
 * The table is the JSON files in ``--tables`` (one per app and slot, and one per generation
   of a blue-green slot, written atomically by the backend; the newest claim of a host wins:
   :mod:`routetable`); ``POST /reload`` on the control socket re-reads them and swaps the
@@ -45,42 +47,65 @@ from typing import Any
 
 if __package__:  # imported as part of shipway (tests)
     from shipway.backends.local.http1 import (
+        END,
         IDEMPOTENT,
         BadMessage,
         Framing,
         Head,
+        Request,
         answer,
         chunk_size,
         forwarded_fields,
         parse_head,
+        read_request,
         request_body,
+        request_head,
         response_body,
+        response_head,
+    )
+    from shipway.backends.local.relay import (
+        CLIENT_IDLE,
+        CONNECT_TIMEOUT,
+        LIMIT,
+        ClientSide,
+        UpstreamSide,
+        no_app,
+        no_instance,
     )
     from shipway.backends.local.routetable import load_table
+    from shipway.backends.local.upstreams import UPSTREAM_IDLE, Pool
 else:  # run as a script: its own directory is on sys.path, shipway is never imported
     from http1 import (  # type: ignore[import-not-found,no-redef]
+        END,
         IDEMPOTENT,
         BadMessage,
         Framing,
         Head,
+        Request,
         answer,
         chunk_size,
         forwarded_fields,
         parse_head,
+        read_request,
         request_body,
+        request_head,
         response_body,
+        response_head,
+    )
+    from relay import (  # type: ignore[import-not-found,no-redef]
+        CLIENT_IDLE,
+        CONNECT_TIMEOUT,
+        LIMIT,
+        ClientSide,
+        UpstreamSide,
+        no_app,
+        no_instance,
     )
     from routetable import load_table  # type: ignore[import-not-found,no-redef]
+    from upstreams import UPSTREAM_IDLE, Pool  # type: ignore[import-not-found,no-redef]
 
 Reader = asyncio.StreamReader
 Writer = asyncio.StreamWriter
-
-END = b"\r\n\r\n"
-LIMIT = 64 * 1024  # the longest head accepted; also the unit of a body's reads
-CONNECT_TIMEOUT = 5.0
-CLIENT_IDLE = 75.0  # a kept-alive client connection with no request is closed after this
-UPSTREAM_IDLE = 30.0  # an idle connection to an instance is closed after this
-POOL_SIZE = 32  # idle connections kept per upstream
 
 
 class Refused(Exception):
@@ -108,45 +133,19 @@ ENDED: tuple[type[BaseException], ...] = (*BROKEN, Failed)
 UPSTREAM_BROKE: tuple[type[BaseException], ...] = (*BROKEN, Failed, BadMessage)
 
 
-class Pool:
-    """Idle kept-alive connections to each upstream, newest first out."""
+class StreamConnection:
+    """A kept-alive connection to an instance, on streams (the stream path's pool)."""
 
-    def __init__(self) -> None:
-        self.idle: dict[str, list[tuple[Reader, Writer, float]]] = {}
+    __slots__ = ("reader", "writer")
 
-    def take(self, upstream: str) -> tuple[Reader, Writer] | None:
-        entries = self.idle.get(upstream)
-        now = time.monotonic()
-        while entries:
-            reader, writer, since = entries.pop()
-            if reader.at_eof() or writer.is_closing() or now - since > UPSTREAM_IDLE:
-                writer.close()
-                continue
-            return reader, writer
-        return None
+    def __init__(self, reader: Reader, writer: Writer) -> None:
+        self.reader, self.writer = reader, writer
 
-    def give(self, upstream: str, reader: Reader, writer: Writer) -> None:
-        entries = self.idle.setdefault(upstream, [])
-        if len(entries) >= POOL_SIZE or reader._buffer:  # type: ignore[attr-defined]
-            writer.close()  # (bytes nobody asked for: the connection cannot be trusted)
-            return
-        entries.append((reader, writer, time.monotonic()))
+    def alive(self) -> bool:
+        return not (self.reader.at_eof() or self.writer.is_closing())
 
-    def sweep(self, known: set[str]) -> None:
-        """Close what idled too long, and every connection to an upstream no longer routed."""
-        now = time.monotonic()
-        for upstream in list(self.idle):
-            keep = []
-            for reader, writer, since in self.idle[upstream]:
-                alive = not (reader.at_eof() or writer.is_closing())
-                if alive and upstream in known and now - since <= UPSTREAM_IDLE:
-                    keep.append((reader, writer, since))
-                else:
-                    writer.close()
-            if keep:
-                self.idle[upstream] = keep
-            else:
-                del self.idle[upstream]
+    def close(self) -> None:
+        self.writer.close()
 
 
 async def _send(writer: Writer, data: bytes) -> None:
@@ -229,7 +228,9 @@ class Router:
         self.inflight: Counter[str] = Counter()
         self.turns: dict[str, itertools.count[int]] = {}
         self.reloaded_at = 0.0
-        self.pool = Pool()
+        self.pool: Pool[StreamConnection] = Pool()  # the stream path's
+        self.sides: Pool[UpstreamSide] = Pool()  # the relay's
+        self.streamed: set[asyncio.Task[None]] = set()  # connections on the stream path
 
     def reload(self) -> int:
         notes: list[str] = []
@@ -239,8 +240,13 @@ class Router:
         self.table = table  # one assignment: the switch is atomic
         self.turns = {}
         self.reloaded_at = time.time()
-        self.pool.sweep(self.known())
+        self.sweep()
         return len(table)
+
+    def sweep(self) -> None:
+        known = self.known()
+        self.pool.sweep(known)
+        self.sides.sweep(known)
 
     def known(self) -> set[str]:
         return {str(u) for e in self.table.values() for u in e["upstreams"]}
@@ -256,6 +262,13 @@ class Router:
         return str(ups[turn % len(ups)])
 
     # -- the public side -----------------------------------------------------------
+
+    def hand_over(self, reader: Reader, writer: Writer) -> None:
+        """The rest of a client's connection on the stream path (a request with a body or
+        an upgrade came: :mod:`relay` serves the others)."""
+        task = asyncio.get_running_loop().create_task(self.connection(reader, writer))
+        self.streamed.add(task)
+        task.add_done_callback(self.streamed.discard)
 
     async def connection(self, reader: Reader, writer: Writer) -> None:
         """One client connection: its requests in turn, while it keeps the connection."""
@@ -301,31 +314,22 @@ class Router:
     ) -> tuple[bool, bytes]:
         """Serve one request; (keep the client connection, bytes read past it)."""
         try:
-            head = parse_head(raw[:-4])
-            _, target, version = head.first.split(b" ")
-            if version not in (b"HTTP/1.1", b"HTTP/1.0"):
-                raise BadMessage(505, "only HTTP/1.0 and HTTP/1.1 are served")
-            framing = request_body(head)
-        except (BadMessage, ValueError) as exc:
-            status = exc.status if isinstance(exc, BadMessage) else 400
-            writer.write(answer(status, f"shipway router: {exc}\n", close=True))
+            request = read_request(raw[:-4])
+        except BadMessage as exc:
+            writer.write(answer(exc.status, f"shipway router: {exc}\n", close=True))
             return False, b""
-        keep = version == b"HTTP/1.1" and b"close" not in head.tokens(b"connection")
-        raw_host = head.named.get(b"host", b"").decode("latin-1")
-        host = raw_host.rsplit(":", 1)[0].strip("[]").lower()
-        entry = self.table.get(host)
-        if entry is None:
-            known = ", ".join(sorted(self.table)) or "none"
-            text = f"shipway router: no app is served at {host!r} here (hosts: {known})\n"
-            return self._refuse(writer, 404, text, keep and framing[0] == "none")
-        exchange = Exchange(self, head, version, target, framing, ip, raw_host, reader, writer)
+        keep, host = request.keep, request.host
+        if host not in self.table:
+            bodiless = request.framing[0] == "none"
+            return self._refuse(writer, 404, no_app(host, self.table), keep and bodiless)
+        exchange = Exchange(self, request, ip, reader, writer)
         tried: set[str] = set()
         while True:
             upstream = self.pick(host, frozenset(tried))
             if upstream is None:
                 status = 502 if tried else 503
-                text = f"shipway router: no running instance serves {host!r}\n"
-                return self._refuse(writer, status, text, keep and not exchange.body_unread)
+                keep_after = keep and not exchange.body_unread
+                return self._refuse(writer, status, no_instance(host), keep_after)
             self.inflight[upstream] += 1  # same loop step as the lookup: see the module doc
             try:
                 return await exchange.run(upstream, keep)
@@ -419,46 +423,27 @@ class Exchange:
     when nothing was sent), and its response back."""
 
     def __init__(
-        self,
-        router: Router,
-        head: Head,
-        version: bytes,
-        target: bytes,
-        framing: Framing,
-        ip: str,
-        raw_host: str,
-        reader: Reader,
-        writer: Writer,
+        self, router: Router, request: Request, ip: str, reader: Reader, writer: Writer
     ) -> None:
-        self.router, self.head, self.framing = router, head, framing
-        self.method = method = head.first.split(b" ", 1)[0]
+        self.router, self.head, self.framing = router, request.head, request.framing
+        self.method = method = request.method
         self.reader, self.writer = reader, writer
         #: the response's head went out to the client (no other answer is possible now)
         self.answered = False
         #: the request's body is still to be read from the client
-        self.body_unread = framing[0] != "none"
+        self.body_unread = request.framing[0] != "none"
         #: a short body, read whole before it is sent (so it can be sent again)
         self.body: bytes | None = None
         #: a streamed body began to go out (this request cannot be sent again)
         self.body_started = False
-        self.upgrade = b"upgrade" in head.tokens(b"connection") and b"upgrade" in head.named
-        self.replayable = framing[0] == "none" and method in IDEMPOTENT and not self.upgrade
-        keep = frozenset({b"upgrade"}) if self.upgrade else frozenset()
-        # an HTTP/1.0 client is asked for as HTTP/1.0: its answer comes unchunked
-        lines = [method + b" " + target + b" " + version, *forwarded_fields(head, keep)]
-        prior = head.named.get(b"x-forwarded-for")
-        peer = ip.encode()
-        lines.append(b"X-Forwarded-For: " + (prior + b", " + peer if prior else peer))
-        lines.append(b"X-Forwarded-Proto: http")
-        lines.append(b"X-Forwarded-Host: " + raw_host.encode("latin-1"))
-        if self.upgrade:
-            lines.append(b"Connection: upgrade")
-        self.request_head = b"\r\n".join(lines) + END
+        self.upgrade = request.upgrade
+        self.replayable = not self.body_unread and method in IDEMPOTENT and not self.upgrade
+        self.request_head = request_head(request, ip)
 
     async def _connect(self, upstream: str) -> tuple[Reader, Writer, bool]:
         taken = self.router.pool.take(upstream)
         if taken is not None:
-            return (*taken, True)
+            return taken.reader, taken.writer, True
         host, _, port = upstream.rpartition(":")
         try:
             reader, writer = await asyncio.wait_for(
@@ -539,7 +524,7 @@ class Exchange:
             if status == 101 and self.upgrade:
                 return await self._upgraded(head, up_reader, up_writer)
             if 100 <= status < 200:  # 100 Continue, 103 Early Hints: passed on, then the answer
-                self.writer.write(self._response_head(head, keep=True, informational=True))
+                self.writer.write(response_head(head, keep=True, informational=True))
                 continue
             break
         framing = response_body(head, status, self.method)
@@ -549,7 +534,7 @@ class Exchange:
             and framing[0] != "close"
         )
         keep = keep and framing[0] != "close"
-        out = self._response_head(head, keep)
+        out = response_head(head, keep)
         kind, length = framing
         self.answered = True
         if kind == "length":
@@ -574,7 +559,10 @@ class Exchange:
         if self.writer.transport.get_write_buffer_size():
             await self.writer.drain()
         if up_keep:
-            self.router.pool.give(upstream, up_reader, up_writer)
+            if up_reader._buffer:  # type: ignore[attr-defined]
+                up_writer.close()  # bytes nobody asked for: the connection cannot be trusted
+            else:
+                self.router.pool.give(upstream, StreamConnection(up_reader, up_writer))
         else:
             up_writer.close()
         return keep and not self.writer.is_closing(), carry
@@ -632,19 +620,14 @@ class Exchange:
         up_writer.close()
         return False, b""
 
-    def _response_head(self, head: Head, keep: bool, informational: bool = False) -> bytes:
-        lines = [b"HTTP/1.1" + head.first[8:], *forwarded_fields(head)]
-        if not keep and not informational:
-            lines.append(b"Connection: close")
-        return b"\r\n".join(lines) + END
-
 
 async def serve(port: int, tables: Path, control: Path) -> None:
     router = Router(port, tables)
     router.reload()
-    public = [await asyncio.start_server(router.connection, "127.0.0.1", port, limit=LIMIT)]
+    loop = asyncio.get_running_loop()
+    public = [await loop.create_server(lambda: ClientSide(router), "127.0.0.1", port)]
     with contextlib.suppress(OSError):  # IPv6 loopback when the machine has it
-        public.append(await asyncio.start_server(router.connection, "::1", port, limit=LIMIT))
+        public.append(await loop.create_server(lambda: ClientSide(router), "::1", port))
     with contextlib.suppress(FileNotFoundError):
         control.unlink()
     control_server = await asyncio.start_unix_server(router.control, str(control))
@@ -659,7 +642,7 @@ async def serve(port: int, tables: Path, control: Path) -> None:
     async def sweep() -> None:
         while True:
             await asyncio.sleep(UPSTREAM_IDLE / 3)
-            router.pool.sweep(router.known())
+            router.sweep()
 
     sweeper = asyncio.ensure_future(sweep())
     stop = asyncio.Event()
