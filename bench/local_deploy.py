@@ -8,8 +8,9 @@ Measures, on a private copy of the example with its own state dir and router por
      directly (the spec's commands, with ``PORT``, its env and secrets, and the built
      environment first on ``PATH`` — ``python3 app.py`` and ``python3 worker.py`` for
      hello, gunicorn serving the Django project for django) until the web one answers its
-     health check — and, for hello, that plus the worker's uptime gate (``initial_delay``,
-     1 s: no route moves before it passed);
+     health check; and when the command returns (after the serving moment, the gates of
+     processes no route goes to — hello's worker must stay up 1 s — and the old release's
+     drain);
   2. where a redeploy's time goes: each line the deploy prints, timed from its start
      (the CLI's start, the plan, each step — the build step, the release command —, the
      switch);
@@ -146,18 +147,12 @@ class Bench:
                 break
             time.sleep(0.01)
         code = proc.wait(timeout=120)
+        self.returned = time.monotonic() - start
         reader.join(timeout=10)
         self.timeline.append((served or 0.0, "(the new release serves)"))
         if code != 0 or served is None:
             raise SystemExit(f"deploy failed (exit {code}) or never served {value!r}")
         return served
-
-    def uptime_gate(self) -> float:
-        """The longest uptime gate the spec declares (a process with no health check path
-        must stay up ``initial_delay`` before any route moves); 0 when there is none."""
-        spec = load_spec(self.app / "shipway.toml")
-        checks = [p.healthcheck for p in spec.processes.values() if p.healthcheck]
-        return max((c.initial_delay for c in checks if c.path is None), default=0.0)
 
     def built_environment(self) -> dict[str, str]:
         """PATH (and VIRTUAL_ENV) of the environment the deploys built, as the processes
@@ -247,16 +242,17 @@ def main() -> int:
     run = Run(name, {k: str(v) for k, v in vars(args).items()})
     with tempfile.TemporaryDirectory(prefix="shipway-bench-") as tmp:
         bench = Bench(Path(tmp), args.example, bytecode=not args.no_bytecode)
-        gate = bench.uptime_gate()  # no route moves before it passed
         try:
             cold = bench.deploy_until_serving("cold")
             times: list[float] = []
+            returns: list[float] = []
             directs: list[float] = []
             timelines: list[list[tuple[float, str]]] = []
             for i in range(args.runs):
                 if i % 2:
                     directs.append(bench.direct())
                 times.append(bench.deploy_until_serving(f"run{i}"))
+                returns.append(bench.returned)
                 timelines.append(bench.timeline)
                 if not i % 2:
                     directs.append(bench.direct())
@@ -288,17 +284,18 @@ def main() -> int:
         f"redeploy to serving, median of {args.runs}: {statistics.median(times):.2f}s "
         f"(min {min(times):.2f}s, max {max(times):.2f}s)"
     )
+    print(
+        f"the command returned, median: {median(returns):.2f}s (after the gates no route "
+        "waits for, and the old release's drain)"
+    )
     ratios = [t / d for t, d in zip(times, directs, strict=True)]
-    ratios_gate = [t / (d + gate) for t, d in zip(times, directs, strict=True)]
     print(
         f"the same processes started directly, until the web one answers: median "
         f"{median(directs):.2f}s; redeploy x {median(ratios):.2f} of it"
-        + (f", x {median(ratios_gate):.2f} of it plus the worker's {gate:g}s uptime gate"
-           if gate else "")
-    )  # fmt: skip
+    )
     middle = sorted(range(len(times)), key=lambda i: times[i])[len(times) // 2]
     print("where the median redeploy's time goes (seconds from `shipway deploy`):")
-    for at, line in timelines[middle]:
+    for at, line in sorted(timelines[middle], key=lambda entry: entry[0]):
         if line.startswith(("deploy ", "[", "  release |", "serving", "rolled", "(the new")):
             print(f"  {at:5.2f}  {line[:100]}")
     print(
@@ -310,11 +307,9 @@ def main() -> int:
             "cold_first_deploy_s": round(cold, 3),
             "redeploy_median_s": round(median(times), 3),
             "redeploy_all_s": [round(t, 3) for t in times],
+            "returned_median_s": round(median(returns), 3),
             "direct_start_median_s": round(median(directs), 3),
             "ratio_to_direct_start": round(median(ratios), 2),
-            "ratio_to_direct_start_plus_worker_gate": round(median(ratios_gate), 2)
-            if gate
-            else None,
             "median_redeploy_timeline": [[round(a, 3), ln] for a, ln in timelines[middle]],
             "redeploys_under_load": args.redeploys,
             "requests_ok": counts["ok"],
