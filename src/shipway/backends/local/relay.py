@@ -24,37 +24,10 @@ from collections import Counter
 from typing import Any, Protocol
 
 if __package__:  # imported as part of shipway (tests)
-    from shipway.backends.local.http1 import (
-        END,
-        IDEMPOTENT,
-        BadMessage,
-        Head,
-        Request,
-        answer,
-        chunk_size,
-        parse_head,
-        read_request,
-        request_head,
-        response_body,
-        response_head,
-    )
-    from shipway.backends.local.upstreams import Pool
+    from shipway.backends.local import http1, upstreams
 else:  # run as a script: its own directory is on sys.path, shipway is never imported
-    from http1 import (  # type: ignore[import-not-found,no-redef]
-        END,
-        IDEMPOTENT,
-        BadMessage,
-        Head,
-        Request,
-        answer,
-        chunk_size,
-        parse_head,
-        read_request,
-        request_head,
-        response_body,
-        response_head,
-    )
-    from upstreams import Pool  # type: ignore[import-not-found,no-redef]
+    import http1  # type: ignore[import-not-found,no-redef]
+    import upstreams  # type: ignore[import-not-found,no-redef]
 
 LIMIT = 64 * 1024  # the longest head accepted; past it a client's reading is paused
 CONNECT_TIMEOUT = 5.0
@@ -81,7 +54,7 @@ class Routes(Protocol):
 
     table: dict[str, dict[str, Any]]
     inflight: Counter[str]
-    sides: Pool[UpstreamSide]
+    sides: upstreams.Pool[UpstreamSide]
 
     def pick(self, host: str, avoid: frozenset[str] = frozenset()) -> str | None: ...
 
@@ -121,7 +94,7 @@ class Chunks:
             i = j + 1
             line, self.line = bytes(self.line), bytearray()
             if self.state == "size":
-                size = chunk_size(line)
+                size = http1.chunk_size(line)
                 self.state, self.left = ("data", size + 2) if size else ("trailer", 0)
             elif line == b"\r\n":  # the blank line after the trailer fields
                 self.done = True
@@ -239,7 +212,7 @@ class ClientSide(asyncio.Protocol):
 
     def refuse(self, status: int, text: str, keep: bool) -> None:
         """An answer of the router's own; the connection ends after it unless ``keep``."""
-        self.write(answer(status, text, close=not keep))
+        self.write(http1.answer(status, text, close=not keep))
         if not keep and self.transport is not None:
             self.transport.close()
 
@@ -258,7 +231,7 @@ class ClientSide(asyncio.Protocol):
             transport = self.transport
             if transport is None or transport.is_closing():
                 return
-            end = self.buffer.find(END)
+            end = self.buffer.find(http1.END)
             if end < 0:
                 if len(self.buffer) > LIMIT:
                     self.refuse(431, "shipway router: request head too large\n", False)
@@ -273,14 +246,14 @@ class ClientSide(asyncio.Protocol):
                 return
             self._cancel_idle()
             try:
-                request = read_request(bytes(self.buffer[:end]).lstrip(b"\r\n"))
-            except BadMessage as exc:
+                request = http1.read_request(bytes(self.buffer[:end]).lstrip(b"\r\n"))
+            except http1.BadMessage as exc:
                 self.refuse(exc.status, f"shipway router: {exc}\n", False)
                 return
             if request.framing[0] != "none" or request.upgrade:
                 self._hand_over()
                 return
-            del self.buffer[: end + len(END)]
+            del self.buffer[: end + len(http1.END)]
             if request.host not in self.router.table:
                 self.refuse(404, no_app(request.host, self.router.table), request.keep)
                 continue
@@ -323,12 +296,12 @@ class Relay:
     """One bodiless request, sent to an instance (another one when nothing was answered and
     it may be sent again), and its answer back to the client as it comes."""
 
-    def __init__(self, client: ClientSide, request: Request) -> None:
+    def __init__(self, client: ClientSide, request: http1.Request) -> None:
         self.client = client
         self.router = client.router
         self.request = request
-        self.out = request_head(request, client.ip)
-        self.idempotent = request.method in IDEMPOTENT
+        self.out = http1.request_head(request, client.ip)
+        self.idempotent = request.method in http1.IDEMPOTENT
         self.tried: set[str] = set()
         self.upstream: str | None = None  # counted in flight while set
         self.side: UpstreamSide | None = None
@@ -404,32 +377,32 @@ class Relay:
                 self._body(data)
             else:
                 self._head(data)
-        except (Broke, BadMessage, ValueError) as exc:
+        except (Broke, http1.BadMessage, ValueError) as exc:
             self._broke(str(exc) or type(exc).__name__)
 
     def _head(self, data: bytes) -> None:
         self.head += data
         while True:
-            end = self.head.find(END)
+            end = self.head.find(http1.END)
             if end < 0:
                 if len(self.head) > LIMIT:
                     raise Broke("response head too large")
                 return
-            head = parse_head(bytes(self.head[:end]))
+            head = http1.parse_head(bytes(self.head[:end]))
             version, _, rest = head.first.partition(b" ")
             code = rest[:3]
             if not (version.startswith(b"HTTP/1.") and code.isdigit()):
                 raise Broke(f"not an HTTP response: {head.first[:40]!r}")
             status = int(code)
-            del self.head[: end + len(END)]
+            del self.head[: end + len(http1.END)]
             if status >= 200:
                 break
             # 100 Continue, 103 Early Hints (and a 101 nobody asked for): passed on
-            self.client.write(response_head(head, keep=True, informational=True))
+            self.client.write(http1.response_head(head, keep=True, informational=True))
         self._answer(head, status, version)
 
-    def _answer(self, head: Head, status: int, version: bytes) -> None:
-        kind, length = response_body(head, status, self.request.method)
+    def _answer(self, head: http1.Head, status: int, version: bytes) -> None:
+        kind, length = http1.response_body(head, status, self.request.method)
         closes = b"close" in head.tokens(b"connection")
         self.up_keep = version == b"HTTP/1.1" and not closes and kind != "close"
         self.keep = self.keep and kind != "close"
@@ -438,7 +411,7 @@ class Relay:
         if kind == "chunked":
             self.chunks = Chunks()
         rest, self.head = bytes(self.head), bytearray()
-        self._body(rest, response_head(head, self.keep))
+        self._body(rest, http1.response_head(head, self.keep))
 
     def _body(self, data: bytes, prefix: bytes = b"") -> None:
         """Bytes of the answer's body (after ``prefix``, its head, when it goes out now)."""
@@ -556,7 +529,7 @@ class Relay:
                 del inflight[upstream]
 
     def _end_with(self, status: int, text: str, keep: bool) -> None:
-        self.client.write(answer(status, text, close=not keep))
+        self.client.write(http1.answer(status, text, close=not keep))
         self._end(keep)
 
     def _end(self, keep: bool) -> None:

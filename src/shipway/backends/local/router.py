@@ -46,63 +46,12 @@ from pathlib import Path
 from typing import Any
 
 if __package__:  # imported as part of shipway (tests)
-    from shipway.backends.local.http1 import (
-        END,
-        IDEMPOTENT,
-        BadMessage,
-        Framing,
-        Head,
-        Request,
-        answer,
-        chunk_size,
-        forwarded_fields,
-        parse_head,
-        read_request,
-        request_body,
-        request_head,
-        response_body,
-        response_head,
-    )
-    from shipway.backends.local.relay import (
-        CLIENT_IDLE,
-        CONNECT_TIMEOUT,
-        LIMIT,
-        ClientSide,
-        UpstreamSide,
-        no_app,
-        no_instance,
-    )
-    from shipway.backends.local.routetable import load_table
-    from shipway.backends.local.upstreams import UPSTREAM_IDLE, Pool
+    from shipway.backends.local import http1, relay, routetable, upstreams
 else:  # run as a script: its own directory is on sys.path, shipway is never imported
-    from http1 import (  # type: ignore[import-not-found,no-redef]
-        END,
-        IDEMPOTENT,
-        BadMessage,
-        Framing,
-        Head,
-        Request,
-        answer,
-        chunk_size,
-        forwarded_fields,
-        parse_head,
-        read_request,
-        request_body,
-        request_head,
-        response_body,
-        response_head,
-    )
-    from relay import (  # type: ignore[import-not-found,no-redef]
-        CLIENT_IDLE,
-        CONNECT_TIMEOUT,
-        LIMIT,
-        ClientSide,
-        UpstreamSide,
-        no_app,
-        no_instance,
-    )
-    from routetable import load_table  # type: ignore[import-not-found,no-redef]
-    from upstreams import UPSTREAM_IDLE, Pool  # type: ignore[import-not-found,no-redef]
+    import http1  # type: ignore[import-not-found,no-redef]
+    import relay  # type: ignore[import-not-found,no-redef]
+    import routetable  # type: ignore[import-not-found,no-redef]
+    import upstreams  # type: ignore[import-not-found,no-redef]
 
 Reader = asyncio.StreamReader
 Writer = asyncio.StreamWriter
@@ -130,7 +79,7 @@ BROKEN: tuple[type[BaseException], ...] = (
 #: what ends a client's connection
 ENDED: tuple[type[BaseException], ...] = (*BROKEN, Failed)
 #: what breaks an exchange with an upstream
-UPSTREAM_BROKE: tuple[type[BaseException], ...] = (*BROKEN, Failed, BadMessage)
+UPSTREAM_BROKE: tuple[type[BaseException], ...] = (*BROKEN, Failed, http1.BadMessage)
 
 
 class StreamConnection:
@@ -150,13 +99,13 @@ class StreamConnection:
 
 async def _send(writer: Writer, data: bytes) -> None:
     writer.write(data)
-    if writer.transport.get_write_buffer_size() > LIMIT:
+    if writer.transport.get_write_buffer_size() > relay.LIMIT:
         await writer.drain()
 
 
 async def _copy_length(reader: Reader, writer: Writer, remaining: int) -> None:
     while remaining > 0:
-        data = await reader.read(min(remaining, LIMIT))
+        data = await reader.read(min(remaining, relay.LIMIT))
         if not data:
             raise Failed("closed inside a body")
         remaining -= len(data)
@@ -167,7 +116,7 @@ async def _copy_chunked(reader: Reader, writer: Writer) -> None:
     """A chunked body, byte for byte as framed, to its end (trailers included)."""
     while True:
         line = await reader.readuntil(b"\r\n")
-        size = chunk_size(line)
+        size = http1.chunk_size(line)
         await _send(writer, line)
         if size == 0:
             while True:  # trailer fields, then the blank line that ends the body
@@ -179,11 +128,11 @@ async def _copy_chunked(reader: Reader, writer: Writer) -> None:
 
 
 async def _copy_to_eof(reader: Reader, writer: Writer) -> None:
-    while data := await reader.read(LIMIT):
+    while data := await reader.read(relay.LIMIT):
         await _send(writer, data)
 
 
-async def _copy_body(reader: Reader, writer: Writer, framing: Framing) -> None:
+async def _copy_body(reader: Reader, writer: Writer, framing: http1.Framing) -> None:
     kind, length = framing
     if kind == "length":
         await _copy_length(reader, writer, length)
@@ -215,7 +164,7 @@ async def _until_gone(reader: Reader) -> bytes:
     """Wait for the client to close its side; bytes it sends meanwhile (a pipelined request)
     end the watch and are returned to be read as the next request."""
     try:
-        return await reader.read(LIMIT) or b""
+        return await reader.read(relay.LIMIT) or b""
     except OSError:
         return b""
 
@@ -228,13 +177,13 @@ class Router:
         self.inflight: Counter[str] = Counter()
         self.turns: dict[str, itertools.count[int]] = {}
         self.reloaded_at = 0.0
-        self.pool: Pool[StreamConnection] = Pool()  # the stream path's
-        self.sides: Pool[UpstreamSide] = Pool()  # the relay's
+        self.pool: upstreams.Pool[StreamConnection] = upstreams.Pool()  # the stream path's
+        self.sides: upstreams.Pool[relay.UpstreamSide] = upstreams.Pool()  # the relay's
         self.streamed: set[asyncio.Task[None]] = set()  # connections on the stream path
 
     def reload(self) -> int:
         notes: list[str] = []
-        table = load_table(self.tables, notes)
+        table = routetable.load_table(self.tables, notes)
         for note in notes:
             print(f"router: {note}", file=sys.stderr, flush=True)
         self.table = table  # one assignment: the switch is atomic
@@ -278,7 +227,7 @@ class Router:
         carry = b""
         try:
             while True:
-                idle = loop.call_later(CLIENT_IDLE, writer.transport.close)
+                idle = loop.call_later(relay.CLIENT_IDLE, writer.transport.close)
                 try:
                     raw = await self._head(reader, carry)
                 finally:
@@ -288,8 +237,8 @@ class Router:
                 keep, carry = await self.request(raw, ip, reader, writer)
                 if not keep:
                     return
-        except BadMessage as exc:
-            writer.write(answer(exc.status, f"shipway router: {exc}\n", close=True))
+        except http1.BadMessage as exc:
+            writer.write(http1.answer(exc.status, f"shipway router: {exc}\n", close=True))
         except ENDED:
             return
         finally:
@@ -300,13 +249,13 @@ class Router:
         if carry:
             reader._buffer[:0] = carry  # type: ignore[attr-defined]
         try:
-            raw = await reader.readuntil(END)
+            raw = await reader.readuntil(http1.END)
         except asyncio.IncompleteReadError as exc:
             if exc.partial.strip():
                 raise
             return None
         except asyncio.LimitOverrunError:
-            raise BadMessage(431, "request head too large") from None
+            raise http1.BadMessage(431, "request head too large") from None
         return raw.lstrip(b"\r\n")
 
     async def request(
@@ -314,14 +263,14 @@ class Router:
     ) -> tuple[bool, bytes]:
         """Serve one request; (keep the client connection, bytes read past it)."""
         try:
-            request = read_request(raw[:-4])
-        except BadMessage as exc:
-            writer.write(answer(exc.status, f"shipway router: {exc}\n", close=True))
+            request = http1.read_request(raw[:-4])
+        except http1.BadMessage as exc:
+            writer.write(http1.answer(exc.status, f"shipway router: {exc}\n", close=True))
             return False, b""
         keep, host = request.keep, request.host
         if host not in self.table:
             bodiless = request.framing[0] == "none"
-            return self._refuse(writer, 404, no_app(host, self.table), keep and bodiless)
+            return self._refuse(writer, 404, relay.no_app(host, self.table), keep and bodiless)
         exchange = Exchange(self, request, ip, reader, writer)
         tried: set[str] = set()
         while True:
@@ -329,7 +278,7 @@ class Router:
             if upstream is None:
                 status = 502 if tried else 503
                 keep_after = keep and not exchange.body_unread
-                return self._refuse(writer, status, no_instance(host), keep_after)
+                return self._refuse(writer, status, relay.no_instance(host), keep_after)
             self.inflight[upstream] += 1  # same loop step as the lookup: see the module doc
             try:
                 return await exchange.run(upstream, keep)
@@ -350,7 +299,7 @@ class Router:
                     del self.inflight[upstream]
 
     def _refuse(self, writer: Writer, status: int, text: str, keep: bool) -> tuple[bool, bytes]:
-        writer.write(answer(status, text, close=not keep))
+        writer.write(http1.answer(status, text, close=not keep))
         return keep, b""
 
     # -- the control side ----------------------------------------------------------
@@ -384,9 +333,9 @@ class Router:
     async def control(self, reader: Reader, writer: Writer) -> None:
         """One request on the control socket, answered as JSON."""
         try:
-            head = parse_head((await reader.readuntil(END))[:-4])
+            head = http1.parse_head((await reader.readuntil(http1.END))[:-4])
             method, path, _ = head.first.split(b" ")
-            kind, length = request_body(head)
+            kind, length = http1.request_body(head)
             doc = json.loads(await reader.readexactly(length)) if kind == "length" else {}
             routes: dict[tuple[bytes, bytes], Callable[[], Awaitable[dict[str, Any]]]] = {
                 (b"POST", b"/reload"): self._control_reload,
@@ -395,7 +344,9 @@ class Router:
             }
             handler = routes.get((method, path))
             if handler is None:
-                writer.write(answer(404, f"no {method.decode()} {path.decode()} here\n", True))
+                writer.write(
+                    http1.answer(404, f"no {method.decode()} {path.decode()} here\n", True)
+                )
             else:
                 body = json.dumps(await handler()).encode()
                 writer.write(
@@ -405,9 +356,9 @@ class Router:
                     + body
                 )
             await writer.drain()
-        except (OSError, ValueError, BadMessage, asyncio.IncompleteReadError) as exc:
+        except (OSError, ValueError, http1.BadMessage, asyncio.IncompleteReadError) as exc:
             with contextlib.suppress(OSError):
-                writer.write(answer(400, f"{exc}\n", True))
+                writer.write(http1.answer(400, f"{exc}\n", True))
         finally:
             writer.close()
 
@@ -423,7 +374,7 @@ class Exchange:
     when nothing was sent), and its response back."""
 
     def __init__(
-        self, router: Router, request: Request, ip: str, reader: Reader, writer: Writer
+        self, router: Router, request: http1.Request, ip: str, reader: Reader, writer: Writer
     ) -> None:
         self.router, self.head, self.framing = router, request.head, request.framing
         self.method = method = request.method
@@ -437,8 +388,8 @@ class Exchange:
         #: a streamed body began to go out (this request cannot be sent again)
         self.body_started = False
         self.upgrade = request.upgrade
-        self.replayable = not self.body_unread and method in IDEMPOTENT and not self.upgrade
-        self.request_head = request_head(request, ip)
+        self.replayable = not self.body_unread and method in http1.IDEMPOTENT and not self.upgrade
+        self.request_head = http1.request_head(request, ip)
 
     async def _connect(self, upstream: str) -> tuple[Reader, Writer, bool]:
         taken = self.router.pool.take(upstream)
@@ -447,7 +398,7 @@ class Exchange:
         host, _, port = upstream.rpartition(":")
         try:
             reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(host, int(port), limit=LIMIT), CONNECT_TIMEOUT
+                asyncio.open_connection(host, int(port), limit=relay.LIMIT), relay.CONNECT_TIMEOUT
             )
         except (OSError, TimeoutError, ValueError) as exc:
             raise Refused(str(exc)) from exc
@@ -463,7 +414,7 @@ class Exchange:
                 up_writer.close()
                 # a kept-alive connection the instance closed while it idled: once more on
                 # a new one, when the request is still whole here and safe to send twice
-                again = self.method in IDEMPOTENT and not self.body_started
+                again = self.method in http1.IDEMPOTENT and not self.body_started
                 if not (reused and attempt == 0 and again):
                     raise
             except BaseException:
@@ -476,7 +427,7 @@ class Exchange:
     ) -> tuple[bool, bytes]:
         body_task: asyncio.Future[None] | None = None
         kind, length = self.framing
-        if kind == "length" and length <= LIMIT and b"expect" not in self.head.named:
+        if kind == "length" and length <= relay.LIMIT and b"expect" not in self.head.named:
             if self.body is None:
                 self.body = await self.reader.readexactly(length)
                 self.body_unread = False
@@ -515,7 +466,7 @@ class Exchange:
                 raise ClosedEarly() from None
             except asyncio.LimitOverrunError:
                 raise Failed("response head too large") from None
-            head = parse_head(raw[:-4])
+            head = http1.parse_head(raw[:-4])
             version, _, rest = head.first.partition(b" ")
             code = rest[:3]
             if not (version.startswith(b"HTTP/1.") and code.isdigit()):
@@ -524,21 +475,21 @@ class Exchange:
             if status == 101 and self.upgrade:
                 return await self._upgraded(head, up_reader, up_writer)
             if 100 <= status < 200:  # 100 Continue, 103 Early Hints: passed on, then the answer
-                self.writer.write(response_head(head, keep=True, informational=True))
+                self.writer.write(http1.response_head(head, keep=True, informational=True))
                 continue
             break
-        framing = response_body(head, status, self.method)
+        framing = http1.response_body(head, status, self.method)
         up_keep = (
             version == b"HTTP/1.1"
             and b"close" not in head.tokens(b"connection")
             and framing[0] != "close"
         )
         keep = keep and framing[0] != "close"
-        out = response_head(head, keep)
+        out = http1.response_head(head, keep)
         kind, length = framing
         self.answered = True
         if kind == "length":
-            first = await up_reader.read(min(length, LIMIT))
+            first = await up_reader.read(min(length, relay.LIMIT))
             if not first:
                 raise Failed("closed inside its response body")
             self.writer.write(out + first)
@@ -573,8 +524,8 @@ class Exchange:
         """The response's head; while a streamed body still goes out, a client that breaks
         off its body ends the exchange (the instance would wait for the rest forever)."""
         if body_task is None or body_task.done():
-            return await up_reader.readuntil(END)
-        head = asyncio.ensure_future(up_reader.readuntil(END))
+            return await up_reader.readuntil(http1.END)
+        head = asyncio.ensure_future(up_reader.readuntil(http1.END))
         try:
             await asyncio.wait((head, body_task), return_when=asyncio.FIRST_COMPLETED)
             if not head.done() and body_task.exception() is not None:
@@ -583,7 +534,7 @@ class Exchange:
         finally:
             head.cancel()
 
-    async def _stream(self, up_reader: Reader, framing: Framing, watch_client: bool) -> bytes:
+    async def _stream(self, up_reader: Reader, framing: http1.Framing, watch_client: bool) -> bytes:
         """A body that may flow for long (chunked, or up to the close: server-sent events),
         stopped as soon as the client goes away (watched unless the client is still
         sending its own body)."""
@@ -610,12 +561,12 @@ class Exchange:
             watch.cancel()
 
     async def _upgraded(
-        self, head: Head, up_reader: Reader, up_writer: Writer
+        self, head: http1.Head, up_reader: Reader, up_writer: Writer
     ) -> tuple[bool, bytes]:
         self.answered = True
-        lines = [head.first, *forwarded_fields(head, frozenset({b"upgrade"}))]
+        lines = [head.first, *http1.forwarded_fields(head, frozenset({b"upgrade"}))]
         lines.append(b"Connection: upgrade")
-        self.writer.write(b"\r\n".join(lines) + END)
+        self.writer.write(b"\r\n".join(lines) + http1.END)
         await _tunnel(self.reader, self.writer, up_reader, up_writer)
         up_writer.close()
         return False, b""
@@ -625,9 +576,9 @@ async def serve(port: int, tables: Path, control: Path) -> None:
     router = Router(port, tables)
     router.reload()
     loop = asyncio.get_running_loop()
-    public = [await loop.create_server(lambda: ClientSide(router), "127.0.0.1", port)]
+    public = [await loop.create_server(lambda: relay.ClientSide(router), "127.0.0.1", port)]
     with contextlib.suppress(OSError):  # IPv6 loopback when the machine has it
-        public.append(await loop.create_server(lambda: ClientSide(router), "::1", port))
+        public.append(await loop.create_server(lambda: relay.ClientSide(router), "::1", port))
     with contextlib.suppress(FileNotFoundError):
         control.unlink()
     control_server = await asyncio.start_unix_server(router.control, str(control))
@@ -641,7 +592,7 @@ async def serve(port: int, tables: Path, control: Path) -> None:
 
     async def sweep() -> None:
         while True:
-            await asyncio.sleep(UPSTREAM_IDLE / 3)
+            await asyncio.sleep(upstreams.UPSTREAM_IDLE / 3)
             router.sweep()
 
     sweeper = asyncio.ensure_future(sweep())
