@@ -31,6 +31,17 @@ from tests.testenv.docker import DockerEnv, DockerHost, http_get
 
 SLOT = "test"
 
+#: the test image's web process, as a spec declares it (its health check ends the text, so
+#: a test may add a field of the check after it)
+WEB = """
+[processes.web]
+port = 8080
+[processes.web.healthcheck]
+path = "/up"
+interval = "100ms"
+attempts = 80
+"""
+
 
 class Lines:
     """A reporter that keeps every line (and can act when one appears)."""
@@ -105,20 +116,12 @@ class Deployment:
                 entries.append(f'"{host.url}"')
             else:
                 entries.append(f'{{ url = "{host.url}", processes = {roles!r} }}'.replace("'", '"'))
-        web = """
-[processes.web]
-port = 8080
-[processes.web.healthcheck]
-path = "/up"
-interval = "100ms"
-attempts = 80
-"""
         self.spec_file.write_text(
             f"""
 [app]
 name = "{self.name}"
 image = "{image}"
-{processes if processes is not None else web}
+{processes if processes is not None else WEB}
 {extra}
 [slots.{SLOT}]
 backend = "docker"

@@ -5,17 +5,9 @@ stops the switch itself, so nothing of the failing release is ever served."""
 from __future__ import annotations
 
 from shipway.engine import Rolled, RolledBack
-from tests.backends.docker.conftest import Deployment, Lines
+from tests.backends.docker.conftest import WEB, Deployment, Lines
 
-PROCESSES = """
-[processes.web]
-port = 8080
-[processes.web.healthcheck]
-path = "/up"
-interval = "100ms"
-attempts = 80
-{web_extra}
-
+WORKER = """
 [processes.worker]
 command = {worker}
 [processes.worker.healthcheck]
@@ -25,7 +17,7 @@ initial_delay = "3s"
 
 
 def processes(worker: str = '["/app/worker"]', web_extra: str = "") -> str:
-    return PROCESSES.format(worker=worker, web_extra=web_extra)
+    return WEB + web_extra + "\n" + WORKER.format(worker=worker)
 
 
 def test_the_new_web_serves_while_the_workers_gate_still_runs(deployment: Deployment) -> None:
