@@ -455,3 +455,15 @@ def test_an_http_1_0_client_is_answered_and_its_connection_closed(router: Router
     assert head.startswith(b"HTTP/1.1 200 ")
     assert b"Transfer-Encoding" not in head  # asked as HTTP/1.0: not chunked
     assert body == b"hello via 127.0.0.1\n"
+
+
+def test_many_pipelined_requests_answered_at_once_are_all_answered(router: Router) -> None:
+    """A host with no running instance: each request is answered (503) in the step that
+    read it, without waiting for anything; 1,500 of them sent in one write are answered in
+    turn, the connection kept (no recursion per answer)."""
+    router.point([])
+    router.control("POST", "/reload")
+    one = f"GET / HTTP/1.1\r\nHost: {HOST}\r\n\r\n"
+    answers = _exchange(router, (one * 1500).encode(), 1500)
+    assert {status for status, _ in answers} == {503}
+    assert answers[-1][1] == b"shipway router: no running instance serves 'app.localhost'\n"

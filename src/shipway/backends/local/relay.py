@@ -151,6 +151,7 @@ class ClientSide(asyncio.Protocol):
         self.writing_paused = False  # the client reads slower than the answer comes
         #: the stream path's protocol, once the connection is handed over
         self.streams: asyncio.StreamReaderProtocol | None = None
+        self.serving = False  # in _next: a relay that ends at once returns to its loop
 
     # -- the transport's callbacks -------------------------------------------------
 
@@ -222,11 +223,20 @@ class ClientSide(asyncio.Protocol):
         if not keep:
             if self.transport is not None:
                 self.transport.close()
-            return
-        self._next()
+        elif not self.serving:
+            self._next()
 
     def _next(self) -> None:
-        """Serve the requests whose heads are whole in the buffer, one at a time."""
+        """Serve the requests whose heads are whole in the buffer, one at a time (a relay
+        that ends at once — no instance to send to — does not recurse: its ``done`` finds
+        this loop serving, and the loop goes on)."""
+        self.serving = True
+        try:
+            self._serve()
+        finally:
+            self.serving = False
+
+    def _serve(self) -> None:
         while self.relay is None and self.streams is None:
             transport = self.transport
             if transport is None or transport.is_closing():
@@ -363,6 +373,7 @@ class Relay:
 
     def _attach(self, side: UpstreamSide) -> None:
         self.side = side
+        self.held = False
         side.relay = self
         assert side.transport is not None
         side.transport.write(self.out)
@@ -516,9 +527,7 @@ class Relay:
         side, self.side = self.side, None
         if side is not None:
             side.close()
-        if self.connecting is not None:
-            self.connecting.cancel()
-        self._release()
+        self._release()  # a connect under way finds the relay ended, and closes what it made
 
     def _release(self) -> None:
         upstream, self.upstream = self.upstream, None
