@@ -278,8 +278,8 @@ def test_a_route_waits_for_the_gate_of_its_own_process_only() -> None:
 
 
 def test_a_switching_unit_naming_no_process_waits_for_every_gate() -> None:
-    """A switch whose process is not known (an Ingress of a team's manifests) may route to
-    any of them: every gate first, as before."""
+    """A switch that names no process may route to any of them: every gate first, as
+    before."""
     desired = Artifact((*WEB_AND_WORKER.units[:3], unit("route/any", ROUTING, switches=True)))
     steps = names(rollout_steps(desired, Observed()))
     assert steps.index("wait until worker is ready") < steps.index("create route/any")

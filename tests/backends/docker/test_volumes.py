@@ -13,19 +13,12 @@ import pytest
 from shipway import api
 from shipway.engine import Rolled
 from shipway.errors import ConfirmationRequired
-from tests.backends.docker.conftest import SLOT, Deployment, Lines
+from tests.backends.docker.conftest import SLOT, WEB, Deployment, Lines
 from tests.testenv.docker import DockerHost
 
 #: web serves /app/www with httpd: a volume at www/data (relative to the image's WORKDIR
 #: /app) is served at /data/; the worker mounts nothing
-PROCESSES = """
-[processes.web]
-port = 8080
-[processes.web.healthcheck]
-path = "/up"
-interval = "100ms"
-attempts = 80
-
+PROCESSES = WEB + """
 [processes.worker]
 command = ["sh", "-c", "trap 'exit 0' TERM; while :; do sleep 1 & wait $!; done"]
 """

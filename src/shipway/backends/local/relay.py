@@ -463,7 +463,6 @@ class Relay:
         """The instance closed (or reset) the connection."""
         side, self.side = self.side, None
         if side is not None:
-            side.relay = None
             side.close()
         if self.ended:
             return

@@ -48,6 +48,8 @@ STILL_RUNNING = 91
 RUNNING_STATES = frozenset({"STARTING", "RUNNING", "BACKOFF"})
 #: a program in one of these is stopped (ABSENT: supervisord does not know it)
 STOPPED_STATES = frozenset({"STOPPED", "EXITED", "FATAL", "ABSENT"})
+#: a program's stopwaitsecs unless it says otherwise (the router's is longer)
+STOPWAITSECS = 10
 #: seconds between two looks at a program being stopped, and past its stopwaitsecs before
 #: a stop waits as supervisord does
 STOP_LOOK = 0.05
@@ -134,7 +136,7 @@ def program_conf(
     autostart: bool = True,
     startsecs: int = 1,
     startretries: int = 30,
-    stopwaitsecs: int = 10,
+    stopwaitsecs: int = STOPWAITSECS,
 ) -> str:
     if any("\n" in w or "\r" in w for w in command):
         raise BackendError(f"the command of {name} contains a line break, which cannot be run")
@@ -360,7 +362,7 @@ class Supervisor:
             if exc.faultCode != ALREADY_STARTED:
                 raise BackendError(f"supervisord cannot start {name}: {exc.faultString}") from exc
 
-    def stop(self, name: str, stopwaitsecs: float = 10.0) -> None:
+    def stop(self, name: str, stopwaitsecs: float = STOPWAITSECS) -> None:
         """Stop the program (TERM, then KILL after ``stopwaitsecs``: supervisord's doing).
 
         Asked without waiting, then watched: supervisord notices a child's exit at a turn
