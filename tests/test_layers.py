@@ -82,3 +82,39 @@ def test_nothing_imports_upward(path: Path) -> None:
 def test_the_layer_table_covers_every_package() -> None:
     layers = {_layer(p) for p in SRC.rglob("*.py")}
     assert layers - {"__init__", "__main__"} <= set(FORBIDDEN), layers - set(FORBIDDEN)
+
+
+def test_the_deploy_path_is_followed_by_imports_alone() -> None:
+    """No module between the CLI and the backends picks code by a string: a reader (and
+    mypy) follows ``api`` → ``backends.open_backend`` → each backend's ``connect`` through
+    plain imports. Only the package's lazy public names (``exports``) import by name."""
+    offenders = []
+    for path in sorted(SRC.rglob("*.py")):
+        if path.name == "exports.py":
+            continue
+        text = path.read_text()
+        if "import_module(" in text or "__import__(" in text:
+            offenders.append(str(path.relative_to(SRC)))
+    assert offenders == []
+
+
+@pytest.mark.parametrize(
+    ("backend", "module"),
+    [
+        ("local", "shipway.backends.local.backend"),
+        ("docker", "shipway.backends.docker.backend"),
+        ("kubernetes", "shipway.backends.kubernetes.backend"),
+    ],
+)
+def test_open_backend_names_each_backend_in_its_own_case(backend: str, module: str) -> None:
+    """``open_backend`` holds one visible case per backend, importing that backend's
+    ``connect`` inside the case (lazy, so ``--help`` pays for none of them)."""
+    source = (SRC / "backends" / "__init__.py").read_text()
+    tree = ast.parse(source)
+    cases = [node for node in ast.walk(tree) if isinstance(node, ast.match_case)]
+    by_name = {
+        ast.literal_eval(case.pattern.value): ast.unparse(case)  # type: ignore[attr-defined]
+        for case in cases
+        if isinstance(case.pattern, ast.MatchValue)
+    }
+    assert f"from {module} import connect" in by_name[backend]

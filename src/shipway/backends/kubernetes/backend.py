@@ -32,6 +32,7 @@ from shipway.backends.kubernetes.source_destroy import KubernetesSourceDestroy
 from shipway.backends.kubernetes.source_drift import KubernetesSourceDrift
 from shipway.backends.kubernetes.source_reads import KubernetesSourceReads
 from shipway.backends.protocol import Drifts, GenerationBackend, SourceBackend
+from shipway.spec.model import App, Slot
 
 
 class KubernetesBackend(
@@ -47,6 +48,12 @@ class KubernetesBackend(
     """One app's slot in one namespace of one cluster."""
 
     name = "kubernetes"
+
+
+def connect(app: App, slot: Slot) -> KubernetesBackend:
+    """The backend for a kubernetes slot. Opens nothing yet: the kubeconfig is read and the
+    API server reached on the first read or step."""
+    return KubernetesBackend(app, slot)
 
 
 _: type[GenerationBackend] = KubernetesBackend  # mypy checks it keeps the whole protocol

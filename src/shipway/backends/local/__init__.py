@@ -1,6 +1,6 @@
 """The local backend: this machine's own processes, supervised, behind an HTTP router.
 
-``connect`` is what :func:`shipway.backends.open_backend` calls; see docs/local.md.
+:func:`shipway.backends.open_backend` calls ``backend.connect``; see docs/local.md.
 """
 
 from __future__ import annotations
