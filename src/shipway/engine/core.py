@@ -26,8 +26,8 @@ from shipway.engine.ids import fresh_ids, restart_ids
 from shipway.engine.oneoff import OneOffs
 from shipway.engine.outcome import Outcome
 from shipway.engine.signals import signals_raise
+from shipway.engine.sources import Workloads
 from shipway.engine.timeouts import DEFAULT_ROLLBACK_TIMEOUT, DEFAULT_TIMEOUT
-from shipway.engine.workloads import Workloads
 from shipway.errors import ImageMetadataMissing, InputError, SecretUnavailable, StalePlan
 from shipway.guard import Clearance
 from shipway.plan.change import Diff
@@ -101,7 +101,7 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
         slot = app.slots.get(slot_name)
         target = app.slots.target(slot_name)
         inputs: BuildInputs | None = None
-        if slot.source is not None:  # the team's manifests or a chart (engine/workloads.py)
+        if slot.source is not None:  # the team's manifests or a chart (engine/sources.py)
             if build:
                 raise refuse_source_build(slot_name)
             release = self._source_release(

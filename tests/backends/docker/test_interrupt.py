@@ -121,7 +121,7 @@ def _plant_lock(
     e.g. this machine's host name and a pid)."""
     client = deployment.local(host)
     try:
-        from shipway.backends.docker.store import ensure_holder_image
+        from shipway.backends.docker.records import ensure_holder_image
 
         ensure_holder_image(client)
         c = client.containers.create(

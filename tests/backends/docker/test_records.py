@@ -50,19 +50,19 @@ def test_under_the_lock_records_are_written_from_what_the_read_found(
     """Once the lock holder has read the records, a write lists nothing first (it knows the
     older versions it removes), and a holder image gone from the host is imported again
     when the engine says it is missing."""
-    from shipway.backends.docker import store
+    from shipway.backends.docker import records
 
     env = deployment.env
     app, backend, target, clearance = deployment.on_hosts([env.a])
     r1 = deployment.pending(app, 1)
     lists: list[int | None] = []
-    real = store.RecordStore._containers
+    real = records.RecordStore._containers
 
-    def counted(self: store.RecordStore, revision: int | None = None) -> list[Any]:
+    def counted(self: records.RecordStore, revision: int | None = None) -> list[Any]:
         lists.append(revision)
         return real(self, revision)
 
-    monkeypatch.setattr(store.RecordStore, "_containers", counted)
+    monkeypatch.setattr(records.RecordStore, "_containers", counted)
     with backend.lock(clearance, target, LockHolder.me(ttl=30), Lines()):
         assert backend.read_records(target) == []
         assert lists == [None]  # the one read

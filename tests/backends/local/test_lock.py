@@ -13,7 +13,7 @@ from shipway.backends.local import LocalBackend
 from shipway.backends.local.dirs import SlotDirs
 from shipway.backends.local.health import health_gate
 from shipway.backends.local.lock import slot_lock
-from shipway.backends.local.model import Instance, ProgramRecord
+from shipway.backends.local.records import Instance, ProgramRecord
 from shipway.backends.local.render import HealthCheck
 from shipway.backends.local.supervisor import Supervisor
 from shipway.backends.protocol import Failure, LockHolder

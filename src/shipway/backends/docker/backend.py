@@ -10,7 +10,7 @@ did there. Where each concern lives:
   proxy and its routes (the switch); :mod:`.release_command` — the release phase;
 * :mod:`.volumes` — the app's data volumes; :mod:`.destroy` — everything of the slot
   removed (its data volumes only when asked);
-* :mod:`.commands` — one-off commands (``shipway run``) in a container of the release;
+* :mod:`.oneoff` — one-off commands (``shipway run``) in a container of the release;
   :mod:`.runtime_files` — what a release's containers wrote inside themselves;
 * :mod:`.health` — the health gate a wait checks; :mod:`.lock` — the slot's lock;
 * :mod:`.owners` — who else serves a host name (another slot's proxy on these hosts);
@@ -23,9 +23,9 @@ Docker keeps no generations: it is a :class:`~shipway.backends.protocol.Backend`
 from __future__ import annotations
 
 from shipway.backends.docker import render
-from shipway.backends.docker.commands import DockerCommands
 from shipway.backends.docker.destroy import DockerDestroy
 from shipway.backends.docker.lock import DockerLock
+from shipway.backends.docker.oneoff import DockerCommands
 from shipway.backends.docker.owners import DockerOwners
 from shipway.backends.docker.reads import DockerReads
 from shipway.backends.docker.release_command import DockerReleaseCommand

@@ -1,4 +1,4 @@
-"""The slot's lock, kept on the slot's first host (beside the records, :mod:`.store`).
+"""The slot's lock, kept on the slot's first host (beside the records, :mod:`.records`).
 
 The lock is the container named ``shipway-<app>-<slot>-lock``, made from the holder image
 and never started: container names are unique, so creating it is the atomic "take". Its
@@ -26,8 +26,8 @@ from docker.models.containers import Container
 
 from shipway.backends.docker import labels
 from shipway.backends.docker.edge import edge
+from shipway.backends.docker.records import ensure_holder_image, read_tree, tar_of
 from shipway.backends.docker.state import DockerState
-from shipway.backends.docker.store import ensure_holder_image, read_tree, tar_of
 from shipway.backends.liveness import ProcessMark
 from shipway.backends.protocol import LockHolder, Reporter
 from shipway.backends.retry import RetryPolicy

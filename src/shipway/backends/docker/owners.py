@@ -19,8 +19,8 @@ from docker.models.containers import Container
 
 from shipway.backends.docker import caddy, drift, labels
 from shipway.backends.docker.edge import edge
+from shipway.backends.docker.records import read_tree
 from shipway.backends.docker.state import DockerState
-from shipway.backends.docker.store import read_tree
 from shipway.backends.protocol import HostOwner
 from shipway.spec.model import App, Slot, Target
 

@@ -30,9 +30,9 @@ from shipway.backends.docker.containers import (
     remove,
 )
 from shipway.backends.docker.edge import explain
+from shipway.backends.docker.records import read_tree, tar_of
 from shipway.backends.docker.retrying import transient_call
 from shipway.backends.docker.state import DockerState
-from shipway.backends.docker.store import read_tree, tar_of
 from shipway.errors import BackendError
 from shipway.plan.model import Remove
 from shipway.release.artifact import Unit

@@ -23,8 +23,8 @@ from docker.models.containers import Container
 from shipway.backends.docker import admin, caddy, container_logs, drift, labels, render
 from shipway.backends.docker.connection import HostConnection
 from shipway.backends.docker.edge import edge
+from shipway.backends.docker.records import read_tree, read_tree_of
 from shipway.backends.docker.state import name_of, tags_of
-from shipway.backends.docker.store import read_tree, read_tree_of
 from shipway.backends.docker.volumes import DockerVolumes
 from shipway.backends.imagemeta import classify, repo_digest
 from shipway.backends.protocol import ProcessStatus, ResolvedImage

@@ -22,7 +22,7 @@ from shipway.backends.docker import labels, render
 from shipway.backends.docker.connection import HostConnection
 from shipway.backends.docker.edge import edge
 from shipway.backends.docker.hosts import HostAddress, addresses
-from shipway.backends.docker.store import RecordIndex, RecordStore
+from shipway.backends.docker.records import RecordIndex, RecordStore
 from shipway.backends.guarded import Guarded
 from shipway.backends.protocol import Reporter
 from shipway.backends.retry import RetryPolicy

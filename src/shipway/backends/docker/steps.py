@@ -39,8 +39,8 @@ from shipway.backends.docker.drain import drain
 from shipway.backends.docker.edge import edge, explain
 from shipway.backends.docker.health import Gate, events, watched_crash
 from shipway.backends.docker.proxy import DockerProxy
+from shipway.backends.docker.records import ensure_holder_image, tar_of
 from shipway.backends.docker.state import name_of, tags_of
-from shipway.backends.docker.store import ensure_holder_image, tar_of
 from shipway.backends.docker.volumes import DockerVolumes
 from shipway.backends.protocol import Failure, Reason, Reporter
 from shipway.errors import BackendError, CleanupFailed

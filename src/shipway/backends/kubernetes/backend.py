@@ -7,7 +7,7 @@ shipway errors with secret values masked):
 
   * :mod:`.reads` — image, observe, records, status, diff, logs, the live digest;
   * :mod:`.steps` — records written, apply, remove, the release command, stop;
-  * :mod:`.commands` — one-off commands (``shipway run``) in a pod of the release;
+  * :mod:`.oneoff` — one-off commands (``shipway run``) in a pod of the release;
   * :mod:`.health` — the rollout and Job waits, and the failures they report;
   * :mod:`.blue_green` — generations: scale, replica waits, hosts pointed and dropped;
   * :mod:`.lock` — the slot's Lease held for an operation;
@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from shipway.backends.imagebuild import ImageBuilds
 from shipway.backends.kubernetes.blue_green import KubernetesBlueGreen
-from shipway.backends.kubernetes.commands import KubernetesCommands
 from shipway.backends.kubernetes.lock import KubernetesLock
+from shipway.backends.kubernetes.oneoff import KubernetesCommands
 from shipway.backends.kubernetes.set_image import KubernetesSetImage
 from shipway.backends.kubernetes.source_destroy import KubernetesSourceDestroy
 from shipway.backends.kubernetes.source_drift import KubernetesSourceDrift

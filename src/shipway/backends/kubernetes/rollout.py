@@ -281,7 +281,7 @@ def new_pods(pods: Iterable[Mapping[str, Any]], watched: Watched) -> list[Mappin
 
 class Judge:
     """Assesses one workload's rollout, snapshot after snapshot: a Deployment by kubectl's
-    rule, or another kind by its ``rule`` (:mod:`.workloads`)."""
+    rule, or another kind by its ``rule`` (:mod:`.readiness`)."""
 
     def __init__(
         self,

@@ -20,11 +20,11 @@ from lightkube.resources.core_v1 import Pod
 from lightkube.types import PatchType
 
 from shipway.backends.kubernetes import render
+from shipway.backends.kubernetes.readiness import RULES
 from shipway.backends.kubernetes.rollout import Judge, Verdict, Watched, readiness_window
 from shipway.backends.kubernetes.source_steps import KubernetesSourceSteps
 from shipway.backends.kubernetes.sources import SOURCE_SLOT, TEMPLATE_PATHS, containers_of
 from shipway.backends.kubernetes.watch import LiveSet
-from shipway.backends.kubernetes.workloads import RULES
 from shipway.backends.protocol import Failure, Reporter
 from shipway.errors import InputError
 from shipway.guard import Clearance

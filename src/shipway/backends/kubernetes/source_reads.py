@@ -20,6 +20,7 @@ from lightkube.core.exceptions import ApiError
 from shipway.backends.kubernetes import chart, render
 from shipway.backends.kubernetes.helm import read_deployed
 from shipway.backends.kubernetes.ownership import owner_of
+from shipway.backends.kubernetes.readiness import POD_OWNERS
 from shipway.backends.kubernetes.reads import KubernetesReads, _yaml, comparable
 from shipway.backends.kubernetes.source_state import KubernetesSourceState
 from shipway.backends.kubernetes.sources import (
@@ -32,7 +33,6 @@ from shipway.backends.kubernetes.sources import (
     source_key,
     to_units,
 )
-from shipway.backends.kubernetes.workloads import POD_OWNERS
 from shipway.backends.protocol import ProcessStatus, Reporter
 from shipway.errors import InputError, ObjectsTaken
 from shipway.plan.model import ApplyObject, Observed, ObservedUnit, Plan, Remove, UnitState

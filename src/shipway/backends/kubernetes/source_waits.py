@@ -1,4 +1,4 @@
-"""Waiting on what a source applied, every kind by its own rule (:mod:`.workloads`),
+"""Waiting on what a source applied, every kind by its own rule (:mod:`.readiness`),
 pinned to the generation its apply returned, failing fast on the signals of the pods each
 workload owns (the same judge as a Deployment's, :mod:`.rollout`).
 
@@ -26,6 +26,12 @@ from shipway.backends import retry
 from shipway.backends.kubernetes import render
 from shipway.backends.kubernetes.discovery import ServedKind
 from shipway.backends.kubernetes.health import KubernetesHealth
+from shipway.backends.kubernetes.readiness import (
+    RULES,
+    claim_progress,
+    crd_progress,
+    kstatus_progress,
+)
 from shipway.backends.kubernetes.rollout import (
     Counts,
     Judge,
@@ -44,12 +50,6 @@ from shipway.backends.kubernetes.sources import (
 )
 from shipway.backends.kubernetes.state import Session
 from shipway.backends.kubernetes.watch import LiveSet
-from shipway.backends.kubernetes.workloads import (
-    RULES,
-    claim_progress,
-    crd_progress,
-    kstatus_progress,
-)
 from shipway.backends.protocol import Failure, Reason, Reporter
 from shipway.errors import BackendError
 from shipway.plan.model import WaitRollout

@@ -22,7 +22,7 @@ class is assembled from one part per concern, each a class over the shared state
 
 What must never happen, and where it is prevented:
   * a half-written state file — every write is a rename (:mod:`.dirs`);
-  * a record misread — records are typed and versioned (:mod:`.model`);
+  * a record misread — records are typed and versioned (:mod:`.records`);
   * a slot stuck behind a dead deploy — the lock is an flock (:mod:`.lock`);
   * a dropped request on a switch — routes move atomically and old programs are drained
     before they stop (:mod:`.routes`, :mod:`.router`); a generation serving a host is never
@@ -41,10 +41,10 @@ from __future__ import annotations
 from shipway.backends.local import render
 from shipway.backends.local.blue_green import LocalBlueGreen
 from shipway.backends.local.build import LocalBuilds
-from shipway.backends.local.commands import LocalCommands
 from shipway.backends.local.destroy import LocalDestroy
 from shipway.backends.local.dirs import router_port
 from shipway.backends.local.lock import LocalLock
+from shipway.backends.local.oneoff import LocalCommands
 from shipway.backends.local.reads import LocalReads
 from shipway.backends.local.release_command import LocalReleaseCommand
 from shipway.backends.local.runtime_files import LocalRuntimeFiles

@@ -18,8 +18,8 @@ from shipway.backends.local.generations import (
     write_claims,
 )
 from shipway.backends.local.health import LocalHealth
-from shipway.backends.local.model import Route, read_programs
 from shipway.backends.local.programs import LocalPrograms
+from shipway.backends.local.records import Route, read_programs
 from shipway.backends.protocol import Failure, GenerationInfo, HostOwner, Reason, Reporter
 from shipway.errors import BackendError, CleanupFailed
 from shipway.guard import Clearance

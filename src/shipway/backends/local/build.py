@@ -1,4 +1,4 @@
-"""The local backend's build phase: the app's dependency environment (:mod:`.environments`
+"""The local backend's build phase: the app's dependency environment (:mod:`.dependencies`
 says what it is made from), built once per set of inputs in the slot's ``envs/<id>/``.
 
 A deploy whose inputs were built before finds the environment by its id and builds
@@ -28,11 +28,11 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from shipway.backends.local import environments, snapshot
+from shipway.backends.local import dependencies, snapshot
+from shipway.backends.local.dependencies import MARKER, Recipe, recipe_of
 from shipway.backends.local.dirs import SlotDirs, file_lock, write_json
-from shipway.backends.local.environments import MARKER, Recipe, recipe_of
-from shipway.backends.local.model import EnvFile, read_programs
 from shipway.backends.local.reads import LocalReads
+from shipway.backends.local.records import EnvFile, read_programs
 from shipway.backends.local.state import now
 from shipway.backends.protocol import BuildInputs, Built, Reporter
 from shipway.errors import BackendError, BuildFailed
@@ -143,7 +143,7 @@ class LocalBuilds(LocalReads):
                 self._run(["npm", "ci", "--no-audit", "--no-fund"], path, reporter, "npm ci")
             else:
                 (path / "bin").mkdir(parents=True)
-                env = {**self.environ, **environments.variables(path, self.environ.get("PATH", ""))}
+                env = {**self.environ, **dependencies.variables(path, self.environ.get("PATH", ""))}
                 self._run(list(recipe.command), root, reporter, "the build command", env)
         except BaseException:
             shutil.rmtree(path, ignore_errors=True)

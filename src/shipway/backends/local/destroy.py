@@ -17,8 +17,8 @@ from pathlib import Path
 from shipway.backends.local import snapshot
 from shipway.backends.local.dirs import SlotDirs
 from shipway.backends.local.generations import read_generations
-from shipway.backends.local.model import read_programs, read_routes
 from shipway.backends.local.ports import owner_prefix
+from shipway.backends.local.records import read_programs, read_routes
 from shipway.backends.local.steps import LocalSteps
 from shipway.backends.local.volumes import LocalVolumes
 from shipway.backends.protocol import Leftover, Reporter

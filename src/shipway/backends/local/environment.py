@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from shipway.backends.local import environments
+from shipway.backends.local import dependencies
 from shipway.backends.local.dirs import SlotDirs
 from shipway.backends.local.render import ProgramBody
 from shipway.backends.local.state import LocalState
@@ -58,7 +58,7 @@ class LocalEnvironment(LocalState):
         build = release.build
         if build is not None and build.kind == "environment" and "SHIPWAY_ENV" not in env:
             # a record whose programs do not name it: the release's own environment
-            env.update(environments.variables(Path(build.what), env.get("PATH", "")))
+            env.update(dependencies.variables(Path(build.what), env.get("PATH", "")))
         env.update(
             SHIPWAY_APP=release.app,
             SHIPWAY_SLOT=release.slot,

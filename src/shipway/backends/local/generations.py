@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shipway.backends.local.dirs import SlotDirs
-from shipway.backends.local.model import RecordFile, Route, SnapshotRecord
+from shipway.backends.local.records import RecordFile, Route, SnapshotRecord
 
 #: generation -> host -> its claim
 Claims = dict[str, dict[str, Route]]

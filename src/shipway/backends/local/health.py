@@ -28,7 +28,7 @@ from typing import Any
 from shipway.backends.excerpt import excerpt
 from shipway.backends.local import logfiles
 from shipway.backends.local.dirs import SlotDirs
-from shipway.backends.local.model import Instance, ProgramRecord
+from shipway.backends.local.records import Instance, ProgramRecord
 from shipway.backends.local.state import LOG_TAIL, LocalState
 from shipway.backends.local.supervisor import RUNNING_STATES, Supervisor, state_of
 from shipway.backends.protocol import Failure, Reason, Reporter

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from shipway.backends.local import logfiles
 from shipway.backends.local.dirs import SlotDirs
-from shipway.backends.local.model import read_programs
+from shipway.backends.local.records import read_programs
 from shipway.backends.local.state import LocalState
 from shipway.backends.protocol import LogLine, LogQuery, LogView
 from shipway.errors import InputError

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from shipway.backends.local.dirs import SlotDirs, read_json, write_json
-from shipway.backends.local.model import check_version
+from shipway.backends.local.records import check_version
 from shipway.errors import BackendError
 from shipway.spec.secrets import HashedValue
 

@@ -20,7 +20,7 @@ from collections.abc import Collection, Iterable
 from pathlib import Path
 
 from shipway.backends.local.dirs import file_lock
-from shipway.backends.local.model import RecordFile
+from shipway.backends.local.records import RecordFile
 from shipway.errors import BackendError
 
 PORTS: RecordFile[str] = RecordFile("ports", str, str)

@@ -29,14 +29,14 @@ from shipway.backends.local.generations import (
     write_claims,
     write_generations,
 )
-from shipway.backends.local.model import (
+from shipway.backends.local.ports import owner_prefix
+from shipway.backends.local.records import (
     EnvFile,
     Instance,
     ProgramRecord,
     read_programs,
     write_programs,
 )
-from shipway.backends.local.ports import owner_prefix
 from shipway.backends.local.render import ProgramBody
 from shipway.backends.local.routes import LocalRoutes
 from shipway.backends.local.state import DRAIN_TIMEOUT, LAUNCHER, now, now_precise

@@ -14,7 +14,7 @@ from shipway.backends.local import preflight, render, snapshot
 from shipway.backends.local.generations import read_claims, read_generations, serving
 from shipway.backends.local.health import LocalHealth
 from shipway.backends.local.logview import LocalLogs
-from shipway.backends.local.model import read_current_snapshot, read_programs, read_routes
+from shipway.backends.local.records import read_current_snapshot, read_programs, read_routes
 from shipway.backends.local.render import RouteBody
 from shipway.backends.local.state import KEEP_SNAPSHOTS
 from shipway.backends.local.supervisor import RUNNING_STATES, state_of

@@ -15,7 +15,7 @@ from typing import Any
 from shipway.backends.local import preflight
 from shipway.backends.local.dirs import SlotDirs
 from shipway.backends.local.generations import read_claims
-from shipway.backends.local.model import Route, read_programs, read_routes, write_routes
+from shipway.backends.local.records import Route, read_programs, read_routes, write_routes
 from shipway.backends.local.render import RouteBody
 from shipway.backends.local.state import LocalState
 from shipway.backends.protocol import Reporter

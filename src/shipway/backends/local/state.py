@@ -3,7 +3,7 @@ them): the app and slot it serves, the state directory, supervisord, the port ta
 secrets it was given — and the preamble every operation passes (:class:`.guarded.Guarded`).
 
 Only reads and plumbing live here: which files hold a slot's records (:mod:`.dirs`,
-:mod:`.model`), which snapshot a release runs in, which secret values to mask. No method
+:mod:`.records`), which snapshot a release runs in, which secret values to mask. No method
 here starts, stops or writes anything.
 """
 
@@ -18,17 +18,17 @@ from typing import TYPE_CHECKING
 
 from shipway.backends.appfiles import AppFiles
 from shipway.backends.guarded import Guarded
-from shipway.backends.local import environments, snapshot
+from shipway.backends.local import dependencies, snapshot
 from shipway.backends.local.dirs import SlotDirs, read_records_file, router_port, state_root
 from shipway.backends.local.generations import read_generations
 from shipway.backends.local.masks import read_masks
-from shipway.backends.local.model import (
+from shipway.backends.local.ports import PortTable, owner_prefix
+from shipway.backends.local.records import (
     EnvFile,
     ProgramRecord,
     read_current_snapshot,
     read_programs,
 )
-from shipway.backends.local.ports import PortTable, owner_prefix
 from shipway.backends.local.render import ProgramBody, excluded_paths
 from shipway.backends.local.router_control import RouterControl
 from shipway.backends.local.supervisor import INHERITED_ENV, Supervisor
@@ -134,7 +134,7 @@ class LocalState(Guarded):
         and its release's dependency environment first on PATH."""
         env = {**self._base_env(), **reveal(dict(body.env), secrets)}
         if body.environment:
-            env.update(environments.variables(Path(body.environment), env.get("PATH", "")))
+            env.update(dependencies.variables(Path(body.environment), env.get("PATH", "")))
         return EnvFile.of(env, secrets)
 
     def _app_files(

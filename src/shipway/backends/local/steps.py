@@ -35,13 +35,13 @@ from shipway.backends.local.generations import (
     write_generations,
 )
 from shipway.backends.local.health import LocalHealth
-from shipway.backends.local.model import (
+from shipway.backends.local.programs import LocalPrograms
+from shipway.backends.local.records import (
     SnapshotRecord,
     read_programs,
     read_routes,
     write_current_snapshot,
 )
-from shipway.backends.local.programs import LocalPrograms
 from shipway.backends.local.render import SnapshotBody
 from shipway.backends.local.state import KEEP_SNAPSHOTS, now, now_precise
 from shipway.backends.local.volumes import LocalVolumes

@@ -19,7 +19,7 @@ from shipway.backends.local.generations import (
     write_claims,
     write_generations,
 )
-from shipway.backends.local.model import (
+from shipway.backends.local.records import (
     EnvFile,
     read_current_snapshot,
     read_programs,
