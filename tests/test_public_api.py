@@ -23,7 +23,8 @@ HELLO = REPO / "examples" / "hello"
 
 EXPECTED = [
     "App", "Backend", "BackendError", "Change", "Clearance", "ClearanceError",
-    "ConfirmationMismatch", "ConfirmationRequired", "Diff", "Engine", "Guard", "GuardRefused",
+    "ConfirmationMismatch", "ConfirmationRequired", "DeployRequest", "Diff", "Engine", "Guard",
+    "GuardRefused",
     "InputError", "Interrupted", "NoAnchor", "Outcome", "Plan", "Release", "ReleaseStatus",
     "Reporter", "RollbackFailed", "Rolled", "RolledBack", "ShipwayError", "Slot", "SlotLocked",
     "SlotStatus", "SpecInvalid", "StalePlan", "Target", "Unchanged", "__version__", "build",

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     )
     from shipway.backends.protocol import Backend, Reporter
     from shipway.engine import (
+        DeployRequest,
         Engine,
         Interrupted,
         NoAnchor,
@@ -80,7 +81,8 @@ _WHERE = {
     # (``reporter=``)
     "shipway.backends.protocol": "Backend Reporter",
     "shipway.engine": (
-        "Engine Interrupted NoAnchor Outcome RollbackFailed Rolled RolledBack Unchanged"
+        "DeployRequest Engine Interrupted NoAnchor Outcome RollbackFailed Rolled RolledBack "
+        "Unchanged"
     ),
     "shipway.errors": (
         "BackendError ClearanceError ConfirmationMismatch ConfirmationRequired "
@@ -119,6 +121,7 @@ __all__ = [
     "ClearanceError",
     "ConfirmationMismatch",
     "ConfirmationRequired",
+    "DeployRequest",
     "Diff",
     "Engine",
     "Guard",

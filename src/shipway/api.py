@@ -16,14 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 from shipway import spec as _spec
 from shipway.backends import open_backend
+from shipway.backends.logs import LogLine, LogQuery, LogView
 from shipway.backends.protocol import (
     Backend,
     Built,
     GenerationInfo,
     Leftover,
-    LogLine,
-    LogQuery,
-    LogView,
     MaskingReporter,
     NullReporter,
     ProcessStatus,
@@ -45,6 +43,7 @@ from shipway.spec.secrets import Masker
 if TYPE_CHECKING:
     from shipway.backends.kubernetes.helm import HelmRelease
     from shipway.engine import Engine, Outcome
+    from shipway.engine.request import DeployRequest
 
 
 def load(path: str | Path | None = None) -> App:
@@ -93,6 +92,7 @@ def plan(
     repair: bool = False,
     force: bool = False,
     build: bool = False,
+    request: DeployRequest | None = None,
     backend: Backend | None = None,
     reporter: Reporter | None = None,
 ) -> Plan:
@@ -100,22 +100,19 @@ def plan(
     (``plan.diff``; ``plan.unchanged``: "no changes", unless ``force``). Mutates nothing,
     starts nothing; with ``build``, its first step says what would be built, or reused.
     ``take_over``: plan taking objects of the slot's source that someone else owns (without
-    it they are refused, naming their owners)."""
+    it they are refused, naming their owners). ``request``: the options as one value (the
+    command line builds one); the keywords are its fields."""
+    request = _request(
+        request, image=image, take_host=take_host, take_over=take_over, force=force, build=build
+    )
+    image, force, build = request.image, request.force, request.build
     if repair and (image is not None or force or build):
         flag = "--image" if image is not None else "--force" if force else "--build"
         raise InputError(f"a repair re-asserts the deployed release: it takes no {flag}")
     with _engine(app, slot, backend, reporter) as engine:
         if repair:
             return engine.plan_repair(app, slot)
-        return engine.plan_deploy(
-            app,
-            slot,
-            image=image,
-            take_host=take_host,
-            force=force,
-            build=build,
-            take_over=take_over,
-        )
+        return engine.plan_deploy(app, slot, request)
 
 
 def diff(
@@ -151,6 +148,20 @@ def object_diff(
         return b.diff(app.slots.target(slot), the_plan)
 
 
+def _request(given: DeployRequest | None, **fields: Any) -> DeployRequest:
+    """The request a call was given, or one made of its keywords — never both: a keyword
+    left at its default beside a request is fine, any other is refused."""
+    from shipway.engine.request import DeployRequest
+
+    if given is None:
+        return DeployRequest(**fields)
+    defaults = DeployRequest()
+    set_too = sorted(k for k, v in fields.items() if v != getattr(defaults, k))
+    if set_too:
+        raise TypeError(f"pass either request= or {', '.join(set_too)}, not both")
+    return given
+
+
 def deploy(
     app: App,
     slot: str,
@@ -164,6 +175,7 @@ def deploy(
     build: bool = False,
     timeout: float = DEFAULT_TIMEOUT,
     rollback_timeout: float = DEFAULT_ROLLBACK_TIMEOUT,
+    request: DeployRequest | None = None,
     backend: Backend | None = None,
     reporter: Reporter | None = None,
 ) -> Outcome:
@@ -171,22 +183,23 @@ def deploy(
     revision recorded, unless ``force``. With ``build``, the image is built from the app's
     source first (or the one built from the same source reused) and deployed by its pushed
     digest. ``take_over``: objects of the slot's source that someone else owns (a Helm
-    release, another field manager) are taken, and said so, instead of refused."""
+    release, another field manager) are taken, and said so, instead of refused.
+    ``request``: the options as one value (the command line builds one); the keywords are
+    its fields."""
+    request = _request(
+        request,
+        image=image,
+        saved=saved_plan,
+        take_host=take_host,
+        force=force,
+        take_over=take_over,
+        build=build,
+        timeout=timeout,
+        rollback_timeout=rollback_timeout,
+    )
     clearance = clear(app, slot, confirm)
     with _engine(app, slot, backend, reporter) as engine:
-        return engine.deploy(
-            clearance,
-            app,
-            slot,
-            image=image,
-            saved=saved_plan,
-            take_host=take_host,
-            force=force,
-            take_over=take_over,
-            build=build,
-            timeout=timeout,
-            rollback_timeout=rollback_timeout,
-        )
+        return engine.deploy(clearance, app, slot, request)
 
 
 def build(
@@ -321,16 +334,16 @@ def promote(
     if ref is None:
         raise InputError(f"slot {slot!r} r{deployed.revision} records no image to promote")
     with _engine(app, dest, backend, reporter) as engine:
-        return engine.deploy(
-            clearance,
-            app,
-            dest,
+        from shipway.engine.request import DeployRequest
+
+        promotion = DeployRequest(
             image=ref,
             operation="promote",
             description=f"promote {slot} r{deployed.revision} ({ref})",
             timeout=timeout,
             rollback_timeout=rollback_timeout,
         )
+        return engine.deploy(clearance, app, dest, promotion)
 
 
 def set_image(

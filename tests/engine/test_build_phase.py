@@ -12,6 +12,7 @@ import pytest
 
 from shipway.backends.memory import MemoryBackend
 from shipway.engine import Engine, NoAnchor, Rolled, RolledBack, Unchanged
+from shipway.engine.request import DeployRequest
 from shipway.errors import InputError
 from shipway.guard import Guard
 from shipway.plan import Build, Plan
@@ -39,7 +40,7 @@ def backend() -> MemoryBackend:
 def deploy(app: App, backend: MemoryBackend, out: Lines, **kw: Any) -> Any:
     clearance = Guard(app.slots).clear("test1")
     engine = Engine(backend, out, actor="tester@test", environ=ENV)
-    return engine.deploy(clearance, app, "test1", build=True, **kw)
+    return engine.deploy(clearance, app, "test1", DeployRequest(build=True, **kw))
 
 
 def names(backend: MemoryBackend) -> list[str]:
@@ -73,20 +74,24 @@ def test_the_same_inputs_are_not_built_again(app: App, backend: MemoryBackend) -
     out = Lines()
     clearance = Guard(app.slots).clear("test1")
     # nothing differs: "no changes" — nothing built, nothing applied, no revision
-    plan = Engine(backend, out, environ=ENV).plan_deploy(app, "test1", build=True)
+    plan = Engine(backend, out, environ=ENV).plan_deploy(app, "test1", DeployRequest(build=True))
     assert plan.unchanged and not any(isinstance(s, Build) for s in plan.steps)
-    outcome = Engine(backend, out, environ=ENV).deploy(clearance, app, "test1", build=True)
+    outcome = Engine(backend, out, environ=ENV).deploy(
+        clearance, app, "test1", DeployRequest(build=True)
+    )
     assert isinstance(outcome, Unchanged) and set(backend.records) == {1}
     assert "build" not in [n for n, _ in backend.calls[-12:]]
     # forced: a new revision, and the build step reuses what was built
-    plan = Engine(backend, out, environ=ENV).plan_deploy(app, "test1", build=True, force=True)
+    plan = Engine(backend, out, environ=ENV).plan_deploy(
+        app, "test1", DeployRequest(build=True, force=True)
+    )
     first = plan.steps[0]
     assert isinstance(first, Build) and first.reuse
     assert first.describe().startswith("reuse image reg/shop:src-")
     # reused: the plan already renders by digest, with the metadata of the built image
     assert plan.release is not None and plan.release.digest == next(iter(built_before.values()))
     outcome = Engine(backend, out, environ=ENV).deploy(
-        clearance, app, "test1", build=True, force=True
+        clearance, app, "test1", DeployRequest(build=True, force=True)
     )
     assert isinstance(outcome, Rolled)
     assert backend.built == built_before
@@ -102,9 +107,7 @@ def test_a_changed_source_is_built_anew(app: App, backend: MemoryBackend) -> Non
     assert backend.records[1].digest != backend.records[2].digest
 
 
-def test_a_failed_build_rolls_back_having_started_nothing(
-    app: App, backend: MemoryBackend
-) -> None:
+def test_a_failed_build_rolls_back_having_started_nothing(app: App, backend: MemoryBackend) -> None:
     assert isinstance(deploy(app, backend, Lines()), Rolled)
     live_before = {k: v.unit.digest for k, v in backend.live.items()}
     backend.build_source = "print('v2')"
@@ -138,7 +141,10 @@ def test_an_explicit_image_is_never_built(app: App, backend: MemoryBackend) -> N
         deploy(app, backend, Lines(), image="reg/shop:1")
     clearance = Guard(app.slots).clear("test1")
     outcome = Engine(backend, Lines(), environ=ENV).deploy(
-        clearance, app, "test1", image="reg/shop@sha256:" + "1" * 64, operation="promote"
+        clearance,
+        app,
+        "test1",
+        DeployRequest(image="reg/shop@sha256:" + "1" * 64, operation="promote"),
     )
     assert isinstance(outcome, Rolled)
     assert "build" not in names(backend) and backend.records[1].build is None
@@ -146,14 +152,16 @@ def test_an_explicit_image_is_never_built(app: App, backend: MemoryBackend) -> N
 
 def test_a_saved_plan_with_a_build_builds_when_applied(app: App, backend: MemoryBackend) -> None:
     out = Lines()
-    plan = Engine(backend, out, environ=ENV).plan_deploy(app, "test1", build=True)
+    plan = Engine(backend, out, environ=ENV).plan_deploy(app, "test1", DeployRequest(build=True))
     assert "build" not in names(backend)  # planning builds nothing
     saved = Plan.from_json(json.loads(json.dumps(plan.to_json())))
     clearance = Guard(app.slots).clear("test1")
-    outcome = Engine(backend, out, environ=ENV).deploy(clearance, app, "test1", saved=saved)
+    outcome = Engine(backend, out, environ=ENV).deploy(
+        clearance, app, "test1", DeployRequest(saved=saved)
+    )
     assert isinstance(outcome, Rolled)
     assert backend.records[1].digest == next(iter(backend.built.values()))
     with pytest.raises(InputError, match="takes no --build"):
         Engine(backend, out, environ=ENV).deploy(
-            clearance, app, "test1", saved=saved, build=True
+            clearance, app, "test1", DeployRequest(saved=saved, build=True)
         )

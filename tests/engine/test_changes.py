@@ -9,6 +9,7 @@ from typing import Any
 
 from shipway.backends.memory import MemoryBackend
 from shipway.engine import Rolled, Unchanged, outcome_from_json
+from shipway.engine.request import DeployRequest
 from shipway.guard import Guard
 from shipway.plan import Plan
 from shipway.plan.change import Change
@@ -30,7 +31,7 @@ def test_an_unchanged_slot_plans_no_changes_and_deploy_records_nothing(
     app: App, backend: MemoryBackend, out: Lines
 ) -> None:
     assert isinstance(deploy(app, backend, out), Rolled)
-    the_plan = engine(backend, out).plan_deploy(app, "test1", image="reg/shop:1")
+    the_plan = engine(backend, out).plan_deploy(app, "test1", DeployRequest(image="reg/shop:1"))
     assert the_plan.unchanged and not the_plan.mutates and the_plan.release is None
     assert the_plan.describe()[0] == "deploy shop to slot test1 (memory): no changes"
     assert the_plan.to_json()["no_changes"] is True and the_plan.to_json()["changes"] == []
@@ -51,7 +52,9 @@ def test_force_redeploys_an_unchanged_slot_with_fresh_ids(
     app: App, backend: MemoryBackend, out: Lines
 ) -> None:
     deploy(app, backend, out)
-    forced = engine(backend, out).plan_deploy(app, "test1", image="reg/shop:1", force=True)
+    forced = engine(backend, out).plan_deploy(
+        app, "test1", DeployRequest(image="reg/shop:1", force=True)
+    )
     assert not forced.unchanged and forced.diff is not None and forced.diff.empty
     outcome = deploy(app, backend, out, force=True)
     assert isinstance(outcome, Rolled) and outcome.to_revision == 2
@@ -60,8 +63,8 @@ def test_force_redeploys_an_unchanged_slot_with_fresh_ids(
 
 def test_an_env_change_shows_old_and_new(app: App, backend: MemoryBackend, out: Lines) -> None:
     deploy(app, backend, out)
-    changed = app_from_toml(SPEC.replace('[secrets]', '[env]\nLOG_LEVEL = "debug"\n\n[secrets]'))
-    the_plan = engine(backend, out).plan_deploy(changed, "test1", image="reg/shop:1")
+    changed = app_from_toml(SPEC.replace("[secrets]", '[env]\nLOG_LEVEL = "debug"\n\n[secrets]'))
+    the_plan = engine(backend, out).plan_deploy(changed, "test1", DeployRequest(image="reg/shop:1"))
     assert the_plan.diff is not None and the_plan.mutates
     assert the_plan.diff.changes == (Change("app", "env.LOG_LEVEL", "added", None, "debug"),)
     assert '    app: env LOG_LEVEL added: "debug"' in the_plan.describe()
@@ -73,17 +76,19 @@ def test_a_changed_secret_is_named_and_its_value_is_shown_nowhere(
     clearance = Guard(app.slots).clear("test1")
     first = engine(backend, out)
     first.environ = {"SHOP_TOKEN": "tok-canary-first-value-1414"}
-    first.deploy(clearance, app, "test1", image="reg/shop:1")
+    first.deploy(clearance, app, "test1", DeployRequest(image="reg/shop:1"))
     second = engine(backend, out)
     second.environ = {"SHOP_TOKEN": CANARY}
-    the_plan = second.plan_deploy(app, "test1", image="reg/shop:1")
+    the_plan = second.plan_deploy(app, "test1", DeployRequest(image="reg/shop:1"))
     assert the_plan.diff is not None
     assert the_plan.diff.changes == (Change("app", "env.TOKEN", "changed", masked=True),)
     assert "    app: env TOKEN (secret) changed" in the_plan.describe()
     text = "\n".join(the_plan.describe()) + json.dumps(the_plan.to_json())
     assert CANARY not in text and "tok-canary-first" not in text
     assert "secret_marks" not in json.dumps(the_plan.to_json())  # nothing to match a guess against
-    assert isinstance(second.deploy(clearance, app, "test1", image="reg/shop:1"), Rolled)
+    assert isinstance(
+        second.deploy(clearance, app, "test1", DeployRequest(image="reg/shop:1")), Rolled
+    )
     stored = b"".join(codec.encode(r) for r in backend.records.values())
     stored += json.dumps([codec.to_json(r) for r in backend.records.values()]).encode()
     assert CANARY.encode() not in stored
@@ -97,7 +102,7 @@ def test_a_saved_plan_of_no_changes_applies_nothing(
     app: App, backend: MemoryBackend, out: Lines
 ) -> None:
     deploy(app, backend, out)
-    saved = engine(backend, out).plan_deploy(app, "test1", image="reg/shop:1")
+    saved = engine(backend, out).plan_deploy(app, "test1", DeployRequest(image="reg/shop:1"))
     again = Plan.from_json(json.loads(json.dumps(saved.to_json())))
     assert again.unchanged and again.diff == saved.diff
     outcome = deploy(app, backend, out, image=None, saved=again)
@@ -109,7 +114,7 @@ def test_drift_is_a_change_and_the_deploy_rolls(
 ) -> None:
     deploy(app, backend, out)
     backend.live["workload/worker"].state = "stopped"
-    the_plan = engine(backend, out).plan_deploy(app, "test1", image="reg/shop:1")
+    the_plan = engine(backend, out).plan_deploy(app, "test1", DeployRequest(image="reg/shop:1"))
     assert the_plan.diff is not None and not the_plan.unchanged
     assert the_plan.diff.changes == (Change("workload/worker", "live", "drifted", "stopped"),)
     assert "    workload/worker: drifted: stopped" in the_plan.describe()

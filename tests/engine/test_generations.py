@@ -10,6 +10,7 @@ import pytest
 from shipway.backends.memory import MemoryBackend
 from shipway.backends.protocol import HostOwner
 from shipway.engine import Engine, NoAnchor, Rolled, RolledBack
+from shipway.engine.request import DeployRequest
 from shipway.errors import HostTaken, InputError, Interrupted
 from shipway.guard import Guard
 from shipway.release.model import ReleaseStatus
@@ -46,7 +47,7 @@ def engine(backend: MemoryBackend, out: Lines) -> Engine:
 
 def deploy(app: App, backend: MemoryBackend, out: Lines, **kw: Any) -> Any:
     clearance = Guard(app.slots).clear("prod")
-    return engine(backend, out).deploy(clearance, app, "prod", **kw)
+    return engine(backend, out).deploy(clearance, app, "prod", DeployRequest(**kw))
 
 
 def calls(backend: MemoryBackend, *names: str) -> list[str]:

@@ -22,6 +22,7 @@ from shipway.engine import (
     RolledBack,
     outcome_from_json,
 )
+from shipway.engine.request import DeployRequest
 from shipway.errors import (
     BackendError,
     ClearanceError,
@@ -89,7 +90,7 @@ def deploy(
     **kw: Any,
 ) -> Any:
     clearance = Guard(app.slots).clear(slot, confirm=slot if slot == "prod" else None)
-    return engine(backend, out).deploy(clearance, app, slot, image=image, **kw)
+    return engine(backend, out).deploy(clearance, app, slot, DeployRequest(image=image, **kw))
 
 
 def statuses(backend: MemoryBackend) -> dict[int, str]:
@@ -159,7 +160,7 @@ def test_plan_and_dry_run_call_nothing_that_mutates(
 ) -> None:
     deploy(app, backend, out)
     backend.calls.clear()
-    p = engine(backend, out).plan_deploy(app, "test1", image="reg/shop:2")
+    p = engine(backend, out).plan_deploy(app, "test1", DeployRequest(image="reg/shop:2"))
     assert p.mutates
     api.object_diff(app, "test1", p, backend=backend)
     engine(backend, out).changes(app, "test1")
@@ -257,7 +258,7 @@ def test_pending_release_is_recovered_and_anchor_reasserted(
     deploy(app, backend, out)
     anchor_units = {k: v.unit.digest for k, v in backend.live.items()}
     # a deploy died half-way: r2 pending, its new web workload applied
-    plan = engine(backend, out).plan_deploy(app, "test1", image="reg/shop:2")
+    plan = engine(backend, out).plan_deploy(app, "test1", DeployRequest(image="reg/shop:2"))
     assert plan.release is not None
     backend.records[2] = plan.release
     new_web = plan.release.artifact.get("workload/web")
@@ -311,7 +312,11 @@ def test_saved_plan_is_applied_exactly(app: App, backend: MemoryBackend, out: Li
     deploy(app, backend, out)
     saved = Plan.from_json(
         json.loads(
-            json.dumps(engine(backend, out).plan_deploy(app, "test1", image="reg/shop:2").to_json())
+            json.dumps(
+                engine(backend, out)
+                .plan_deploy(app, "test1", DeployRequest(image="reg/shop:2"))
+                .to_json()
+            )
         )
     )
     outcome = deploy(app, backend, out, image=None, saved=saved)
@@ -329,11 +334,11 @@ def test_a_saved_plan_takes_no_image_or_take_host(
     app: App, backend: MemoryBackend, out: Lines, extra: dict[str, Any]
 ) -> None:
     deploy(app, backend, out)
-    saved = engine(backend, out).plan_deploy(app, "test1", image="reg/shop:2")
+    saved = engine(backend, out).plan_deploy(app, "test1", DeployRequest(image="reg/shop:2"))
     backend.calls.clear()
     clearance = Guard(app.slots).clear("test1")
     with pytest.raises(InputError, match="applied exactly as it was made"):
-        engine(backend, out).deploy(clearance, app, "test1", saved=saved, **extra)
+        engine(backend, out).deploy(clearance, app, "test1", DeployRequest(saved=saved, **extra))
     assert backend.mutations() == []
 
 
@@ -341,7 +346,7 @@ def test_stale_saved_plan_is_refused_listing_what_changed(
     app: App, backend: MemoryBackend, out: Lines
 ) -> None:
     deploy(app, backend, out)
-    saved = engine(backend, out).plan_deploy(app, "test1", image="reg/shop:2")
+    saved = engine(backend, out).plan_deploy(app, "test1", DeployRequest(image="reg/shop:2"))
     deploy(app, backend, out, image="reg/shop:3")
     backend.calls.clear()
     with pytest.raises(StalePlan) as err:
@@ -443,7 +448,7 @@ def test_secret_values_never_reach_output_plans_or_records(
     app: App, backend: MemoryBackend, out: Lines
 ) -> None:
     deploy(app, backend, out)
-    p = engine(backend, out).plan_deploy(app, "test1", image="reg/shop:2")
+    p = engine(backend, out).plan_deploy(app, "test1", DeployRequest(image="reg/shop:2"))
     blobs = [json.dumps(p.to_json()), "\n".join(out.lines), "\n".join(p.describe())]
     blobs += [codec.encode(r).decode("latin-1") for r in backend.records.values()]
     blobs += [json.dumps(codec.to_json(r)) for r in backend.records.values()]
@@ -527,7 +532,9 @@ def test_a_rollback_that_cannot_have_the_anchor_s_secret_is_a_failed_rollback(
     without = app_from_toml(SPEC.replace('TOKEN = { from_env = "SHOP_TOKEN" }', ""))
     backend.doomed_images.add("reg/shop:2")
     gone = Engine(backend, out, actor="tester@test", environ={})
-    outcome = gone.deploy(Guard(without.slots).clear("test1"), without, "test1", image="reg/shop:2")
+    outcome = gone.deploy(
+        Guard(without.slots).clear("test1"), without, "test1", DeployRequest(image="reg/shop:2")
+    )
     assert isinstance(outcome, RollbackFailed), out.lines
     assert outcome.exit_code == 11
     assert "secrets.TOKEN" in outcome.rollback_failure.message
@@ -559,7 +566,7 @@ def test_a_re_assert_that_fails_leaves_the_release_pending_for_the_next_run(
     app: App, backend: MemoryBackend, out: Lines
 ) -> None:
     deploy(app, backend, out)
-    plan = engine(backend, out).plan_deploy(app, "test1", image="reg/shop:2")
+    plan = engine(backend, out).plan_deploy(app, "test1", DeployRequest(image="reg/shop:2"))
     assert plan.release is not None
     backend.records[2] = plan.release  # a deploy died: r2 pending, its web applied
     new_web = plan.release.artifact.get("workload/web")

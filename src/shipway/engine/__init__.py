@@ -22,11 +22,13 @@ if TYPE_CHECKING:
         Unchanged,
         outcome_from_json,
     )
+    from shipway.engine.request import DeployRequest
     from shipway.engine.timeouts import DEFAULT_ROLLBACK_TIMEOUT, DEFAULT_TIMEOUT
     from shipway.errors import Interrupted
 
 _WHERE = {
     "shipway.engine.core": "Engine",
+    "shipway.engine.request": "DeployRequest",
     "shipway.engine.outcome": (
         "NoAnchor Outcome RollbackFailed Rolled RolledBack Unchanged outcome_from_json"
     ),
@@ -38,6 +40,7 @@ _MODULE_OF, __getattr__ = lazy_exports(__name__, _WHERE, globals())
 __all__ = [
     "DEFAULT_ROLLBACK_TIMEOUT",
     "DEFAULT_TIMEOUT",
+    "DeployRequest",
     "Engine",
     "Interrupted",
     "NoAnchor",

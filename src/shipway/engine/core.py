@@ -25,6 +25,7 @@ from shipway.engine.destroy import Destruction
 from shipway.engine.ids import fresh_ids, restart_ids
 from shipway.engine.oneoff import OneOffs
 from shipway.engine.outcome import Outcome
+from shipway.engine.request import DeployRequest
 from shipway.engine.signals import signals_raise
 from shipway.engine.sources import Workloads
 from shipway.engine.timeouts import DEFAULT_ROLLBACK_TIMEOUT, DEFAULT_TIMEOUT
@@ -41,41 +42,19 @@ from shipway.spec.model import App, Target
 from shipway.spec.parse import from_snapshot
 from shipway.spec.secrets import Secret
 
+#: a deploy with no options: the spec's image, as the spec says
+ASKED = DeployRequest()
+
 
 class Engine(Workloads, BlueGreen, Destruction, OneOffs):
     """Drives one backend for one app's slots. Knows nothing of which backend it drives."""
 
-    def plan_deploy(
-        self,
-        app: App,
-        slot_name: str,
-        *,
-        image: str | None = None,
-        operation: str = "deploy",
-        description: str = "",
-        take_host: bool = False,
-        force: bool = False,
-        take_over: bool = False,
-        build: bool = False,
-    ) -> Plan:
+    def plan_deploy(self, app: App, slot_name: str, request: DeployRequest = ASKED) -> Plan:
         """What a deploy would do now, with what it changes. Mutates nothing."""
         target = app.slots.target(slot_name)
         records = self.backend.read_records(target)
         observed = self.observe(target, records)
-        return self._deploy_plan(
-            app,
-            slot_name,
-            records,
-            observed,
-            self.secrets(app),
-            image,
-            operation,
-            description,
-            take_host,
-            force,
-            take_over,
-            build,
-        )
+        return self._deploy_plan(app, slot_name, records, observed, self.secrets(app), request)
 
     def _deploy_plan(
         self,
@@ -84,13 +63,7 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
         records: Sequence[Release],
         observed: Observed,
         secrets: Mapping[str, Secret],
-        image: str | None,
-        operation: str,
-        description: str,
-        take_host: bool = False,
-        force: bool = False,
-        take_over: bool = False,
-        build: bool = False,
+        request: DeployRequest,
     ) -> Plan:
         """The deploy plan, and what it changes against the deployed release and the
         target; its first step is the build phase when there is one. Nothing differs and
@@ -98,18 +71,19 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
         gives every process a fresh deployment id (and the new revision's number is in what
         it renders), so without this check every deploy of an unchanged slot would roll
         every process."""
+        image, operation, description = request.image, request.operation, request.description
         slot = app.slots.get(slot_name)
         target = app.slots.target(slot_name)
         inputs: BuildInputs | None = None
         if slot.source is not None:  # the team's manifests or a chart (engine/sources.py)
-            if build:
+            if request.build:
                 raise refuse_source_build(slot_name)
             release = self._source_release(
-                app, slot_name, records, secrets, image, operation, description, take_over
+                app, slot_name, records, secrets, image, operation, description, request.take_over
             )
         else:
             view = app.in_slot(slot_name)
-            inputs = self._build_inputs(target, view, image, build)
+            inputs = self._build_inputs(target, view, image, request.build)
             if inputs is not None and inputs.kind == "image":
                 resolved = self._planned_image(view, inputs)
             else:
@@ -137,7 +111,9 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
                 return rollout_plan(
                     operation=operation, backend=self.backend.name, release=release, observed=seen
                 )
-            return self._release_plan(app, slot_name, release, seen, operation, take_host)
+            return self._release_plan(
+                app, slot_name, release, seen, operation, request.take_host
+            )
 
         def diff_of(plan: Plan, seen: Observed) -> Diff:
             assert plan.release is not None
@@ -155,7 +131,7 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
                 plan = plan_of(seen)
                 diff = diff_of(plan, seen)
                 plan = replace(plan, observed=observed.summary())  # what a saved plan checks
-        if diff.empty and not force:
+        if diff.empty and not request.force:
             plan = self._unchanged_plan(
                 plan, diff, f"this {operation} would run what r{diff.before} runs"
                 + (" (--force redeploys anyway)" if operation == "deploy" else ""),
@@ -244,25 +220,11 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
         )
 
     def deploy(
-        self,
-        clearance: Clearance,
-        app: App,
-        slot_name: str,
-        *,
-        image: str | None = None,
-        saved: Plan | None = None,
-        operation: str = "deploy",
-        description: str = "",
-        take_host: bool = False,
-        force: bool = False,
-        take_over: bool = False,
-        build: bool = False,
-        timeout: float = DEFAULT_TIMEOUT,
-        rollback_timeout: float = DEFAULT_ROLLBACK_TIMEOUT,
+        self, clearance: Clearance, app: App, slot_name: str, request: DeployRequest = ASKED
     ) -> Outcome:
-        """Roll out what the spec (or ``image``, or a saved plan) says. When nothing
-        differs from the deployed release and the target matches it, nothing is applied
-        and no revision recorded (:class:`Unchanged`), unless ``force``."""
+        """Roll out what the spec (or the request's image, or its saved plan) says. When
+        nothing differs from the deployed release and the target matches it, nothing is
+        applied and no revision recorded (:class:`Unchanged`), unless ``request.force``."""
         target = app.slots.target(slot_name)
         clearance.require_covers(target)
         slot = app.slots.get(slot_name)
@@ -274,14 +236,8 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
             if refusal is not None:
                 raise InputError(refusal)
         secrets = self.secrets(app)
-        if saved is not None and (image is not None or take_host or force or build):
-            given = [(image is not None, "--image"), (take_host, "--take-host"), (force, "--force")]
-            flag = next((name for on, name in given if on), "--build")
-            raise InputError(
-                f"a saved plan is applied exactly as it was made: it takes no {flag} "
-                f"(hint: make a new one: shipway plan {slot_name} {flag}"
-                f"{' REF' if image is not None else ''} --out FILE)"
-            )
+        saved = request.saved
+        request.check_saved(slot_name)
         if saved is not None and (saved.app, saved.slot, saved.backend) != (
             target.app,
             target.slot,
@@ -294,20 +250,7 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
 
         def make_plan(records: list[Release], observed: Observed) -> Plan:
             if saved is None:
-                return self._deploy_plan(
-                    app,
-                    slot_name,
-                    records,
-                    observed,
-                    secrets,
-                    image,
-                    operation,
-                    description,
-                    take_host,
-                    force,
-                    take_over,
-                    build,
-                )
+                return self._deploy_plan(app, slot_name, records, observed, secrets, request)
             changes = changes_between(saved.observed, observed.summary())
             if changes:
                 raise StalePlan(changes)
@@ -315,14 +258,14 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
                 # objects of other owners are not in the observed state: asked again, and
                 # taken only with --take-over given now
                 sources_of(self.backend).claim(
-                    target, saved.release.artifact, take_over, self.reporter
+                    target, saved.release.artifact, request.take_over, self.reporter
                 )
             return saved
 
         undo = self._sleep_new if blue_green else self._restore_anchor
         return self._rollout(
-            clearance, target, app, secrets, make_plan, undo, timeout, rollback_timeout,
-            check_data=True,
+            clearance, target, app, secrets, make_plan, undo, request.timeout,
+            request.rollback_timeout, check_data=True,
         )  # fmt: skip
 
     def rollback(

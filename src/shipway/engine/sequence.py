@@ -15,6 +15,7 @@ What must never happen, and where it is prevented:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
 from shipway.backends.protocol import LockHolder
@@ -34,12 +35,43 @@ from shipway.engine.signals import settle, signals_deferred, signals_raise
 from shipway.engine.walk import Walker, WalkResult
 from shipway.errors import BackendError, InputError, Interrupted
 from shipway.guard import Clearance
+from shipway.plan.model import Plan
 from shipway.release import history
 from shipway.release.model import Release
 from shipway.spec.model import App, Target
 from shipway.spec.secrets import Secret, redact
 
 AnyOutcome = TypeVar("AnyOutcome", bound=Outcome)
+
+
+@dataclass(frozen=True, slots=True)
+class Rollout:
+    """What one rollout was given and keeps for its whole length: the slot, its clearance,
+    the app and secrets it runs with, and how it is undone (``undo`` makes the steps,
+    ``rollback_timeout`` bounds them; ``restores``: what an undo puts back besides the
+    anchor revision — set-image's image read first)."""
+
+    clearance: Clearance
+    target: Target
+    app: App
+    secrets: Mapping[str, Secret]
+    undo: Undo
+    rollback_timeout: float
+    restores: Callable[[], str] | None = None
+
+
+@dataclass(slots=True)
+class Planned:
+    """What planning under the lock made: the records and the anchor read first, the plan
+    and the release it records, the walker that applies it, the secrets that put the
+    anchor back, and the data-loss warning read before anything replaced the anchor."""
+
+    records: list[Release]
+    anchor: Release | None
+    plan: Plan
+    walker: Walker
+    back_secrets: dict[str, Secret]
+    lost: str | None
 
 
 class RolloutSequence(Recovery, BuildPhase):
@@ -58,127 +90,141 @@ class RolloutSequence(Recovery, BuildPhase):
         check_data: bool = False,
         restores: Callable[[], str] | None = None,
     ) -> Outcome:
-        """``check_data``: warn, once rolled, about files the anchor wrote inside its own
-        copy of the app (a deploy replaces that copy; :mod:`.data_loss`). ``restores``: what
-        the undo puts back besides the anchor revision (set-image: the image read first) —
-        with it, an undo is possible, and said, even when no revision was deployed before."""
+        """The algorithm: under the slot's lock, plan (records and anchor first), walk the
+        plan, then record it rolled — or, when a step failed, undo it and say which of the
+        failed outcomes it is. ``check_data``: warn, once rolled, about files the anchor
+        wrote inside its own copy of the app (:mod:`.data_loss`)."""
+        run = Rollout(clearance, target, app, secrets, undo, rollback_timeout, restores)
         holder = LockHolder.me(self.lock_ttl)
         with signals_raise(), self.backend.lock(clearance, target, holder, self.reporter):
-            records = self.backend.read_records(target)
-            records = self._recover(clearance, target, app, records, secrets, rollback_timeout)
-            anchor = history.deployed(records)  # the anchor: read before anything is patched
-            # what the anchor wrote inside itself, read beside the observation and the plan
-            written = WrittenInside(self.backend, target, anchor if check_data else None)
-            try:
-                observed = self.observe(target, records)
-                plan = build(records, observed)
-                if plan.unchanged and plan.diff is not None and plan.diff.before is not None:
-                    # "no changes": nothing is applied and no revision recorded; the lock was
-                    # held for the check only
-                    return self._settled(Unchanged(str(target), plan.diff.before, plan.operation))
-                if plan.release is None:
-                    raise InputError("the plan records no release")
-                # the marks of the secret values this release is applied with, now
-                release = marked(plan.release, secrets, records)
-                for line in plan.describe():
-                    self.reporter.line(line)
-                builder = self._builder(clearance, target, app, secrets)
-                walker = Walker(
-                    self.backend, clearance, target, release, secrets, self.reporter, builder
-                )
-                # what undoes this release: the anchor, with the secrets its own spec refers to
-                back_secrets = self._secrets_of(anchor, app, secrets)
-                # read before anything replaces the anchor's copy of the app
-                lost = written.warning(release)
-            finally:  # no read outlives the lock, whatever ended the planning
-                written.join()
-            try:
-                # inside the try: a signal landing between the pending record and the first
-                # step is handled like any other interruption
-                self.backend.write_records(clearance, target, [release])
-                result = walker.run(plan.steps, timeout)
-            except BaseException as exc:
-                release = walker.release  # with what its build step made, if it ran
-                # a signal, or an error no step turned into a failure: undone like a failed
-                # rollout, so the slot never keeps serving what its history calls failed
-                why = (
-                    f"interrupted by {exc}"
-                    if isinstance(exc, Interrupted)
-                    else f"stopped by an error: {redact(str(exc), secrets)}"
-                )
-                behind = self._mark_failed(clearance, target, release, why)
-                self._undo_stopped(
-                    clearance,
-                    target,
-                    release,
-                    anchor,
-                    back_secrets,
-                    undo,
-                    walker.result,
-                    rollback_timeout,
-                    why,
-                )
-                if behind is not None and self._mark_failed(clearance, target, release, why):
-                    self.reporter.line(self._behind(release, "what serves is not verified"))
-                raise
-            release = walker.release  # the build phase names what it built
+            planned = self._plan_locked(run, build, check_data)
+            if isinstance(planned, Unchanged):
+                return self._settled(planned)
+            result = self._walk_plan(run, planned, timeout)
+            release = planned.walker.release  # the build phase names what it built
             if result.ok:
-                if lost:
-                    result.warnings.append(redact(lost, secrets))
+                if planned.lost:
+                    result.warnings.append(redact(planned.lost, secrets))
                 with signals_deferred(self.reporter.line):  # never cut the record in half
-                    rolled = self._succeed(clearance, target, app, records, release, anchor, result)
+                    rolled = self._succeed(
+                        clearance, target, app, planned.records, release, planned.anchor, result
+                    )
                     return self._settled(rolled)
-            assert result.failure is not None
-            failure = result.failure
-            # a record that cannot be written never stops the rollback (a bad release left
-            # serving is the worst outcome there is); it is tried again after the rollback
-            behind = self._mark_failed(clearance, target, release, failure.headline())
-            # the details (a log excerpt) are told once, with the outcome, not here too
-            self.reporter.line(failure.headline())
-            label = f"rollback to r{anchor.revision} " if anchor else "cleanup "
-            back = self._walk_back(
-                clearance, target, anchor or release, back_secrets, undo, result, anchor,
-                rollback_timeout, label,
-            )  # fmt: skip
-            warnings = result.warnings + back.warnings
-            if behind is not None:
-                behind = self._mark_failed(clearance, target, release, failure.headline())
-            # a source slot's own workload put back (set-image): what serves, without an anchor
-            restored = restores() if restores is not None else ""
-            if behind is not None:
-                live = (
-                    "what serves is not verified"
-                    if not back.ok
-                    else f"r{anchor.revision} is serving"
-                    if anchor
-                    else f"{restored} is serving"
-                    if restored
-                    else "nothing serves"
-                )
-                warnings.append(self._behind(release, live))
-            late = behind is not None
-            if anchor is None and not restored:
-                return self._settled(
-                    NoAnchor(str(target), release.revision, failure, tuple(warnings), late)
-                )
-            to = anchor.revision if anchor is not None else None
-            if back.ok:
-                rolled_back = RolledBack(
-                    str(target), release.revision, to, failure, tuple(warnings), late, restored
-                )
-                return self._settled(rolled_back)
-            assert back.failure is not None
-            down = RollbackFailed(
-                str(target),
-                release.revision,
-                to,
-                failure,
-                back.failure,
-                tuple(warnings),
-                late,
-                restored,
+            return self._settled(self._fail_and_undo(run, planned, release, result))
+
+    def _plan_locked(self, run: Rollout, build: Build, check_data: bool) -> Planned | Unchanged:
+        """Records first (a pending one left by a dead deploy resolved), the anchor read
+        before anything is patched, then the plan. "No changes" is an answer: nothing is
+        applied and no revision recorded; the lock was held for the check only."""
+        clearance, target, secrets = run.clearance, run.target, run.secrets
+        records = self.backend.read_records(target)
+        records = self._recover(clearance, target, run.app, records, secrets, run.rollback_timeout)
+        anchor = history.deployed(records)  # the anchor: read before anything is patched
+        # what the anchor wrote inside itself, read beside the observation and the plan
+        written = WrittenInside(self.backend, target, anchor if check_data else None)
+        try:
+            observed = self.observe(target, records)
+            plan = build(records, observed)
+            if plan.unchanged and plan.diff is not None and plan.diff.before is not None:
+                return Unchanged(str(target), plan.diff.before, plan.operation)
+            if plan.release is None:
+                raise InputError("the plan records no release")
+            # the marks of the secret values this release is applied with, now
+            release = marked(plan.release, secrets, records)
+            for line in plan.describe():
+                self.reporter.line(line)
+            builder = self._builder(clearance, target, run.app, secrets)
+            walker = Walker(
+                self.backend, clearance, target, release, secrets, self.reporter, builder
             )
-            return self._settled(down)
+            # what undoes this release: the anchor, with the secrets its own spec refers to
+            back_secrets = self._secrets_of(anchor, run.app, secrets)
+            # read before anything replaces the anchor's copy of the app
+            lost = written.warning(release)
+        finally:  # no read outlives the lock, whatever ended the planning
+            written.join()
+        return Planned(records, anchor, plan, walker, back_secrets, lost)
+
+    def _walk_plan(self, run: Rollout, planned: Planned, timeout: float) -> WalkResult:
+        """The pending record first, then the steps. A signal, or an error no step turned
+        into a failure, is undone like a failed rollout and raised again, so the slot never
+        keeps serving what its history calls failed."""
+        clearance, target, walker = run.clearance, run.target, planned.walker
+        try:
+            # inside the try: a signal landing between the pending record and the first
+            # step is handled like any other interruption
+            self.backend.write_records(clearance, target, [walker.release])
+            return walker.run(planned.plan.steps, timeout)
+        except BaseException as exc:
+            release = walker.release  # with what its build step made, if it ran
+            why = (
+                f"interrupted by {exc}"
+                if isinstance(exc, Interrupted)
+                else f"stopped by an error: {redact(str(exc), run.secrets)}"
+            )
+            behind = self._mark_failed(clearance, target, release, why)
+            self._undo_stopped(
+                clearance,
+                target,
+                release,
+                planned.anchor,
+                planned.back_secrets,
+                run.undo,
+                walker.result,
+                run.rollback_timeout,
+                why,
+            )
+            if behind is not None and self._mark_failed(clearance, target, release, why):
+                self.reporter.line(self._behind(release, "what serves is not verified"))
+            raise
+
+    def _fail_and_undo(
+        self, run: Rollout, planned: Planned, release: Release, result: WalkResult
+    ) -> NoAnchor | RolledBack | RollbackFailed:
+        """A step failed: the release recorded failed, the anchor put back, and the outcome
+        said honestly — rolled back, rollback failed (the slot MAY BE DOWN), or no anchor."""
+        clearance, target, anchor = run.clearance, run.target, planned.anchor
+        assert result.failure is not None
+        failure = result.failure
+        # a record that cannot be written never stops the rollback (a bad release left
+        # serving is the worst outcome there is); it is tried again after the rollback
+        behind = self._mark_failed(clearance, target, release, failure.headline())
+        # the details (a log excerpt) are told once, with the outcome, not here too
+        self.reporter.line(failure.headline())
+        label = f"rollback to r{anchor.revision} " if anchor else "cleanup "
+        back = self._walk_back(
+            clearance, target, anchor or release, planned.back_secrets, run.undo, result,
+            anchor, run.rollback_timeout, label,
+        )  # fmt: skip
+        warnings = result.warnings + back.warnings
+        if behind is not None:
+            behind = self._mark_failed(clearance, target, release, failure.headline())
+        # a source slot's own workload put back (set-image): what serves, without an anchor
+        restored = run.restores() if run.restores is not None else ""
+        if behind is not None:
+            live = (
+                "what serves is not verified"
+                if not back.ok
+                else f"r{anchor.revision} is serving"
+                if anchor
+                else f"{restored} is serving"
+                if restored
+                else "nothing serves"
+            )
+            warnings.append(self._behind(release, live))
+        late = behind is not None
+        if anchor is None and not restored:
+            return NoAnchor(str(target), release.revision, failure, tuple(warnings), late)
+        to = anchor.revision if anchor is not None else None
+        if back.ok:
+            return RolledBack(
+                str(target), release.revision, to, failure, tuple(warnings), late, restored
+            )
+        assert back.failure is not None
+        return RollbackFailed(
+            str(target), release.revision, to, failure, back.failure, tuple(warnings), late,
+            restored,
+        )  # fmt: skip
 
     @staticmethod
     def _behind(release: Release, live: str) -> str:

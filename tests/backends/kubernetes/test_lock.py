@@ -30,6 +30,7 @@ from shipway.backends.kubernetes.lease import lease_name
 from shipway.backends.kubernetes.records import record_name
 from shipway.backends.protocol import LockHolder
 from shipway.engine import Engine, Rolled
+from shipway.engine.request import DeployRequest
 from shipway.errors import BackendError
 from shipway.guard import Guard
 from shipway.release.artifact import Unit
@@ -132,7 +133,9 @@ def test_the_lock_is_renewed_while_held_and_released_after(slot: Slot) -> None:
     done: list[Any] = []
     worker = threading.Thread(
         target=lambda: done.append(
-            engine.deploy(clearance, app, "test1", image="registry.example/shop:slow")
+            engine.deploy(
+                clearance, app, "test1", DeployRequest(image="registry.example/shop:slow")
+            )
         )
     )
     worker.start()
@@ -315,7 +318,7 @@ def test_a_deploy_waiting_when_its_lock_is_taken_over_stops_there(slot: Slot) ->
     def deploy() -> None:
         try:
             image = "registry.example/shop:neverready"
-            done.append(engine.deploy(clearance, app, "test1", image=image))
+            done.append(engine.deploy(clearance, app, "test1", DeployRequest(image=image)))
         except Exception as exc:  # what the engine makes of it is the engine's business
             done.append(exc)
 
