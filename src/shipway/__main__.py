@@ -1,3 +1,3 @@
-from shipway.cli import main
+from shipway.cli.main import main
 
 main()

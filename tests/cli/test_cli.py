@@ -9,8 +9,8 @@ import click
 import pytest
 from click.testing import CliRunner
 
-import shipway.cli
-from shipway.cli import cli
+import shipway.cli.deploy
+from shipway.cli.main import cli
 
 SPEC = """
 [app]
@@ -103,7 +103,7 @@ def test_help_imports_no_engine_client_libraries() -> None:
     """Nor shipway's own engine, backends or spec: --help (and its exit) needs none."""
     code = (
         "import sys\n"
-        "from shipway.cli import main\n"
+        "from shipway.cli.main import main\n"
         "sys.argv = ['shipway', '--help']\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
         "heavy = ('lightkube', 'docker', 'aiohttp', 'yaml', 'supervisor', 'paramiko')\n"
@@ -125,7 +125,7 @@ def test_ctrl_c_at_the_confirmation_prompt_exits_130(
     def ctrl_c(*args: object) -> None:
         raise pressed()
 
-    monkeypatch.setattr(shipway.cli, "_confirmation", ctrl_c)
+    monkeypatch.setattr(shipway.cli.deploy, "confirmation", ctrl_c)
     code, _, err = run("-f", str(spec), "deploy", "prod")
     assert code == 130
     assert "error: interrupted by SIGINT" in err

@@ -22,7 +22,7 @@ from tests.backends.local.conftest import Slot
 #: runs the command line in-process, then reports its exit code and every module loaded
 PROBE = """
 import json, sys
-from shipway.cli import main
+from shipway.cli.main import main
 sys.argv = ["shipway", *json.loads(sys.argv[1])]
 code = 0
 try:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from shipway.cli import cli
+from shipway.cli.main import cli
 from tests.backends.local.conftest import Slot
 from tests.cli.conftest import TWO_SLOTS
 

@@ -9,7 +9,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from shipway.cli import cli
+from shipway.cli.main import cli
 from tests.backends.local.conftest import Slot, eventually
 from tests.cli.conftest import TWO_SLOTS
 

@@ -20,6 +20,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from shipway.backends.liveness import ProcessMark
 from shipway.backends.liveness import pid_alive as pid_alive  # the local lock names it here
+from shipway.backends.logs import LogQuery, LogView
 from shipway.errors import InputError
 from shipway.guard import Clearance
 from shipway.plan.model import (
@@ -283,43 +284,6 @@ class GenerationInfo:
             "release": self.release,
             "created_at": self.created_at,
         }
-
-
-@dataclass(frozen=True)
-class LogQuery:
-    """What ``shipway logs`` asks for: the last ``lines`` lines (all processes together,
-    interleaved by time), those written at or after ``since`` (epoch seconds), of what runs
-    or of one release's instances (``release``, a failed one too), then, with ``follow``,
-    every new line."""
-
-    process: str | None = None
-    lines: int = 50
-    since: float | None = None
-    release: int | None = None
-    follow: bool = False
-
-
-@dataclass(frozen=True)
-class LogLine:
-    """One line of a log: where it comes from (``web.1@r3``), when it was written (epoch
-    seconds; None when the backend cannot tell), and its text, secrets masked."""
-
-    source: str
-    at: float | None
-    text: str
-
-    @property
-    def process(self) -> str:
-        return self.source.split("@", 1)[0].split(".", 1)[0]
-
-
-@dataclass(frozen=True)
-class LogView:
-    """The lines a query selects, and — when it is not simply what runs now (a stopped
-    slot, a failed first deploy, ``--release``) — a line saying what they are."""
-
-    about: str | None
-    lines: Iterator[LogLine]
 
 
 @dataclass(frozen=True)

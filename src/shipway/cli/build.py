@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import click
 
-from shipway.cli import (
+from shipway.cli.common import (
     Context,
-    _confirmation,
-    _reporter,
-    _run,
     confirm_option,
+    confirmation,
     one_slot,
     output_option,
+    pass_obj,
+    reporter_of,
+    run_body,
     slot_argument,
 )
-
-pass_obj = click.make_pass_decorator(Context, ensure=True)
 
 
 @click.command()
@@ -40,7 +39,7 @@ def build(obj: Context, slot: str | None, confirm: str | None) -> None:
         app = obj.app()
         name = one_slot(app, slot)
         built = api.build(
-            app, name, confirm=_confirmation(app, name, confirm), reporter=_reporter(obj)
+            app, name, confirm=confirmation(app, name, confirm), reporter=reporter_of(obj)
         )
         doc = {
             "slot": name,
@@ -63,4 +62,4 @@ def build(obj: Context, slot: str | None, confirm: str | None) -> None:
             click.echo(f"  {m.source_type} image, working dir {m.working_dir or '/'}{port}")
         return 0
 
-    _run(obj, body)
+    run_body(obj, body)

@@ -11,23 +11,26 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from shipway.cli import (
+from shipway.cli.common import (
     Context,
-    _reporter,
-    _revision,
-    _run,
     build_option,
-    cli,
     one_slot,
     output_option,
     pass_obj,
     pick_slot,
+    reporter_of,
+    revision_of,
+    run_body,
     slot_argument,
 )
 from shipway.cli.completion import complete_revision
+
+if TYPE_CHECKING:
+    from shipway.engine.request import DeployRequest
 
 #: the history columns that fit a terminal, and those ``--wide`` adds
 HISTORY_COLUMNS = ["revision", "status", "updated", "image", "description"]
@@ -39,7 +42,7 @@ HISTORY_WIDE = ["revision", "status", "created_at", "updated_at", "image", "dige
 EXIT_CHANGES = 6
 
 
-@cli.command()
+@click.command()
 @slot_argument
 @click.option("--image", metavar="REF", help="Plan for this image instead of the spec's.")
 @click.option(
@@ -98,23 +101,21 @@ def plan(
     release command, and any drift. Nothing differs: "no changes", and a deploy would
     do nothing. In CI: plan --detailed-exitcode exits 0 (no changes) or 6 (changes)."""
 
+    from shipway.engine.request import DeployRequest
+
+    asked = DeployRequest(
+        image=image, take_host=take_host, take_over=take_over, force=force, build=build
+    )
+
     def body() -> int:
-        code = show_plan(obj, slot, image, out, repair, take_host, force, take_over, build)
+        code = show_plan(obj, slot, asked, out, repair)
         return code if detailed_exitcode else 0
 
-    _run(obj, body)
+    run_body(obj, body)
 
 
 def show_plan(
-    obj: Context,
-    given: str | None,
-    image: str | None,
-    out: str | None,
-    repair: bool,
-    take_host: bool,
-    force: bool = False,
-    take_over: bool = False,
-    build: bool = False,
+    obj: Context, given: str | None, asked: DeployRequest, out: str | None, repair: bool
 ) -> int:
     """``plan`` (and ``deploy --dry-run``, which is exactly this): read-only. Returns 0
     when the plan changes nothing, EXIT_CHANGES when it does."""
@@ -125,13 +126,9 @@ def show_plan(
     the_plan = api.plan(
         app,
         slot,
-        image=image,
         repair=repair,
-        take_host=take_host,
-        force=force,
-        take_over=take_over,
-        build=build,
-        reporter=_reporter(obj),  # what planning says (objects taken over, hooks left out)
+        request=asked,
+        reporter=reporter_of(obj),  # what planning says (objects taken over, hooks left out)
     )
     detail = [] if the_plan.unchanged else api.object_diff(app, slot, the_plan)
     if out:
@@ -149,7 +146,7 @@ def show_plan(
     return 0 if the_plan.unchanged else EXIT_CHANGES
 
 
-@cli.command()
+@click.command()
 @slot_argument
 @click.argument("rev_a", required=False, metavar="[REV_A]", shell_complete=complete_revision)
 @click.argument("rev_b", required=False, metavar="[REV_B]", shell_complete=complete_revision)
@@ -170,7 +167,7 @@ def diff(obj: Context, slot: str | None, rev_a: str | None, rev_b: str | None) -
 
         app = obj.app()
         name, a, b = pick_slot(app, slot, rev_a, rev_b)
-        result = api.diff(app, name, _revision(a), _revision(b))
+        result = api.diff(app, name, revision_of(a), revision_of(b))
         if obj.json:
             from shipway.cli.report import emit_json
 
@@ -180,10 +177,10 @@ def diff(obj: Context, slot: str | None, rev_a: str | None, rev_b: str | None) -
                 click.echo(line)
         return 0
 
-    _run(obj, body)
+    run_body(obj, body)
 
 
-@cli.command()
+@click.command()
 @slot_argument
 @click.option(
     "-v",
@@ -232,4 +229,4 @@ def history(obj: Context, slot: str | None, verbose: bool, wide: bool) -> None:
             click.echo(line)
         return 0
 
-    _run(obj, body)
+    run_body(obj, body)

@@ -14,20 +14,20 @@ from typing import TYPE_CHECKING
 
 import click
 
-from shipway.cli import (
+from shipway.cli.common import (
     Context,
-    _reporter,
-    _run,
     confirm_option,
     one_slot,
     output_option,
+    pass_obj,
+    reporter_of,
+    run_body,
     slot_argument,
 )
 
 if TYPE_CHECKING:
     from shipway.backends.protocol import Leftover
 
-pass_obj = click.make_pass_decorator(Context, ensure=True)
 
 
 @click.command()
@@ -77,7 +77,7 @@ def destroy(obj: Context, slot: str | None, volumes: bool, confirm: str | None) 
                 or None
             )
         gone = (
-            api.destroy(app, name, volumes=volumes, confirm=answer, reporter=_reporter(obj))
+            api.destroy(app, name, volumes=volumes, confirm=answer, reporter=reporter_of(obj))
             if doomed
             else []
         )
@@ -94,7 +94,7 @@ def destroy(obj: Context, slot: str | None, volumes: bool, confirm: str | None) 
             click.echo(f"destroyed {app.name}/{name}: deleted {len(gone)}{left}")
         return 0
 
-    _run(obj, body)
+    run_body(obj, body)
 
 
 def _listing(target: str, doomed: list[Leftover], kept: list[Leftover]) -> None:

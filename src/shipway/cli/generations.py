@@ -9,16 +9,17 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from shipway.cli import (
+from shipway.cli.common import (
     Context,
-    _confirmation,
-    _reporter,
-    _roll,
-    _run,
     confirm_option,
+    confirmation,
     one_slot,
     output_option,
+    pass_obj,
     pick_slot,
+    reporter_of,
+    roll,
+    run_body,
     slot_argument,
     take_host_option,
     timeout_options,
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
     from shipway.engine.outcome import Outcome
     from shipway.spec.model import App
 
-pass_obj = click.make_pass_decorator(Context, ensure=True)
 
 
 def generation_argument(f: Any) -> Any:
@@ -68,7 +68,7 @@ def gens(obj: Context, slot: str | None) -> None:
                 row["age"] = age(str(row["created_at"]))
         return listing(obj.json, name, "generations", rows, ["name", "state", "release", "age"])
 
-    _run(obj, body)
+    run_body(obj, body)
 
 
 @click.command()
@@ -98,14 +98,14 @@ def switch(
             app,
             name,
             gen,
-            confirm=_confirmation(app, name, confirm),
+            confirm=confirmation(app, name, confirm),
             take_host=take_host,
             timeout=timeout,
             rollback_timeout=rollback_timeout,
             reporter=reporter,
         )
 
-    _roll(obj, operation)
+    roll(obj, operation)
 
 
 def _generation_command(verb: str, doc: str) -> click.Command:
@@ -126,7 +126,7 @@ def _generation_command(verb: str, doc: str) -> click.Command:
             name, gen = _slot_and_generation(app, slot, generation)
             action = api.sleep if verb == "sleep" else api.wake
             action(
-                app, name, gen, confirm=_confirmation(app, name, confirm), reporter=_reporter(obj)
+                app, name, gen, confirm=confirmation(app, name, confirm), reporter=reporter_of(obj)
             )
             state = "asleep" if verb == "sleep" else "awake (no traffic moved)"
             if obj.json:
@@ -135,7 +135,7 @@ def _generation_command(verb: str, doc: str) -> click.Command:
                 click.echo(f"{gen} is {state}")
             return 0
 
-        _run(obj, body)
+        run_body(obj, body)
 
     return command
 
@@ -158,7 +158,7 @@ def gc(obj: Context, slot: str | None, keep: int, confirm: str | None) -> None:
         app = obj.app()
         name = one_slot(app, slot)
         deleted = api.gc(
-            app, name, keep, confirm=_confirmation(app, name, confirm), reporter=_reporter(obj)
+            app, name, keep, confirm=confirmation(app, name, confirm), reporter=reporter_of(obj)
         )
         if obj.json:
             emit_json({"slot": name, "deleted": deleted})
@@ -166,13 +166,12 @@ def gc(obj: Context, slot: str | None, keep: int, confirm: str | None) -> None:
             click.echo(f"deleted {len(deleted)} generation(s): {', '.join(deleted) or '-'}")
         return 0
 
-    _run(obj, body)
+    run_body(obj, body)
 
 
-COMMANDS = [
-    gens,
-    switch,
-    _generation_command("sleep", "Put GENERATION of SLOT to sleep (scaled to zero, kept)."),
-    _generation_command("wake", "Wake GENERATION of SLOT and wait until ready; no traffic moves."),
-    gc,
-]
+sleep = _generation_command(
+    "sleep", "Put GENERATION of SLOT to sleep (scaled to zero, kept)."
+)
+wake = _generation_command(
+    "wake", "Wake GENERATION of SLOT and wait until ready; no traffic moves."
+)

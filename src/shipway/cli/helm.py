@@ -11,14 +11,18 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from shipway.cli import Context, _run, output_option
+from shipway.cli.common import (
+    Context,
+    output_option,
+    pass_obj,
+    run_body,
+)
 
 if TYPE_CHECKING:
     from shipway.backends.kubernetes.helm import HelmRelease
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-pass_obj = click.make_pass_decorator(Context, ensure=True)
 
 
 def cluster_options(f: F) -> F:
@@ -112,7 +116,7 @@ def values(
         click.echo(yaml.safe_dump(result, default_flow_style=False, sort_keys=True), nl=False)
         return 0
 
-    _run(obj, body)
+    run_body(obj, body)
 
 
 @helm.command("history")
@@ -139,7 +143,7 @@ def history(obj: Context, release: str, namespace: str | None, context: str | No
             click.echo(line)
         return 0
 
-    _run(obj, body)
+    run_body(obj, body)
 
 
 def _describe(revision: HelmRelease) -> dict[str, Any]:

@@ -12,9 +12,12 @@ from pathlib import Path
 
 import click
 
-from shipway.cli import Context, _run, output_option
-
-pass_obj = click.make_pass_decorator(Context, ensure=True)
+from shipway.cli.common import (
+    Context,
+    output_option,
+    pass_obj,
+    run_body,
+)
 
 
 @click.command()
@@ -37,7 +40,7 @@ def init(obj: Context, directory: Path | None, force: bool, to_stdout: bool) -> 
         target, where = _target(obj.spec_file, directory)
         return _write(obj, target, where, force, to_stdout)
 
-    _run(obj, body)
+    run_body(obj, body)
 
 
 def _target(spec_file: str | None, directory: Path | None) -> tuple[Path, Path]:
@@ -103,5 +106,3 @@ def _write(obj: Context, target: Path, directory: Path, force: bool, to_stdout: 
     click.echo("  health paths are guesses too; then: shipway plan, shipway deploy")
     return 0
 
-
-COMMANDS = [init]

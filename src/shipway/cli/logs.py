@@ -16,13 +16,19 @@ from typing import TYPE_CHECKING
 
 import click
 
-from shipway.cli import Context, _run, output_option, pick_slot, slot_argument
+from shipway.cli.common import (
+    Context,
+    output_option,
+    pass_obj,
+    pick_slot,
+    run_body,
+    slot_argument,
+)
 from shipway.cli.completion import complete_process, complete_revision
 
 if TYPE_CHECKING:
-    from shipway.backends.protocol import LogLine
+    from shipway.backends.logs import LogLine
 
-pass_obj = click.make_pass_decorator(Context, ensure=True)
 
 PALETTE = ("cyan", "yellow", "green", "magenta", "blue", "red", "bright_cyan", "bright_yellow")
 _AGO = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)$")
@@ -158,12 +164,10 @@ def logs(
             return 0
         return 0
 
-    _run(obj, body)
+    run_body(obj, body)
 
 
 def _json(line: LogLine) -> dict[str, object]:
     at = datetime.fromtimestamp(line.at).astimezone().isoformat() if line.at else None
     return {"source": line.source, "process": line.process, "at": at, "text": line.text}
 
-
-COMMANDS = [logs]

@@ -10,9 +10,14 @@ from pathlib import Path
 
 import click
 
-from shipway.cli import Context, _run, one_slot, output_option, slot_argument
-
-pass_obj = click.make_pass_decorator(Context, ensure=True)
+from shipway.cli.common import (
+    Context,
+    one_slot,
+    output_option,
+    pass_obj,
+    run_body,
+    slot_argument,
+)
 
 #: the status columns, in this order (then any other a backend reports)
 STATUS_COLUMNS = ["process", "generation", "release", "desired", "ready", "state", "health",
@@ -55,7 +60,7 @@ def status(obj: Context, slot: str | None) -> None:
             click.echo(f"volume {volume.line()}")
         return 0
 
-    _run(obj, body)
+    run_body(obj, body)
 
 
 @click.command(name="ls")
@@ -107,7 +112,5 @@ def list_slots(obj: Context, state_dirs: tuple[Path, ...]) -> None:
             click.echo(line)
         return 0
 
-    _run(obj, body)
+    run_body(obj, body)
 
-
-COMMANDS = [status, list_slots]

@@ -12,10 +12,15 @@ import sys
 
 import click
 
-from shipway.cli import Context, _confirmation, _run, confirm_option, one_slot
+from shipway.cli.common import (
+    Context,
+    confirm_option,
+    confirmation,
+    one_slot,
+    pass_obj,
+    run_body,
+)
 from shipway.cli.completion import complete_slot
-
-pass_obj = click.make_pass_decorator(Context, ensure=True)
 
 
 @click.command(
@@ -96,11 +101,11 @@ def run(
             stdin=interactive if interactive is not None else (None if on_terminal else False),
             tty=tty if tty is not None else (None if terminal else False),
             host=host,
-            confirm=_confirmation(app, name, confirm),
+            confirm=confirmation(app, name, confirm),
             reporter=TerminalReporter(sys.stderr),
         )
 
-    _run(obj, body)
+    run_body(obj, body)
 
 
 def _slot_and_command(

@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING
 
 import click
 
-from shipway.cli import (
+from shipway.cli.common import (
     Context,
-    _confirmation,
-    _roll,
-    cli,
     confirm_option,
+    confirmation,
     output_option,
+    pass_obj,
     pick_slot,
+    roll,
     slot_argument,
     timeout_options,
 )
@@ -27,10 +27,9 @@ if TYPE_CHECKING:
     from shipway.engine import Outcome
     from shipway.spec.model import App
 
-pass_obj = click.make_pass_decorator(Context, ensure=True)
 
 
-@cli.command("set-image")
+@click.command("set-image")
 @slot_argument
 @click.argument("workload", metavar="KIND/NAME[:CONTAINER]", required=False)
 @click.argument("image", required=False)
@@ -75,10 +74,10 @@ def set_image(
             name,
             kind_name,
             ref,
-            confirm=_confirmation(app, name, confirm),
+            confirm=confirmation(app, name, confirm),
             timeout=timeout,
             rollback_timeout=rollback_timeout,
             reporter=reporter,
         )
 
-    _roll(obj, operation)
+    roll(obj, operation)

@@ -109,7 +109,7 @@ def cli_without_helm(slot: Slot, *args: str) -> subprocess.CompletedProcess[str]
     extra (the package stays installed for every other test)."""
     blocked = (
         "import sys; sys.modules['helm_python'] = None; "
-        "from shipway.cli import main; sys.argv[0] = 'shipway'; main()"
+        "from shipway.cli.main import main; sys.argv[0] = 'shipway'; main()"
     )
     return subprocess.run(
         [sys.executable, "-c", blocked, "-f", str(slot.spec_file), *args],

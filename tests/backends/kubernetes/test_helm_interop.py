@@ -46,7 +46,7 @@ from shipway.backends.kubernetes.helm import (
     release_names,
     select_deployed,
 )
-from shipway.cli import cli
+from shipway.cli.main import cli
 from shipway.errors import InputError, RecordError
 from tests.testenv.k8s import (
     CHARTS_DIR,

@@ -16,12 +16,13 @@ from tests.backends.local.conftest import Slot
 #: (the engine has recorded it and released the lock: the window the issue found)
 SIGTERM_AT_THE_OUTCOME = """
 import os, signal, sys
-import shipway.cli as cli
-shown = cli._outcome
+import shipway.cli.common as common
+import shipway.cli.main as cli
+shown = common.print_outcome
 def outcome(obj, result):
     os.kill(os.getpid(), signal.SIGTERM)
     return shown(obj, result)
-cli._outcome = outcome
+common.print_outcome = outcome
 sys.argv = ["shipway", *sys.argv[1:]]
 cli.main()
 """

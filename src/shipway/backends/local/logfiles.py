@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
-from shipway.backends.protocol import LogLine
+from shipway.backends.logs import LogLine
 
 Sources = Callable[[], list[tuple[str, Path]]]
 

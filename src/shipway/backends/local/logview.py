@@ -19,7 +19,7 @@ from shipway.backends.local import logfiles
 from shipway.backends.local.dirs import SlotDirs
 from shipway.backends.local.records import read_programs
 from shipway.backends.local.state import LocalState
-from shipway.backends.protocol import LogLine, LogQuery, LogView
+from shipway.backends.logs import LogLine, LogQuery, LogView
 from shipway.errors import InputError
 from shipway.release import history
 from shipway.release.model import Release

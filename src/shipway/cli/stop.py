@@ -1,0 +1,48 @@
+"""``shipway stop SLOT``: stop what runs in a slot; its release records stay."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import click
+
+from shipway.cli.common import (
+    Context,
+    confirm_option,
+    confirmation,
+    one_slot,
+    output_option,
+    pass_obj,
+    reporter_of,
+    run_body,
+    slot_argument,
+)
+
+if TYPE_CHECKING:
+    pass
+
+
+@click.command()
+@slot_argument
+@confirm_option
+@output_option
+@pass_obj
+def stop(obj: Context, slot: str | None, confirm: str | None) -> None:
+    """Stop SLOT's processes (hosts dropped, requests drained). Records stay: the deployed
+    release comes back with deploy or restart."""
+
+    def body() -> int:
+        from shipway import api
+
+        app = obj.app()
+        name = one_slot(app, slot)
+        api.stop(app, name, confirm=confirmation(app, name, confirm), reporter=reporter_of(obj))
+        if obj.json:
+            from shipway.cli.report import emit_json
+
+            emit_json({"stopped": f"{app.name}/{name}"})
+        else:
+            click.echo(f"stopped {app.name}/{name}; its release records stay (shipway history)")
+        return 0
+
+    run_body(obj, body)
