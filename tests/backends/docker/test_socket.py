@@ -1,0 +1,43 @@
+"""A slot whose local Docker socket does not exist fails at once (exit 1), naming the
+socket and what to do: a missing socket is not a transient fault, so it is never retried
+and never shown in docker-py's words."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from shipway.cli import cli
+from tests.backends.docker.conftest import Deployment
+
+
+def test_a_missing_socket_fails_at_once_naming_it(deployment: Deployment, tmp_path: Path) -> None:
+    deployment.write(hosts=[deployment.env.a])
+    missing = tmp_path / "run" / "docker.sock"
+    text = deployment.spec_file.read_text().replace(deployment.env.a.url, f"unix://{missing}")
+    deployment.spec_file.write_text(text)
+    for command in (["status", "test"], ["plan", "test"]):
+        started = time.monotonic()
+        result = CliRunner().invoke(cli, ["-f", str(deployment.spec_file), *command])
+        took = time.monotonic() - started
+        out = result.output
+        assert result.exit_code == 1, out
+        assert f"no Docker socket at {missing}" in out, out
+        assert "hint: start the Docker engine" in out, out
+        assert "retrying" not in out and "FileNotFoundError" not in out, out
+        assert "fetching server API version" not in out, out
+        assert took < 2.0, took  # no backoff between attempts
+
+
+def test_a_path_that_is_not_a_socket_is_said_so(deployment: Deployment, tmp_path: Path) -> None:
+    deployment.write(hosts=[deployment.env.a])
+    plain = tmp_path / "docker.sock"
+    plain.write_text("not a socket\n")
+    text = deployment.spec_file.read_text().replace(deployment.env.a.url, f"unix://{plain}")
+    deployment.spec_file.write_text(text)
+    result = CliRunner().invoke(cli, ["-f", str(deployment.spec_file), "status", "test"])
+    assert result.exit_code == 1, result.output
+    assert f"{plain} is not a socket" in result.output, result.output
+    assert "retrying" not in result.output
