@@ -121,3 +121,26 @@ drain_timeout = "1s"
     assert theirs in ids_of(d, env.a, other)
     assert any(item.kind == "image" for item in gone)
     assert any("no other slot uses" in line for line in lines.lines), lines.lines
+
+
+def test_a_repository_another_app_uses_on_a_host_is_not_pruned_there(
+    deployment: Deployment, repos: tuple[str, str]
+) -> None:
+    """A container shipway did not make runs one of the app's images on host A: the
+    repository is shared there, so nothing of it is pruned on A; on B it is the app's."""
+    d = deployment
+    mine, _ = repos
+    env = d.env
+    v1 = image_id(d, f"{mine}:v1")
+    client = d.local(env.a)
+    try:
+        client.containers.create(f"{mine}:v3", name=f"{d.name}-not-shipways", command=["true"])
+        for tag in ("v1", "v2", "v3"):
+            d.write(image=f"{mine}:{tag}", slot_extra="history_limit = 2")
+            assert isinstance(d.deploy(), Rolled)
+        assert v1 in ids_of(d, env.a, mine)
+        assert v1 not in ids_of(d, env.b, mine)
+    finally:
+        with contextlib.suppress(docker.errors.APIError):
+            client.containers.get(f"{d.name}-not-shipways").remove(force=True)
+        client.close()

@@ -13,8 +13,10 @@ Which images are this app's — never another app's:
 * on destroy: those the slot's release records name, and those its containers ran.
 
 What stays, whatever else is true: an image a kept release record of the slot names, an
-image any container on the host was created from (any app's, running or not), and an image
-any other release record on the host names (another slot's or another app's). An image is
+image any container on the host was created from (any app's, running or not), an image any
+other release record on the host names (another slot's or another app's), and every image
+of a repository another app (or a container shipway did not make) uses on the host: a
+repository two apps share is neither's to prune. An image is
 removed without force, so one the engine still needs (a child image, a container created
 meanwhile) is refused by the engine and kept; that is said, never an error. A failure to
 prune is reported as a warning and never turns a successful deploy into a failure
@@ -132,29 +134,37 @@ class DockerImages(DockerSteps):
 
     def _protected(self, client: docker.DockerClient, this_slot_too: bool) -> set[str]:
         """Ids of what must stay on a host whatever this slot's records say: images any
-        container was created from (records and locks use the holder image), and images any
-        other release record on the host names (another slot's, another app's)."""
-        found: set[str] = set()
-        records: list[Release] = []
+        container was created from (records and locks use the holder image), images any
+        other release record on the host names, and every image of a repository that
+        another app (or a container shipway did not make) uses on the host — a repository
+        two apps share is neither's to prune."""
+        images = self._host_images(client)
+        in_use: set[str] = set()
+        others: set[str] = set()  #: what another app (or another tool) runs or names
+        same_app: list[Release] = []
+        other_app: list[Release] = []
         for c in client.api.containers(all=True):
             tags = c.get("Labels") or {}
+            mine = tags.get(labels.APP) == self.app.name
             if tags.get(labels.KIND) == labels.RECORD_KIND:
-                ours = tags.get(labels.APP) == self.app.name and tags.get(labels.SLOT) == (
-                    self.slot.name
-                )
-                if ours and not this_slot_too:
+                if mine and tags.get(labels.SLOT) == self.slot.name and not this_slot_too:
                     continue
                 with contextlib.suppress(ValueError, ShipwayError):
                     blob = base64.b64decode(tags.get(labels.RECORD, ""), validate=True)
-                    records.append(codec.decode(blob))
+                    (same_app if mine else other_app).append(codec.decode(blob))
                 continue
             if c.get("ImageID"):
-                found.add(str(c["ImageID"]))
-        if records:
-            for image in self._host_images(client):
-                if any(image.named_by(r) for r in records):
-                    found.add(image.id)
-        return found
+                (in_use if mine else others).add(str(c["ImageID"]))
+        for image in images:
+            if any(image.named_by(r) for r in other_app):
+                others.add(image.id)
+            elif any(image.named_by(r) for r in same_app):
+                in_use.add(image.id)
+        shared: set[str] = set()
+        for image in images:
+            if image.id in others:
+                shared |= image.repositories
+        return in_use | others | {i.id for i in images if i.repositories & shared}
 
     @staticmethod
     def _remove_images(client: docker.DockerClient, images: Iterable[HostImage]) -> Removed:
