@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from shipway.cli import cli
@@ -41,3 +42,18 @@ def test_a_path_that_is_not_a_socket_is_said_so(deployment: Deployment, tmp_path
     assert result.exit_code == 1, result.output
     assert f"{plain} is not a socket" in result.output, result.output
     assert "retrying" not in result.output
+
+
+def test_a_missing_build_engine_socket_is_said_so(
+    deployment: Deployment, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    d = deployment
+    d.write(image=f"{d.env.image_prefix}/{d.name}", hosts=[d.env.a])
+    (d.dir / "Dockerfile").write_text("FROM scratch\n")
+    missing = tmp_path / "nowhere" / "docker.sock"
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{missing}")
+    result = CliRunner().invoke(cli, ["-f", str(d.spec_file), "build", "test"])
+    assert result.exit_code == 1, result.output
+    assert f"the build engine (DOCKER_HOST): no Docker socket at {missing}" in result.output
+    assert "in DOCKER_HOST or [build] host" in result.output
+    assert "FileNotFoundError" not in result.output, result.output

@@ -405,27 +405,32 @@ class HostConnection:
                 self._ssh = None
 
 
-def socket_problem(address: HostAddress) -> str | None:
+def socket_problem(
+    address: HostAddress,
+    who: str | None = None,
+    where: str = "in the slot's hosts",
+) -> str | None:
     """Why a local host's socket cannot be an engine at all (it does not exist, or is not a
     socket), else None. Not a transient fault: no retry makes a socket appear, so it is
-    said at once, with the path and what to do."""
+    said at once, with the path and what to do. ``who``: what the engine is to the user
+    (default: ``host NAME``); ``where``: where its socket is named."""
     path = address.path
     if address.over_ssh or not path:
         return None
+    who = who or f"host {address.name}"
     fix = (
-        "start the Docker engine that listens there, or list the socket it does listen on "
-        "in the slot's hosts (unix:///var/run/docker.sock, or ssh://USER@HOST for another "
-        "machine)"
+        f"start the Docker engine that listens there, or name the socket it does listen on "
+        f"{where} (unix:///var/run/docker.sock, or ssh://USER@HOST for another machine)"
     )
     try:
         mode = os.stat(path).st_mode
     except FileNotFoundError:
-        return f"host {address.name}: no Docker socket at {path} (hint: {fix})"
+        return f"{who}: no Docker socket at {path} (hint: {fix})"
     except OSError as exc:
         why = exc.strerror or str(exc)
-        return f"host {address.name}: cannot reach the Docker socket {path}: {why} (hint: {fix})"
+        return f"{who}: cannot reach the Docker socket {path}: {why} (hint: {fix})"
     if not stat.S_ISSOCK(mode):
-        return f"host {address.name}: {path} is not a socket (hint: {fix})"
+        return f"{who}: {path} is not a socket (hint: {fix})"
     return None
 
 
