@@ -11,8 +11,8 @@ from shipway.cli import cli
 from tests.backends.docker.conftest import Deployment
 
 
-def _plan(d: Deployment) -> tuple[int, str]:
-    result = CliRunner().invoke(cli, ["-f", str(d.spec_file), "plan", "test"])
+def _plan(d: Deployment, command: str = "plan") -> tuple[int, str]:
+    result = CliRunner().invoke(cli, ["-f", str(d.spec_file), command, "test"])
     return result.exit_code, result.output
 
 
@@ -24,6 +24,8 @@ def test_an_unbuilt_image_hints_at_build_or_image(deployment: Deployment) -> Non
     assert code == 2, out
     assert "pass --build to build and push it first, or --image REF" in out, out
     assert "image_type" not in out, out
+    code, out = _plan(d, "deploy")
+    assert code == 2 and "pass --build to build and push it first, or --image REF" in out, out
     # an app that builds nothing keeps the hint about the image it names
     (d.dir / "Dockerfile").unlink()
     code, out = _plan(d)
