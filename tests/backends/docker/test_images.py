@@ -16,16 +16,23 @@ import docker.errors
 import pytest
 
 from shipway import api
+from shipway.backends.imagebuild import INPUTS_LABEL
 from shipway.engine import Rolled
 from tests.backends.docker.conftest import SLOT, Deployment, Lines, free_port
 from tests.testenv.docker import DockerHost
 
 
-def build_push(d: Deployment, repository: str, tag: str) -> None:
+def build_push(d: Deployment, repository: str, tag: str, built: bool = False) -> None:
+    """An image of its own id; ``built``: carrying shipway's build label, as one shipway
+    built (``shipway build`` of a source never deployed)."""
     client = d.local(d.env.a)
     try:
         dockerfile = f"FROM {d.env.images.v1}\nLABEL org.example.test-image={repository}:{tag}\n"
-        client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=f"{repository}:{tag}")
+        client.images.build(
+            fileobj=io.BytesIO(dockerfile.encode()),
+            tag=f"{repository}:{tag}",
+            labels={INPUTS_LABEL: f"sha256:{tag}"} if built else None,
+        )
         for chunk in client.api.push(repository, tag=tag, stream=True, decode=True):
             assert "error" not in chunk, chunk
     finally:
@@ -87,6 +94,11 @@ def test_a_deploy_prunes_what_no_rollback_needs_and_destroy_the_rest(
         d.write(image=f"{mine}:{tag}", slot_extra="history_limit = 2")
         assert isinstance(d.deploy(), Rolled)
     assert {v1, v2} <= ids_of(d, env.b, mine)  # within the limit: nothing pruned
+    # on host A: an image shipway built for the app but no release ran, and one of the
+    # app's repository shipway did not build (tagged by hand): only the first is its own
+    build_push(d, mine, "stale", built=True)
+    build_push(d, mine, "by-hand")
+    stale, by_hand = image_id(d, f"{mine}:stale"), image_id(d, f"{mine}:by-hand")
     lines = Lines()
     d.write(image=f"{mine}:v3", slot_extra="history_limit = 2")
     outcome = d.deploy(lines)
@@ -97,8 +109,10 @@ def test_a_deploy_prunes_what_no_rollback_needs_and_destroy_the_rest(
         assert v1 not in ids_of(d, host, mine), host.name
         assert {v2, v3} <= ids_of(d, host, mine), host.name
     assert theirs in ids_of(d, env.a, other)
-    said = [line for line in lines.lines if "removed 1 image" in line]
-    assert len(said) == 2 and all("freed" in s and "history_limit (2)" in s for s in said), said
+    assert stale not in ids_of(d, env.a, mine) and by_hand in ids_of(d, env.a, mine)
+    said = [line for line in lines.lines if "removed" in line and "history_limit (2)" in line]
+    assert any(s.startswith("host docker-a: removed 2 images (up to") for s in said), said
+    assert any(s.startswith(f"host {env.b.address}: removed 1 image (up to") for s in said), said
     # the rollback within the limit still finds its image where it was
     assert isinstance(api.rollback(d.app(), SLOT, reporter=Lines(), timeout=120), Rolled)
 
@@ -116,7 +130,7 @@ drain_timeout = "1s"
     assert isinstance(second, Rolled), second.line()
     lines = Lines()
     gone = api.destroy(d.app(), SLOT, confirm=SLOT, reporter=lines)
-    assert ids_of(d, env.a, mine) == {v3}  # the second slot's
+    assert ids_of(d, env.a, mine) == {v3, by_hand}  # the second slot's; one no slot ran
     assert ids_of(d, env.b, mine) == set()
     assert theirs in ids_of(d, env.a, other)
     assert any(item.kind == "image" for item in gone)

@@ -7,9 +7,10 @@ images of this app that no release within ``history_limit`` needs, and says what
 
 Which images are this app's — never another app's:
 
-* after a deploy: those whose every reference (``RepoTags``, ``RepoDigests``) is in the
-  repository the app's ``image`` names (where shipway pushes what it builds), and those the
-  release records dropped just now name (by digest or tag);
+* after a deploy: those shipway built (its build label, which a pulled copy keeps) whose
+  every reference (``RepoTags``, ``RepoDigests``) is in the repository the app's ``image``
+  names (where shipway pushes what it builds), and those the release records dropped just
+  now name (by digest or tag);
 * on destroy: those the slot's release records name, and those its containers ran.
 
 What stays, whatever else is true: an image a kept release record of the slot names, an
@@ -38,6 +39,7 @@ from shipway.backends.docker import labels
 from shipway.backends.docker.connection import HostConnection
 from shipway.backends.docker.edge import edge
 from shipway.backends.docker.steps import DockerSteps
+from shipway.backends.imagebuild import INPUTS_LABEL
 from shipway.backends.imagemeta import ImageRef
 from shipway.errors import BackendError, ShipwayError
 from shipway.guard import Clearance
@@ -72,6 +74,7 @@ class HostImage:
     digests: tuple[str, ...]  #: ``sha256:…`` of its repo digests
     repositories: frozenset[str]
     size: int
+    built: bool = False  #: shipway built it (its build label; a pull of it keeps that)
 
     @classmethod
     def of(cls, raw: dict[str, Any]) -> HostImage:
@@ -83,6 +86,7 @@ class HostImage:
             digests=tuple(d.partition("@")[2] for d in digests),
             repositories=frozenset(_name(r) for r in [*tags, *digests]),
             size=int(raw.get("Size") or 0),
+            built=INPUTS_LABEL in (raw.get("Labels") or {}),
         )
 
     def named_by(self, release: Release) -> bool:
@@ -210,7 +214,7 @@ class DockerImages(DockerSteps):
                         for i in images
                         if i.id not in needed
                         and (
-                            (i.repositories and i.repositories <= ours)
+                            (i.built and i.repositories and i.repositories <= ours)
                             or any(i.named_by(r) for r in dropped)
                         )
                     ]
