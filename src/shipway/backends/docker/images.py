@@ -123,7 +123,6 @@ class Removed:
         freed = f" (up to {size_text(self.size)} freed; layers shared with kept images stay)"
         them = "it" if self.kept_busy == 1 else "them"
         busy = f"; {self.kept_busy} kept: the engine still needs {them}" if self.kept_busy else ""
-
         return what + (freed if self.count else "") + busy
 
 
@@ -203,7 +202,8 @@ class DockerImages(DockerSteps):
         ours = {_name(self.app.image)} if self.app.image else set()
         limit = self.slot.history_limit
 
-        def on_host(conn: HostConnection) -> str | None:
+        def on_host(conn: HostConnection) -> tuple[str | None, str | None]:
+            """(what was freed, what went wrong) on one host; None: nothing to say."""
             try:
                 with edge(f"host {conn.name}: prune old images"):
                     client = conn.client()
@@ -219,32 +219,23 @@ class DockerImages(DockerSteps):
                         )
                     ]
                     if not candidates:
-                        return None
+                        return None, None
                     protected = self._protected(client, this_slot_too=False)
                     done = self._remove_images(
                         client, [i for i in candidates if i.id not in protected]
                     )
             except BackendError as exc:
-                return f"!{exc}"
+                return None, f"pruning old images failed: {exc}"
             if not done.count and not done.kept_busy:
-                return None
-            line = (
+                return None, None
+            self._note(conn.name, f"removed {done.count} old images")
+            return (
                 f"host {conn.name}: removed {done.text()} of {self.app.name} that no release "
                 f"within history_limit ({limit}) needs"
-            )
-            self._note(conn.name, f"removed {done.count} old images")
-            return line
+            ), None
 
-        said: list[str] = []
-        problems: list[str] = []
-        for host, line in self._each_host(on_host).items():
-            if line is None:
-                continue
-            if line.startswith("!"):
-                problems.append(f"pruning old images on host {host} failed: {line[1:]}")
-            else:
-                said.append(line)
-        return said, problems
+        found = self._each_host(on_host).values()
+        return [s for s, _ in found if s], [p for _, p in found if p]
 
     # -- destroy ---------------------------------------------------------------------------
 
