@@ -57,3 +57,22 @@ def test_a_missing_build_engine_socket_is_said_so(
     assert f"the build engine (DOCKER_HOST): no Docker socket at {missing}" in result.output
     assert "in DOCKER_HOST or [build] host" in result.output
     assert "FileNotFoundError" not in result.output, result.output
+
+
+def test_a_socket_gone_mid_operation_is_not_retried() -> None:
+    """The same error docker-py raises when the socket file is missing: not transient; a
+    refused connection (an engine restarting behind its socket) still is."""
+    import requests
+    import urllib3.exceptions
+
+    from shipway.backends.docker.retrying import connection_fault
+
+    def aborted(cause: OSError) -> requests.exceptions.ConnectionError:
+        return requests.exceptions.ConnectionError(
+            urllib3.exceptions.ProtocolError("Connection aborted.", cause)
+        )
+
+    missing = aborted(FileNotFoundError(2, "No such file or directory"))
+    refused = aborted(ConnectionRefusedError(111, "Connection refused"))
+    assert connection_fault(missing) is None
+    assert connection_fault(refused) is not None
