@@ -68,3 +68,26 @@ def test_the_digest_follows_what_goes_in_and_nothing_else(tmp_path: Path) -> Non
     assert make(tmp_path).digest() == first
     (tmp_path / "app.py").write_text("print(2)\n")
     assert make(tmp_path).digest() != first
+
+
+def test_the_spec_is_not_what_the_image_is_built_from(tmp_path: Path) -> None:
+    """shipway.toml, shipway.yaml and the file -f names stay out of the context and its
+    digest: editing the spec alone changes nothing a build makes."""
+    from shipway.spec import load
+
+    (tmp_path / "Dockerfile").write_text("FROM x\n")
+    (tmp_path / "app.py").write_text("print(1)\n")
+    (tmp_path / "shipway.yaml").write_text("# another spec beside it\n")
+    spec = tmp_path / "prod.toml"  # named with -f
+    spec.write_text(SPEC.replace('from_file = "config/token"', 'from_env = "TOKEN"'))
+    (tmp_path / "shipway.toml").write_text(spec.read_text())
+    context = BuildContext.of(load(spec))
+    assert set(context.files()) == {"Dockerfile", "app.py"}
+    first = context.digest()
+    spec.write_text(spec.read_text() + "\n[env]\nLEVEL = 'debug'\n")
+    (tmp_path / "shipway.toml").write_text("# edited\n")
+    (tmp_path / "shipway.yaml").write_text("# edited too\n")
+    again = BuildContext.of(load(spec))
+    assert again.digest() == first and set(again.files()) == set(context.files())
+    (tmp_path / "app.py").write_text("print(2)\n")
+    assert BuildContext.of(load(spec)).digest() != first

@@ -6,7 +6,8 @@ the one rule every copy of an app follows (:class:`~shipway.backends.appfiles.Ap
 the local snapshot's too). So never, whatever ``.dockerignore`` says (invariant 12): a
 secret file the spec refers to, ``.env`` files, version-control directories, virtualenvs
 (``.venv``, or any directory holding a ``pyvenv.cfg``), ``node_modules``, caches, nor what
-``.shipwayignore`` names.
+``.shipwayignore`` names; nor the spec (``shipway.toml``, ``shipway.yaml``, the file ``-f``
+names): it says how to deploy the image, it is not what the image is built from.
 
 The tar is deterministic — names sorted, owners and times fixed, only the executable bit of
 a mode kept — so its sha256, with the Dockerfile's path and the build args, is the content
@@ -28,6 +29,7 @@ from typing import IO
 
 from shipway.backends.appfiles import AppFiles
 from shipway.errors import InputError
+from shipway.spec.load import CANDIDATES as SPEC_NAMES
 from shipway.spec.model import App
 
 MTIME = 315532800  # 1980-01-01, as reproducible builds use: a fixed time, not the file's
@@ -73,7 +75,7 @@ class BuildContext:
         for rel in exclude_paths(str(root), patterns, dockerfile=inside):
             full = root / rel
             candidates.append((rel, full.is_dir() and not full.is_symlink()))
-        kept = AppFiles.of(app, root).select(root, candidates)
+        kept = AppFiles.of(app, root, also=spec_files(app)).select(root, candidates)
         return cls(root, inside, tuple(sorted(kept)), dict(settings.args))
 
     def write_tar(self, out: IO[bytes]) -> None:
@@ -106,6 +108,14 @@ class BuildContext:
 
     def files(self) -> Iterator[str]:
         return (p for p in self.paths if not p.endswith("/"))
+
+
+def spec_files(app: App) -> list[Path]:
+    """The spec itself (the file ``-f`` named, and any ``shipway.toml`` / ``shipway.yaml``
+    / ``shipway.yml`` beside it): what to deploy, not what the image is built from — so
+    editing it alone neither changes the build's inputs nor rebuilds the image."""
+    base = app.source_dir.resolve()
+    return [app.spec_file.resolve(), *(base / name for name in SPEC_NAMES)]
 
 
 class _Sha256:

@@ -101,6 +101,7 @@ class ImageBuilder:
             host = self.app.build.host
             with self._edge("connect to the build engine"):
                 if host is None:
+                    self._no_socket()
                     client = docker.from_env(timeout=BUILD_TIMEOUT, environment=self._environ)
                     self._closer = client
                 else:
@@ -118,6 +119,29 @@ class ImageBuilder:
                 client.api.timeout = BUILD_TIMEOUT
             self._client = client
         return self._client
+
+    def _no_socket(self) -> None:
+        """Raise at once when the engine ``DOCKER_HOST`` names (else the default socket) is
+        a local socket that does not exist: no retry or timeout makes it appear."""
+        import os
+
+        from shipway.backends.docker.connection import socket_problem
+        from shipway.backends.docker.hosts import addresses
+
+        environ = os.environ if self._environ is None else self._environ
+        url = environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+        if not url.startswith("unix://"):
+            return
+        try:
+            address = addresses([DockerHost(url)])[0]
+        except InputError:
+            return  # the SDK says what is wrong with it
+        named = "DOCKER_HOST" if environ.get("DOCKER_HOST") else "the default socket"
+        problem = socket_problem(
+            address, f"the build engine ({named})", "in DOCKER_HOST or [build] host"
+        )
+        if problem is not None:
+            raise BackendError(problem)
 
     def _insecure_registries(self) -> tuple[str, ...]:
         """The registries the build engine pushes to over plain HTTP: shipway reads the

@@ -764,6 +764,28 @@ def drifts_of(backend: Backend) -> Drifts | None:
 
 
 @runtime_checkable
+class PrunesImages(Protocol):
+    """What a backend adds that keeps images on its hosts (Docker): after a successful
+    deploy, the app's images no release within ``history_limit`` needs are removed."""
+
+    def prune_images(
+        self,
+        clearance: Clearance,
+        target: Target,
+        keep: Sequence[Release],
+        dropped: Sequence[Release],
+    ) -> tuple[list[str], list[str]]:
+        """Remove the app's images that no record in ``keep`` names (and those ``dropped``
+        named); returns the lines saying what was freed, and the problems met."""
+        ...
+
+
+def image_pruner_of(backend: Backend) -> PrunesImages | None:
+    """The backend as one that prunes the images on its hosts, or None."""
+    return backend if isinstance(backend, PrunesImages) else None
+
+
+@runtime_checkable
 class ReportsRetries(Protocol):
     """A backend whose edge retries transient engine faults (the shared policy,
     :mod:`shipway.backends.retry`) says each retry to the reporter it is given here — the

@@ -42,6 +42,12 @@ def refuse_source_build(slot_name: str) -> InputError:
     )
 
 
+def builds_its_image(app: App) -> bool:
+    """Whether shipway builds this app's image: its Dockerfile is in the app's directory
+    (a deploy without --build then runs what was built and pushed before)."""
+    return (app.source_dir / app.build.dockerfile).is_file()
+
+
 def build_step(inputs: BuildInputs) -> Build:
     return Build(
         kind=inputs.kind,

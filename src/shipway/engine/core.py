@@ -19,7 +19,7 @@ from shipway.backends.protocol import (
     sources_of,
 )
 from shipway.engine.blue_green import BlueGreen
-from shipway.engine.build import planned, refuse_source_build, with_build
+from shipway.engine.build import builds_its_image, planned, refuse_source_build, with_build
 from shipway.engine.context import marked
 from shipway.engine.destroy import Destruction
 from shipway.engine.ids import fresh_ids, restart_ids
@@ -88,7 +88,9 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
                 resolved = self._planned_image(view, inputs)
             else:
                 resolved = self.backend.resolve_image(target, view, image)
-            meta = self._image_meta(resolved, records, view)
+            meta = self._image_meta(
+                resolved, records, view, built_here=image is None and builds_its_image(view)
+            )
             release = Release(
                 app=app.name,
                 slot=slot_name,
@@ -196,10 +198,13 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
         app: App,
         ref: str | None = None,
         digest: str | None = None,
+        built_here: bool = False,
     ) -> ImageMeta:
         """Invariant 5: the image itself (inspected on an engine, or its config read from
         its registry), else the recorded release of that image, else the type the spec
-        declares, else a clear error — never a silent default."""
+        declares, else a clear error — never a silent default. ``built_here``: the image
+        is the one the app's own Dockerfile builds (no --image given), so the way out is
+        to build it (--build) or to name one that exists (--image REF)."""
         if resolved.meta is not None:
             return resolved.meta
         ref = ref or resolved.ref
@@ -211,12 +216,18 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
         if app.image_type is not None:
             return ImageMeta(source_type=app.image_type)
         registry = f" ({resolved.unknown_because})" if resolved.unknown_because else ""
+        hint = (
+            f"hint: shipway builds this app's image from {app.build.dockerfile}: pass --build "
+            "to build and push it first, or --image REF to deploy an image that exists"
+            if built_here
+            else "hint: push the image to the registry it names, make it available to a "
+            'Docker engine, or declare app.image_type = "dockerfile" | "herokuish" | "pack" '
+            "in the spec"
+        )
         raise ImageMetadataMissing(
             f"cannot tell what kind of image {ref} is: no reachable Docker engine has it to "
             f"inspect, its registry could not be read{registry}, and no recorded release of "
-            "this slot ran it (hint: push the image to the registry it names, make it "
-            'available to a Docker engine, or declare app.image_type = "dockerfile" | '
-            '"herokuish" | "pack" in the spec)'
+            f"this slot ran it ({hint})"
         )
 
     def deploy(

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from shipway.backends.protocol import LockHolder
+from shipway.backends.protocol import LockHolder, image_pruner_of
 from shipway.engine.build import BuildPhase
 from shipway.engine.context import Build, Undo, marked
 from shipway.engine.data_loss import WrittenInside
@@ -279,6 +279,18 @@ class RolloutSequence(Recovery, BuildPhase):
                 self.backend.delete_records(clearance, target, drop)
             except BackendError as exc:
                 warnings.append(f"pruning old release records failed: {exc}")
+        pruner = image_pruner_of(self.backend)
+        if pruner is not None:  # the images no kept release needs (best effort, said)
+            keep = [r for r in merged.values() if r.revision not in drop]
+            try:
+                said, problems = pruner.prune_images(
+                    clearance, target, keep, [merged[r] for r in drop]
+                )
+            except BackendError as exc:
+                said, problems = [], [f"pruning old images failed: {exc}"]
+            for line in said:
+                self.reporter.line(line)
+            warnings += problems
         return Rolled(
             str(target), anchor.revision if anchor else None, release.revision, tuple(warnings)
         )

@@ -13,6 +13,7 @@ import docker
 import pytest
 
 from shipway import api
+from shipway.backends.buildcontext import BuildContext
 from shipway.backends.imagebuild import INPUTS_LABEL
 from shipway.backends.registry import lookup
 from shipway.engine import Rolled, RolledBack, Unchanged
@@ -103,6 +104,11 @@ def built_images(env: DockerEnv) -> list[str]:
         client.close()
 
 
+def plan_files(d: Deployment) -> set[str]:
+    """The files of the build context the spec's build would send."""
+    return set(BuildContext.of(d.app()).files())
+
+
 def deployed(d: Deployment) -> Release:
     found = api.status(d.app(), SLOT).deployed
     assert found is not None
@@ -146,7 +152,7 @@ def test_deploy_build_pushes_and_runs_the_digest_on_both_hosts(notes: Deployment
         finally:
             client.close()
         assert {"app.py", "migrate.py", "requirements.txt"} <= files
-        assert not files & {".env", ".git", "env", "token.txt", "README.md"}, files
+        assert not files & {".env", ".git", "env", "token.txt", "README.md", "shipway.toml"}, files
     assert any("build | Step 1/" in line for line in lines.lines)
 
 
@@ -160,6 +166,9 @@ def test_an_unchanged_source_is_not_rebuilt(notes: Deployment, wheelhouse: Wheel
     (notes.dir / "notes.db").write_text("a database .dockerignore leaves out\n")
     (notes.dir / "__pycache__").mkdir(exist_ok=True)
     (notes.dir / "__pycache__" / "app.cpython-311.pyc").write_bytes(b"\0")
+    # nor does the spec: it says how to deploy the image, not what it is built from
+    notes.spec_file.write_text(notes.spec_file.read_text() + "\n# an edited comment\n")
+    assert "shipway.toml" not in plan_files(notes)
     # nothing differs: "no changes" — nothing built, nothing applied, no revision
     assert api.plan(notes.app(), SLOT, build=True).unchanged
     lines = Lines()

@@ -8,7 +8,8 @@ did there. Where each concern lives:
 * :mod:`.reads` — resolve_image, observe, read_records, status, diff, logs, live_digest;
 * :mod:`.steps` — apply, remove, wait, stop, and the records' writes; :mod:`.proxy` — the
   proxy and its routes (the switch); :mod:`.release_command` — the release phase;
-* :mod:`.volumes` — the app's data volumes; :mod:`.destroy` — everything of the slot
+* :mod:`.volumes` — the app's data volumes; :mod:`.images` — old images pruned after a
+  deploy; :mod:`.destroy` — everything of the slot
   removed (its data volumes only when asked);
 * :mod:`.oneoff` — one-off commands (``shipway run``) in a container of the release;
   :mod:`.runtime_files` — what a release's containers wrote inside themselves;
@@ -31,7 +32,7 @@ from shipway.backends.docker.reads import DockerReads
 from shipway.backends.docker.release_command import DockerReleaseCommand
 from shipway.backends.docker.runtime_files import DockerRuntimeFiles
 from shipway.backends.imagebuild import ImageBuilds
-from shipway.backends.protocol import Backend, FansOut
+from shipway.backends.protocol import Backend, FansOut, PrunesImages
 from shipway.errors import InputError
 from shipway.release.artifact import Artifact
 from shipway.release.model import Release
@@ -73,3 +74,4 @@ def connect(app: App, slot: Slot) -> DockerBackend:
 
 _: type[Backend] = DockerBackend  # mypy checks it keeps the protocol (no generations)
 _fans_out: type[FansOut] = DockerBackend  # and that its hosts take their steps at once
+_prunes: type[PrunesImages] = DockerBackend  # and prunes its images after a deploy

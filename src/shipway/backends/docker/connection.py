@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import socket
+import stat
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -296,6 +298,9 @@ class HostConnection:
         policy = policy or self.policy
         with self._lock:
             if not self.address.over_ssh:
+                problem = socket_problem(self.address)
+                if problem is not None:
+                    raise BackendError(problem)
                 # the engine's API version is asked once (GET /version), not by every client
                 local = RetryingDockerClient(
                     policy, base_url=self.address.url, version=self._version or "auto",
@@ -398,6 +403,35 @@ class HostConnection:
             if self._ssh is not None:
                 self._ssh.close()
                 self._ssh = None
+
+
+def socket_problem(
+    address: HostAddress,
+    who: str | None = None,
+    where: str = "in the slot's hosts",
+) -> str | None:
+    """Why a local host's socket cannot be an engine at all (it does not exist, or is not a
+    socket), else None. Not a transient fault: no retry makes a socket appear, so it is
+    said at once, with the path and what to do. ``who``: what the engine is to the user
+    (default: ``host NAME``); ``where``: where its socket is named."""
+    path = address.path
+    if address.over_ssh or not path:
+        return None
+    who = who or f"host {address.name}"
+    fix = (
+        f"start the Docker engine that listens there, or name the socket it does listen on "
+        f"{where} (unix:///var/run/docker.sock, or ssh://USER@HOST for another machine)"
+    )
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return f"{who}: no Docker socket at {path} (hint: {fix})"
+    except OSError as exc:
+        why = exc.strerror or str(exc)
+        return f"{who}: cannot reach the Docker socket {path}: {why} (hint: {fix})"
+    if not stat.S_ISSOCK(mode):
+        return f"{who}: {path} is not a socket (hint: {fix})"
+    return None
 
 
 def reachable(conn: HostConnection) -> None:

@@ -1,7 +1,8 @@
 """``destroy`` on the Docker hosts: every container, volume and network labelled as the
 slot's, on every host — the app's containers first, its release records last, so a destroy
 cut short leaves records that still name what is left; the lock goes when it is released.
-The data volumes stay unless asked.
+The data volumes stay unless asked. The images the slot's releases ran go too, unless
+another slot (or app) on the host still uses them (:mod:`.images`).
 
 What must never happen: another app's or slot's object removed (everything is found by the
 slot's labels), or a data volume removed without ``volumes``.
@@ -19,7 +20,7 @@ from shipway.backends.docker import labels
 from shipway.backends.docker.connection import HostConnection
 from shipway.backends.docker.containers import remove
 from shipway.backends.docker.edge import edge
-from shipway.backends.docker.steps import DockerSteps
+from shipway.backends.docker.images import DockerImages
 from shipway.backends.protocol import Leftover, Reporter
 from shipway.guard import Clearance
 from shipway.spec.model import Target
@@ -34,7 +35,7 @@ _KINDS = {
 }
 
 
-class DockerDestroy(DockerSteps):
+class DockerDestroy(DockerImages):
     """The protocol's Destroys."""
 
     def leftovers(self, target: Target) -> list[Leftover]:
@@ -81,11 +82,15 @@ class DockerDestroy(DockerSteps):
     ) -> list[Leftover]:
         self._guard(clearance, target)
         found = self.leftovers(target)
+        with self._records("read") as store:  # the images they name go too (.images)
+            records = store.read()
+        images: dict[str, list[Leftover]] = {}
 
-        def on_host(conn: HostConnection) -> int:
+        def on_host(conn: HostConnection) -> str:
             removed = 0
             with edge(f"host {conn.name}: destroy"):
                 client = conn.client()
+                slot_images = self._slot_images(client, records)
                 for _, name in self._containers_in_order(client):
                     with contextlib.suppress(docker.errors.NotFound):
                         remove(client.containers.get(name), 10)
@@ -101,9 +106,19 @@ class DockerDestroy(DockerSteps):
                     with contextlib.suppress(docker.errors.NotFound):
                         n.remove()
                         removed += 1
-            return removed
+            with edge(f"host {conn.name}: destroy the slot's images"):
+                done = self._destroy_images(client, slot_images)
+            images[conn.name] = [
+                Leftover("image", f"{ref} on {conn.name}") for ref in done.refs
+            ]
+            return f"deleted {removed} objects" + (
+                f"; removed {done.text()} no other slot uses"
+                if done.count or done.kept_busy
+                else ""
+            )
 
         self._guard(clearance, target)  # the lock still ours before anything goes
-        for host, removed in self._each_host(on_host).items():
-            reporter.line(f"host {host}: deleted {removed} objects")
-        return [item for item in found if volumes or not item.data]
+        for host, line in self._each_host(on_host).items():
+            reporter.line(f"host {host}: {line}")
+        gone = [item for item in found if volumes or not item.data]
+        return gone + [item for host in self.host_addresses for item in images.get(host.name, [])]

@@ -30,6 +30,7 @@ from typing import Any
 
 from shipway.backends.docker import caddy, labels
 from shipway.backends.docker.hosts import HostAddress, addresses
+from shipway.backends.expand import expand_words
 from shipway.backends.imagemeta import start_command
 from shipway.release.artifact import PREREQUISITE, ROUTING, WORKLOAD, Artifact, Unit, digest_of
 from shipway.release.model import Release
@@ -316,6 +317,9 @@ def _container_unit(
     process_env = dict(env)
     if process.port is not None:
         process_env["PORT"] = str(process.port)
+    args = start.args
+    if args is not None and process.command:  # the declared command, as a Procfile runs it
+        args = expand_words(args, process_env, keep=app.secrets)
     mounts = [{"file": f["path"], "target": workdir.rstrip("/") + "/" + f["path"]} for f in files]
     data = [
         {"volume": labels.data_volume(app.name, slot.name, v.name), "target": v.target(workdir)}
@@ -333,7 +337,7 @@ def _container_unit(
             "name": labels.container(app.name, slot.name, process.name, replica, deployment_id),
             "image": image,
             "entrypoint": list(start.entrypoint) if start.entrypoint is not None else None,
-            "args": list(start.args) if start.args is not None else None,
+            "args": list(args) if args is not None else None,
             "env": dict(sorted(process_env.items())),
             "network": network,
             "aliases": [process.name],

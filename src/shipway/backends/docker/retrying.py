@@ -64,9 +64,11 @@ def path_of(url: str) -> str:
     return _VERSION.sub("", urlsplit(url).path)
 
 
-def _unsent(exc: BaseException) -> bool:
-    """Whether the connection carrying the request never opened (nothing reached the
-    engine): a refused or missing socket, a failed SSH channel, a connect timeout."""
+def _caused_by(
+    exc: BaseException, kinds: type[BaseException] | tuple[type[BaseException], ...]
+) -> bool:
+    """Whether ``exc`` or anything it carries (args, cause, context, urllib3's reason) is
+    one of ``kinds``."""
     seen: set[int] = set()
     stack: list[BaseException] = [exc]
     while stack:
@@ -74,14 +76,7 @@ def _unsent(exc: BaseException) -> bool:
         if id(current) in seen:
             continue
         seen.add(id(current))
-        if isinstance(
-            current,
-            urllib3.exceptions.NewConnectionError
-            | urllib3.exceptions.ConnectTimeoutError
-            | requests.exceptions.ConnectTimeout
-            | ConnectionRefusedError
-            | FileNotFoundError,
-        ):
+        if isinstance(current, kinds):
             return True
         stack += [a for a in current.args if isinstance(a, BaseException)]
         for linked in (current.__cause__, current.__context__, getattr(current, "reason", None)):
@@ -90,8 +85,27 @@ def _unsent(exc: BaseException) -> bool:
     return False
 
 
+def _unsent(exc: BaseException) -> bool:
+    """Whether the connection carrying the request never opened (nothing reached the
+    engine): a refused or missing socket, a failed SSH channel, a connect timeout."""
+    return _caused_by(
+        exc,
+        (
+            urllib3.exceptions.NewConnectionError,
+            urllib3.exceptions.ConnectTimeoutError,
+            requests.exceptions.ConnectTimeout,
+            ConnectionRefusedError,
+            FileNotFoundError,
+        ),
+    )
+
+
 def connection_fault(exc: BaseException) -> Transient | None:
-    """A transport failure (no answer, a cut connection, a timeout), else None."""
+    """A transport failure (no answer, a cut connection, a timeout), else None. A socket
+    that does not exist is not one: no retry makes it appear (the connection says so,
+    :func:`~shipway.backends.docker.connection.socket_problem`)."""
+    if _caused_by(exc, FileNotFoundError):
+        return None
     if isinstance(exc, requests.exceptions.ConnectionError | requests.exceptions.Timeout):
         return Transient(f"a connection error ({type(exc).__name__}: {exc})")
     if isinstance(exc, requests.exceptions.ChunkedEncodingError):

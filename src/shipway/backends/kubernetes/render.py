@@ -41,6 +41,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from shipway.backends.expand import expand_words
 from shipway.backends.imagemeta import start_command
 from shipway.backends.kubernetes import volumes
 from shipway.backends.kubernetes.names import dns_name
@@ -321,7 +322,7 @@ def _container(
     app: App, process: Process, release: Release, mounts: list[dict[str, Any]]
 ) -> dict[str, Any]:
     container: dict[str, Any] = {"name": process.name, "image": image_of(release)}
-    container.update(_start(release, process.name, process.command))
+    container.update(_start(release, process.name, expanded(app, process)))
     env = env_secret_name(app.name, release.generation)
     container["envFrom"] = [{"secretRef": {"name": env}}]
     if process.port is not None:
@@ -341,6 +342,17 @@ def _container(
     if data:
         container["volumeMounts"] = [*container.get("volumeMounts", []), *data]
     return container
+
+
+def expanded(app: App, process: Process) -> tuple[str, ...] | None:
+    """The process's declared command with ``$PORT`` and ``${NAME}`` expanded as on every
+    backend (:mod:`shipway.backends.expand`): from its env and port, secrets kept."""
+    if not process.command:
+        return process.command
+    env = dict(app.env)
+    if process.port is not None:
+        env["PORT"] = str(process.port)
+    return expand_words(process.command, env, keep=app.secrets)
 
 
 def _start(release: Release, process: str, command: Sequence[str] | None) -> dict[str, Any]:
