@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from pathlib import Path
 
 from shipway.backends.protocol import (
     BuildInputs,
@@ -21,6 +22,7 @@ from shipway.backends.protocol import (
 from shipway.engine.blue_green import BlueGreen
 from shipway.engine.build import planned, refuse_source_build, with_build
 from shipway.engine.context import marked
+from shipway.engine.data_loss import WrittenInside, database_notes
 from shipway.engine.destroy import Destruction
 from shipway.engine.ids import fresh_ids, restart_ids
 from shipway.engine.oneoff import OneOffs
@@ -57,12 +59,14 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
         force: bool = False,
         take_over: bool = False,
         build: bool = False,
+        data: bool = True,
     ) -> Plan:
-        """What a deploy would do now, with what it changes. Mutates nothing."""
+        """What a deploy would do now, with what it changes. Mutates nothing. ``data``: say
+        what the running release wrote inside itself, which the deploy would lose."""
         target = app.slots.target(slot_name)
         records = self.backend.read_records(target)
         observed = self.observe(target, records)
-        return self._deploy_plan(
+        plan = self._deploy_plan(
             app,
             slot_name,
             records,
@@ -76,6 +80,15 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
             take_over,
             build,
         )
+        if plan.release is None or operation != "deploy" or not data:
+            return plan
+        # what the running release wrote inside itself, which this deploy would lose (a
+        # deploy says it once it rolled: engine/sequence.py)
+        lost = WrittenInside(self.backend, target, history.deployed(records), app)
+        warning = lost.warning(plan.release)
+        if warning is None:
+            return plan
+        return replace(plan, notes=(*plan.notes, f"warning: {warning}"))
 
     def _deploy_plan(
         self,
@@ -101,6 +114,7 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
         slot = app.slots.get(slot_name)
         target = app.slots.target(slot_name)
         inputs: BuildInputs | None = None
+        data_notes: list[str] = []
         if slot.source is not None:  # the team's manifests or a chart (engine/workloads.py)
             if build:
                 raise refuse_source_build(slot_name)
@@ -115,6 +129,9 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
             else:
                 resolved = self.backend.resolve_image(target, view, image)
             meta = self._image_meta(resolved, records, view)
+            if meta.source_type == "local" and meta.working_dir:
+                # the directory a release is copied from: a database in it is lost
+                data_notes = database_notes(view, Path(meta.working_dir))
             release = Release(
                 app=app.name,
                 slot=slot_name,
@@ -161,7 +178,10 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
                 + (" (--force redeploys anyway)" if operation == "deploy" else ""),
             )  # fmt: skip
             return self._noted(plan, app, slot_name)
-        return self._noted(replace(with_build(plan, inputs), diff=diff), app, slot_name)
+        plan = replace(with_build(plan, inputs), diff=diff)
+        if data_notes:
+            plan = replace(plan, notes=(*plan.notes, *data_notes))
+        return self._noted(plan, app, slot_name)
 
     def _release_plan(
         self,
@@ -209,7 +229,7 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
     def changes(self, app: App, slot_name: str) -> Diff:
         """The deployed release against what a deploy would run now, and where the target
         drifted from it. Read-only."""
-        diff = self.plan_deploy(app, slot_name).diff
+        diff = self.plan_deploy(app, slot_name, data=False).diff
         assert diff is not None  # every deploy plan carries its diff
         return diff
 

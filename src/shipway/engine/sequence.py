@@ -68,7 +68,7 @@ class RolloutSequence(Recovery, BuildPhase):
             records = self._recover(clearance, target, app, records, secrets, rollback_timeout)
             anchor = history.deployed(records)  # the anchor: read before anything is patched
             # what the anchor wrote inside itself, read beside the observation and the plan
-            written = WrittenInside(self.backend, target, anchor if check_data else None)
+            written = WrittenInside(self.backend, target, anchor if check_data else None, app)
             try:
                 observed = self.observe(target, records)
                 plan = build(records, observed)
