@@ -191,24 +191,6 @@ def looks_like_database(path: Path) -> bool:
         return False
 
 
-def databases(app: App, source: Path) -> list[str]:
-    """The database files (:func:`looks_like_database`) a copy of ``source`` would carry
-    into a release: not those under a declared volume's path, nor a config file the spec
-    writes."""
-    rule = AppFiles.of(app, source)
-    volumes = [v.path for v in app.volumes.values() if not v.absolute]
-    written = {f.path for f in app.files}
-    out = []
-    for rel in rule.walk(source):
-        if rel.endswith("/") or rel in written:
-            continue
-        if any(rel == v or rel.startswith(v + "/") for v in volumes):
-            continue
-        if looks_like_database(source / rel):
-            out.append(rel)
-    return out
-
-
 def ignored_by(root: Path) -> pathspec.GitIgnoreSpec | None:
     """What ``root``'s ``.shipwayignore`` names (None: it has none)."""
     return _ignore_patterns(root)

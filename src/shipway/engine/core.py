@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from pathlib import Path
 
 from shipway.backends.protocol import (
     BuildInputs,
@@ -129,9 +128,8 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
             else:
                 resolved = self.backend.resolve_image(target, view, image)
             meta = self._image_meta(resolved, records, view)
-            if meta.source_type == "local" and meta.working_dir:
-                # the directory a release is copied from: a database in it is lost
-                data_notes = database_notes(view, Path(meta.working_dir))
+            # a database in the directory a release is copied from: its copy is lost
+            data_notes = database_notes(resolved.databases)
             release = Release(
                 app=app.name,
                 slot=slot_name,

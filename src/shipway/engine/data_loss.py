@@ -16,9 +16,9 @@ hiding that the question could not be answered (it is said instead).
 from __future__ import annotations
 
 import threading
-from pathlib import Path
+from collections.abc import Sequence
 
-from shipway.backends.appfiles import databases, ignored_by
+from shipway.backends.appfiles import ignored_by
 from shipway.backends.protocol import Backend
 from shipway.errors import BackendError
 from shipway.release.model import Release
@@ -108,12 +108,12 @@ class WrittenInside:
         return [f for f in found if not ignored.match_file(f)]
 
 
-def database_notes(app: App, source: Path) -> list[str]:
-    """The plan's warning about each database file a release would carry from ``source``
-    (the app's directory): its copy in the running release is replaced by every deploy."""
+def database_notes(databases: Sequence[str]) -> list[str]:
+    """The plan's warning about each database file a release carries from the app's
+    directory (``ResolvedImage.databases``): each deploy replaces the running release's copy."""
     return [
         f"warning: {rel} in the app's directory is a database: every release gets its own "
         f"copy of it, and each deploy replaces the running release's copy with this one — "
         f"whatever the app wrote to it is lost (fix: {database_fix(rel)})"
-        for rel in databases(app, source)
+        for rel in databases
     ]
