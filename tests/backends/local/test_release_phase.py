@@ -286,6 +286,32 @@ def test_build_output_of_the_release_command_and_ignored_files_are_not_data(
         assert "staticfiles" not in warning and "tmp/cache.bin" not in warning
 
 
+def test_a_state_dir_inside_the_app_holds_no_database_of_the_app(tmp_path: Path) -> None:
+    # the state directory lies inside the app: the databases its releases made there are
+    # not the app's (a snapshot never copies the state dir), so the plan names none
+    app_dir = tmp_path / "notes"
+    files = {
+        "app.py": NOTES_APP,
+        "migrate.py": MIGRATE,
+        "shipway.toml": SPEC,
+        "secrets/db-password": DB_PASSWORD + "\n",
+    }
+    for rel, text in files.items():
+        (app_dir / rel).parent.mkdir(parents=True, exist_ok=True)
+        (app_dir / rel).write_text(text)
+    s = slot_of(app_dir, app_dir / ".state", NOTES_API_TOKEN=API_TOKEN)
+    try:
+        s.deploy()
+        assert (app_dir / ".state" / "notes" / "local" / "releases" / "r1" / "notes.db").is_file()
+        with (app_dir / "app.py").open("a") as f:
+            f.write("# r2\n")
+        r = s.run("plan", "local")
+        assert r.code == 0, r.text
+        assert "in the app's directory is a database" not in r.out, r.out
+    finally:
+        s.supervisor().shutdown()
+
+
 def test_snapshots_carry_only_the_app_and_secrets_are_0600(notes: Slot) -> None:
     notes.deploy()
     snap = releases(notes) / "r1"
