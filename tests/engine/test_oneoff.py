@@ -79,7 +79,10 @@ def test_a_deploy_warns_about_files_the_anchor_wrote_inside_itself(
     [warning] = outcome.warnings
     assert warning.startswith("r1 wrote 13 file(s) at run time inside its own copy of the app")
     assert "db.sqlite3, media/0.png" in warning and "and 3 more" in warning
-    assert 'declare a volume for that data, e.g. [volumes.data] path = "db.sqlite3"' in warning
+    assert "(db.sqlite3: a database)" in warning
+    # a volume is a directory, never the database file itself (that volume would fail)
+    assert 'declare a directory volume, [volumes.data] path = "data"' in warning
+    assert 'DATABASES["default"]["NAME"] = BASE_DIR / "data" / "db.sqlite3"' in warning
     # read before anything replaced the anchor
     names = [n for n, _ in backend.calls]
     assert names.index("runtime_files") < names.index("apply")

@@ -31,11 +31,13 @@ from typing import TYPE_CHECKING
 from shipway.errors import InputError
 from shipway.spec.envfile import is_env_file
 from shipway.spec.model import App
+from shipway.spec.volumes import DATABASE_SUFFIXES
 
 if TYPE_CHECKING:
     import pathspec
 
 IGNORE_FILE = ".shipwayignore"
+SQLITE_HEADER = b"SQLite format 3\0"
 NEVER_DIRS = frozenset(
     {
         ".git",
@@ -173,6 +175,25 @@ class AppFiles:
                 if self.keeps(root, rel, is_dir=False):
                     out.append(rel)
         return sorted(out)
+
+
+def looks_like_database(path: Path) -> bool:
+    """Whether a file is a database: named like one (``*.sqlite3``, ``*.sqlite``, ``*.db``)
+    or starting with SQLite's header. A symlink or an unreadable file is not."""
+    if path.is_symlink() or not path.is_file():
+        return False
+    if path.name.endswith(DATABASE_SUFFIXES):
+        return True
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(SQLITE_HEADER)) == SQLITE_HEADER
+    except OSError:
+        return False
+
+
+def ignored_by(root: Path) -> pathspec.GitIgnoreSpec | None:
+    """What ``root``'s ``.shipwayignore`` names (None: it has none)."""
+    return _ignore_patterns(root)
 
 
 def _ignore_patterns(root: Path) -> pathspec.GitIgnoreSpec | None:

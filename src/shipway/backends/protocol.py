@@ -186,6 +186,9 @@ class ResolvedImage:
     meta: ImageMeta | None = None
     #: when ``meta`` is None: why the image could not be read (the registry's answer)
     unknown_because: str = ""
+    #: database files (relative paths) a release copies from the app's directory: each
+    #: deploy replaces the running release's copy of them (the plan warns)
+    databases: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

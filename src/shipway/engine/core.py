@@ -21,6 +21,7 @@ from shipway.backends.protocol import (
 from shipway.engine.blue_green import BlueGreen
 from shipway.engine.build import builds_its_image, planned, refuse_source_build, with_build
 from shipway.engine.context import marked
+from shipway.engine.data_loss import WrittenInside, database_notes
 from shipway.engine.destroy import Destruction
 from shipway.engine.ids import fresh_ids, restart_ids
 from shipway.engine.oneoff import OneOffs
@@ -49,12 +50,24 @@ ASKED = DeployRequest()
 class Engine(Workloads, BlueGreen, Destruction, OneOffs):
     """Drives one backend for one app's slots. Knows nothing of which backend it drives."""
 
-    def plan_deploy(self, app: App, slot_name: str, request: DeployRequest = ASKED) -> Plan:
-        """What a deploy would do now, with what it changes. Mutates nothing."""
+    def plan_deploy(
+        self, app: App, slot_name: str, request: DeployRequest = ASKED, *, data: bool = True
+    ) -> Plan:
+        """What a deploy would do now, with what it changes. Mutates nothing. ``data``: say
+        what the running release wrote inside itself, which the deploy would lose."""
         target = app.slots.target(slot_name)
         records = self.backend.read_records(target)
         observed = self.observe(target, records)
-        return self._deploy_plan(app, slot_name, records, observed, self.secrets(app), request)
+        plan = self._deploy_plan(app, slot_name, records, observed, self.secrets(app), request)
+        if plan.release is None or request.operation != "deploy" or not data:
+            return plan
+        # what the running release wrote inside itself, which this deploy would lose (a
+        # deploy says it once it rolled: engine/sequence.py)
+        lost = WrittenInside(self.backend, target, history.deployed(records), app)
+        warning = lost.warning(plan.release)
+        if warning is None:
+            return plan
+        return replace(plan, notes=(*plan.notes, f"warning: {warning}"))
 
     def _deploy_plan(
         self,
@@ -75,6 +88,7 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
         slot = app.slots.get(slot_name)
         target = app.slots.target(slot_name)
         inputs: BuildInputs | None = None
+        data_notes: list[str] = []
         if slot.source is not None:  # the team's manifests or a chart (engine/sources.py)
             if request.build:
                 raise refuse_source_build(slot_name)
@@ -91,6 +105,8 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
             meta = self._image_meta(
                 resolved, records, view, built_here=image is None and builds_its_image(view)
             )
+            # a database in the directory a release is copied from: its copy is lost
+            data_notes = database_notes(resolved.databases)
             release = Release(
                 app=app.name,
                 slot=slot_name,
@@ -139,7 +155,10 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
                 + (" (--force redeploys anyway)" if operation == "deploy" else ""),
             )  # fmt: skip
             return self._noted(plan, app, slot_name)
-        return self._noted(replace(with_build(plan, inputs), diff=diff), app, slot_name)
+        plan = replace(with_build(plan, inputs), diff=diff)
+        if data_notes:
+            plan = replace(plan, notes=(*plan.notes, *data_notes))
+        return self._noted(plan, app, slot_name)
 
     def _release_plan(
         self,
@@ -187,7 +206,7 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
     def changes(self, app: App, slot_name: str) -> Diff:
         """The deployed release against what a deploy would run now, and where the target
         drifted from it. Read-only."""
-        diff = self.plan_deploy(app, slot_name).diff
+        diff = self.plan_deploy(app, slot_name, data=False).diff
         assert diff is not None  # every deploy plan carries its diff
         return diff
 

@@ -121,7 +121,7 @@ class RolloutSequence(Recovery, BuildPhase):
         records = self._recover(clearance, target, run.app, records, secrets, run.rollback_timeout)
         anchor = history.deployed(records)  # the anchor: read before anything is patched
         # what the anchor wrote inside itself, read beside the observation and the plan
-        written = WrittenInside(self.backend, target, anchor if check_data else None)
+        written = WrittenInside(self.backend, target, anchor if check_data else None, run.app)
         try:
             observed = self.observe(target, records)
             plan = build(records, observed)

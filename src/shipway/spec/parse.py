@@ -39,7 +39,7 @@ from shipway.spec.model import (
 from shipway.spec.procfile import Procfile
 from shipway.spec.secrets import SecretRef, names_in
 from shipway.spec.source import Source, every_slot_has_source, parse_source
-from shipway.spec.volumes import check_volume_slots, parse_volumes
+from shipway.spec.volumes import check_file_volumes, check_volume_slots, parse_volumes
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 DNS_NAME = re.compile(
@@ -182,6 +182,8 @@ def parse(
     build = parse_build(c, top.get("build"), app_t.get("build"))
     volumes = parse_volumes(c, top.get("volumes", {}), processes, files)
     check_volume_slots(c, volumes, slots)
+    if check_files:  # the spec file read now (a recorded one is not refused afterwards)
+        check_file_volumes(c, volumes, base_dir)
 
     if procfile is not None:
         c.problems.extend(procfile.problems)

@@ -9,6 +9,11 @@ What must never happen: a path that leaves the app's directory (``..``), a path 
 app itself (``.``), two volumes (or a volume and a config file) claiming one place, or an
 absolute path on a local slot, where it would be a path on this machine rather than inside
 a container. Each is refused here, with its key, before anything is touched.
+
+A volume is a directory on every backend (a directory of the state dir, a Docker volume, a
+claim), never a single file: a path the app's directory holds as a file, or one named like a
+database file (``*.sqlite3``, ``*.sqlite``, ``*.db``), is refused when the spec file is read,
+with the fix — a directory volume, and the app pointed at the file inside it.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import posixpath
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from shipway.spec.check import Checker
@@ -32,6 +38,8 @@ VOLUME_KEYS = ("path", "processes", "size", "storage_class", "access_mode")
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$")
 _SIZE = re.compile(r"^[0-9]+(\.[0-9]+)?(k|M|G|T|P|Ki|Mi|Gi|Ti|Pi)?$")
+#: names of database files (SQLite's above all): data, never part of a release
+DATABASE_SUFFIXES = (".sqlite3", ".sqlite", ".db")
 _CLASS = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 
 
@@ -223,3 +231,40 @@ def check_volume_slots(
                 f"{volume.path!r} is absolute, but slot {local[0]!r} runs processes locally",
                 "on a local slot a volume's path is relative to the app's directory, e.g. \"data\"",
             )
+
+
+def database_fix(file: str, volume: str = "data") -> str:
+    """The fix for a database file at ``file`` (relative to the app) that must outlive every
+    release: a directory volume holding it, and the app pointed at the file inside it."""
+    parent, name = posixpath.split(file)
+    where = parent or "data"
+    inside = f"{where}/{name}"
+    point = f"point the app at {inside}"
+    if name == "db.sqlite3":  # Django's default database
+        point += f' (Django settings: DATABASES["default"]["NAME"] = BASE_DIR / "{where}"'
+        point += f' / "{name}")'
+    return (
+        f'declare a directory volume, [volumes.{volume}] path = "{where}" in the spec, and '
+        f"{point}; move the app's own copy into {where}/ (it stays on this machine, never "
+        "in a release)"
+    )
+
+
+def check_file_volumes(c: Checker, volumes: Mapping[str, Volume], base_dir: Path) -> None:
+    """A volume is a directory on every backend: a relative path that is a file in the app,
+    or named like a database file, would be a directory in each release where the app
+    expects its file (SQLite: "unable to open database file")."""
+    for volume in volumes.values():
+        if volume.absolute:
+            continue
+        is_file = (base_dir / volume.path).is_file()
+        named = volume.path.rsplit("/", 1)[-1].endswith(DATABASE_SUFFIXES)
+        if not (is_file or named):
+            continue
+        why = "is a file in the app's directory" if is_file else "names a database file"
+        c.error(
+            ("volumes", volume.name, "path"),
+            f"{volume.path!r} {why}, but a volume is a directory on every backend (a file "
+            "cannot be one: the app would find a directory where it expects its file)",
+            database_fix(volume.path, volume.name),
+        )

@@ -202,7 +202,8 @@ def test_files_a_container_wrote_inside_itself_are_warned_about(deployment: Depl
     assert isinstance(outcome, Rolled), outcome.line()
     [warning] = [w for w in outcome.warnings if "at run time" in w]
     assert "r1 wrote 2 file(s) at run time" in warning
-    assert "notes.db, uploads/a.png" in warning and "declare a volume" in warning
+    assert "notes.db, uploads/a.png (notes.db: a database)" in warning
+    assert 'declare a directory volume, [volumes.data] path = "data"' in warning
     assert "/tmp" not in warning and "scratch" not in warning  # not the app's own copy
 
 

@@ -9,9 +9,13 @@ each test then deploys on from whatever release serves, and leaves the copy as i
 from __future__ import annotations
 
 import http.client
+import os
 import re
 import shutil
+import subprocess
+import sys
 import urllib.parse
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -149,3 +153,108 @@ def test_a_failing_migration_rolls_back_and_the_previous_release_serves(
     assert guestbook.processes()["web"]["pid"] == pid
     body = page(guestbook)
     assert served_by(body) == previous and "<li>before the broken migration</li>" in body
+
+
+STARTPROJECT_SPEC = """\
+[app]
+name = "mysite"
+release_command = "python manage.py migrate --noinput"
+
+[processes.web]
+command = "gunicorn --bind 127.0.0.1:$PORT mysite.wsgi"
+port = 8000
+[processes.web.healthcheck]
+path = "/admin/login/"
+interval = "200ms"
+timeout = "2s"
+attempts = 50
+
+[env]
+EDITION = "1"
+"""
+COUNT_USERS = "from django.contrib.auth.models import User; print('users:', User.objects.count())"
+
+
+def django_lib(wheels: Path, into: Path) -> Path:
+    """Django (and what it needs) unpacked from the test wheelhouse: what a developer's
+    ``django-admin`` and ``manage.py`` run with on their own machine."""
+    for wheel in wheels.glob("*.whl"):
+        with zipfile.ZipFile(wheel) as z:
+            z.extractall(into)
+    return into
+
+
+def next_edition(slot: Slot) -> None:
+    """A new release of the source (a changed env var)."""
+    text = slot.spec.read_text()
+    n = int(text.split('EDITION = "')[1].split('"')[0])
+    slot.spec.write_text(text.replace(f'EDITION = "{n}"', f'EDITION = "{n + 1}"'))
+
+
+def users(slot: Slot) -> str:
+    r = slot.run("run", "local", "--", "python", "manage.py", "shell", "-c", COUNT_USERS)
+    assert r.code == 0, r.text
+    return r.out.strip().splitlines()[-1]
+
+
+def test_startproject_sqlite_is_warned_about_and_the_fix_keeps_the_data(
+    tmp_path: Path,
+) -> None:
+    # a project as `django-admin startproject` makes it, migrated on the developer's
+    # machine: its SQLite file db.sqlite3 lies in the app's directory, beside manage.py
+    wheels = ensure_wheels(EXAMPLE / "requirements.txt")
+    lib = django_lib(wheels, tmp_path / "lib")
+    app_dir = tmp_path / "mysite"
+    app_dir.mkdir()
+    dev = {**os.environ, "PYTHONPATH": str(lib)}
+    subprocess.run(
+        [sys.executable, "-m", "django", "startproject", "mysite", str(app_dir)],
+        env=dev, check=True,
+    )  # fmt: skip
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "-v0"], cwd=app_dir, env=dev, check=True
+    )
+    assert (app_dir / "db.sqlite3").is_file()
+    shutil.copy(EXAMPLE / "requirements.txt", app_dir)
+    (app_dir / "shipway.toml").write_text(STARTPROJECT_SPEC)
+    s = built_slot(app_dir, tmp_path / "state", wheels)
+    try:
+        # the plan warns, with the fix that works
+        r = s.deploy()
+        warning = next(line for line in r.out.splitlines() if "db.sqlite3 in the app" in line)
+        assert "warning: db.sqlite3 in the app's directory is a database" in warning
+        assert "each deploy replaces the running release's copy" in warning
+        assert '[volumes.data] path = "data"' in warning
+        fix = 'DATABASES["default"]["NAME"] = BASE_DIR / "data" / "db.sqlite3"'
+        assert fix in warning and "move the app's own copy into data/" in warning
+        # it is true: a user added to what runs is gone after the next deploy
+        s.run("run", "local", "--", "python", "manage.py", "createsuperuser", "--noinput",
+              "--username", "ada", "--email", "ada@example.com")  # fmt: skip
+        assert users(s) == "users: 1"
+        next_edition(s)
+        s.deploy()
+        assert users(s) == "users: 0"
+
+        # the fix, as the warning says it
+        s.edit_spec("[env]", '[volumes.data]\npath = "data"\n\n[env]')
+        settings = app_dir / "mysite" / "settings.py"
+        text = settings.read_text()
+        assert "'NAME': BASE_DIR / 'db.sqlite3'," in text
+        settings.write_text(text.replace("BASE_DIR / 'db.sqlite3'", fix.split(" = ")[1]))
+        (app_dir / "data").mkdir()
+        (app_dir / "db.sqlite3").rename(app_dir / "data" / "db.sqlite3")
+        assert s.run("validate").code == 0
+        r = s.deploy()
+        assert "is a database" not in r.out and "at run time" not in r.out, r.out
+        s.run("run", "local", "--", "python", "manage.py", "createsuperuser", "--noinput",
+              "--username", "ada", "--email", "ada@example.com")  # fmt: skip
+        assert users(s) == "users: 1"
+        next_edition(s)
+        r = s.deploy()
+        assert "rolled mysite/local from r3 to r4" in r.out, r.out
+        assert "is a database" not in r.out and "at run time" not in r.out, r.out
+        assert users(s) == "users: 1"  # the data survived the redeploy: it is in the volume
+        volume = s.state / "mysite" / "local" / "volumes" / "data"
+        assert (volume / "db.sqlite3").is_file()
+    finally:
+        s.close()

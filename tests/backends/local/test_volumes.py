@@ -168,6 +168,25 @@ def test_destroy_with_volumes_deletes_the_data(notes: Slot) -> None:
     assert notes_now(notes) == "(no notes)\n"
 
 
+def test_destroy_with_volumes_removes_a_symlinked_volume_as_a_link_only(
+    notes: Slot, tmp_path: Path
+) -> None:
+    # the volume's data moved elsewhere (a bigger disk) and linked back into the slot
+    notes.deploy()
+    write(notes, "kept")
+    elsewhere = tmp_path / "bigger-disk" / "data"
+    elsewhere.parent.mkdir()
+    volume_dir(notes).rename(elsewhere)
+    volume_dir(notes).symlink_to(elsewhere)
+    r = notes.run("destroy", "local", "--volumes", "--confirm", "local")
+    assert r.code == 0, r.text
+    assert f"removed volume data ({volume_dir(notes)}): a symlink to {elsewhere}" in r.out
+    assert "the link only was removed" in r.out
+    assert not (notes.state / "hello" / "local").exists()  # the whole slot went
+    # what the link pointed to is outside the slot's directory: never deleted through it
+    assert (elsewhere / "notes.txt").read_text() == "kept by r1\n"
+
+
 def test_plan_and_status_list_the_volume_and_its_size_on_disk(notes: Slot) -> None:
     r = notes.run("plan", "local")
     assert r.code == 0, r.text

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from shipway.backends.appfiles import looks_like_database
 from shipway.backends.local import preflight, render, snapshot
 from shipway.backends.local.generations import read_claims, read_generations, serving
 from shipway.backends.local.health import LocalHealth
@@ -91,11 +92,17 @@ class LocalReads(LocalLogs, LocalHealth, LocalVolumes):
 
     def _resolve_dir(self, app: App, source: Path) -> ResolvedImage:
         try:
-            digest = snapshot.digest(source, self._app_files(app, source))
+            paths = self._app_files(app, source).walk(source)
+            digest = snapshot.digest_of_paths(source, paths)
         except OSError as exc:
             raise InputError(f"cannot read the source directory {source}: {exc}") from exc
+        # what a snapshot copies of it that is a database (db.sqlite3 beside the code)
+        found = [p for p in paths if not p.endswith("/") and looks_like_database(source / p)]
         return ResolvedImage(
-            ref=f"local:{source}@{digest}", digest=digest, meta=ImageMeta("local", str(source))
+            ref=f"local:{source}@{digest}",
+            digest=digest,
+            meta=ImageMeta("local", str(source)),
+            databases=tuple(found),
         )
 
     def observe(self, target: Target) -> Observed:

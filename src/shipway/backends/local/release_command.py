@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from shipway.backends.liveness import ProcessMark, pid_alive, process_start, session_members
-from shipway.backends.local import logfiles, masks
+from shipway.backends.local import logfiles, masks, snapshot
 from shipway.backends.local.dirs import (
     SlotDirs,
     private_log,
@@ -120,7 +120,10 @@ class LocalReleaseCommand(LocalEnvironment):
                 },
                 0o600,
             )
-            return self._watch(proc, started, command, log, reporter, redact, deadline)
+            failure = self._watch(proc, started, command, log, reporter, redact, deadline)
+            if failure is None:  # what it wrote in the snapshot is build output, not data
+                snapshot.remember_built(cwd)
+            return failure
         except BaseException:  # interrupted (a signal), or the lock lost: stop it all
             stopped = stop_session(proc.pid, started)
             if stopped:

@@ -2,16 +2,15 @@
 
 A snapshot's sidecar lists the paths it was made with (:mod:`.snapshot`); whatever else is
 in it now was written there at run time — except the config files shipway wrote from the
-spec, caches (``__pycache__``) and what lies under a declared volume. A snapshot made before
-paths were recorded cannot tell (None).
+spec, caches (``__pycache__``), what lies under a declared volume, and what its release
+command wrote (build output: ``collectstatic``'s files are made again by the next release's)
+unless it is a database (a SQLite file its migrations made holds data). A snapshot made
+before paths were recorded cannot tell (None).
 """
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
-from shipway.backends.appfiles import never
+from shipway.backends.appfiles import looks_like_database, never
 from shipway.backends.local import snapshot
 from shipway.backends.local.render import SnapshotBody
 from shipway.backends.local.state import LocalState
@@ -37,29 +36,20 @@ class LocalRuntimeFiles(LocalState):
         if made_with is None:
             return None
         known = set(made_with)
+        built = set(snapshot.built_of_kept(path))
         written = {f.path for u in release.artifact if u.kind == "snapshot"
                    for f in SnapshotBody.of(u).files}  # fmt: skip
         volumes = _volume_paths(release)
         out = []
-        for rel in _files_under(path):
+        for rel in snapshot.files_under(path):
             if rel in known or rel in written or never(rel, is_dir=False):
+                continue
+            if rel in built and not looks_like_database(path / rel):
                 continue
             if any(rel == v or rel.startswith(v + "/") for v in volumes):
                 continue
             out.append(rel)
         return out
-
-
-def _files_under(root: Path) -> list[str]:
-    """Every file and symlink under ``root``, relative, sorted (directories are not data)."""
-    out = []
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        here = Path(dirpath)
-        rel_dir = here.relative_to(root)
-        links = [d for d in dirnames if (here / d).is_symlink()]
-        dirnames[:] = [d for d in dirnames if d not in links]
-        out += [(rel_dir / f).as_posix() for f in [*filenames, *links]]
-    return sorted(out)
 
 
 def _volume_paths(release: Release) -> list[str]:

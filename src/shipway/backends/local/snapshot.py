@@ -9,7 +9,8 @@ secret file, no state directory, nothing ``.shipwayignore`` names — and not th
 the spec declares (they are written into each snapshot from the spec, with this slot's
 secrets).
 
-Each kept snapshot's sidecar (``r<N>.json``) lists the paths it was made with, so what a
+Each kept snapshot's sidecar (``r<N>.json``) lists the paths it was made with, and those its
+release command wrote there (``built``: build output such as ``collectstatic``'s), so what a
 release created inside its snapshot at run time can be told apart afterwards.
 """
 
@@ -134,6 +135,46 @@ def paths_of_kept(path: Path) -> list[str] | None:
         return None
     paths = meta.get("paths") if isinstance(meta, dict) else None
     return [str(p) for p in paths] if isinstance(paths, list) else None
+
+
+def remember_built(path: Path) -> None:
+    """Add to a kept snapshot's sidecar the files its release command wrote in it: those
+    there now that it was not made with (nothing is said of a snapshot made before its
+    paths were recorded)."""
+    sidecar = path.with_name(path.name + ".json")
+    try:
+        meta = json.loads(sidecar.read_text())
+    except (OSError, ValueError):
+        return
+    made_with = meta.get("paths") if isinstance(meta, dict) else None
+    if not isinstance(made_with, list):
+        return
+    made = set(made_with)
+    before = set(meta.get("built") or ())
+    meta["built"] = sorted(before | {f for f in files_under(path) if f not in made})
+    write_json(sidecar, meta)
+
+
+def built_of_kept(path: Path) -> list[str]:
+    """The files a kept snapshot's release command wrote in it (none recorded: none)."""
+    try:
+        meta = json.loads(path.with_name(path.name + ".json").read_text())
+    except (OSError, ValueError):
+        return []
+    built = meta.get("built") if isinstance(meta, dict) else None
+    return [str(p) for p in built] if isinstance(built, list) else []
+
+
+def files_under(root: Path) -> list[str]:
+    """Every file and symlink under ``root``, relative, sorted (directories are not data)."""
+    out = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        here = Path(dirpath)
+        rel_dir = here.relative_to(root)
+        links = [d for d in dirnames if (here / d).is_symlink()]
+        dirnames[:] = [d for d in dirnames if d not in links]
+        out += [(rel_dir / f).as_posix() for f in [*filenames, *links]]
+    return sorted(out)
 
 
 def discard(path: Path) -> None:

@@ -146,11 +146,36 @@ class LocalVolumes(LocalState):
         ]
 
     def _delete_volumes(self, d: SlotDirs, reporter: Reporter) -> list[Leftover]:
-        """``destroy --volumes`` only: the data goes."""
+        """``destroy --volumes`` only: the data goes — what lies in the slot's directory.
+        A volume directory (or the ``volumes`` directory itself) that is a symlink is
+        removed as a link only: what it points to is outside the slot's directory, never
+        deleted through it (it is said, with where it points)."""
         gone = self._volume_leftovers(d)
-        for name in self._volume_names(d):
-            shutil.rmtree(d.volume(name))
-            reporter.line(f"  deleted volume {name} ({d.volume(name)})")
-        if d.volumes.is_dir():
-            d.volumes.rmdir()
+        if d.volumes.is_symlink():
+            _unlink_only(d.volumes, "volumes", reporter)
+            return gone
+        try:
+            entries = sorted(d.volumes.iterdir())
+        except FileNotFoundError:
+            return gone
+        for path in entries:
+            if path.is_symlink():
+                _unlink_only(path, f"volume {path.name}", reporter)
+            elif path.is_dir():
+                shutil.rmtree(path)
+                reporter.line(f"  deleted volume {path.name} ({path})")
+            else:
+                path.unlink()
+        d.volumes.rmdir()
         return gone
+
+
+def _unlink_only(link: Path, what: str, reporter: Reporter) -> None:
+    """Remove a symlink of the slot's directory, never what it points to."""
+    points_to = os.readlink(link)
+    link.unlink()
+    reporter.line(
+        f"  removed {what} ({link}): a symlink to {points_to}, outside the slot's directory; "
+        "the link only was removed, what it points to is left as it is (delete it yourself "
+        "if it is no longer wanted)"
+    )
