@@ -27,8 +27,8 @@ from shipway.backends.protocol import (
     ProcessStatus,
     Reporter,
     ViewsLogs,
-    VolumeStatus,
 )
+from shipway.backends.volume_status import VolumeStatus
 from shipway.engine.timeouts import DEFAULT_ROLLBACK_TIMEOUT, DEFAULT_TIMEOUT
 from shipway.errors import InputError, SecretUnavailable
 from shipway.guard import Clearance, Guard

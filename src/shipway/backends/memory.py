@@ -30,8 +30,8 @@ from shipway.backends.protocol import (
     Reason,
     Reporter,
     ResolvedImage,
-    VolumeStatus,
 )
+from shipway.backends.volume_status import VolumeStatus
 from shipway.errors import BackendError, BuildFailed, CleanupFailed, SlotLocked
 from shipway.guard import Clearance
 from shipway.plan.model import (

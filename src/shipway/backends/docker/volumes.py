@@ -23,7 +23,8 @@ from shipway.backends.docker import labels
 from shipway.backends.docker.connection import HostConnection
 from shipway.backends.docker.edge import edge
 from shipway.backends.docker.state import DockerState
-from shipway.backends.protocol import Leftover, VolumeStatus, human_bytes
+from shipway.backends.protocol import Leftover
+from shipway.backends.volume_status import VolumeStatus, human_bytes
 from shipway.plan.model import ObservedUnit, Plan
 from shipway.release.artifact import Unit
 from shipway.spec.model import App, Slot, Target

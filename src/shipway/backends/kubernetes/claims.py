@@ -11,7 +11,7 @@ from typing import Any
 
 from shipway.backends.kubernetes import volumes
 from shipway.backends.kubernetes.state import RESOURCES, KubernetesState
-from shipway.backends.protocol import VolumeStatus
+from shipway.backends.volume_status import VolumeStatus
 from shipway.plan.model import Plan
 from shipway.spec.model import App, Slot, Target
 

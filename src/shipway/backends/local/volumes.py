@@ -24,7 +24,8 @@ from pathlib import Path
 from shipway.backends.local.dirs import SlotDirs, private_dir
 from shipway.backends.local.render import volume_unit
 from shipway.backends.local.state import LocalState
-from shipway.backends.protocol import Leftover, Reporter, VolumeStatus, human_bytes
+from shipway.backends.protocol import Leftover, Reporter
+from shipway.backends.volume_status import VolumeStatus, human_bytes
 from shipway.errors import BackendError
 from shipway.plan.model import ObservedUnit, Plan
 from shipway.release.artifact import Unit
