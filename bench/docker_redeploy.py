@@ -240,7 +240,7 @@ def sdk_clients(urls: list[str]) -> tuple[list[Any], list[Any]]:
     pool of channels as shipway's (:class:`HostConnection`) — it is still the SDK's own
     client, used well."""
     from shipway.backends.docker.connection import HostConnection
-    from shipway.backends.docker.hosts import addresses
+    from shipway.backends.docker.machines import addresses
     from shipway.spec.model import DockerHost
 
     conns = [HostConnection(a) for a in addresses([DockerHost(url=u) for u in urls])]

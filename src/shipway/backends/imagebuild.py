@@ -106,7 +106,7 @@ class ImageBuilder:
                     self._closer = client
                 else:
                     from shipway.backends.docker.connection import HostConnection
-                    from shipway.backends.docker.hosts import addresses
+                    from shipway.backends.docker.machines import addresses
 
                     conn = HostConnection(
                         addresses([DockerHost(host)])[0],
@@ -126,7 +126,7 @@ class ImageBuilder:
         import os
 
         from shipway.backends.docker.connection import socket_problem
-        from shipway.backends.docker.hosts import addresses
+        from shipway.backends.docker.machines import addresses
 
         environ = os.environ if self._environ is None else self._environ
         url = environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"

@@ -12,7 +12,7 @@ import pytest
 
 from shipway.backends.docker import admin, caddy, drift, labels
 from shipway.backends.docker.connection import HostConnection
-from shipway.backends.docker.hosts import addresses
+from shipway.backends.docker.machines import addresses
 from shipway.backends.docker.records import read_tree, tar_of
 from shipway.engine import Rolled
 from shipway.spec.model import DockerHost as SpecHost

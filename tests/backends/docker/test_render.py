@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from shipway.backends.docker import caddy, drift, labels
-from shipway.backends.docker.hosts import addresses
+from shipway.backends.docker.machines import addresses
 from shipway.backends.docker.render import render, resources_of, routed_processes
 from shipway.errors import InputError
 from shipway.release.artifact import Artifact

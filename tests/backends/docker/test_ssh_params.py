@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from shipway.backends.docker.hosts import addresses
+from shipway.backends.docker.machines import addresses
 from shipway.backends.docker.trust import ssh_params
 from shipway.spec.model import DockerHost
 

@@ -14,7 +14,7 @@ did there. Where each concern lives:
 * :mod:`.oneoff` — one-off commands (``shipway run``) in a container of the release;
   :mod:`.runtime_files` — what a release's containers wrote inside themselves;
 * :mod:`.health` — the health gate a wait checks; :mod:`.lock` — the slot's lock;
-* :mod:`.owners` — who else serves a host name (another slot's proxy on these hosts);
+* :mod:`.hosts` — who else serves a host name (another slot's proxy on these hosts);
 * :mod:`.edge` — library exceptions become shipway's errors there, and only there.
 
 Docker keeps no generations: it is a :class:`~shipway.backends.protocol.Backend`, not a
@@ -25,9 +25,9 @@ from __future__ import annotations
 
 from shipway.backends.docker import render
 from shipway.backends.docker.destroy import DockerDestroy
+from shipway.backends.docker.hosts import DockerOwners
 from shipway.backends.docker.lock import DockerLock
 from shipway.backends.docker.oneoff import DockerCommands
-from shipway.backends.docker.owners import DockerOwners
 from shipway.backends.docker.reads import DockerReads
 from shipway.backends.docker.release_command import DockerReleaseCommand
 from shipway.backends.docker.runtime_files import DockerRuntimeFiles

@@ -35,7 +35,7 @@ from docker.constants import (
 from docker.transport.sshconn import SSHConnection, SSHConnectionPool, SSHHTTPAdapter
 from docker.utils import version_lt
 
-from shipway.backends.docker.hosts import HostAddress
+from shipway.backends.docker.machines import HostAddress
 from shipway.backends.docker.retrying import RetryingDockerClient
 from shipway.backends.docker.streamlocal import open_streamlocal
 from shipway.backends.docker.trust import SshParams, open_ssh, ssh_params

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shipway.backends.docker import caddy, labels
-from shipway.backends.docker.hosts import HostAddress, addresses
+from shipway.backends.docker.machines import HostAddress, addresses
 from shipway.backends.expand import expand_words
 from shipway.backends.imagemeta import start_command
 from shipway.release.artifact import PREREQUISITE, ROUTING, WORKLOAD, Artifact, Unit, digest_of

@@ -21,7 +21,7 @@ from docker.models.containers import Container
 from shipway.backends.docker import labels, render
 from shipway.backends.docker.connection import HostConnection
 from shipway.backends.docker.edge import edge
-from shipway.backends.docker.hosts import HostAddress, addresses
+from shipway.backends.docker.machines import HostAddress, addresses
 from shipway.backends.docker.records import RecordIndex, RecordStore
 from shipway.backends.guarded import Guarded
 from shipway.backends.protocol import Reporter

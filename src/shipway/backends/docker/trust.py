@@ -25,7 +25,7 @@ from typing import Any, cast
 
 import paramiko
 
-from shipway.backends.docker.hosts import HostAddress
+from shipway.backends.docker.machines import HostAddress
 from shipway.errors import BackendError, HostKeyMismatch, HostKeyRefused, UnknownHostKey
 
 KNOWN_HOSTS_ENV = "SHIPWAY_KNOWN_HOSTS"
