@@ -39,7 +39,7 @@ from shipway.release.artifact import Artifact
 from shipway.release.model import ImageMeta, Release, ReleaseStatus
 from shipway.spec.model import App, Target
 from shipway.spec.parse import from_snapshot
-from shipway.spec.secrets import Secret
+from shipway.spec.secrets import Masker, Secret
 
 
 class Engine(Workloads, BlueGreen, Destruction, OneOffs):
@@ -141,7 +141,8 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
 
         def diff_of(plan: Plan, seen: Observed) -> Diff:
             assert plan.release is not None
-            return plan_diff(anchor, plan.release, seen)  # a source's objects included
+            # a source's objects included; no value a secret has is shown
+            return plan_diff(anchor, plan.release, seen, Masker(secrets.values()))
 
         anchor = history.deployed(records)
         plan = plan_of(observed)
