@@ -11,7 +11,7 @@ import json
 import shutil
 from pathlib import Path
 
-from tests.backends.local.conftest import Slot
+from tests.backends.local.conftest import Slot, web_environ
 
 CANARY_OLD = "tok-canary-local-old-6f1d2a"
 CANARY_NEW = "tok-canary-local-new-93c7e0"
@@ -177,11 +177,12 @@ def test_a_plain_value_equal_to_a_secrets_value_is_masked_in_plans_diffs_and_his
     slot.edit_spec('"one\\ntwo\\nthree\\n"', f'"one\\ntoken {CANARY_OLD}\\nthree\\n"')
     saved = tmp_path / "saved.plan"
     outputs = [slot.run("plan", "local"), slot.run("plan", "local", "--out", str(saved))]
-    assert "    app: env COPY (secret) added" in outputs[0].out.splitlines(), outputs[0].text
+    # the plain value equal to the secret's is shown as that secret's placeholder
+    assert '    app: env COPY added: "${secrets.API_TOKEN}"' in outputs[0].out.splitlines()
     assert "file config/plain.txt: secret-bearing, changed (not shown)" in outputs[0].out
     # what a plan says changed (its JSON's changes) shows no value
-    as_json = json.loads(slot.run("plan", "local", "-o", "json").out)
-    assert CANARY_OLD not in json.dumps(as_json["changes"])
+    as_json = slot.run("plan", "local", "-o", "json")
+    assert CANARY_OLD not in json.dumps(json.loads(as_json.out)["changes"])
     # (a value inside a plain file's line is found only where the secret resolves: a plan;
     # the records know a secret's value only whole, by its mark)
     slot.edit_spec(f'"one\\ntoken {CANARY_OLD}\\nthree\\n"', '"one\\ntwo\\nthree\\n"')
@@ -197,3 +198,10 @@ def test_a_plain_value_equal_to_a_secrets_value_is_masked_in_plans_diffs_and_his
     for result in outputs:
         assert result.code == 0, result.text
         assert CANARY_OLD not in result.text, result.text
+    # the plain value is the secret's placeholder in the plan, the saved plan and the
+    # records; the process gets the value itself
+    assert "${secrets.API_TOKEN}" in saved.read_text()
+    assert CANARY_OLD not in saved.read_text() + records_text(slot)
+    assert web_environ(slot)["COPY"] == CANARY_OLD
+    again = slot.run("plan", "local")
+    assert again.code == 0 and "no changes" in again.out.splitlines()[0], again.text
