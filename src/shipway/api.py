@@ -8,7 +8,7 @@ slot's own backend is opened.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -426,6 +426,7 @@ def run(
     stdin: bool | None = False,
     tty: bool | None = False,
     host: str | None = None,
+    env: Mapping[str, str] | None = None,
     confirm: str | None = None,
     backend: Backend | None = None,
     reporter: Reporter | None = None,
@@ -435,12 +436,15 @@ def run(
     exit code. A one-off command can change production data: it needs the slot's clearance
     like any mutation. ``stdin``/``tty``: pass standard input through, give it a terminal
     (``docker run -i``/``-t``; None: if the backend can); ``host``: the Docker host to run
-    it on. The command's output goes to this process's standard output and error."""
+    it on; ``env``: variables over the release's, for this command only. The command's
+    output goes to this process's standard output and error. A SIGTERM or SIGHUP while it
+    runs elsewhere (a container, a pod) removes it and returns 128 + the signal's number."""
     clearance = clear(app, slot, confirm)
     with _engine(app, slot, backend, reporter) as engine:
         return engine.run_command(
-            clearance, app, slot, command, process=process, stdin=stdin, tty=tty, host=host
-        )
+            clearance, app, slot, command, process=process, stdin=stdin, tty=tty, host=host,
+            env=env,
+        )  # fmt: skip
 
 
 def logs(

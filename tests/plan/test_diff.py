@@ -121,3 +121,21 @@ def test_a_build_the_artifact_records_is_compared_per_process() -> None:
     )
     assert found.changes == (Change("web", "dependencies", "changed", old, new),)
     assert found.summary() == f"web dependencies {'aa' * 6}→{'bb' * 6}"
+
+
+def test_a_plain_value_equal_to_a_secrets_value_is_masked_from_the_records_marks() -> None:
+    # records made before such a value became the secret's placeholder: the secret's mark
+    # (kept in the record only) tells the diff the plain value is that secret's
+    from shipway.spec.secrets import Secret
+
+    salt = "5a1t"
+    marks = SecretMarks(salt, {"API_TOKEN": Secret("tok-value-1").mark(salt)})
+    refs = {"API_TOKEN": {"from_env": "T"}}
+    before = replace(release(1), spec={"env": {"A": "1"}, "secrets": refs}, secret_marks=marks)
+    after = replace(
+        release(2), spec={"env": {"A": "1", "COPY": "tok-value-1"}, "secrets": refs},
+        secret_marks=marks,
+    )  # fmt: skip
+    diff = release_diff(before, after)
+    assert [c.headline() for c in diff.changes] == ["app: env COPY (secret) added"]
+    assert "tok-value-1" not in json.dumps(diff.to_json())

@@ -156,3 +156,27 @@ def test_a_later_env_file_wins_and_a_bad_line_is_reported_without_its_text(
     assert any(p.startswith(".env:2: app.env_file: is not a KEY=value line") for p in found)
     assert any(p.startswith(".env:3: app.env_file: B: its quoted value") for p in found)
     assert "sup3r" not in " ".join(found)
+
+
+def test_an_env_file_variable_that_looks_like_a_credential_is_a_secret_never_plain_env(
+    tmp_path: Path,
+) -> None:
+    # the same rule as init's (spec/envfile.is_credential): by name, or by value
+    path = spec(
+        tmp_path,
+        '[app]\nname = "shop"\nenv_file = ".env"\n[processes.web]\ncommand = "serve"\n'
+        '[env]\nSTRIPE_SK = "from-the-spec"\n',
+        files={
+            ".env": "STRIPE_SK=stripe-sk-1\nMONGODB_URI=mongodb://u:m0ngo-pw@db/x\n"
+            "UPSTREAM=https://ann:up-pw@api.example/\nGREETING=hello\n"
+        },
+    )
+    app = load(path)
+    assert app.env == {"GREETING": "hello"}
+    assert {"STRIPE_SK", "MONGODB_URI", "UPSTREAM"} <= set(app.secrets)
+    values = resolve_all(app.secrets, {})
+    assert values["MONGODB_URI"].reveal() == "mongodb://u:m0ngo-pw@db/x"
+    assert values["STRIPE_SK"].reveal() == "stripe-sk-1"  # the env file's, over [env]
+    assert resolve_all(app.secrets, {"UPSTREAM": "shell"})["UPSTREAM"].reveal() == "shell"
+    shown = json.dumps(app.snapshot()) + repr(app)
+    assert not [v for v in ("stripe-sk-1", "m0ngo-pw", "up-pw") if v in shown]

@@ -51,3 +51,60 @@ def test_a_procfile_type_shipway_cannot_name_is_written_out_and_noted(tmp_path: 
     app = parse(tomllib.loads(text), base_dir=tmp_path)
     assert list(app.processes) == ["web"] and "\nprocfile =" not in text
     assert "# note: the Procfile's 'celery_beat' type is left out" in text
+
+
+#: credential-bearing variables as apps name them (and values that are credentials
+#: whatever their name), each with a value that must never be plain env
+CREDENTIALS = {
+    "MONGODB_URI": "mongodb://app:m0ngo-pw@db/app",
+    "SQLALCHEMY_DATABASE_URI": "postgresql://app:sqla-pw@db/app",
+    "MYSQL_PWD": "mysql-pw-1",
+    "GITHUB_PAT": "gh-pat-value-1",
+    "STRIPE_SK": "stripe-sk-value",
+    "JWT_SIGNING": "jwt-signing-value",
+    "SMTP_AUTH": "smtp-auth-value",
+    "BASIC_AUTH": "ann:basic-pw",
+    "SLACK_WEBHOOK": "https://hooks.example/T0/B0/xyz",
+    "AWS_ACCESS_KEY_ID": "access-key-id-1",
+    "UPSTREAM": "https://ann:upstream-pw@api.example/v1",
+    "PAYMENTS": "sk_live_0123456789abcdef",
+    "CI_BOT": "ghp_0123456789abcdefghijABCDEFGHIJ012345",
+    "AWS_ID": "AKIAIOSFODNN7EXAMPLE",
+}
+
+
+def test_every_credential_of_an_env_file_becomes_a_secret_by_name_or_value(
+    tmp_path: Path,
+) -> None:
+    lines = [f"{k}={v}" for k, v in CREDENTIALS.items()] + ["GREETING=hello", "DEBUG=1"]
+    (tmp_path / ".env").write_text("\n".join(lines) + "\n")
+    text = scan(tmp_path).text()
+    app = parse(tomllib.loads(text), base_dir=tmp_path)
+    assert set(app.secrets) == set(CREDENTIALS)
+    assert app.env == {"GREETING": "hello", "DEBUG": "1"}
+    assert not [v for v in CREDENTIALS.values() if v in text]
+
+
+def test_django_startproject_settings_get_migrate_a_volume_and_the_exact_change(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "manage.py").write_text("#!/usr/bin/env python\n")
+    (tmp_path / "requirements.txt").write_text("django==5.2.*\n")
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "wsgi.py").write_text("")
+    (tmp_path / "site" / "settings.py").write_text(
+        "DATABASES = {'default': {'ENGINE': 'django.db.backends.sqlite3',\n"
+        "                         'NAME': BASE_DIR / 'db.sqlite3'}}\n"
+        "STATIC_ROOT = BASE_DIR / 'static'\n"
+    )
+    found = scan(tmp_path)
+    app = parse(tomllib.loads(found.text()), base_dir=tmp_path)
+    # with STATIC_ROOT set, collectstatic too: a string that needs a shell runs under sh -c
+    assert app.release_command == (
+        "sh", "-c",
+        "python3 manage.py migrate --noinput && python3 manage.py collectstatic --noinput",
+    )  # fmt: skip
+    assert app.volumes["data"].path == "data"
+    assert found.changes == [
+        "in site/settings.py, change BASE_DIR / 'db.sqlite3' to BASE_DIR / 'data' / 'db.sqlite3'"
+    ]

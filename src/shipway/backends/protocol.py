@@ -233,13 +233,15 @@ class OneOffCommand:
     passed through (``-i``); ``tty``: the command gets a terminal (``-t``) — each True when
     asked for (a backend that cannot must refuse), None when wanted if the backend can (the
     default on a terminal), False when not. ``host``: the Docker host to run it on (None:
-    the first that runs the process)."""
+    the first that runs the process). ``env``: variables set over the release's for this
+    command only (``-e KEY=VALUE``; ``TERM`` of the caller's terminal when it gets one)."""
 
     command: tuple[str, ...]
     process: str
     stdin: bool | None = False
     tty: bool | None = False
     host: str | None = None
+    env: tuple[tuple[str, str], ...] = ()
 
     @property
     def attached(self) -> bool:

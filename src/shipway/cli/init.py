@@ -95,6 +95,7 @@ def _write(obj: Context, target: Path, directory: Path, force: bool, to_stdout: 
                 "found": found.found,
                 "processes": list(app.processes),
                 "guesses": [f"processes.{p.name}" for p in found.procs if p.guessed],
+                "changes": found.changes,
             }
         )
         return 0
@@ -103,6 +104,8 @@ def _write(obj: Context, target: Path, directory: Path, force: bool, to_stdout: 
     for proc in found.procs:
         if proc.guessed:
             click.echo(f"  guessed: processes.{proc.name} — {proc.guessed}")
+    for change in found.changes:
+        click.echo(f"  to do: {change}")
     click.echo("  health paths are guesses too; then: shipway plan, shipway deploy")
     return 0
 

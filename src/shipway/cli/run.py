@@ -8,6 +8,8 @@ gives exactly the command's output.
 
 from __future__ import annotations
 
+import os
+import re
 import sys
 
 import click
@@ -53,6 +55,15 @@ from shipway.cli.completion import complete_slot
     default=None,
     help="Give the command a terminal (default: when stdin and stdout are terminals).",
 )
+@click.option(
+    "-e",
+    "--env",
+    "env_items",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Set a variable for this command only, over the release's (KEY alone: this shell's "
+    "value, as docker run -e). Repeatable.",
+)
 @confirm_option
 @pass_obj
 def run(
@@ -63,6 +74,7 @@ def run(
     host: str | None,
     interactive: bool | None,
     tty: bool | None,
+    env_items: tuple[str, ...],
     confirm: str | None,
 ) -> None:
     """Run CMD once in SLOT's deployed release: its files, env, secrets and volumes, as
@@ -73,6 +85,8 @@ def run(
       shipway run -- python manage.py shell    (a spec with one slot)
       shipway run prod --confirm prod -- python manage.py migrate --plan
       shipway run prod -p worker --host docker-b -- sh
+      shipway run staging -e DJANGO_SUPERUSER_PASSWORD -- \\
+          python manage.py createsuperuser --noinput
 
     \b
     Local: a subprocess in the release's snapshot, on this terminal.
@@ -80,7 +94,10 @@ def run(
     Kubernetes: a pod made from the process's pod template, its output
     streamed, deleted afterwards (no stdin or terminal there: -i/-t are refused).
     Like any change, it needs the slot's clearance (--confirm on guarded slots).
-    The slot's lock is not held: a deploy may run meanwhile.
+    The slot's lock is not held: a deploy may run meanwhile. On a terminal the
+    command gets this terminal's TERM. SIGTERM or SIGHUP removes the container or
+    pod and exits 128+N (143 for SIGTERM); one a killed shipway left running on a
+    Docker host is removed by the next run on that slot from this machine.
     """
 
     def body() -> int:
@@ -93,6 +110,10 @@ def run(
         # not given: wanted on a terminal, if the backend can (None), else off
         on_terminal = sys.stdin.isatty()
         terminal = on_terminal and sys.stdout.isatty()
+        env = _env(env_items)
+        if (tty if tty is not None else terminal) and "TERM" not in env:
+            # the command's terminal is this one: it says what it is, as ssh and docker do
+            env["TERM"] = os.environ.get("TERM") or "xterm"
         return api.run(
             app,
             name,
@@ -101,11 +122,33 @@ def run(
             stdin=interactive if interactive is not None else (None if on_terminal else False),
             tty=tty if tty is not None else (None if terminal else False),
             host=host,
+            env=env,
             confirm=confirmation(app, name, confirm),
             reporter=TerminalReporter(sys.stderr),
         )
 
     run_body(obj, body)
+
+
+def _env(items: tuple[str, ...]) -> dict[str, str]:
+    """``-e KEY=VALUE`` (or ``-e KEY``: this shell's value) as a mapping; a bad one is an
+    input error naming it (its value never shown: it may be a secret)."""
+    from shipway.errors import InputError
+
+    out: dict[str, str] = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+            raise InputError(
+                f"-e {key[:40]!r}: not a variable name (hint: -e KEY=VALUE, KEY letters, "
+                "digits and _)"
+            )
+        if not eq:
+            if key not in os.environ:
+                raise InputError(f"-e {key}: not set in this shell (hint: -e {key}=VALUE)")
+            value = os.environ[key]
+        out[key] = value
+    return out
 
 
 def _slot_and_command(

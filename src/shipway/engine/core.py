@@ -41,7 +41,7 @@ from shipway.release.artifact import Artifact
 from shipway.release.model import ImageMeta, Release, ReleaseStatus
 from shipway.spec.model import App, Target
 from shipway.spec.parse import from_snapshot
-from shipway.spec.secrets import Secret
+from shipway.spec.secrets import Masker, Secret, placeholder
 
 #: a deploy with no options: the spec's image, as the spec says
 ASKED = DeployRequest()
@@ -85,6 +85,7 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
         it renders), so without this check every deploy of an unchanged slot would roll
         every process."""
         image, operation, description = request.image, request.operation, request.description
+        app = secret_valued_env(app, secrets)
         slot = app.slots.get(slot_name)
         target = app.slots.target(slot_name)
         inputs: BuildInputs | None = None
@@ -135,7 +136,8 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
 
         def diff_of(plan: Plan, seen: Observed) -> Diff:
             assert plan.release is not None
-            return plan_diff(anchor, plan.release, seen)  # a source's objects included
+            # a source's objects included; no value a secret has is shown
+            return plan_diff(anchor, plan.release, seen, Masker(secrets.values()))
 
         anchor = history.deployed(records)
         plan = plan_of(observed)
@@ -518,3 +520,23 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
         holder = LockHolder.me(self.lock_ttl)
         with signals_raise(), self.backend.lock(clearance, target, holder, self.reporter):
             self.backend.stop(clearance, target, self.reporter)
+
+
+def secret_valued_env(app: App, secrets: Mapping[str, Secret]) -> App:
+    """``app`` with every plain env value (``[env]``, env files, a slot's ``env``) that
+    equals a secret's value written as that secret's placeholder (``${secrets.NAME}``): the
+    process gets the same value (a backend substitutes placeholders as it writes), while
+    plans, saved plans, records and diffs hold the placeholder, never the value."""
+    by_value: dict[str, str] = {}
+    for name in sorted(app.secrets):
+        value = secrets[name].reveal() if name in secrets else ""
+        if value:
+            by_value.setdefault(value, name)
+    if not by_value:
+        return app
+
+    def hidden(env: Mapping[str, str]) -> dict[str, str]:
+        return {k: placeholder(by_value[v]) if v in by_value else v for k, v in env.items()}
+
+    slots = {n: replace(s, env=hidden(s.env)) for n, s in app.slots.slots.items()}
+    return replace(app, env=hidden(app.env), slots=replace(app.slots, slots=slots))

@@ -14,8 +14,9 @@ hours and must not block a deploy or a rollback (Heroku's one-off dynos do not e
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
+from shipway.backends.oneoff import Stopped
 from shipway.backends.protocol import OneOffCommand
 from shipway.engine.context import EngineContext
 from shipway.errors import InputError
@@ -40,7 +41,9 @@ class OneOffs(EngineContext):
         stdin: bool | None = False,
         tty: bool | None = False,
         host: str | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> int:
+        extra = dict(env or {})
         target = app.slots.target(slot_name)
         clearance.require_covers(target)
         if not command:
@@ -70,5 +73,14 @@ class OneOffs(EngineContext):
                 f"(the environment of {chosen}{where})"
             )
         )
-        oneoff = OneOffCommand(tuple(command), chosen, stdin=stdin, tty=tty, host=host)
-        return self.backend.run_command(clearance, target, release, oneoff, secrets, self.reporter)
+        oneoff = OneOffCommand(
+            tuple(command), chosen, stdin=stdin, tty=tty, host=host, env=tuple(extra.items())
+        )
+        try:
+            return self.backend.run_command(
+                clearance, target, release, oneoff, secrets, self.reporter
+            )
+        except Stopped as stop:
+            # the backend removed what it made; the exit code is the shell's for the signal
+            self.reporter.line(f"stopped by {stop}: exit {stop.exit_code}")
+            return stop.exit_code

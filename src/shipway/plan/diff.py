@@ -26,7 +26,7 @@ from shipway.plan.objects import object_changes
 from shipway.release import history
 from shipway.release.artifact import Artifact
 from shipway.release.model import Release
-from shipway.spec.secrets import names_in
+from shipway.spec.secrets import Masker, Secret, names_in
 
 #: the spec snapshot's sections compared field by field; any other section is compared
 #: generically (by its flattened keys)
@@ -47,12 +47,15 @@ def release_diff(before: Release | None, after: Release) -> Diff:
     return Diff(before.revision, after.revision, tuple(changes(before, after)))
 
 
-def plan_diff(anchor: Release | None, desired: Release, observed: Observed) -> Diff:
+def plan_diff(
+    anchor: Release | None, desired: Release, observed: Observed, mask: Masker | None = None
+) -> Diff:
     """What a deploy of ``desired`` changes: against the deployed release's record, and
-    wherever the target no longer matches that record (drift)."""
+    wherever the target no longer matches that record (drift). ``mask``: the secret values
+    resolved for the plan; no change that holds one is shown."""
     if anchor is None:
         return Diff(None, None)
-    found = changes(anchor, desired) + drift(anchor, observed)
+    found = changes(anchor, desired, mask) + drift(anchor, observed)
     return Diff(anchor.revision, None, tuple(found))
 
 
@@ -91,7 +94,52 @@ def history_diffs(records: Sequence[Release]) -> dict[int, Diff]:
     return out
 
 
-def changes(before: Release, after: Release) -> list[Change]:
+def changes(before: Release, after: Release, mask: Masker | None = None) -> list[Change]:
+    """Every change from ``before`` to ``after``; a value that is a secret's (by the
+    releases' secret marks, or wherever ``mask`` finds one) is never shown."""
+    return hide_secret_values(_changes(before, after), before, after, mask)
+
+
+def hide_secret_values(
+    found: Iterable[Change], before: Release, after: Release, mask: Masker | None = None
+) -> list[Change]:
+    """``found`` with every change that would show a secret's value masked: a value (a
+    plain env value, say) equal to one a secret of that release ran with — known from the
+    records alone by the secret marks — or, with ``mask`` (the secrets resolved now: a plan),
+    holding one anywhere, in its values or its diff lines."""
+    old_marks = set(before.secret_marks.marks.values())
+    new_marks = set(after.secret_marks.marks.values())
+
+    def secret(value: Any, salt: str, marks: set[str]) -> bool:
+        texts = _texts(value)
+        if marks and salt and any(Secret(t).mark(salt) in marks for t in texts):
+            return True
+        return mask is not None and any(mask(t) != t for t in texts)
+
+    out = []
+    for change in found:
+        if not change.masked and (
+            secret(change.old, before.secret_marks.salt, old_marks)
+            or secret(change.new, after.secret_marks.salt, new_marks)
+            or (mask is not None and any(mask(line) != line for line in change.lines))
+        ):
+            change = Change(change.unit, change.field, change.kind, masked=True)
+        out.append(change)
+    return out
+
+
+def _texts(value: Any) -> list[str]:
+    """The strings a change's value shows (a mapping's and a list's, each)."""
+    if value is None:
+        return []
+    if isinstance(value, Mapping):
+        return [t for v in value.values() for t in _texts(v)]
+    if isinstance(value, list | tuple):
+        return [t for v in value for t in _texts(v)]
+    return [str(value)]
+
+
+def _changes(before: Release, after: Release) -> list[Change]:
     a, b = before.spec or {}, after.spec or {}
     out = _image(before, after)
     app_a, app_b = a.get("app") or {}, b.get("app") or {}

@@ -97,8 +97,10 @@ def env_files(
     """The plain env with the env files' variables over the spec's ``[env]``, the secrets
     with the values the env files give their ``from_env``, and the files' names.
 
-    A variable that a secret reads or is named like is never plain env (module doc of
-    spec/envfile.py); its value lives only in the secret reference, masked.
+    A variable that a secret reads is never plain env (module doc of spec/envfile.py); its
+    value lives only in the secret reference, masked. A variable that looks like a
+    credential (:func:`envfile.is_credential`) and no secret reads becomes a secret of its
+    own name, read from it.
     """
     if "env_file" not in app_t:
         return dict(env), dict(secrets), ()
@@ -125,7 +127,15 @@ def env_files(
         c.problems.extend(found.problems)
         merged.update(found.values)
     secret_vars = set(secrets) | {r.from_env for r in secrets.values() if r.from_env}
-    plain = {k: v for k, v in merged.items() if k not in secret_vars}
+    # a variable that looks like a credential (its name or its value: the one rule, shared
+    # with ``shipway init``) becomes a secret read from itself, never plain env
+    credentials = {
+        k for k, v in merged.items() if k not in secret_vars and envfile.is_credential(k, v)
+    }
+    plain = {k: v for k, v in merged.items() if k not in secret_vars | credentials}
+    implied = {
+        k: SecretRef(name=k, from_env=k, env_files=tuple(names)) for k in sorted(credentials)
+    }
     refs = {
         n: replace(
             r,
@@ -134,6 +144,7 @@ def env_files(
         )
         if r.from_env
         else r
-        for n, r in secrets.items()
+        for n, r in {**secrets, **implied}.items()
     }
-    return {**env, **plain}, refs, tuple(names)
+    kept = {k: v for k, v in env.items() if k not in credentials}
+    return {**kept, **plain}, refs, tuple(names)

@@ -115,12 +115,16 @@ class Checker:
             return None
         return seconds
 
-    def command(self, value: Any, path: KeyPath) -> tuple[str, ...] | None:
+    def command(self, value: Any, path: KeyPath, shell: bool = False) -> tuple[str, ...] | None:
+        """A command as words; with ``shell``, a string follows the Procfile's rule: it runs
+        under ``sh -c`` as written when it needs a shell (``&&``, pipes, redirections …)."""
         if isinstance(value, str):
             import shlex
 
+            from shipway.spec.procfile import command_words
+
             try:
-                parts = tuple(shlex.split(value))
+                parts = command_words(value) if shell else tuple(shlex.split(value))
             except ValueError as exc:
                 self.error(path, f"cannot be split into words: {exc}", "check the quotes")
                 return None

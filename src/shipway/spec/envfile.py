@@ -5,7 +5,9 @@ Precedence, lowest first: the spec's ``[env]`` < the env files (a later file ove
 earlier one) < the slot's ``env`` overrides. A variable that a secret reads (``from_env``),
 or that has a secret's name, is NOT plain env: it stays out of ``App.env`` (so out of
 plans, diffs, records and JSON) and reaches the processes only as that secret, masked like
-any secret. The shell's own environment wins over an env file for a secret's ``from_env``.
+any secret. Nor is one that looks like a credential (:func:`is_credential`: its name or its
+value): it becomes a secret of its own name, read from itself. The shell's own environment
+wins over an env file for a secret's ``from_env``.
 
 Format (python-dotenv's common subset): ``KEY=value`` lines, an optional ``export``
 prefix, ``#`` comments, blank lines; a value may be single-quoted (literal), double-quoted
@@ -115,6 +117,46 @@ def _closing(body: str, quote: str) -> int:
 
 def _unescape(value: str) -> str:
     return re.sub(r"\\(.)", lambda m: _ESCAPES.get(m.group(1), m.group(0)), value, flags=re.S)
+
+
+#: a name holding one of these anywhere names a credential (``DJANGO_SECRET_KEY``)
+_CREDENTIAL_PART = re.compile(r"SECRET|TOKEN|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|PRIVATE|APIKEY")
+#: a name holding one of these as a word (between ``_``) names a credential
+_CREDENTIAL_WORDS = frozenset(
+    {"PASS", "PWD", "KEY", "PAT", "SK", "DSN", "AUTH", "SIGNING", "WEBHOOK", "SALT", "COOKIE"}
+)
+#: a name ending with one of these words: a URL, which may carry a user and password
+_CREDENTIAL_LAST_WORDS = frozenset({"URL", "URI", "URIS", "URLS"})
+#: values that are credentials whatever their name
+_CREDENTIAL_VALUE = re.compile(
+    r"^[A-Za-z][A-Za-z0-9+.-]*://[^/\s@:]*:[^/\s@]+@"  # scheme://user:password@host
+    r"|^(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{8,}"  # Stripe secret and restricted keys
+    r"|^(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"  # GitHub tokens
+    r"|^(?:AKIA|ASIA)[A-Z0-9]{16}$"  # AWS access key ids
+    r"|^xox[abprs]-[A-Za-z0-9-]{10,}"  # Slack tokens
+    r"|^https://hooks\.slack\.com/"  # Slack webhooks
+    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----"
+    r"|^eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\."  # a JWT
+)
+
+
+def is_credential(name: str, value: str = "") -> bool:
+    """Whether the variable ``name`` (with ``value``, when known) holds a credential: by its
+    name (``SECRET``, ``TOKEN``, ``PASSWORD`` … anywhere; ``KEY``, ``PWD``, ``PAT``, ``SK``,
+    ``AUTH``, ``DSN``, ``WEBHOOK`` … as a word; ``…_URL``, ``…_URI`` at the end) or by its
+    value (``scheme://user:pass@host``, ``sk_live_…``, ``ghp_…``, ``AKIA…``, a private key).
+
+    The one rule: ``shipway init`` makes such a variable a secret, and an env file's such
+    variable is never plain env (it becomes a secret read from that variable)."""
+    upper = name.upper()
+    if _CREDENTIAL_PART.search(upper.replace("_", "")):
+        return True
+    words = [w for w in upper.split("_") if w]
+    if _CREDENTIAL_WORDS.intersection(words):
+        return True
+    if words and words[-1] in _CREDENTIAL_LAST_WORDS:
+        return True
+    return bool(value) and bool(_CREDENTIAL_VALUE.search(value.strip()))
 
 
 def is_env_file(name: str) -> bool:

@@ -146,7 +146,7 @@ def parse(
         else None
     )
     release_command = (
-        c.command(app_t["release_command"], ("app", "release_command"))
+        c.command(app_t["release_command"], ("app", "release_command"), shell=True)
         if "release_command" in app_t
         else None
     )

@@ -26,10 +26,6 @@ from shipway.spec import envfile, procfile
 from shipway.spec.limits import MAX_SPEC_BYTES, Unreadable, read_regular_file
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-#: names of env-file variables that hold credentials: kept out of plans and records
-SECRET_NAME = re.compile(
-    r"(SECRET|TOKEN|PASSWORD|PASSWD|PASS$|API_?KEY|PRIVATE|CREDENTIAL|_KEY$|_URL$|DSN$)"
-)
 ENV_FILES = (".env",)
 DEFAULT_PORT = 8000
 STAND_IN = ("python3", "-m", "http.server", "$PORT", "--bind", "127.0.0.1")
@@ -60,6 +56,12 @@ class Scaffold:
     build: str = ""
     dockerfile: bool = False
     notes: list[str] = field(default_factory=list)
+    release_command: str = ""
+    release_why: list[str] = field(default_factory=list)  # comment lines above it
+    volumes: list[tuple[str, str, list[str]]] = field(default_factory=list)  # name, path, why
+    #: what the user must change in the app itself (a Django project's settings), said in
+    #: the file and by ``init``
+    changes: list[str] = field(default_factory=list)
 
     def text(self) -> str:
         return render(self)
@@ -106,6 +108,7 @@ def scan(directory: Path) -> Scaffold:
         _guess_process(s, directory, requirements, package, port)
     _app_json(s, app_json)
     _env_files(s, directory)
+    _django(s, directory, requirements)
     return s
 
 
@@ -221,6 +224,65 @@ def _guess_process(
     s.procs.append(Proc("web", STAND_IN, port or DEFAULT_PORT, guessed=why))
 
 
+#: where the Django project's SQLite database goes: a directory volume of the slot
+DJANGO_DATA = "data"
+_SQLITE_NAME = re.compile(r"""BASE_DIR\s*/\s*(['"])db\.sqlite3\1""")
+_SQLITE_JOIN = re.compile(r"""os\.path\.join\(\s*BASE_DIR\s*,\s*(['"])db\.sqlite3\1\s*\)""")
+
+
+def _django(s: Scaffold, directory: Path, requirements: set[str]) -> None:
+    """A Django project (``manage.py``): its migrations as the release command, a directory
+    volume for its SQLite database, and what its settings must change to use it."""
+    if not (directory / "manage.py").exists():
+        return
+    settings_path = next(iter(sorted(directory.glob("*/settings.py"))), None)
+    settings = (_read(settings_path) if settings_path else None) or ""
+    if "django" not in requirements and "django" not in settings.lower():
+        return
+    where = settings_path.relative_to(directory).as_posix() if settings_path else "settings.py"
+    procfile_release = s.procfile is not None and _procfile_release(directory)
+    if not procfile_release:
+        command = "python3 manage.py migrate --noinput"
+        s.release_why = [
+            "# Django: the migrations run once per deploy, before any new process starts",
+        ]
+        if re.search(r"^STATIC_ROOT\s*=", settings, re.MULTILINE):
+            command += " && python3 manage.py collectstatic --noinput"
+            s.release_why.append(f"# (and collectstatic: {where} sets STATIC_ROOT)")
+        else:
+            s.changes.append(
+                f"static files: {where} sets no STATIC_ROOT, so nothing collects them "
+                "(runserver with DEBUG serves them; gunicorn does not): set STATIC_ROOT, "
+                "serve it (e.g. whitenoise), and add "
+                "'&& python3 manage.py collectstatic --noinput' to release_command"
+            )
+        s.release_command = command
+    if "sqlite3" not in settings:
+        return
+    why = ["# Django's SQLite database: a directory that outlives every release (a file in"]
+    why.append("# the app's directory would be a new, empty one each deploy)")
+    for pattern, replacement in (
+        (_SQLITE_NAME, "BASE_DIR / {q}{d}{q} / {q}db.sqlite3{q}"),
+        (_SQLITE_JOIN, "os.path.join(BASE_DIR, {q}{d}{q}, {q}db.sqlite3{q})"),
+    ):
+        m = pattern.search(settings)
+        if m:
+            new = replacement.format(q=m.group(1), d=DJANGO_DATA)
+            change = f"in {where}, change {m.group(0)} to {new}"
+            break
+    else:
+        change = (
+            f"in {where}, put the SQLite database (DATABASES' NAME) in the "
+            f"{DJANGO_DATA!r} directory, e.g. BASE_DIR / {DJANGO_DATA!r} / 'db.sqlite3'"
+        )
+    s.changes.insert(0, change)
+    s.volumes.append((DJANGO_DATA, DJANGO_DATA, [*why, _comment(f"change: {change}")]))
+
+
+def _procfile_release(directory: Path) -> bool:
+    return procfile.read("Procfile", directory).release is not None
+
+
 def _app_json(s: Scaffold, app_json: dict[str, Any]) -> None:
     if not app_json:
         return
@@ -239,7 +301,8 @@ def _app_json(s: Scaffold, app_json: dict[str, Any]) -> None:
         secret = isinstance(spec, dict) and (
             spec.get("generator") == "secret" or bool(spec.get("required"))
         )
-        if secret or SECRET_NAME.search(str(key)) or value is None:
+        shown = "" if value is None else str(value)
+        if secret or envfile.is_credential(str(key), shown) or value is None:
             s.commented_secrets.append((str(key), "app.json"))
         elif isinstance(value, str | int | float | bool):
             s.env[str(key)] = str(value).lower() if isinstance(value, bool) else str(value)
@@ -258,14 +321,22 @@ def _env_files(s: Scaffold, directory: Path) -> None:
             continue
         s.env_files.append(name)
         s.found.append(f"{name} ({len(found.values)} variables)")
-        for key in found.values:
-            if SECRET_NAME.search(key):
+        for key, value in found.values.items():
+            # the env-file reader's own rule: such a variable is never plain env
+            if envfile.is_credential(key, value):
                 s.secrets.append((key, name))
                 s.env.pop(key, None)
                 s.commented_secrets = [c for c in s.commented_secrets if c[0] != key]
 
 
 # -- the text ---------------------------------------------------------------------------
+
+
+def _comment(text: str) -> str:
+    """``text`` as ``#`` comment lines of at most 92 characters."""
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, 90, initial_indent="# ", subsequent_indent="#   "))
 
 
 def _q(value: str) -> str:
@@ -301,6 +372,10 @@ def render(s: Scaffold) -> str:
     ]
     if s.procfile:
         out.append(f"procfile = {_q(s.procfile)}   # its process types, commands and release:")
+    if s.release_command:
+        out += s.release_why
+        out += [_comment(c) for c in s.changes if c.startswith("static files")]
+        out.append(f"release_command = {_q(s.release_command)}")
     if s.env_files:
         files = ", ".join(map(_q, s.env_files))
         files = files if len(s.env_files) == 1 else f"[{files}]"
@@ -334,6 +409,8 @@ def render(s: Scaffold) -> str:
                 "# health endpoint, or path = false if the process only has to stay up",
                 'path = "/"',
             ]
+    for name, path, why in s.volumes:
+        out += ["", f"[volumes.{name}]", *why, f"path = {_q(path)}"]
     if s.env:
         out += ["", "[env]"] + [f"{k} = {_q(v)}" for k, v in s.env.items()]
     if s.secrets or s.commented_secrets:

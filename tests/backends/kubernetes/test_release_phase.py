@@ -11,6 +11,7 @@ what kwok reports as its container's exit code, and deletes it.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from datetime import datetime
@@ -220,3 +221,37 @@ def test_what_a_pod_wrote_inside_itself_cannot_be_told(slot: Slot) -> None:
     backend = slot.backend(app)
     [release] = slot.records(app).values()
     assert backend.runtime_files(app.slots.target("test1"), release) is None
+
+
+def test_run_passes_e_to_the_pod_and_sigterm_deletes_it_and_exits_143(slot: Slot) -> None:
+    """A pod kwok keeps running (the ``:1`` image): ``-e`` is in its container's env; a
+    SIGTERM to shipway deletes it and exits 143, with no traceback."""
+    slot.write(RUN_SPEC.replace(':crashloop"', ':1"'))
+    assert slot.cli("deploy", "test1").returncode == 0
+    p = cli(slot, "run", "test1", "-e", "DJANGO_SUPERUSER_USERNAME=ann", "--", "sleep", "600")
+    try:
+        [pod] = wait_for_all(
+            slot.client,
+            Pod,
+            lambda found: [o for o in found.values() if render.ONE_OFF in o.metadata.labels
+                           and o.status and o.status.phase == "Running"] or None,
+            namespace=slot.namespace,
+            timeout=60,
+            what="the one-off pod running",
+        )  # fmt: skip
+        env = {e.name: e.value for e in pod.spec.containers[0].env or []}
+        assert env.get("DJANGO_SUPERUSER_USERNAME") == "ann"
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 143, err
+    assert "Traceback" not in err and f"pod {pod.metadata.name} deleted" in err, err
+    left = [
+        o.metadata.name
+        for o in slot.client.list(Pod, namespace=slot.namespace)
+        if render.ONE_OFF in o.metadata.labels and not o.metadata.deletionTimestamp
+    ]
+    assert left == []

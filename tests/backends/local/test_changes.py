@@ -9,8 +9,9 @@ import fcntl
 import gzip
 import json
 import shutil
+from pathlib import Path
 
-from tests.backends.local.conftest import Slot
+from tests.backends.local.conftest import Slot, web_environ
 
 CANARY_OLD = "tok-canary-local-old-6f1d2a"
 CANARY_NEW = "tok-canary-local-new-93c7e0"
@@ -163,3 +164,44 @@ def test_diff_between_two_revisions_after_their_snapshots_are_gone(slot: Slot) -
     ]
     assert "env ~GREETING" in rows[1]["changed"] and "worker replicas 1→2" in rows[1]["changed"]
     assert rows[2]["changed"].startswith("source ")
+
+
+def test_a_plain_value_equal_to_a_secrets_value_is_masked_in_plans_diffs_and_history(
+    slot: Slot, tmp_path: Path
+) -> None:
+    slot.spec.write_text(slot.spec.read_text() + SECRET_AND_FILES)
+    with_token(slot, CANARY_OLD)
+    slot.deploy()
+    # the same value as plain env, and inside a plain config file's line
+    slot.edit_spec('GREETING = "hello"', f'GREETING = "hello"\nCOPY = "{CANARY_OLD}"')
+    slot.edit_spec('"one\\ntwo\\nthree\\n"', f'"one\\ntoken {CANARY_OLD}\\nthree\\n"')
+    saved = tmp_path / "saved.plan"
+    outputs = [slot.run("plan", "local"), slot.run("plan", "local", "--out", str(saved))]
+    # the plain value equal to the secret's is shown as that secret's placeholder
+    assert '    app: env COPY added: "${secrets.API_TOKEN}"' in outputs[0].out.splitlines()
+    assert "file config/plain.txt: secret-bearing, changed (not shown)" in outputs[0].out
+    # what a plan says changed (its JSON's changes) shows no value
+    as_json = slot.run("plan", "local", "-o", "json")
+    assert CANARY_OLD not in json.dumps(json.loads(as_json.out)["changes"])
+    # (a value inside a plain file's line is found only where the secret resolves: a plan;
+    # the records know a secret's value only whole, by its mark)
+    slot.edit_spec(f'"one\\ntoken {CANARY_OLD}\\nthree\\n"', '"one\\ntwo\\nthree\\n"')
+    outputs[1] = slot.run("plan", "local", "--out", str(saved))
+    outputs.append(slot.deploy("--plan", str(saved)))
+    outputs += [
+        slot.run("history", "local", "--verbose"),
+        slot.run("history", "local", "--verbose", "-o", "json"),
+        slot.run("diff", "local", "2"),
+        slot.run("diff", "local", "1", "2", "-o", "json"),
+    ]
+    assert "COPY" in outputs[-2].out, outputs[-2].text
+    for result in outputs:
+        assert result.code == 0, result.text
+        assert CANARY_OLD not in result.text, result.text
+    # the plain value is the secret's placeholder in the plan, the saved plan and the
+    # records; the process gets the value itself
+    assert "${secrets.API_TOKEN}" in saved.read_text()
+    assert CANARY_OLD not in saved.read_text() + records_text(slot)
+    assert web_environ(slot)["COPY"] == CANARY_OLD
+    again = slot.run("plan", "local")
+    assert again.code == 0 and "no changes" in again.out.splitlines()[0], again.text

@@ -92,3 +92,25 @@ def test_a_release_command_left_by_a_killed_deploy_is_stopped_by_the_next(
         "running by an earlier deploy" in r.out
     ), r.text
     assert alive(pids) == []
+
+
+def test_a_release_command_string_that_needs_a_shell_runs_under_sh_like_a_procfile_line(
+    slot: Slot, tmp_path: Path
+) -> None:
+    # one rule for both: `&&` and `>` are the shell's, as in a Procfile's release: line
+    done = tmp_path / "migrated"
+    slot.edit_spec(
+        'name = "hello"\n',
+        f'name = "hello"\nrelease_command = "echo first > {done} && echo second >> {done}"\n',
+    )
+    r = slot.deploy()
+    assert done.read_text() == "first\nsecond\n", r.text
+    assert "release | first" not in r.out  # not echo's words: the shell's redirection
+
+
+def test_a_release_command_list_is_its_words_exactly(slot: Slot, tmp_path: Path) -> None:
+    slot.edit_spec(
+        'name = "hello"\n', 'name = "hello"\nrelease_command = ["echo", "a && b > c"]\n'
+    )
+    r = slot.deploy()
+    assert "release | a && b > c" in r.out, r.text

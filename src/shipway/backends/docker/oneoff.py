@@ -38,7 +38,14 @@ from shipway.backends.docker.containers import (
 from shipway.backends.docker.edge import edge, explain
 from shipway.backends.docker.state import DockerState
 from shipway.backends.imagemeta import start_command
-from shipway.backends.oneoff import NOT_FOUND, NOT_RUNNABLE, stopped_on_signals
+from shipway.backends.oneoff import (
+    NOT_FOUND,
+    NOT_RUNNABLE,
+    OWNER_LABEL,
+    orphaned,
+    owner,
+    stopped_on_signals,
+)
 from shipway.backends.protocol import OneOffCommand, Reporter
 from shipway.errors import BackendError, InputError
 from shipway.guard import Clearance
@@ -74,6 +81,7 @@ class DockerCommands(DockerState):
         mask = Masker.of(secrets)
         with edge(f"host {host}: one-off command"):
             client = self._conn(host).client()
+            self._reap_orphans(client, host, reporter)
             network = labels.network(self.app.name, self.slot.name)
             ensure_network(client, self.app.name, self.slot.name, network)
             ensure_image(client, image)
@@ -82,11 +90,15 @@ class DockerCommands(DockerState):
                 ContainerSpec(
                     image=image,
                     name=name,
-                    env={k: str(v) for k, v in reveal(env, secrets).items()},
+                    env={
+                        **{k: str(v) for k, v in reveal(env, secrets).items()},
+                        **dict(oneoff.env),
+                    },
                     labels={
                         **labels.base(self.app.name, self.slot.name, labels.ONE_OFF),
                         labels.PROCESS: oneoff.process,
                         labels.RELEASE: str(release.revision),
+                        OWNER_LABEL: owner(),
                     },
                     entrypoint=start.entrypoint,
                     command=start.args or (),
@@ -108,6 +120,26 @@ class DockerCommands(DockerState):
                 reporter.line(f"warning: {exc}; to fix by hand: docker rm -f {name} on {host}")
         reporter.line(f"  one-off container {name} exited with {code}; removed")
         return code
+
+    def _reap_orphans(self, client: docker.DockerClient, host: str, reporter: Reporter) -> None:
+        """Remove the slot's one-off containers on ``host`` whose shipway is provably gone
+        (killed: its ``finally`` never ran) — started from this machine by a process that no
+        longer runs. Another machine's one-offs are left alone: nothing proves them orphaned."""
+        for c in self._labelled(client, labels.ONE_OFF):
+            tags = c.labels or {}
+            if not orphaned(tags.get(OWNER_LABEL)):
+                continue
+            name = c.name or str(c.id)[:12]
+            try:
+                with edge(f"host {host}: removing the orphaned one-off {name}"):
+                    c.remove(force=True)
+            except BackendError as exc:  # reported, never swallowed (invariant 7)
+                reporter.line(f"warning: {exc}; to fix by hand: docker rm -f {name} on {host}")
+                continue
+            reporter.line(
+                f"  removed one-off container {name} on {host}: the shipway that ran it "
+                f"({tags.get(OWNER_LABEL)}) is gone"
+            )
 
     def _one_off_host(self, release: Release, oneoff: OneOffCommand) -> tuple[str, Unit | None]:
         """The host to run on — one that runs the process (``oneoff.host``, else the first)

@@ -73,6 +73,10 @@ class KubernetesCommands(KubernetesHealth):
         body = render.one_off_pod(
             release, self.namespace, oneoff.process, list(oneoff.command), name
         )
+        for container in body["spec"]["containers"]:  # -e KEY=VALUE: over the template's
+            given = dict(oneoff.env)
+            kept = [e for e in container.get("env") or [] if e.get("name") not in given]
+            container["env"] = kept + [{"name": k, "value": v} for k, v in given.items()]
         with self._edge(f"creating the one-off pod {name}"):
             self.client.create(from_dict(body))
         reporter.line(

@@ -48,7 +48,7 @@ class LocalCommands(LocalEnvironment):
             proc = subprocess.Popen(
                 list(oneoff.command),
                 cwd=where.cwd,
-                env=dict(where.env),
+                env={**where.env, **dict(oneoff.env)},
                 stdin=None if oneoff.attached else subprocess.DEVNULL,
             )
         except FileNotFoundError:
