@@ -1,7 +1,7 @@
 """``$PORT`` and ``${NAME}`` in a process's command are expanded the same way on every
 backend: the local launcher at each start, Docker and Kubernetes when they render — one
 rule (shipway/backends/expand.py; the standalone launcher keeps a copy held to it here).
-The commands ``shipway init`` writes (``--bind 127.0.0.1:$PORT``) and a Procfile's
+The commands ``shipway init`` writes (``--bind 0.0.0.0:$PORT``) and a Procfile's
 (``web: gunicorn --bind 0.0.0.0:$PORT``) then run as written on Docker and Kubernetes."""
 
 from __future__ import annotations

@@ -108,3 +108,26 @@ def test_django_startproject_settings_get_migrate_a_volume_and_the_exact_change(
     assert found.changes == [
         "in site/settings.py, change BASE_DIR / 'db.sqlite3' to BASE_DIR / 'data' / 'db.sqlite3'"
     ]
+
+
+def test_the_web_commands_init_guesses_listen_beyond_loopback(tmp_path: Path) -> None:
+    """A guessed server command binds every interface: in a container (docker, kubernetes)
+    the proxy and the health check reach it over the container's own address, and a
+    command bound to 127.0.0.1 would never answer there."""
+    cases = {
+        "django": {
+            "manage.py": "",
+            "requirements.txt": "django\ngunicorn\n",
+            "site/wsgi.py": "",
+        },
+        "flask": {"app.py": "app = Flask(__name__)\n", "requirements.txt": "flask\ngunicorn\n"},
+        "fastapi": {"main.py": "app = FastAPI()\n", "requirements.txt": "fastapi\nuvicorn\n"},
+    }
+    for name, files in cases.items():
+        root = tmp_path / name
+        for rel, text in files.items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text(text)
+        app = parse(tomllib.loads(scan(root).text()), base_dir=root)
+        words = " ".join(app.processes["web"].command)
+        assert "0.0.0.0" in words and "127.0.0.1" not in words, (name, words)

@@ -201,9 +201,9 @@ def _guess_process(
     if (directory / "manage.py").exists():
         project = next((p.parent.name for p in sorted(directory.glob("*/wsgi.py"))), None)
         if "gunicorn" in requirements and project:
-            command: tuple[str, ...] = ("gunicorn", f"{project}.wsgi", "--bind", "127.0.0.1:$PORT")
+            command: tuple[str, ...] = ("gunicorn", f"{project}.wsgi", "--bind", "0.0.0.0:$PORT")
         else:
-            command = ("python3", "manage.py", "runserver", "127.0.0.1:$PORT", "--noreload")
+            command = ("python3", "manage.py", "runserver", "0.0.0.0:$PORT", "--noreload")
         s.procs.append(Proc("web", command, port or DEFAULT_PORT, guessed="a Django project"))
         return
     for candidate in ("app.py", "main.py", "wsgi.py", "server.py"):
@@ -212,9 +212,9 @@ def _guess_process(
             continue
         module = candidate[:-3]
         if "gunicorn" in requirements and re.search(r"^app\s*=", text, re.MULTILINE):
-            command = ("gunicorn", f"{module}:app", "--bind", "127.0.0.1:$PORT")
+            command = ("gunicorn", f"{module}:app", "--bind", "0.0.0.0:$PORT")
         elif "uvicorn" in requirements and re.search(r"^app\s*=", text, re.MULTILINE):
-            command = ("uvicorn", f"{module}:app", "--host", "127.0.0.1", "--port", "$PORT")
+            command = ("uvicorn", f"{module}:app", "--host", "0.0.0.0", "--port", "$PORT")
         else:
             command = ("python3", candidate)
         why = f"{candidate} found; it must listen on $PORT"

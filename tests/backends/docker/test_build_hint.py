@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from click.testing import CliRunner
 
-from shipway.cli import cli
+from shipway.cli.main import cli
 from tests.backends.docker.conftest import Deployment
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from shipway.cli import cli
+from shipway.cli.main import cli
 from tests.backends.docker.conftest import Deployment
 
 
