@@ -255,3 +255,38 @@ def test_run_passes_e_to_the_pod_and_sigterm_deletes_it_and_exits_143(slot: Slot
         if render.ONE_OFF in o.metadata.labels and not o.metadata.deletionTimestamp
     ]
     assert left == []
+
+
+def test_a_one_off_pod_whose_shipway_was_killed_is_deleted_by_the_next_run(slot: Slot) -> None:
+    """kill -9 leaves no ``finally``: the pod stays (kwok keeps the ``:1`` image running).
+    It carries its shipway's host, pid and start time, so the next ``run`` on the slot can
+    prove it orphaned and deletes it."""
+    slot.write(RUN_SPEC.replace(':crashloop"', ':1"'))
+    assert slot.cli("deploy", "test1").returncode == 0
+    p = cli(slot, "run", "test1", "--", "sleep", "600")
+    try:
+        [pod] = wait_for_all(
+            slot.client,
+            Pod,
+            lambda found: [o for o in found.values() if render.ONE_OFF in o.metadata.labels]
+            or None,
+            namespace=slot.namespace,
+            timeout=60,
+            what="the one-off pod",
+        )
+    finally:
+        p.kill()
+        p.communicate(timeout=60)
+    orphan = pod.metadata.name
+    assert slot.client.get(Pod, orphan, namespace=slot.namespace).metadata.deletionTimestamp is None
+    # the next release's image is one kwok ends at once, so the next run returns
+    slot.write(RUN_SPEC)
+    assert slot.cli("deploy", "test1").returncode == 0
+    second = slot.cli("run", "test1", "--", "true")
+    assert f"deleted one-off pod {orphan}: the shipway that ran it" in second.stderr, second.stderr
+    left = [
+        o.metadata.name
+        for o in slot.client.list(Pod, namespace=slot.namespace)
+        if render.ONE_OFF in o.metadata.labels and not o.metadata.deletionTimestamp
+    ]
+    assert orphan not in left

@@ -20,6 +20,7 @@ from typing import Any
 import httpx2
 from lightkube.codecs import from_dict
 from lightkube.core.exceptions import ApiError
+from lightkube.operators import exists
 from lightkube.resources.core_v1 import Pod
 
 from shipway.backends.kubernetes import render
@@ -27,13 +28,17 @@ from shipway.backends.kubernetes.health import KubernetesHealth
 from shipway.backends.kubernetes.names import dns_name
 from shipway.backends.kubernetes.state import api_message
 from shipway.backends.kubernetes.watch import Changes, LiveSet
-from shipway.backends.oneoff import stopped_on_signals
+from shipway.backends.oneoff import orphaned, owner, stopped_on_signals
 from shipway.backends.protocol import OneOffCommand, Reporter
 from shipway.errors import BackendError, InputError
 from shipway.guard import Clearance
 from shipway.release.model import Release
 from shipway.spec.model import Target
 from shipway.spec.secrets import Secret
+
+#: on a one-off pod: the shipway that runs it (host, pid, start time), so a later run can
+#: prove it orphaned when that shipway was killed before it could delete the pod
+OWNER = "shipway.io/run-owner"
 
 #: a container waiting for one of these will never run the command
 DOOMED = frozenset(
@@ -69,10 +74,12 @@ class KubernetesCommands(KubernetesHealth):
                 "interactive shell, exec into a running pod with the cluster's own tools)"
             )
         self._secrets.update(secrets)
+        self._reap_orphans(reporter)
         name = dns_name(release.app, "run", oneoff.process, tokens.token_hex(3))
         body = render.one_off_pod(
             release, self.namespace, oneoff.process, list(oneoff.command), name
         )
+        body["metadata"].setdefault("annotations", {})[OWNER] = owner()
         for container in body["spec"]["containers"]:  # -e KEY=VALUE: over the template's
             given = dict(oneoff.env)
             kept = [e for e in container.get("env") or [] if e.get("name") not in given]
@@ -95,6 +102,32 @@ class KubernetesCommands(KubernetesHealth):
             except BackendError as exc:  # reported, never swallowed (invariant 7)
                 reporter.line(f"warning: {exc}; to fix by hand: {fix}")
         return code
+
+    def _reap_orphans(self, reporter: Reporter) -> None:
+        """Delete the slot's one-off pods whose shipway is provably gone (killed: its
+        ``finally`` never ran) — started from this machine by a process that no longer
+        runs. Another machine's are left alone: nothing proves them orphaned."""
+        with self._edge("looking for one-off pods a killed run left"):
+            pods = list(
+                self.client.list(
+                    Pod,
+                    namespace=self.namespace,
+                    labels={**self._labels(), render.ONE_OFF: exists()},
+                )
+            )
+        for pod in pods:
+            meta = pod.metadata
+            tag = (meta.annotations or {}).get(OWNER) if meta else None
+            if meta is None or meta.deletionTimestamp or not orphaned(tag):
+                continue
+            name = str(meta.name)
+            try:
+                with self._edge(f"deleting the orphaned one-off pod {name}"):
+                    self.client.delete(Pod, name, namespace=self.namespace, grace_period=0)
+            except BackendError as exc:  # reported, never swallowed (invariant 7)
+                reporter.line(f"warning: {exc}; to fix by hand: delete pod {name}")
+                continue
+            reporter.line(f"  deleted one-off pod {name}: the shipway that ran it ({tag}) is gone")
 
     def _follow(self, name: str, reporter: Reporter) -> int:
         """Until the pod's container terminated: its log streamed once it runs; its exit
