@@ -481,10 +481,9 @@ class HelmPeer:
             revisions: list[dict[str, Any]] = cfg.history(name)
             return revisions
 
-    def list(self, namespace: str, *, all_states: bool = True) -> list[dict[str, Any]]:
-        """``helm list --all`` (``all_states=False``: plain ``helm list``)."""
+    def list(self, namespace: str) -> list[dict[str, Any]]:
         with self._config(namespace) as cfg:
-            releases: list[dict[str, Any]] = cfg.list(all_states=all_states)
+            releases: list[dict[str, Any]] = cfg.list(all_states=True)
             return releases
 
 
