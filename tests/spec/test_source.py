@@ -93,6 +93,20 @@ def test_the_source_survives_a_release_snapshot_without_its_files(tmp_path: Path
         assert again.slots.get(slot).source == app.slots.get(slot).source
 
 
+def test_helm_records_says_what_a_take_over_does_to_a_helm_release(tmp_path: Path) -> None:
+    removing = SOURCE_ONLY.replace("cluster_scoped = true\n", 'helm_records = "removed"\n')
+    app = load(spec(tmp_path, removing, FILES))
+    staging = app.slots.get("staging")
+    assert staging.source is not None and staging.source.helm_records == "removed"
+    again = from_snapshot(app.in_slot("staging").snapshot(staging), tmp_path / "elsewhere")
+    assert again.slots.get("staging").source == staging.source
+    assert app.slots.get("prod").source.helm_records == "superseded"  # the default
+    wrong = SOURCE_ONLY.replace("cluster_scoped = true\n", 'helm_records = "deleted"\n')
+    assert problems(spec(tmp_path, wrong, FILES)) == [
+        "source.helm_records: 'deleted' is not one of superseded, removed"
+    ]
+
+
 def test_every_problem_of_a_source_is_reported_with_its_key_path(tmp_path: Path) -> None:
     text = """
     [app]

@@ -6,6 +6,7 @@ slot's objects come from when they are not shipway's own render of the spec.
 manifests = ["k8s/", "extra.yaml"]         # files and directories of multi-document YAML
 image_containers = ["Deployment/web", "StatefulSet/db:postgres"]   # what --image sets
 cluster_scoped = ["CustomResourceDefinition"]                      # or true: any kind
+helm_records = "superseded"   # or "removed": a Helm release's records, after --take-over
 
 [slots.prod.source]                        # a slot's own source replaces the default whole
 chart = "deploy/chart"
@@ -44,7 +45,11 @@ SOURCE_KEYS = (
     "set",
     "image_containers",
     "cluster_scoped",
+    "helm_records",
 )
+#: What ``--take-over`` does to the records of a Helm release whose objects it takes: marked
+#: superseded (its last revision no longer lists them), or removed altogether.
+HELM_RECORDS = ("superseded", "removed")
 #: Helm's own rule for a release name (pkg/chartutil ValidateReleaseName): at most 53.
 RELEASE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 RELEASE_NAME_MAX = 53
@@ -95,6 +100,8 @@ class Source:
     image_containers: tuple[ContainerRef, ...] = ()
     #: kinds the slot may apply at cluster scope; ``("*",)``: any
     cluster_scoped: tuple[str, ...] = ()
+    #: what a take-over does to a Helm release's records (one of HELM_RECORDS)
+    helm_records: str = HELM_RECORDS[0]
 
     @property
     def kind(self) -> str:
@@ -137,6 +144,8 @@ class Source:
         if self.cluster_scoped:
             scoped = list(self.cluster_scoped)
             out["cluster_scoped"] = True if scoped == [ANY_KIND] else scoped
+        if self.helm_records != HELM_RECORDS[0]:
+            out["helm_records"] = self.helm_records
         return out
 
 
@@ -223,6 +232,17 @@ def parse_source(
         if "cluster_scoped" in s
         else ()
     )
+    helm_records = HELM_RECORDS[0]
+    if "helm_records" in s:
+        given = c.string(s["helm_records"], (*path, "helm_records"))
+        if given is not None and given not in HELM_RECORDS:
+            c.error(
+                (*path, "helm_records"),
+                f"{given!r} is not one of {', '.join(HELM_RECORDS)}",
+                '"superseded" (Helm keeps its history) or "removed"',
+            )
+        elif given is not None:
+            helm_records = given
     if len(c.problems) > before:
         return None
     return Source(
@@ -233,6 +253,7 @@ def parse_source(
         set=set_table,
         image_containers=containers,
         cluster_scoped=scoped,
+        helm_records=helm_records,
     )
 
 

@@ -18,6 +18,7 @@ shipway errors with secret values masked):
   * :mod:`.source_reads`, :mod:`.source_steps`, :mod:`.source_waits` — a slot whose
     objects come from a source (manifests, a chart): render, observe, claim, apply, prune,
     wait on every kind; :mod:`.source_destroy` — destroy of its objects too;
+    :mod:`.helm_records` — what ``--take-over`` does to a Helm release's records;
     :mod:`.set_image` — set-image on a workload shipway did not render.
 """
 

@@ -2,7 +2,11 @@
 
 An object a source wants to apply may already exist, made by someone else: a Helm release
 (``meta.helm.sh/release-name``, REFERENCE.md), another tool's field manager (kubectl,
-Argo CD, a person's ``kubectl create``), or another shipway app or slot. Applying over it
+Argo CD, a person's ``kubectl create``), or another shipway app or slot — a slot of the
+same app and slot name in another namespace too, for a cluster-scoped object (its
+``shipway.io/namespace`` names its slot's namespace). Labels alike are not enough: an
+object with this slot's labels that its records do not list as applied is judged by its
+field managers (invariant 14). Applying over it
 would take its fields behind its owner's back, and the owner's next run would fight back.
 So such an object is refused, naming the owner, unless the deploy says ``--take-over``;
 then the refusal becomes a line saying whose it was.
@@ -17,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from shipway.backends.kubernetes import render
-from shipway.backends.kubernetes.sources import SOURCE_APP, SOURCE_SLOT
+from shipway.backends.kubernetes.sources import SOURCE_APP, SOURCE_NAMESPACE, SOURCE_SLOT
 
 HELM_RELEASE = "meta.helm.sh/release-name"
 HELM_NAMESPACE = "meta.helm.sh/release-namespace"
@@ -25,9 +29,18 @@ HELM_ANNOTATIONS = (HELM_RELEASE, HELM_NAMESPACE)
 OUR_MANAGERS = frozenset({render.MANAGER, "shipway-scale"})
 
 
-def owner_of(live: Mapping[str, Any], app: str, slot: str) -> str | None:
+def owner_of(
+    live: Mapping[str, Any],
+    app: str,
+    slot: str,
+    *,
+    namespace: str | None = None,
+    recorded: bool = True,
+) -> str | None:
     """None when the object is this slot's (a source's or shipway's own render), else who
-    owns it, in the words a refusal says."""
+    owns it, in the words a refusal says. ``namespace``: the slot's, when the object is
+    cluster-scoped (it must carry it); ``recorded``: whether the slot's records list the
+    object as applied (without, this slot's labels alone do not make it the slot's)."""
     meta = live.get("metadata") or {}
     labels = meta.get("labels") or {}
     notes = meta.get("annotations") or {}
@@ -35,9 +48,22 @@ def owner_of(live: Mapping[str, Any], app: str, slot: str) -> str | None:
         where = notes.get(HELM_NAMESPACE)
         return f"Helm release {notes[HELM_RELEASE]}" + (f" (namespace {where})" if where else "")
     if SOURCE_APP in labels or SOURCE_SLOT in labels:
-        if (labels.get(SOURCE_APP), labels.get(SOURCE_SLOT)) == (app, slot):
+        theirs = f"shipway app {labels.get(SOURCE_APP)} slot {labels.get(SOURCE_SLOT)}"
+        if (labels.get(SOURCE_APP), labels.get(SOURCE_SLOT)) != (app, slot):
+            return theirs
+        owned_by = labels.get(SOURCE_NAMESPACE)
+        if namespace is not None and owned_by not in (None, namespace):
+            return f"{theirs} of namespace {owned_by}"
+        if namespace is not None and owned_by is None and not recorded:
+            return f"{theirs} of another namespace (no {SOURCE_NAMESPACE} label)"
+        if recorded:
             return None
-        return f"shipway app {labels.get(SOURCE_APP)} slot {labels.get(SOURCE_SLOT)}"
+        managers = foreign_managers(live)
+        if managers:
+            plural = "s" if len(managers) > 1 else ""
+            names = ", ".join(managers)
+            return f"field manager{plural} {names} (this slot's labels, not applied by it)"
+        return None
     if labels.get(render.MANAGED_BY) == render.MANAGER and render.INSTANCE in labels:
         if labels.get(render.INSTANCE) == render.instance_of(app, slot):
             return None

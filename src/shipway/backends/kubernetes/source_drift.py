@@ -1,27 +1,39 @@
 """Objects of a source changed outside shipway, which observing cannot see (the digest
 annotation stays as shipway wrote it): asked before the engine says "no changes".
 
-Shipway's own render is judged by a server-side dry run of each recorded object
-(:mod:`.drift`). A source's objects are judged from one list per kind instead: an object
-another field manager wrote after shipway last applied it (``managedFields``) was changed
-out of band, and the deploy applies it again. A dry run per object of a 200-object source
-would cost two requests per object on every deploy that changes nothing.
+One rule for both kinds of slot: an object has drifted when applying it again would change
+it. Shipway's own render is judged by a server-side dry run of each recorded object
+(:mod:`.drift`). A source's objects are listed once per kind first, and only an object
+another field manager wrote after shipway last applied it (``managedFields``) gets the same
+dry run: a dry run per object of a 200-object source would cost two requests per object on
+every deploy that changes nothing. So a field another manager *added* (``kubectl set env``)
+is not drift on either kind of slot: shipway never set it, an apply leaves it, and a deploy
+that changes nothing else records nothing; a field shipway set and another manager changed
+is drift, and the deploy puts it back.
 
 What must never happen: a write (only lists), or a Secret value in any text.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
+from typing import Any
 
+from lightkube.core.exceptions import ApiError
+from lightkube.types import PatchType
+
+from shipway.backends.kubernetes import render
+from shipway.backends.kubernetes.discovery import ServedKind
 from shipway.backends.kubernetes.drift import KubernetesDrift
 from shipway.backends.kubernetes.ownership import edited_since_applied
+from shipway.backends.kubernetes.reads import comparable
 from shipway.backends.kubernetes.source_state import KubernetesSourceState
 from shipway.backends.kubernetes.sources import is_source_unit, source_key
 from shipway.release.artifact import Unit
 from shipway.release.model import Release
 from shipway.spec.model import Target
-from shipway.spec.secrets import Secret
+from shipway.spec.secrets import Secret, names_in, reveal
 
 
 class KubernetesSourceDrift(KubernetesDrift, KubernetesSourceState):
@@ -38,14 +50,57 @@ class KubernetesSourceDrift(KubernetesDrift, KubernetesSourceState):
         return rendered + self._edited(ours)
 
     def _edited(self, units: list[Unit]) -> list[str]:
-        wanted = {u.key for u in units}
+        wanted = {u.key: u for u in units}
         kinds = sorted({(str(u.body["apiVersion"]), u.kind) for u in units})
         out: list[str] = []
         for api_version, kind in kinds:
             with self._edge(f"reading the {kind} objects of {self.app.name}/{self.slot.name}"):
                 listed = self._listed(api_version, kind)
-            for live in listed[1] if listed else []:
+            if listed is None:
+                continue
+            served, objects = listed
+            for live in objects:
                 key = source_key(api_version, kind, str(live["metadata"]["name"]))
-                if key in wanted and edited_since_applied(live):
+                unit = wanted.get(key)
+                edited = unit is not None and edited_since_applied(live)
+                if edited and unit is not None and self._would_change(unit, live, served):
                     out.append(key)
         return sorted(out)
+
+    def _would_change(self, unit: Unit, live: Mapping[str, Any], served: ServedKind) -> bool:
+        """Whether applying the unit again (a forced server-side dry run, nothing persisted)
+        would change the live object. A Secret whose values this process does not hold
+        cannot be compared: it counts as changed (applying it again is harmless)."""
+        values = self._src().values
+        names = names_in(json.dumps(unit.body.get("data") or {})) if unit.kind == "Secret" else []
+        if any(n not in values for n in names):
+            return True
+        body = reveal(render.with_digest(unit), {n: values[n] for n in names})
+        self._as_applied(body, served)
+        name = str(body["metadata"]["name"])
+        with self._edge(f"comparing {unit.key} with its release record"):
+            try:
+                merged = self.client.patch(
+                    served.resource,
+                    name,
+                    body,
+                    namespace=self.namespace if served.namespaced else None,
+                    patch_type=PatchType.APPLY,
+                    field_manager=render.MANAGER,
+                    force=True,
+                    dry_run=True,
+                ).to_dict()
+            except ApiError as exc:
+                if exc.status.code == 403:  # not ours to apply: not ours to judge
+                    return False
+                raise
+        return _plain(live) != _plain(merged)
+
+
+def _plain(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """An object as compared: :func:`comparable`, without the type (a list's items lack
+    it)."""
+    out = comparable(obj)
+    out.pop("apiVersion", None)
+    out.pop("kind", None)
+    return out

@@ -19,7 +19,8 @@ from lightkube.core.exceptions import ApiError
 
 from shipway.backends.kubernetes import chart, render
 from shipway.backends.kubernetes.helm import read_deployed
-from shipway.backends.kubernetes.ownership import owner_of
+from shipway.backends.kubernetes.helm_records import read_hand_over
+from shipway.backends.kubernetes.ownership import HELM_NAMESPACE, HELM_RELEASE, owner_of
 from shipway.backends.kubernetes.readiness import POD_OWNERS
 from shipway.backends.kubernetes.reads import KubernetesReads, _yaml, comparable
 from shipway.backends.kubernetes.source_state import KubernetesSourceState
@@ -140,11 +141,27 @@ class KubernetesSourceReads(KubernetesReads, KubernetesSourceState):
         for key, owner in sorted(owners.items()):
             reporter.line(f"taking over {key} from {owner} (--take-over)")
         src.owners = owners
+        src.hand_overs = []
+        for (namespace, release), keys in sorted(src.helm_owned.items()):
+            with self._edge(f"reading the records of Helm release {release}"):
+                hand = read_hand_over(
+                    self.client,
+                    namespace,
+                    release,
+                    keys,
+                    source.helm_records if source else "superseded",
+                )
+            if hand is not None:
+                reporter.line(hand.describe())
+                src.hand_overs.append(hand)
 
     def _foreign_owners(self, units: list[Unit], served: Mapping[str, Any]) -> dict[str, str]:
         """Objects of the set that exist and are someone else's: one list per namespaced
         kind (not a read per object), a read per cluster-scoped object."""
         owners: dict[str, str] = {}
+        helm_owned = self._src().helm_owned
+        helm_owned.clear()
+        recorded = self._recorded_keys()
         by_kind: dict[Any, list[Unit]] = {}
         for unit in units:
             by_kind.setdefault(served[unit.key], []).append(unit)
@@ -162,9 +179,23 @@ class KubernetesSourceReads(KubernetesReads, KubernetesSourceState):
                     live = [o for n in names if (o := self._get(kind.resource, n)) is not None]
             for obj in live:
                 key = names.get(str((obj.get("metadata") or {}).get("name")))
-                owner = owner_of(obj, self.app.name, self.slot.name) if key else None
+                owner = (
+                    owner_of(
+                        obj,
+                        self.app.name,
+                        self.slot.name,
+                        namespace=None if kind.namespaced else self.namespace,
+                        recorded=key in recorded,
+                    )
+                    if key
+                    else None
+                )
                 if key and owner:
                     owners[key] = owner
+                notes = (obj.get("metadata") or {}).get("annotations") or {}
+                if key and owner and HELM_RELEASE in notes:
+                    where = str(notes.get(HELM_NAMESPACE) or self.namespace)
+                    helm_owned.setdefault((where, str(notes[HELM_RELEASE])), set()).add(key)
         return owners
 
     def _get(self, resource: type[Any], name: str) -> dict[str, Any] | None:
@@ -184,7 +215,8 @@ class KubernetesSourceReads(KubernetesReads, KubernetesSourceState):
 
     def observe(self, target: Target) -> Observed:
         """Shipway's own objects (by its labels), and the source's objects of every kind
-        the slot's history holds (by the source labels). A source slot has no Namespace
+        the slot's history holds (by the source labels; only those its records list as
+        applied, so pruning never deletes what it never applied). A source slot has no Namespace
         unit: its namespace is the Lease's, never a source object to prune."""
         self._serves(target)
         source_units = [u for u in self._history_units() if is_source_unit(u)]
@@ -371,9 +403,7 @@ class KubernetesSourceReads(KubernetesReads, KubernetesSourceState):
             return [f"~ {unit.key} (same keys; a value or its metadata changed; values {MASK})"]
         if live is None:
             return [f"+ {unit.key} (new)", *("+   " + line for line in _yaml(desired).splitlines())]
-        body = copy.deepcopy(desired)
-        if served.namespaced:
-            body["metadata"]["namespace"] = self.namespace
+        body = self._as_applied(copy.deepcopy(desired), served)
         with self._edge(f"diffing {unit.key}"):
             merged = self.client.patch(
                 served.resource,

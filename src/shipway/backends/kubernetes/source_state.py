@@ -13,7 +13,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shipway.backends.kubernetes.discovery import Discovery, ServedKind
-from shipway.backends.kubernetes.sources import is_source_unit, source_labels
+from shipway.backends.kubernetes.helm_records import HandOver
+from shipway.backends.kubernetes.sources import (
+    SOURCE_NAMESPACE,
+    is_source_unit,
+    source_key,
+    source_labels,
+)
 from shipway.backends.kubernetes.state import KubernetesState
 from shipway.backends.kubernetes.watch import Changes, LiveSet
 from shipway.errors import BackendError
@@ -36,6 +42,12 @@ class Sourcing:
     found: dict[str, str] = field(default_factory=dict)
     #: unit key -> its owner, as ``claim`` named it in this operation (take-over allowed)
     owners: dict[str, str] = field(default_factory=dict)
+    #: (namespace, release) -> the unit keys ``claim`` found a Helm release owns
+    helm_owned: dict[tuple[str, str], set[str]] = field(default_factory=dict)
+    #: what this operation's take-over does to those releases' records, and the keys of
+    #: their objects applied so far (a release's records change once all of its are)
+    hand_overs: list[HandOver] = field(default_factory=list)
+    handed: set[str] = field(default_factory=set)
     #: what a plan of this operation says about its source (a chart's hooks left out)
     notes: list[str] = field(default_factory=list)
     changes: Changes = field(default_factory=Changes)
@@ -73,9 +85,9 @@ class KubernetesSourceState(KubernetesState):
 
     def _listed(self, api_version: str, kind: str) -> tuple[ServedKind, list[Any]] | None:
         """The slot's source objects of one kind as the cluster has them now (plain dicts,
-        by the source labels, in the kind's scope), with the kind as served; None when the
-        cluster no longer serves it (its CRD is gone: nothing of it is left). The caller
-        holds the edge."""
+        by the source labels, in the kind's scope, kept only when :meth:`_is_ours`), with
+        the kind as served; None when the cluster no longer serves it (its CRD is gone:
+        nothing of it is left). The caller holds the edge."""
         served = self._src().discovery.find(api_version, kind)
         if served is None:
             return None
@@ -84,7 +96,40 @@ class KubernetesSourceState(KubernetesState):
             namespace=self.namespace if served.namespaced else None,
             labels=self._source_labels(),
         )
-        return served, [obj.to_dict() for obj in found]
+        recorded = self._recorded_keys()
+        objects = [obj.to_dict() for obj in found]
+        return served, [o for o in objects if self._is_ours(o, api_version, served, recorded)]
+
+    def _recorded_keys(self) -> set[str]:
+        """The keys of the source objects the slot's records list as applied."""
+        return {u.key for u in self._history_units() if is_source_unit(u)}
+
+    def _is_ours(
+        self, live: Any, api_version: str, served: ServedKind, recorded: set[str]
+    ) -> bool:
+        """Whether a live object carrying the source labels is this slot's to prune, stop,
+        destroy or judge (invariant 14): its records list it as applied, and, cluster-
+        scoped, it carries this namespace's ``shipway.io/namespace`` (one applied before
+        that label existed carries none: the records alone tell)."""
+        meta = live.get("metadata") or {}
+        key = source_key(api_version, served.kind, str(meta.get("name")))
+        if key not in recorded:
+            return False
+        if served.namespaced:
+            return True
+        owned_by = (meta.get("labels") or {}).get(SOURCE_NAMESPACE, self.namespace)
+        return bool(owned_by == self.namespace)
+
+    def _as_applied(self, body: dict[str, Any], served: ServedKind) -> dict[str, Any]:
+        """A source object's body as it is applied (changed in place, returned): in the
+        slot's namespace, or, cluster-scoped, labelled with it."""
+        meta = body.setdefault("metadata", {})
+        if served.namespaced:
+            meta["namespace"] = self.namespace
+        else:
+            meta.pop("namespace", None)
+            meta["labels"] = {**(meta.get("labels") or {}), SOURCE_NAMESPACE: self.namespace}
+        return body
 
     def _history_units(self) -> list[Unit]:
         """Every unit of every record read or written in this operation."""
@@ -115,3 +160,5 @@ class KubernetesSourceState(KubernetesState):
             src.pods.stop()
             src.pods = None
         src.owners.clear()
+        src.hand_overs.clear()
+        src.handed.clear()

@@ -26,6 +26,7 @@ from lightkube.resources.core_v1 import Secret as SecretObject
 from lightkube.types import CascadeType, PatchType
 
 from shipway.backends.kubernetes import render
+from shipway.backends.kubernetes.helm_records import hand_over
 from shipway.backends.kubernetes.ownership import helm_marks
 from shipway.backends.kubernetes.source_waits import KubernetesSourceWaits
 from shipway.backends.kubernetes.sources import (
@@ -93,8 +94,7 @@ class KubernetesSourceSteps(KubernetesSteps, KubernetesSourceWaits):
         served = self._served(body)
         name = str(body["metadata"]["name"])
         namespace = self.namespace if served.namespaced else None
-        if namespace is not None:
-            body["metadata"]["namespace"] = namespace
+        self._as_applied(body, served)
         src = self._src()
         owner = src.owners.get(unit.key)
         if unit.waits and unit.kind != "CronJob":
@@ -132,6 +132,21 @@ class KubernetesSourceSteps(KubernetesSteps, KubernetesSourceWaits):
                     field_manager=render.MANAGER,
                 )
             reporter.line(f"took over {unit.key} from {owner}: Helm no longer manages it")
+        self._hand_over(unit.key, reporter)
+
+    def _hand_over(self, key: str, reporter: Reporter) -> None:
+        """Once every object a Helm release loses to this take-over is applied, its
+        records are marked superseded or removed (the slot's ``helm_records``), so that
+        ``helm uninstall`` no longer deletes them and ``helm list`` no longer claims them."""
+        src = self._src()
+        if not any(key in h.taken for h in src.hand_overs):
+            return
+        src.handed.add(key)
+        for hand in [h for h in src.hand_overs if h.taken <= src.handed]:
+            src.hand_overs.remove(hand)
+            with self._edge(f"handing over the records of Helm release {hand.release}"):
+                said = hand_over(self.client, hand, f"app {self.app.name} slot {self.slot.name}")
+            reporter.line(said)
 
     def _replace_broken_pods(self, statefulset: str, template: str, reporter: Reporter) -> None:
         """A StatefulSet's forced rollback: its controller waits for a pod of an earlier

@@ -15,8 +15,11 @@ Kubernetes' own API groups, so two groups' ``Certificate`` never collide), in th
   8. routes: Ingresses, Gateway API routes
 
 Each object is labelled ``shipway.io/app``, ``shipway.io/slot`` and
-``app.kubernetes.io/managed-by: shipway`` (the labels ``observe`` lists by and pruning
-trusts; the team's own ``app.kubernetes.io/name``/``instance`` are left as they are). A pod
+``app.kubernetes.io/managed-by: shipway`` (the labels ``observe`` lists by; the team's own
+``app.kubernetes.io/name``/``instance`` are left as they are). A cluster-scoped object also
+gets ``shipway.io/namespace`` when it is applied (the backend knows its scope): it belongs to
+the slot of one namespace. Labels alone never make an object the slot's to prune or
+rewrite: only one its records list as applied (invariant 14). A pod
 template also gets ``shipway.io/pod-of`` (the one pod watch of an operation selects by it)
 and ``shipway.io/template`` (a digest of the template: the pods of the revision shipway
 applied are the pods that carry it). Nothing else of an object is changed, except, with
@@ -54,6 +57,9 @@ from shipway.spec.source import ContainerRef
 
 SOURCE_APP = "shipway.io/app"
 SOURCE_SLOT = "shipway.io/slot"
+#: on a source's cluster-scoped objects only, set when they are applied: app and slot name
+#: alone are the same for two slots of one name in two namespaces (or clusters' namespaces)
+SOURCE_NAMESPACE = "shipway.io/namespace"
 POD_OF = "shipway.io/pod-of"  # on the pod templates of a source's workloads
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 MAX_MANIFEST_BYTES = 16 * 1024 * 1024
