@@ -532,6 +532,33 @@ def test_an_empty_set_is_refused_and_prunes_nothing(slot: Slot) -> None:
     assert slot.statuses(app) == {1: "deployed"}
 
 
+KUSTOMIZATION = """
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources: [app.yaml]
+"""
+
+
+@pytest.mark.parametrize("named", ["k8s/", "k8s/kustomization.yml"])
+def test_a_kustomization_is_refused_with_how_to_render_it(slot: Slot, named: str) -> None:
+    """Its files are kustomize's input (the bases before their patches), not the objects
+    to apply: exit 2 naming the file and how to render it, nothing touched."""
+    app = write(slot, {"app.yaml": base(), "kustomization.yml": KUSTOMIZATION})
+    app = slot.edit('manifests = ["k8s/"]', f"manifests = [{named!r}]")
+    for command in (("plan", "test1"), ("deploy", "test1")):
+        result = slot.cli(*command)
+        out = result.stdout + result.stderr
+        assert result.returncode == 2, out
+        assert "k8s/kustomization.yml" in result.stderr, out
+        assert "shipway does not build" in result.stderr, out
+        assert "kustomize build k8s > rendered.yaml" in result.stderr, out
+        assert "point `manifests` at the output" in result.stderr, out
+        assert "metadata.name" not in out
+    with pytest.raises(ApiError):
+        slot.client.get(ConfigMap, "web-config", namespace=slot.namespace)
+    assert slot.statuses(app) == {}
+
+
 def test_rollback_re_applies_the_recorded_objects(slot: Slot) -> None:
     app = write(slot, {"app.yaml": base()})
     deploy(slot, app)
