@@ -757,10 +757,8 @@ def test_build_is_refused_on_a_source_slot_before_anything_is_touched(slot: Slot
     assert slot.statuses(app) == {}
 
 
-def test_a_cronjobs_failed_last_job_is_reported(slot: Slot) -> None:
-    app = write(slot, {"w.yaml": WORKLOADS}, spec("CronJob/report"))
-    outcome, lines = deploy(slot, app)
-    assert isinstance(outcome, Rolled), lines.text
+def fail_a_run_of_the_cronjob(slot: Slot) -> None:
+    """A Job of CronJob/report (as its controller would make it), failed."""
     ns = slot.namespace
     cron = slot.client.get(CronJob, "report", namespace=ns)
     owner = {"apiVersion": "batch/v1", "kind": "CronJob", "name": "report"}
@@ -797,11 +795,42 @@ def test_a_cronjobs_failed_last_job_is_reported(slot: Slot) -> None:
         timeout=60,
         what="the CronJob's Job failed",
     )
+
+
+def test_a_cronjobs_failed_last_job_is_reported(slot: Slot) -> None:
+    app = write(slot, {"w.yaml": WORKLOADS}, spec("CronJob/report"))
+    outcome, lines = deploy(slot, app)
+    assert isinstance(outcome, Rolled), lines.text
+    fail_a_run_of_the_cronjob(slot)
     # it failed before this deploy: said, and the deploy is not failed for it
     outcome, lines = deploy(slot, app, image="registry.example/report:2")
     assert isinstance(outcome, Rolled), lines.text
     assert "note: CronJob/report: its last Job report-manual failed before this deploy" in (
         lines.text
+    )
+
+
+def test_status_shows_a_cronjobs_last_job_and_why_it_failed(slot: Slot) -> None:
+    app = write(slot, {"w.yaml": WORKLOADS}, spec("CronJob/report"))
+    outcome, lines = deploy(slot, app)
+    assert isinstance(outcome, Rolled), lines.text
+    result = slot.cli("status", "test1", "-o", "json")
+    assert result.returncode == 0, result.stderr
+    rows = {p["process"]: p for p in json.loads(result.stdout)["processes"]}
+    assert rows["CronJob/report"]["last_job"] is None  # it never ran
+    fail_a_run_of_the_cronjob(slot)
+    result = slot.cli("status", "test1", "-o", "json")
+    assert result.returncode == 0, result.stderr
+    rows = {p["process"]: p for p in json.loads(result.stdout)["processes"]}
+    report = rows["CronJob/report"]
+    assert report["last_job"] == "report-manual"
+    assert report["last_job_state"] == "failed"
+    assert report["last_job_reason"].startswith("BackoffLimitExceeded"), report
+    text = slot.cli("status", "test1")
+    assert text.returncode == 0, text.stderr
+    row = next(line for line in text.stdout.splitlines() if "CronJob/report" in line)
+    assert "report-manual" in row and "failed" in row and "BackoffLimitExceeded" in row, (
+        text.stdout
     )
 
 
