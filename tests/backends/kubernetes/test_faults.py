@@ -4,6 +4,7 @@ outcome. The test's own checks read the cluster directly, never through the prox
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,7 @@ PODS_WATCH = ("/api/v1/namespaces/[^/]+/pods$", "watch=true")
 DEPLOYMENTS_WATCH = ("/apis/apps/v1/namespaces/[^/]+/deployments$", "watch=true")
 RECORD_V2 = "/api/v1/namespaces/[^/]+/secrets/shipway.release.v1.shop.v2$"
 CRASHLOOP = "registry.example/shop:crashloop"
+LEASE = "/apis/coordination.k8s.io/v1/namespaces/[^/]+/leases/shipway-lock\\.shop\\.test1$"
 
 
 @dataclass
@@ -196,6 +198,30 @@ def test_the_rollback_never_shares_the_deploys_dead_watch(faulty: Faulty) -> Non
     # the rollback's wait listed (and watched) afresh rather than reuse the dead watch
     watches = [c for c in faulty.proxy.calls if c.path.endswith("/pods") and "watch" in c.query]
     assert len(watches) >= 2
+
+
+# -- a slow API server -------------------------------------------------------------------
+
+
+def test_a_slow_api_server_does_not_lose_a_live_deploy_its_lock(faulty: Faulty) -> None:
+    """Every write of the Lease answered 5 s late. Renewals go 2 s after the last answer,
+    7 s apart, so the 10 s renew deadline passes while one is on its way, every time. The
+    operation waits for its answer instead of giving up its lock: the crash loop is what
+    the deploy is rolled back for, not a lost lock."""
+    deployed_first(faulty)
+    faulty.proxy.rule(method="PUT", path=LEASE, delay=5.0, times=None)
+    started = time.monotonic()
+    outcome, lines = faulty.slot.deploy(
+        faulty.slot.app(), image=CRASHLOOP, tuning={"crashes_per_replica": 3}
+    )
+    took = time.monotonic() - started
+    assert "lost the lock" not in lines.text, lines.text
+    assert isinstance(outcome, RolledBack), lines.text
+    assert outcome.exit_code == 10 and outcome.failure.reason == "CrashLoopBackOff"
+    assert faulty.slot.images()["shop-web"] == "registry.example/shop:1"
+    # it outlived the renew deadline (10 s after its first write), a renewal on its way then
+    writes = [c for c in faulty.proxy.calls if c.method == "PUT" and "/leases/" in c.path]
+    assert took > 12 and len(writes) >= 3, (took, [str(c) for c in writes])
 
 
 # -- outcomes stay honest ---------------------------------------------------------------

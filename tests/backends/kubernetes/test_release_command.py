@@ -1,16 +1,22 @@
 """The release command runs once as a Job, before anything switches; one that hangs is
-stopped at its timeout and its Job deleted; one a killed deploy left running is deleted by
-the next deploy before it starts its own."""
+stopped at its timeout and its Job deleted; one whose pod can never run fails with the
+reason, at once or after its window; one a killed deploy left running is deleted by the
+next deploy before it starts its own."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from lightkube import Client
+from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.batch_v1 import Job
 from lightkube.resources.core_v1 import Pod
+from lightkube.resources.storage_v1 import StorageClass
 
-from shipway.engine.outcome import Rolled, RolledBack
+from shipway.engine.outcome import NoAnchor, Rolled, RolledBack
 from tests.backends.kubernetes.conftest import Slot
 from tests.testenv.k8s import wait_for, wait_for_all
 
@@ -113,3 +119,48 @@ def test_a_release_command_job_left_by_a_killed_deploy_is_deleted_by_the_next(
     assert "Job shop-release-r2 deleted (left unfinished by an earlier run, killed)" in out
     assert "shop-release-r2" not in release_jobs(slot)
     assert release_jobs(slot)["shop-release-r3"].status.succeeded == 1
+
+
+@pytest.fixture
+def unbindable_class(k8s_client: Client, k8s_namespace: str) -> Iterator[str]:
+    """A storage class of the test's own that binds at once (Immediate) and has neither a
+    provisioner nor a volume: a claim of it stays unbound, and a pod mounting it can never
+    be scheduled."""
+    name = f"unbound-{k8s_namespace}"[:63]
+    k8s_client.create(
+        StorageClass(
+            metadata=ObjectMeta(name=name),
+            provisioner="kubernetes.io/no-provisioner",
+            volumeBindingMode="Immediate",
+        )
+    )
+    yield name
+    k8s_client.delete(StorageClass, name)
+
+
+def test_a_release_command_whose_pod_cannot_be_scheduled_fails_with_the_reason(
+    slot: Slot, unbindable_class: str
+) -> None:
+    """Its pod mounts a claim that is never bound: judged as a Deployment's pods are, it is
+    Unschedulable after its window, with the scheduler's reason — not a timeout at the end
+    of release_timeout — and its Job is deleted."""
+    slot.write()
+    app = slot.edit('image_type = "dockerfile"', RELEASE.format(timeout="1m"))
+    app = slot.append(
+        f'[volumes.data]\npath = "/data"\nprocesses = ["web"]\n'
+        f'storage_class = "{unbindable_class}"\n'
+    )
+    started = time.monotonic()
+    outcome, lines = slot.deploy(app, tuning={"unschedulable_window": 3.0})
+    took = time.monotonic() - started
+    assert isinstance(outcome, NoAnchor | RolledBack), lines.text
+    failure = outcome.failure
+    assert failure.reason == "Unschedulable", failure
+    assert "the release command (Job shop-release-r1) cannot run: pod shop-release-r1-" in (
+        failure.message
+    )
+    assert "unbound" in failure.message and "PersistentVolumeClaim" in failure.message
+    assert 3.0 <= took < 45, took  # not at the end of release_timeout (1m)
+    assert "Job shop-release-r1 deleted (stopped: it cannot run (Unschedulable))" in lines.text
+    assert "shop-release-r1" not in release_jobs(slot)
+    assert "shop-web" not in slot.images()  # nothing of the release started

@@ -532,6 +532,33 @@ def test_an_empty_set_is_refused_and_prunes_nothing(slot: Slot) -> None:
     assert slot.statuses(app) == {1: "deployed"}
 
 
+KUSTOMIZATION = """
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources: [app.yaml]
+"""
+
+
+@pytest.mark.parametrize("named", ["k8s/", "k8s/kustomization.yml"])
+def test_a_kustomization_is_refused_with_how_to_render_it(slot: Slot, named: str) -> None:
+    """Its files are kustomize's input (the bases before their patches), not the objects
+    to apply: exit 2 naming the file and how to render it, nothing touched."""
+    app = write(slot, {"app.yaml": base(), "kustomization.yml": KUSTOMIZATION})
+    app = slot.edit('manifests = ["k8s/"]', f"manifests = [{named!r}]")
+    for command in (("plan", "test1"), ("deploy", "test1")):
+        result = slot.cli(*command)
+        out = result.stdout + result.stderr
+        assert result.returncode == 2, out
+        assert "k8s/kustomization.yml" in result.stderr, out
+        assert "shipway does not build" in result.stderr, out
+        assert "kustomize build k8s > rendered.yaml" in result.stderr, out
+        assert "point `manifests` at the output" in result.stderr, out
+        assert "metadata.name" not in out
+    with pytest.raises(ApiError):
+        slot.client.get(ConfigMap, "web-config", namespace=slot.namespace)
+    assert slot.statuses(app) == {}
+
+
 def test_rollback_re_applies_the_recorded_objects(slot: Slot) -> None:
     app = write(slot, {"app.yaml": base()})
     deploy(slot, app)
@@ -730,10 +757,8 @@ def test_build_is_refused_on_a_source_slot_before_anything_is_touched(slot: Slot
     assert slot.statuses(app) == {}
 
 
-def test_a_cronjobs_failed_last_job_is_reported(slot: Slot) -> None:
-    app = write(slot, {"w.yaml": WORKLOADS}, spec("CronJob/report"))
-    outcome, lines = deploy(slot, app)
-    assert isinstance(outcome, Rolled), lines.text
+def fail_a_run_of_the_cronjob(slot: Slot) -> None:
+    """A Job of CronJob/report (as its controller would make it), failed."""
     ns = slot.namespace
     cron = slot.client.get(CronJob, "report", namespace=ns)
     owner = {"apiVersion": "batch/v1", "kind": "CronJob", "name": "report"}
@@ -770,11 +795,42 @@ def test_a_cronjobs_failed_last_job_is_reported(slot: Slot) -> None:
         timeout=60,
         what="the CronJob's Job failed",
     )
+
+
+def test_a_cronjobs_failed_last_job_is_reported(slot: Slot) -> None:
+    app = write(slot, {"w.yaml": WORKLOADS}, spec("CronJob/report"))
+    outcome, lines = deploy(slot, app)
+    assert isinstance(outcome, Rolled), lines.text
+    fail_a_run_of_the_cronjob(slot)
     # it failed before this deploy: said, and the deploy is not failed for it
     outcome, lines = deploy(slot, app, image="registry.example/report:2")
     assert isinstance(outcome, Rolled), lines.text
     assert "note: CronJob/report: its last Job report-manual failed before this deploy" in (
         lines.text
+    )
+
+
+def test_status_shows_a_cronjobs_last_job_and_why_it_failed(slot: Slot) -> None:
+    app = write(slot, {"w.yaml": WORKLOADS}, spec("CronJob/report"))
+    outcome, lines = deploy(slot, app)
+    assert isinstance(outcome, Rolled), lines.text
+    result = slot.cli("status", "test1", "-o", "json")
+    assert result.returncode == 0, result.stderr
+    rows = {p["process"]: p for p in json.loads(result.stdout)["processes"]}
+    assert rows["CronJob/report"]["last_job"] is None  # it never ran
+    fail_a_run_of_the_cronjob(slot)
+    result = slot.cli("status", "test1", "-o", "json")
+    assert result.returncode == 0, result.stderr
+    rows = {p["process"]: p for p in json.loads(result.stdout)["processes"]}
+    report = rows["CronJob/report"]
+    assert report["last_job"] == "report-manual"
+    assert report["last_job_state"] == "failed"
+    assert report["last_job_reason"].startswith("BackoffLimitExceeded"), report
+    text = slot.cli("status", "test1")
+    assert text.returncode == 0, text.stderr
+    row = next(line for line in text.stdout.splitlines() if "CronJob/report" in line)
+    assert "report-manual" in row and "failed" in row and "BackoffLimitExceeded" in row, (
+        text.stdout
     )
 
 

@@ -22,7 +22,13 @@ What must never happen, and how it is prevented:
 * acting on a lock we no longer hold — :meth:`SlotLease.problem` says why the lock may not
   be relied on any more (a renewal found it changed hands or gone, or no renewal succeeded
   within the renew deadline, which ends before anyone may take the Lease over), and the
-  backend checks it before every mutation and in its waits.
+  backend checks it before every mutation and in its waits;
+* a live operation giving up its lock to a slow API server — when the renew deadline
+  passes while a renewal is on its way (sent, not answered yet), :meth:`SlotLease.problem`
+  waits for that answer, at most until the Lease's duration since our last write (when
+  another operation may take it over), and the lock holds if the renewal lands: a replace
+  at our resourceVersion proves nobody else wrote the Lease meanwhile. Nothing is mutated
+  or judged while it waits.
 
 Releasing clears ``holderIdentity`` and keeps the object (like client-go's leader election),
 so the next deploy reads it (one request) and writes itself in (one more).
@@ -187,6 +193,9 @@ class SlotLease:
         self.duration = self.timing.duration
         self._written_at: float | None = None
         self._last_error: str | None = None
+        # when the renewal on its way was sent (None: none is), and its answer's signal
+        self._sending: float | None = None
+        self._answered = threading.Condition()
 
     # -- the object ---------------------------------------------------------------
 
@@ -330,8 +339,12 @@ class SlotLease:
                 return
             lease.spec.renewTime = _now()
             sent = self.clock()
+            with self._answered:
+                self._sending = sent
+            landed = False
             try:
                 self._lease = client.replace(lease)
+                landed = True
             except ApiError as exc:
                 status = exc.status
                 if status.code in (404, 409):
@@ -341,8 +354,13 @@ class SlotLease:
                 # any other error: try again at the next tick, while the Lease has slack
                 self._last_error = f"{status.code} {status.reason or ''}: {status.message}"
                 return
-            self._written_at = sent
-            self._last_error = None
+            finally:
+                with self._answered:  # whoever waits for this answer (problem) has it now
+                    if landed:
+                        self._written_at = sent
+                        self._last_error = None
+                    self._sending = None
+                    self._answered.notify_all()
 
     def _mark_lost(self, why: str) -> None:
         self.lost = why
@@ -354,19 +372,43 @@ class SlotLease:
         """Why the lock may not be relied on any more, or None while we hold it: a renewal
         found it changed hands or gone, or no write of ours succeeded within the renew
         deadline (like client-go's leader, we stop there, before the Lease's duration
-        is up and another operation may take it over as expired)."""
+        is up and another operation may take it over as expired). Past the renew deadline
+        with a renewal on its way, it first waits for that renewal's answer (at most until
+        the duration is up): a slow API server does not lose a live operation its lock."""
         if self.lost:
             return self.lost
         if self._written_at is None:
             return None
         age = self.clock() - self._written_at
+        if age >= self.timing.renew_deadline and self._sending is not None:
+            age = self._await_renewal()
+        if self.lost:
+            return self.lost
         if age < self.timing.renew_deadline:
             return None
+        sending = self._sending
         return (
             f"it was last renewed {age:.1f}s ago, beyond its "
             f"{self.timing.renew_deadline:g}s renew deadline (the Lease lasts {self.duration}s)"
             + (f" (renewing failed: {self._last_error})" if self._last_error else "")
+            + (
+                f" (a renewal sent {self.clock() - sending:.1f}s ago is still unanswered)"
+                if sending is not None
+                else ""
+            )
         )
+
+    def _await_renewal(self) -> float:
+        """The renew deadline passed while a renewal is on its way: wait for its answer
+        (a slow API server is not a lost lock), at most until the Lease's duration since our
+        last write is up. The age of our last write then."""
+        with self._answered:
+            while True:
+                assert self._written_at is not None
+                age = self.clock() - self._written_at
+                if self._sending is None or self.lost or age >= self.duration:
+                    return age
+                self._answered.wait(timeout=min(0.5, self.duration - age))
 
     def remaining(self) -> float | None:
         """Seconds until the lock may no longer be relied on unless a renewal succeeds

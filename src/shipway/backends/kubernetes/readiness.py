@@ -8,7 +8,7 @@ over object dicts, pinned to the ``metadata.generation`` the apply returned.
   ``numberAvailable`` reached ``desiredNumberScheduled``;
 * Job: until its ``Complete`` or ``Failed`` condition;
 * CronJob: ready once the API server took it (its Jobs run on its schedule, later); the
-  wait reports its last Job's failure;
+  wait reports its last Job's failure, ``status`` shows its last Job and how it ended;
 * PersistentVolumeClaim: ``Bound`` where a provisioner will bind it (a StorageClass with
   Immediate binding and a real provisioner); a claim whose class waits for its first
   consumer, or that nothing would provision, is ready once applied, and said so;
@@ -21,7 +21,7 @@ over object dicts, pinned to the ``metadata.generation`` the apply returned.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from shipway.backends.kubernetes.rollout import Counts, Progress, Rule, deployment_progress
@@ -112,6 +112,38 @@ def job_progress(job: Mapping[str, Any], generation: int | None) -> Progress:
             "JobFailed",
         )
     return Progress("waiting", counts, f"{counts.updated} of {completions} completed")
+
+
+def last_job_of(
+    cronjob: Mapping[str, Any], jobs: Iterable[Mapping[str, Any]]
+) -> Mapping[str, Any] | None:
+    """The newest of ``jobs`` a CronJob owns (by its uid, or its name when it has none)."""
+    meta = cronjob.get("metadata") or {}
+    uid, name = meta.get("uid"), meta.get("name")
+
+    def owned(job: Mapping[str, Any]) -> bool:
+        return any(
+            o.get("kind") == "CronJob" and (o.get("uid") == uid if uid else o.get("name") == name)
+            for o in (job.get("metadata") or {}).get("ownerReferences") or []
+        )
+
+    mine = [j for j in jobs if owned(j)]
+    if not mine:
+        return None
+    return max(mine, key=lambda j: str((j.get("metadata") or {}).get("creationTimestamp", "")))
+
+
+def job_outcome(job: Mapping[str, Any]) -> tuple[str, str]:
+    """("complete" | "failed" | "running", why it failed)."""
+    conditions = _conditions(job)
+    if conditions.get("Complete", {}).get("status") == "True":
+        return "complete", ""
+    failed = conditions.get("Failed", {})
+    if failed.get("status") == "True":
+        return "failed", f"{failed.get('reason', 'Failed')}: {failed.get('message', '')}".rstrip(
+            ": "
+        )
+    return "running", ""
 
 
 RULES: Mapping[str, Rule] = {

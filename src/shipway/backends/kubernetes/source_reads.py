@@ -13,15 +13,17 @@ from __future__ import annotations
 import copy
 import difflib
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from lightkube.core.exceptions import ApiError
+from lightkube.resources.batch_v1 import Job
 
 from shipway.backends.kubernetes import chart, render
 from shipway.backends.kubernetes.helm import read_deployed
 from shipway.backends.kubernetes.helm_records import read_hand_over
 from shipway.backends.kubernetes.ownership import HELM_NAMESPACE, HELM_RELEASE, owner_of
-from shipway.backends.kubernetes.readiness import POD_OWNERS
+from shipway.backends.kubernetes.readiness import POD_OWNERS, job_outcome, last_job_of
 from shipway.backends.kubernetes.reads import KubernetesReads, _yaml, comparable
 from shipway.backends.kubernetes.source_state import KubernetesSourceState
 from shipway.backends.kubernetes.sources import (
@@ -315,8 +317,34 @@ class KubernetesSourceReads(KubernetesReads, KubernetesSourceState):
                         served.resource, namespace=self.namespace, labels=self._source_labels()
                     )
                 ]
-            out += [_workload_status(kind, obj) for obj in found]
+            rows = [_workload_status(kind, obj) for obj in found]
+            if kind == "CronJob" and found:
+                rows = self._with_last_jobs(target, found, rows)
+            out += rows
         return sorted(out, key=lambda s: s.process)
+
+    def _with_last_jobs(
+        self, target: Target, cronjobs: list[dict[str, Any]], rows: list[ProcessStatus]
+    ) -> list[ProcessStatus]:
+        """Each CronJob's row with its last Job: its name, ``complete``, ``failed`` (and
+        why) or ``running`` — a failed run is not hidden behind a CronJob that is "ready"."""
+        with self._edge(f"reading the Jobs of the CronJobs of {target}"):
+            jobs = [j.to_dict() for j in self.client.list(Job, namespace=self.namespace)]
+        out = []
+        for cronjob, row in zip(cronjobs, rows, strict=True):
+            last = last_job_of(cronjob, jobs)
+            if last is None:
+                out.append(replace(row, detail={**row.detail, "last_job": None}))
+                continue
+            state, why = job_outcome(last)
+            detail = {
+                **row.detail,
+                "last_job": str(last["metadata"]["name"]),
+                "last_job_state": state,
+                **({"last_job_reason": why} if why else {}),
+            }
+            out.append(replace(row, detail=detail))
+        return out
 
     def _declared_status(self) -> list[ProcessStatus]:
         source = self.slot.source

@@ -62,6 +62,8 @@ SOURCE_SLOT = "shipway.io/slot"
 SOURCE_NAMESPACE = "shipway.io/namespace"
 POD_OF = "shipway.io/pod-of"  # on the pod templates of a source's workloads
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+#: the file names kustomize reads a directory's kustomization from
+KUSTOMIZATIONS = frozenset({"kustomization.yaml", "kustomization.yml", "Kustomization"})
 MAX_MANIFEST_BYTES = 16 * 1024 * 1024
 MAX_OBJECTS = 5000
 
@@ -218,22 +220,49 @@ def is_source_unit(unit: Unit) -> bool:
 def manifest_files(base_dir: Path, paths: Sequence[str]) -> list[tuple[str, Path]]:
     """The files a manifests source names, each as (its name as shown, its path): a file
     as given, a directory's ``.yaml``/``.yml``/``.json`` files below it in name order
-    (hidden ones skipped)."""
+    (hidden ones skipped). A kustomization among them is refused (:func:`_no_kustomize`)."""
     out: list[tuple[str, Path]] = []
+    kustomizations: list[str] = []
     for given in paths:
         full = base_dir / given
         if full.is_dir():
             found = sorted(
                 p
                 for p in full.rglob("*")
-                if p.suffix in MANIFEST_SUFFIXES
-                and p.is_file()
+                if p.is_file()
                 and not any(part.startswith(".") for part in p.relative_to(full).parts)
             )
-            out += [(str(Path(given) / p.relative_to(full)), p) for p in found]
+            kustomizations += [
+                str(Path(given) / p.relative_to(full)) for p in found if p.name in KUSTOMIZATIONS
+            ]
+            out += [
+                (str(Path(given) / p.relative_to(full)), p)
+                for p in found
+                if p.suffix in MANIFEST_SUFFIXES
+            ]
         else:
+            if full.name in KUSTOMIZATIONS:
+                kustomizations.append(given)
             out.append((given, full))
+    _no_kustomize(kustomizations)
     return out
+
+
+def _no_kustomize(found: Sequence[str]) -> None:
+    """Kustomize's input is not a set of objects: a kustomization.yaml is no object at all,
+    and its resources are the bases before their patches, overlays and generators. Applied
+    as they are, they would be the wrong objects. shipway does not build kustomizations (no
+    well-kept Python library does; it would take kustomize's Go library or its binary), so
+    the team renders them first and names the output."""
+    if not found:
+        return
+    first = Path(min(found, key=lambda f: (len(Path(f).parts), f))).parent
+    raise InputError(
+        "the manifests hold a kustomization, which shipway does not build: "
+        + ", ".join(found)
+        + f"\n  hint: render it first, e.g. `kustomize build {first} > rendered.yaml` "
+        "(or `kubectl kustomize`), and point `manifests` at the output"
+    )
 
 
 def read_manifests(base_dir: Path, paths: Sequence[str]) -> list[SourceObject]:

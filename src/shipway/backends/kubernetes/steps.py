@@ -127,8 +127,8 @@ class KubernetesSteps(KubernetesHealth, KubernetesHosts):
         Complete or Failed, or the deadline passes. Never two at once, never one left
         running: one an earlier, killed run left unfinished is deleted first; the Job
         carries the deadline (``activeDeadlineSeconds``: the cluster stops it even if this
-        process is killed), and on a timeout or an interruption it is deleted, its pod
-        with it."""
+        process is killed), and on a timeout, an interruption or a pod that can never run
+        (judged as a Deployment's pods are) it is deleted, its pod with it."""
         self._guard(clearance, target)
         self._secrets.update(secrets)
         self._delete_unfinished_jobs(reporter)
@@ -144,6 +144,9 @@ class KubernetesSteps(KubernetesHealth, KubernetesHosts):
             raise
         if failure is not None and failure.reason == Reason.RELEASE_COMMAND_TIMEOUT:
             self._delete_job(name, reporter, "stopped: it did not finish in time")
+        elif failure is not None and failure.reason != Reason.RELEASE_COMMAND_FAILED:
+            # its pod can never run (unschedulable, an image not found): not left pending
+            self._delete_job(name, reporter, f"stopped: it cannot run ({failure.reason})")
         return failure
 
     def _delete_job(self, name: str, reporter: Reporter, why: str) -> None:
