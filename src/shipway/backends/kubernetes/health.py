@@ -2,7 +2,7 @@
 
 A rollout wait watches the Deployments it applied, pinned to the revision it applied, and
 judges them by kubectl's rules (:mod:`.rollout` holds the pure rules); a release command's
-Job is waited on until Complete or Failed. Both wake on every watch event and on the lock's
+Job is waited on in :mod:`.release_command`. Both wake on every watch event and on the lock's
 expiry, and stop (LockLost) once the lock is lost: nothing may be judged, let alone rolled
 back, on a slot someone else may own now.
 
@@ -12,7 +12,6 @@ recent events and a log tail of one failing pod — with every secret value mask
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -20,12 +19,10 @@ from typing import Any
 import httpx2
 from lightkube.core.exceptions import ApiError
 from lightkube.resources.apps_v1 import Deployment
-from lightkube.resources.batch_v1 import Job
 from lightkube.resources.core_v1 import Event, Pod
 
 from shipway.backends import retry
 from shipway.backends.kubernetes import render
-from shipway.backends.kubernetes.readiness import job_progress
 from shipway.backends.kubernetes.rollout import (
     Judge,
     Signal,
@@ -36,7 +33,6 @@ from shipway.backends.kubernetes.rollout import (
     readiness_window,
 )
 from shipway.backends.kubernetes.state import KubernetesState, Session, api_message, short
-from shipway.backends.kubernetes.watch import Changes, LiveSet
 from shipway.backends.protocol import Failure, Reason, Reporter
 from shipway.errors import BackendError
 from shipway.plan.model import WaitRollout
@@ -158,96 +154,6 @@ class KubernetesHealth(KubernetesState):
                 )
                 session.changes.wait_past(version, wake - now)
 
-    def _wait_job(self, target: Target, name: str, deadline: float) -> Failure | None:
-        """Until the Job ``name`` is Complete (→ None) or Failed, or the deadline passes,
-        or its pod is doomed: judged by the rules of a Deployment's pods (:mod:`.rollout`:
-        an image that is not found at once, Unschedulable after its window …), so a pod
-        that can never run fails the release command with the reason, not at the
-        timeout."""
-        changes = Changes()
-        jobs = LiveSet(
-            self._watch_loop(),
-            Job,
-            self.namespace,
-            changes,
-            fields={"metadata.name": name},
-            policy=self.retry,
-        )
-        pods = LiveSet(
-            self._watch_loop(),
-            Pod,
-            self.namespace,
-            changes,
-            labels={"job-name": name},
-            policy=self.retry,
-        )
-        # every pod of this Job is its own (an unfinished one of an earlier run was deleted
-        # with its Job): none is baseline. A task is not judged by readiness (its container
-        # has no probes); one that runs too long is the timeout's.
-        watched = Watched(
-            process=name,
-            deployment=name,
-            template="",
-            replicas=1,
-            readiness_window=math.inf,
-            match_component=False,
-            completes=True,
-        )
-        judge = Judge(watched, self.tuning, {}, rule=job_progress)
-        try:
-            with self._edge(f"watching Job {name}"):
-                jobs.start()
-                pods.start()
-            with self._woken_on_lock_loss(changes), retry.within(deadline):
-                while True:
-                    with changes.cond:
-                        version = changes.version
-                        job = jobs.objects.get(name)
-                        seen = list(pods.objects.values())
-                    self._still_ours(target)
-                    for live in (jobs, pods):
-                        for note in live.take_notes():
-                            self.retry.say(f"  {note}")
-                        if live.error:
-                            what = "Job" if live is jobs else "the pods of Job"
-                            raise BackendError(f"watching {what} {name}: {live.error}")
-                    conditions = {
-                        c.get("type"): c
-                        for c in ((job or {}).get("status") or {}).get("conditions") or []
-                    }
-                    if conditions.get("Complete", {}).get("status") == "True":
-                        return None
-                    failed = conditions.get("Failed", {})
-                    # the cluster stopped it at its activeDeadlineSeconds: a timeout
-                    over = failed.get("reason") == "DeadlineExceeded"
-                    if failed.get("status") == "True" and not over:
-                        return self._job_failure(name, failed)
-                    now = time.monotonic()
-                    verdict = judge.assess(job, seen, now)
-                    if verdict.failure is not None and not over:
-                        return self._job_doomed(name, verdict.failure)
-                    if now >= deadline or over:
-                        mask = self._masker()
-                        return Failure(
-                            reason=Reason.RELEASE_COMMAND_TIMEOUT,
-                            message=f"the release command (Job {name}) did not finish in time",
-                            details=tuple(
-                                mask(d) for d in self._events({"involvedObject.name": name})
-                            ),
-                        )
-                    lock = self._lock_wake(now)
-                    wake = min(
-                        [
-                            deadline,
-                            *([verdict.recheck_at] if verdict.recheck_at else []),
-                            *([lock] if lock is not None else []),
-                        ]
-                    )
-                    changes.wait_past(version, wake - now)
-        finally:
-            jobs.stop()
-            pods.stop()
-
     def _read_now(self, session: Session) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """The watched Deployments and Pods as the API server shows them now (one list
         each, retried), for a wait whose watch is down at its deadline."""
@@ -314,51 +220,6 @@ class KubernetesHealth(KubernetesState):
             message=mask((f"pod {signal.pod}: " if signal.pod else "") + signal.message),
             process=process,
             exit_code=signal.exit_code,
-            details=tuple(mask(d) for d in details),
-        )
-
-    def _job_doomed(self, name: str, signal: Signal) -> Failure:
-        """The release command's pod can never finish (it cannot be scheduled, its image is
-        not found …): the reason as the cluster gives it, as a Deployment's pod would."""
-        details: list[str] = []
-        if signal.pod:
-            details += self._events({"involvedObject.name": signal.pod})
-            details += self._log_tail(signal.pod, signal.container)
-        else:
-            details += self._events({"involvedObject.name": name})
-        mask = self._masker()
-        return Failure(
-            reason=signal.reason,
-            message=mask(
-                f"the release command (Job {name}) cannot run: "
-                + (f"pod {signal.pod}: " if signal.pod else "")
-                + signal.message
-            ),
-            exit_code=signal.exit_code,
-            details=tuple(mask(d) for d in details),
-        )
-
-    def _job_failure(self, name: str, condition: Mapping[str, Any]) -> Failure:
-        details: list[str] = []
-        exit_code = None
-        try:
-            pods = list(self.client.list(Pod, namespace=self.namespace, labels={"job-name": name}))
-        except (ApiError, httpx2.HTTPError):
-            pods = []
-        for pod in pods[:1]:
-            for cs in (pod.status.containerStatuses or []) if pod.status else []:
-                term = cs.state.terminated if cs.state else None
-                if term is not None:
-                    exit_code = term.exitCode
-            details += self._events({"involvedObject.name": pod.metadata.name})
-            details += self._log_tail(pod.metadata.name, "release")
-        mask = self._masker()
-        return Failure(
-            reason=Reason.RELEASE_COMMAND_FAILED,
-            message=mask(
-                f"Job {name}: {condition.get('reason', 'Failed')}: {condition.get('message', '')}"
-            ).rstrip(": "),
-            exit_code=exit_code,
             details=tuple(mask(d) for d in details),
         )
 
