@@ -6,8 +6,6 @@ is created, and a failing one is followed by no app container at all."""
 from __future__ import annotations
 
 import os
-import pty
-import signal
 import stat
 import subprocess
 import sys
@@ -18,8 +16,7 @@ from typing import Any
 import pytest
 
 from shipway.engine import Rolled, RolledBack
-from tests.backends.docker.conftest import SLOT, Deployment, Lines, ssh_environ
-from tests.terminal import read_until
+from tests.backends.docker.conftest import Deployment, Lines, ssh_environ
 from tests.testenv.docker import DockerHost
 
 MIGRATE = '[app]\nrelease_command = ["sh", "-c", "echo migrating; $MIGRATE"]\n'
@@ -120,122 +117,7 @@ def shipway(
 SECRET = '[secrets]\nAPI_TOKEN = { from_env = "SHIPWAY_TEST_TOKEN" }\n'
 
 
-def test_run_prints_the_release_env_returns_its_code_and_removes_its_container(
-    deployment: Deployment, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    env = deployment.env
-    deployment.write(extra=f'[env]\nMARKER = "m-1"\n{SECRET}')
-    monkeypatch.setenv("SHIPWAY_TEST_TOKEN", TOKEN)
-    assert isinstance(deployment.deploy(), Rolled)
-    r = shipway(deployment, "run", SLOT, "--", "sh", "-c", "echo $MARKER $API_TOKEN; exit 7")
-    assert r.returncode == 7, r.stderr
-    assert r.stdout == f"m-1 {TOKEN}\n"  # the command's own output: the user's, unmasked
-    assert TOKEN not in r.stderr and "one-off container" in r.stderr
-    assert "on docker-a" in r.stderr
-    # standard input passed through (-i), on the SSH host too
-    r = shipway(deployment, "run", SLOT, "-i", "--host", "10.231.0.2", "--", "cat", stdin="hi\n")
-    assert (r.returncode, r.stdout) == (0, "hi\n"), r.stderr
-    assert "on 10.231.0.2" in r.stderr
-    r = shipway(deployment, "run", SLOT, "--", "no-such-command")
-    assert r.returncode == 127, r.stderr
-    r = shipway(deployment, "run", SLOT, "--host", "nowhere", "--", "true")
-    assert r.returncode == 2 and "not a host of slot" in r.stderr
-    for host in (env.a, env.b):
-        assert deployment.containers(host, kind="one-off") == []  # removed every time
-
-
-def test_run_is_refused_on_a_guarded_slot_without_confirm(deployment: Deployment) -> None:
-    env = deployment.env
-    deployment.write(hosts=[env.a], slot_extra='role = "production"')
-    assert isinstance(deployment.deploy(confirm=SLOT), Rolled)
-    since = time.time()
-    r = shipway(deployment, "run", SLOT, "--", "true")
-    assert r.returncode == 3 and f"--confirm {SLOT}" in r.stderr
-    assert [e for e in events(deployment, env.a, since) if kind(e) == "one-off"] == []
-    r = shipway(deployment, "run", SLOT, "--confirm", SLOT, "--", "true")
-    assert r.returncode == 0, r.stderr
-
-
-def test_run_gives_the_command_a_terminal(deployment: Deployment) -> None:
-    env = deployment.env
-    deployment.write(hosts=[env.a])
-    assert isinstance(deployment.deploy(), Rolled)
-    main, sub = pty.openpty()
-    p = subprocess.Popen(
-        [sys.executable, "-m", "shipway", "-f", str(deployment.spec_file), "run", SLOT, "--",
-         "sh"],
-        stdin=sub, stdout=sub, stderr=sub, start_new_session=True,
-        env={**os.environ, **ssh_environ(env)},
-    )  # fmt: skip
-    os.close(sub)
-    seen = b""
-    try:
-        seen = read_until(main, b"/app # ", seen)  # the shell's prompt, on its terminal
-        if b"\x1b[6n" in seen:  # its line editor asks the terminal where the cursor is
-            os.write(main, b"\x1b[1;8R")
-        os.write(main, b"tty && echo on-a-ter''minal\n")
-        seen = read_until(main, b"on-a-terminal", seen)
-        os.write(main, b"exit 4\n")
-        assert p.wait(timeout=60) == 4, seen.decode(errors="replace")
-    finally:
-        if p.poll() is None:
-            p.send_signal(signal.SIGKILL)
-            p.wait()
-        os.close(main)
-    assert b"/dev/pts/" in seen  # the command's own terminal, in the container
-    assert deployment.containers(env.a, kind="one-off") == []
-
-
 # -- data a deploy would lose; files holding secrets ---------------------------------------
-
-
-def test_files_a_container_wrote_inside_itself_are_warned_about(deployment: Deployment) -> None:
-    env = deployment.env
-    deployment.write(hosts=[env.a])
-    assert isinstance(deployment.deploy(), Rolled)
-    (web,) = deployment.containers(env.a, kind="app")
-    result = web.exec_run(["sh", "-c", "mkdir -p uploads && echo x > uploads/a.png && echo 1 > "
-                           "notes.db && echo t > /tmp/scratch"])  # fmt: skip
-    assert result.exit_code == 0, result.output
-    deployment.write(image=env.images.v2, hosts=[env.a])
-    outcome = deployment.deploy()
-    assert isinstance(outcome, Rolled), outcome.line()
-    [warning] = [w for w in outcome.warnings if "at run time" in w]
-    assert "r1 wrote 2 file(s) at run time" in warning
-    assert "notes.db, uploads/a.png (notes.db: a database)" in warning
-    assert 'declare a directory volume, [volumes.data] path = "data"' in warning
-    assert "/tmp" not in warning and "scratch" not in warning  # not the app's own copy
-
-
-def test_what_the_containers_wrote_is_read_on_every_host_at_once(
-    deployment: Deployment, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Each host's diffs are read in a thread of its own: both reads are under way at once
-    (a barrier of two, which a read one host after the other never passes), and what each
-    host's container wrote is in the one warning."""
-    import threading
-
-    from docker.models.containers import Container
-
-    env = deployment.env
-    deployment.write()
-    assert isinstance(deployment.deploy(), Rolled)
-    for host, name in ((env.a, "from-a.txt"), (env.b, "from-b.txt")):
-        (web,) = deployment.containers(host, kind="app")
-        assert web.exec_run(["sh", "-c", f"echo x > {name}"]).exit_code == 0
-    both = threading.Barrier(2, timeout=20)
-    real = Container.diff
-
-    def diff(self: Container) -> Any:
-        both.wait()
-        return real(self)
-
-    monkeypatch.setattr(Container, "diff", diff)
-    deployment.write(image=env.images.v2)
-    outcome = deployment.deploy()
-    assert isinstance(outcome, Rolled), outcome.line()
-    [warning] = [w for w in outcome.warnings if "at run time" in w]
-    assert "r1 wrote 2 file(s) at run time" in warning and "from-a.txt, from-b.txt" in warning
 
 
 def test_a_config_file_holding_a_secret_is_0600_in_its_volume(

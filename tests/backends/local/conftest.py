@@ -226,3 +226,112 @@ def slot(tmp_path: Path) -> Iterator[Slot]:
         yield s
     finally:
         s.close()
+
+
+# notes: a small app whose health check reads the SQLite schema its release command makes
+# (the release phase, one-off runs and runtime files are tested on it)
+NOTES_APP = '''\
+"""notes: a tiny app whose health check reads its SQLite database."""
+import http.server
+import os
+import sqlite3
+
+DB = os.environ.get("NOTES_DB", "notes.db")
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        try:
+            with sqlite3.connect(DB) as db:
+                count = db.execute("SELECT count(*) FROM notes").fetchone()[0]
+            code, body = 200, f"notes: {count}\\n"
+        except sqlite3.Error as exc:
+            code, body = 500, f"database not ready: {exc}\\n"
+        self.send_response(code)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body.encode())
+
+    def log_message(self, *args):
+        pass
+
+
+http.server.HTTPServer(("127.0.0.1", int(os.environ["PORT"])), Handler).serve_forever()
+'''
+
+MIGRATE = '''\
+import os
+import sqlite3
+import sys
+
+if os.environ.get("MIGRATE_FAIL"):
+    print("migration refused: MIGRATE_FAIL is set")
+    sys.exit(4)
+with sqlite3.connect(os.environ.get("NOTES_DB", "notes.db")) as db:
+    db.execute("CREATE TABLE IF NOT EXISTS notes (id INTEGER PRIMARY KEY, text TEXT)")
+    db.execute("INSERT INTO notes (text) VALUES ('first')")
+print("migrated", os.environ["SHIPWAY_RELEASE"])
+'''
+
+SPEC = """\
+[app]
+name = "notes"
+release_command = "python3 migrate.py"
+
+[processes.web]
+command = "python3 app.py"
+port = 8000
+[processes.web.healthcheck]
+path = "/up"
+interval = "100ms"
+attempts = 50
+
+[env]
+GREETING = "hi"
+
+[secrets]
+DB_PASSWORD = { from_file = "secrets/db-password" }
+API_TOKEN = { from_env = "NOTES_API_TOKEN" }
+
+[files]
+"config/db.ini" = "password=${secrets.DB_PASSWORD}\\n"
+"config/plain.ini" = "colour=blue\\n"
+
+[slots.local]
+
+[slots.prod]
+role = "production"
+"""
+
+DB_PASSWORD = "pw-5d41402abc4b2a76"
+API_TOKEN = "tok-7e240de74fb1ed08"
+
+
+@pytest.fixture
+def notes(tmp_path: Path) -> Iterator[Slot]:
+    app_dir = tmp_path / "notes"
+    files = {
+        "app.py": NOTES_APP,
+        "migrate.py": MIGRATE,
+        "shipway.toml": SPEC,
+        "secrets/db-password": DB_PASSWORD + "\n",
+        ".env": f"API_TOKEN={API_TOKEN}\n",
+        ".env.example": "API_TOKEN=\n",
+        ".git/HEAD": "ref: refs/heads/main\n",
+        "venv/pyvenv.cfg": "home = /usr/bin\n",
+        "node_modules/left-pad/index.js": "module.exports = 1\n",
+        "drafts/todo.txt": "not for production\n",
+        ".shipwayignore": "drafts/\n",
+    }
+    for rel, text in files.items():
+        (app_dir / rel).parent.mkdir(parents=True, exist_ok=True)
+        (app_dir / rel).write_text(text)
+    s = slot_of(app_dir, tmp_path / "state", NOTES_API_TOKEN=API_TOKEN)
+    try:
+        yield s
+    finally:
+        s.supervisor().shutdown()
+
+
+def releases(slot: Slot, name: str = "local") -> Path:
+    return slot.state / "notes" / name / "releases"
