@@ -306,9 +306,33 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(MARKER)
 
 
+#: a container (created, never started) from each shared test image on each host: the images
+#: many tests run at once are then "used by a container shipway did not make", which no
+#: test's image pruning or destroy removes (docs/docker.md, *Old images*)
+PIN = "shipway-test-pin-"
+
+
+def pin_shared_images(env: DockerEnv) -> None:
+    images = env.images
+    shared = [images.v1, images.v2, images.unhealthy, images.crash, images.herokuish,
+              images.cnb, images.proxy, images.python, images.base]  # fmt: skip
+    for host in env.hosts:
+        client = env.local_client(host)
+        try:
+            for ref in shared:
+                name = PIN + ref.rsplit("/", 1)[-1].replace(":", "-")
+                with contextlib.suppress(docker.errors.APIError):  # made by another worker
+                    client.images.pull(ref)
+                    client.containers.create(ref, name=name, command=["true"])
+        finally:
+            client.close()
+
+
 @pytest.fixture(scope="session")
 def docker_env() -> DockerEnv:
-    return ensure_docker_env()
+    env = ensure_docker_env()
+    pin_shared_images(env)
+    return env
 
 
 @pytest.fixture(scope="session")
