@@ -203,6 +203,11 @@ def _run(obj: Context, action: Callable[[], int | None]) -> None:
     except (KeyboardInterrupt, click.exceptions.Abort):
         # Ctrl-C before the engine took the signals over (a prompt, connecting)
         _fail(obj, 130, "interrupted by SIGINT")
+    except BrokenPipeError:
+        # a read whose stdout reader went away (`| head`): it ends quietly (cli/pipe.py)
+        from shipway.cli.pipe import READER_GONE
+
+        sys.exit(READER_GONE)
     except Exception as exc:
         if os.environ.get("SHIPWAY_DEBUG"):
             raise
@@ -219,7 +224,10 @@ def _roll(obj: Context, operation: Callable[[App, Reporter], Outcome]) -> None:
     slot's confirmation itself, after reading what it must read first), print it, exit
     with its code."""
 
+    from shipway.cli.pipe import carry_on
     from shipway.engine.signals import signals_raise
+
+    carry_on(f"the {click.get_current_context().info_name or 'operation'}")
 
     def body() -> int:
         reporter = _reporter(obj)
@@ -634,6 +642,9 @@ for _module in (reads, logs, generations, init):
 
 
 def main() -> None:
+    from shipway.cli.pipe import install
+
+    install()
     try:
         cli(prog_name="shipway")
     except SystemExit:

@@ -51,9 +51,7 @@ def test_an_interrupted_deploy_stops_its_build(slot: Slot, tmp_path: Path) -> No
     assert slot.get("/") == (200, "hello from r1\n")
 
 
-def test_a_build_left_by_a_killed_deploy_is_stopped_by_the_next(
-    slot: Slot, tmp_path: Path
-) -> None:
+def test_a_build_left_by_a_killed_deploy_is_stopped_by_the_next(slot: Slot, tmp_path: Path) -> None:
     slot.deploy()
     pidfile = hanging(slot, tmp_path)
     proc = slot.spawn("deploy", "local")
@@ -64,7 +62,5 @@ def test_a_build_left_by_a_killed_deploy_is_stopped_by_the_next(
 
     slot.edit_spec(HANGING.format(pidfile=pidfile), 'build = "true"\n')
     r = slot.deploy()
-    assert f"stopped a build (the build command, pid {pids[0]}, 4 processes) left" in r.out, (
-        r.text
-    )
+    assert f"stopped a build (the build command, pid {pids[0]}, 4 processes) left" in r.out, r.text
     assert alive(pids) == []
