@@ -143,9 +143,15 @@ class LocalState(Guarded):
         """What of ``source`` a snapshot holds (the one rule, :mod:`..appfiles`): never this
         state directory (nor a symlink into it: a volume placed in a kept snapshot), a
         secret file, ``.env``, …; nor what each snapshot gets placed in it (default: the
-        app's config files and the places of its volumes)."""
+        app's config files and the places of its volumes); nor the spec file itself: what
+        it declares is the release's own record (its changes are told as such), so editing
+        the spec alone never counts as a change of the source."""
         own = excluded_paths(app) if placed is None else list(placed)
-        return AppFiles.of(app, source, also=[self.root, *own])
+        try:
+            spec = [app.spec_file.resolve().relative_to(app.source_dir.resolve()).as_posix()]
+        except ValueError:
+            spec = []  # a spec outside the app's directory: never part of it anyway
+        return AppFiles.of(app, source, also=[self.root, *own, *spec])
 
     def _local_roots(self, app: App) -> list[tuple[Path, str]]:
         """(state root, slot) of every local slot of the app: where snapshots may be kept."""
