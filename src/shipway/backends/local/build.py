@@ -207,7 +207,7 @@ class LocalBuilds(LocalReads):
             if own_pip
             else [str(path / "bin" / "python"), "-m", "pip"]
         )
-        what = ["-r", "requirements.txt"] if recipe.files[0] == "requirements.txt" else []
+        what = ["-r", "requirements.txt"] if recipe.files[:1] == ("requirements.txt",) else []
         args = [*pip, "install", "--no-input", "--disable-pip-version-check", *what]
         self._run([*args, *recipe.packages], root, reporter, "pip install", job)
 
