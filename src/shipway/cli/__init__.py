@@ -179,8 +179,10 @@ def _fail(
         from shipway.cli.report import emit_json
 
         emit_json({"error": {"message": message, "exit_code": code, **(extra or {})}})
+    from shipway.cli.hints import pasteable
     from shipway.cli.term import colour_on, paint
 
+    message = pasteable(message)
     click.echo(paint("error:", "bad", colour_on(sys.stderr)) + f" {message}", err=True)
     sys.exit(code)
 
@@ -247,16 +249,37 @@ def _outcome(obj: Context, outcome: Outcome) -> int:
     if obj.json:
         emit_json(outcome.to_json())
     else:
+        from shipway.cli.hints import pasteable
         from shipway.cli.term import colour_on, paint
 
         on = colour_on(sys.stdout)
-        click.echo(paint(outcome.line(), outcome.kind, on))
-        for line in outcome.details():
+        click.echo(paint(pasteable(outcome.line()), outcome.kind, on))
+        for line in map(pasteable, outcome.details()):
             click.echo(f"  {paint(line, 'warn', on) if line.startswith('warning:') else line}")
     return outcome.exit_code
 
 
-@click.group(epilog=EXIT_CODES, context_settings={"help_option_names": ["-h", "--help"]})
+class _Commands(click.Group):
+    """The command group: ``-f`` after a command that has no ``-f`` of its own is refused
+    with the line that works (it belongs before the command)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.NoSuchOption as exc:
+            if exc.option_name in ("-f", "--file") and exc.ctx is not None:
+                from shipway.cli.hints import file_after_command
+
+                hint = file_after_command(sys.argv[1:], str(exc.ctx.info_name))
+                raise click.UsageError(hint, exc.ctx) from exc
+            raise
+
+
+@click.group(
+    cls=_Commands,
+    epilog=EXIT_CODES,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 @click.option(
     "-f",
     "--file",
@@ -295,6 +318,10 @@ def cli(ctx: click.Context, spec_file: str | None) -> None:
       shipway helm values RELEASE -n NS values of a Helm release (no helm binary)
     """
     ctx.ensure_object(Context).spec_file = spec_file
+    from shipway.cli.hints import remember
+
+    typed = ctx.get_parameter_source("spec_file") == click.core.ParameterSource.COMMANDLINE
+    remember(spec_file if typed else None, cli.commands)
 
 
 pass_obj = click.make_pass_decorator(Context, ensure=True)
