@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+from shipway.backends.excerpt import TIMES
 from tests.backends.local.conftest import Slot
 
 # the web process binds its port only 3 s after it starts: the gate's first probe is
@@ -34,6 +35,10 @@ def test_a_listening_app_that_fails_its_check_still_fails_after_its_attempts(
     r = slot.deploy(expect=12, spec=failing)
     assert "GET /up answered 500" in r.out
     assert "failed 25 times (every 0.2s)" in r.out
+    # its log is that one access line again and again: shown once, with its count
+    probe = '"GET /up HTTP/1.1" 500 - (HELLO_FAIL=1: failing on purpose)'
+    assert sum(probe in line for line in r.out.splitlines()) == 1, r.out
+    assert f"{probe} … ({TIMES}" in r.out
 
 
 # binds and listens (a backlog of one) but never accepts: connects hang once the backlog
