@@ -19,7 +19,13 @@ from typing import TYPE_CHECKING
 from shipway.backends.appfiles import AppFiles
 from shipway.backends.guarded import Guarded
 from shipway.backends.local import environments, snapshot
-from shipway.backends.local.dirs import SlotDirs, read_records_file, router_port, state_root
+from shipway.backends.local.dirs import (
+    SlotDirs,
+    check_state_root,
+    read_records_file,
+    router_port,
+    state_root,
+)
 from shipway.backends.local.generations import read_generations
 from shipway.backends.local.masks import read_masks
 from shipway.backends.local.model import (
@@ -68,6 +74,7 @@ class LocalState(Guarded):
         self.slot = slot
         self.environ = dict(os.environ if environ is None else environ)
         self.root = state_root(slot, app.source_dir, self.environ)
+        check_state_root(self.root, slot, self.environ)
         self.router_port = router_port(slot, self.environ)
         #: how supervisord's calls are tried again (:mod:`.supervisor`)
         self.retry = RetryPolicy()
