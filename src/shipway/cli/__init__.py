@@ -221,7 +221,11 @@ def _run(obj: Context, action: Callable[[], int | None]) -> None:
     sys.exit(code or 0)
 
 
-def _roll(obj: Context, operation: Callable[[App, Reporter], Outcome]) -> None:
+def _roll(
+    obj: Context,
+    operation: Callable[[App, Reporter], Outcome],
+    more_json: Callable[[App, Outcome], dict[str, Any]] | None = None,
+) -> None:
     """Run an operation that ends in one of the four outcomes (``operation`` asks for the
     slot's confirmation itself, after reading what it must read first), print it, exit
     with its code."""
@@ -233,9 +237,11 @@ def _roll(obj: Context, operation: Callable[[App, Reporter], Outcome]) -> None:
 
     def body() -> int:
         reporter = _reporter(obj)
-        outcome = operation(obj.app(), reporter)
+        app = obj.app()
+        outcome = operation(app, reporter)
         _close_reporters(obj)  # the live view goes before the outcome is printed
-        return _outcome(obj, outcome)
+        extra = more_json(app, outcome) if more_json is not None and obj.json else {}
+        return _outcome(obj, outcome, extra)
 
     # once the engine has settled the outcome, a signal while it is printed is said and
     # the exit code stays the outcome's
@@ -243,11 +249,11 @@ def _roll(obj: Context, operation: Callable[[App, Reporter], Outcome]) -> None:
         _run(obj, body)
 
 
-def _outcome(obj: Context, outcome: Outcome) -> int:
+def _outcome(obj: Context, outcome: Outcome, extra: dict[str, Any] | None = None) -> int:
     from shipway.cli.report import emit_json
 
     if obj.json:
-        emit_json(outcome.to_json())
+        emit_json({**outcome.to_json(), **(extra or {})})
     else:
         from shipway.cli.hints import pasteable
         from shipway.cli.term import colour_on, paint
@@ -511,7 +517,29 @@ def deploy(
             reporter=reporter,
         )
 
-    _roll(obj, operation)
+    _roll(obj, operation, _urls(slot))
+
+
+def _urls(slot: str | None) -> Callable[[App, Outcome], dict[str, Any]]:
+    """For ``-o json``: the URLs the slot serves once the operation settled, by process
+    (``{"urls": {"web": ["http://…"]}}``, empty when nothing is routed) — what the text
+    output's ``serving http://…`` lines say."""
+
+    def urls(app: App, outcome: Outcome) -> dict[str, Any]:
+        from shipway import api
+
+        found: dict[str, list[str]] = {}
+        try:
+            for p in api.status(app, one_slot(app, slot)).processes:
+                url = p.detail.get("url")
+                if url:
+                    found.setdefault(p.process, [])
+                    found[p.process] += [u for u in str(url).split() if u not in found[p.process]]
+        except Exception as exc:  # the outcome stands; the URLs are a courtesy
+            return {"urls": found, "urls_error": f"{type(exc).__name__}: {exc}"}
+        return {"urls": found}
+
+    return urls
 
 
 def _revision(value: Any) -> int | None:
