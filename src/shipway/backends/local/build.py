@@ -123,7 +123,7 @@ class LocalBuilds(LocalReads):
         if path.parent != self._envs(d):
             raise BackendError(f"{path} is not an environment of {target}")
         env_id = path.name
-        self._stop_left_running(d, reporter)
+        self._stop_builds_left_running(d, reporter)
         deadline = started + app.build_deadline
         with file_lock(self._envs(d) / f".{env_id}.lock"):
             reused = (path / MARKER).is_file()
@@ -311,7 +311,7 @@ class LocalBuilds(LocalReads):
             errors.append(line)
         reporter.line(f"  build | {line}")
 
-    def _stop_left_running(self, d: SlotDirs, reporter: Reporter) -> None:
+    def _stop_builds_left_running(self, d: SlotDirs, reporter: Reporter) -> None:
         """Stop the builds a killed shipway left running on this slot: only those whose
         shipway is provably gone (never a concurrent build's), and only processes the mark
         proves to be that build's session (this kernel and pid namespace; its leader gone,
