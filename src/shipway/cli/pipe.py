@@ -25,8 +25,9 @@ class GuardedStdout:
     interpreter's final flush is quiet too). ``carry_on`` (an operation): the error is
     swallowed and said once; otherwise it is raised again, for the command to end."""
 
-    def __init__(self, stream: TextIO) -> None:
+    def __init__(self, stream: TextIO, name: str = "standard output") -> None:
         self._stream = stream
+        self.name = name
         self.gone = False
         self.carry_on = ""  #: what carries on (e.g. "the deploy"); "" for a read
 
@@ -38,11 +39,12 @@ class GuardedStdout:
             os.dup2(devnull, self._stream.fileno())
             os.close(devnull)
         if self.carry_on and first:
-            sys.stderr.write(
-                f"note: standard output was closed by its reader; {self.carry_on} carries "
-                "on to its outcome, its further output discarded\n"
-            )
-            sys.stderr.flush()
+            with contextlib.suppress(OSError, ValueError):  # stderr may be that pipe too
+                sys.stderr.write(
+                    f"note: {self.name} was closed by its reader; {self.carry_on} carries "
+                    "on to its outcome, its further output discarded\n"
+                )
+                sys.stderr.flush()
         if not self.carry_on:
             raise BrokenPipeError(32, "the reader of standard output went away")
 
@@ -69,15 +71,18 @@ class GuardedStdout:
         return getattr(self._stream, name)
 
 
-def install() -> GuardedStdout:
-    """Guard ``sys.stdout`` (once)."""
+def install() -> None:
+    """Guard ``sys.stdout`` and ``sys.stderr`` (once): progress goes to stderr with
+    ``-o json``, and ``2>&1 | head`` closes both."""
     if not isinstance(sys.stdout, GuardedStdout):
         sys.stdout = GuardedStdout(sys.stdout)
-    return sys.stdout
+    if not isinstance(sys.stderr, GuardedStdout):
+        sys.stderr = GuardedStdout(sys.stderr, "standard error")
 
 
 def carry_on(what: str) -> None:
     """From now on, a closed standard output does not end the command: ``what`` (e.g.
     "the deploy") carries on."""
-    if isinstance(sys.stdout, GuardedStdout):
-        sys.stdout.carry_on = what
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, GuardedStdout):
+            stream.carry_on = what
