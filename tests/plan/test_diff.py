@@ -121,3 +121,10 @@ def test_a_build_the_artifact_records_is_compared_per_process() -> None:
     )
     assert found.changes == (Change("web", "dependencies", "changed", old, new),)
     assert found.summary() == f"web dependencies {'aa' * 6}→{'bb' * 6}"
+
+
+def test_nothing_of_the_release_running_all_else_in_place_is_a_stop_not_drift() -> None:
+    anchor = release(1)
+    snap = ObservedUnit(SNAP.key, SNAP.kind, SNAP.digest, "present")
+    [change] = drift(anchor, seen(snap))  # its program gone, its snapshot in place
+    assert change.headline().startswith("slot: stopped: nothing of the deployed release runs")
