@@ -593,7 +593,11 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
             self.backend.stop(clearance, target, self.reporter)
 
 
-def _same_code(a: Release, b: Release) -> bool:
-    """Whether two releases run the same code and config (a restart's record and the
-    release it restarted)."""
-    return (a.digest or a.image, a.config_hash) == (b.digest or b.image, b.config_hash)
+def _same_code(anchor: Release, earlier: Release) -> bool:
+    """Whether the deployed release is a restart of ``earlier``'s code and config: a
+    restart's record and the release it restarted (only a restart is judged so: a
+    source slot's spec names its manifests, not what they hold)."""
+    if not anchor.description.startswith("restart"):
+        return False
+    mine = (anchor.digest or anchor.image, anchor.config_hash, dict(anchor.spec))
+    return mine == (earlier.digest or earlier.image, earlier.config_hash, dict(earlier.spec))
