@@ -636,6 +636,22 @@ def status(app: App, slot: str, *, backend: Backend | None = None) -> SlotStatus
         )
 
 
+def recorded_app(app_name: str, slot: str, state_dir: Path | None = None) -> App:
+    """The app a local slot last ran, read back from its own records (no spec needed: its
+    directory may be gone) — what ``shipway stop SLOT --app NAME`` stops."""
+    from shipway.backends.local import listing
+
+    root = (state_dir or listing.default_root()).resolve()
+    app = listing.recorded_app(root, app_name, slot)
+    if app is None:
+        have = ", ".join(f"{a}/{s}" for a, s in listing.known(root)) or "none"
+        raise InputError(
+            f"no app {app_name!r} with a local slot {slot!r} in {root} (have: {have}; hint: "
+            "shipway ls lists them, SHIPWAY_STATE_DIR names another state directory)"
+        )
+    return app
+
+
 def ls(state_dirs: Sequence[Path] = ()) -> list[SlotStatus]:
     """Every app and slot the local state directories know (default: the one a slot
     without ``state_dir`` uses), each with its status — read from its own records, so no

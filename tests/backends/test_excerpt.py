@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shipway.backends.excerpt import excerpt
+from shipway.backends.excerpt import TIMES, excerpt
 
 NOISE = [f"[INFO] request {i} ok" for i in range(100)]
 TRACEBACK = [
@@ -69,3 +69,14 @@ def test_a_long_traceback_keeps_its_start_and_its_exception() -> None:
     assert found.block[:2] == tuple(TRACEBACK[:2])
     assert found.block[-1] == "SyntaxError: invalid syntax"
     assert len(found.block) == 40 and found.block[3].startswith("… (")
+
+
+def test_a_line_repeated_back_to_back_is_shown_once_with_its_count() -> None:
+    start = ["hello r2 listening on 127.0.0.1:8000"]
+    probe = '127.0.0.1 "GET /up HTTP/1.1" 500 - (failing on purpose)'
+    shown = excerpt([*start, *[probe] * 25]).lines("web.log")
+    assert shown == [
+        "last lines of its log (web.log):",
+        f"| {start[0]}",  # the tail reaches back past the repeats
+        f"| {probe} … ({TIMES}25)",
+    ]

@@ -65,7 +65,8 @@ def test_the_excerpt_shows_the_syntax_error_and_the_tail_once_each(
     assert "last lines:" in block and "Reason: Worker failed to boot." in block
     assert out.count("Reason: Worker failed to boot.") == 1  # the tail, once
     assert "DATABASE_URL=***" in block  # masked where it stands in the tail
-    assert "full log: shipway logs local web --release 1" in out
+    # with the -f the deploy was given: it can be pasted as it is
+    assert f"full log: shipway -f {slot.spec} logs local web --release 1" in out
 
     full = slot.run("logs", "local", "web", "--release", "1")
     assert full.code == 0, full.text

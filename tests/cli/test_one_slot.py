@@ -37,7 +37,7 @@ def test_without_slot_several_slots_are_named_and_nothing_is_touched(
     result = CliRunner().invoke(cli, ["-f", str(spec), command])
     assert result.exit_code == 2, result.output
     assert "which slot? the spec declares 2: test1, prod" in result.stderr
-    assert f"(hint: shipway {command} test1)" in result.stderr
+    assert f"(hint: shipway -f {spec} {command} test1)" in result.stderr  # as typed
     assert not state.exists()  # nothing was opened, let alone changed
 
 

@@ -139,3 +139,10 @@ def test_a_plain_value_equal_to_a_secrets_value_is_masked_from_the_records_marks
     diff = release_diff(before, after)
     assert [c.headline() for c in diff.changes] == ["app: env COPY (secret) added"]
     assert "tok-value-1" not in json.dumps(diff.to_json())
+
+
+def test_nothing_of_the_release_running_all_else_in_place_is_a_stop_not_drift() -> None:
+    anchor = release(1)
+    snap = ObservedUnit(SNAP.key, SNAP.kind, SNAP.digest, "present")
+    [change] = drift(anchor, seen(snap))  # its program gone, its snapshot in place
+    assert change.headline().startswith("slot: stopped: nothing of the deployed release runs")

@@ -170,3 +170,15 @@ def test_release_timeout_defaults_is_bounded_and_survives_the_snapshot(tmp_path:
     with pytest.raises(SpecInvalid) as err:
         app_from_toml(base.format(extra='release_timeout="7h"\n'))
     assert "app.release_timeout" in str(err.value) and "longer than 6h" in str(err.value)
+
+
+def test_build_timeout_defaults_is_bounded_and_survives_the_snapshot(tmp_path: Path) -> None:
+    base = '[app]\nname="a"\n{extra}[processes.web]\nport=80\n'
+    assert app_from_toml(base.format(extra="")).build_deadline == 1800.0
+    app = app_from_toml(base.format(extra='build_timeout="2h"\n'))
+    assert app.build_deadline == 7200.0
+    again = from_snapshot(json.loads(json.dumps(app.snapshot())), tmp_path)
+    assert again.build_deadline == 7200.0
+    with pytest.raises(SpecInvalid) as err:
+        app_from_toml(base.format(extra='build_timeout="7h"\n'))
+    assert "app.build_timeout" in str(err.value) and "longer than 6h" in str(err.value)

@@ -6,7 +6,10 @@ worker's traceback, a Django settings ``SyntaxError`` sits a hundred lines up. S
 excerpt is the first block that looks like an error — a Python traceback (through its
 exception line), a Go ``panic:``, a line with ``Error``/``Exception``/``ERROR``/``FATAL``
 and the indented lines under it — then the tail, leaving out the lines the block already
-showed. Pure: the caller reads the log and masks each line (spec.secrets.Masker) first.
+showed. A line repeated back to back is shown once, followed by how many times it came
+(a failing health check's access log is one line 25 times), and the tail is the last
+``TAIL`` such runs, so it reaches back to lines that differ. Pure: the caller reads the
+log and masks each line (spec.secrets.Masker) first.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 TAIL = 12  #: the last lines shown
+TIMES = "\N{MULTIPLICATION SIGN}"  #: a repeated line's count follows it: "… (<TIMES>12)"
 MAX_BLOCK = 40  #: a longer block keeps its first lines and its last (the exception) ones
 _SCAN = 2000  #: how far a block is followed
 
@@ -48,10 +52,10 @@ class Excerpt:
         out: list[str] = []
         if self.block:
             out.append(f"first error in its log (from line {self.block_start}):")
-            out += [f"| {line}" for line in self.block]
+            out += [f"| {line}" for line in collapsed(self.block)]
         if self.tail:
             out.append(f"last lines of its log ({log}):" if not self.block else "last lines:")
-            out += [f"| {line}" for line in self.tail]
+            out += [f"| {line}" for line in collapsed(self.tail)]
         elif self.block:
             out.append(f"(the block is the end of its log, {log})")
         if full:
@@ -59,10 +63,37 @@ class Excerpt:
         return out
 
 
+def collapsed(lines: Sequence[str]) -> list[str]:
+    """``lines`` with each run of one line repeated back to back shown once, then its
+    count."""
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        j = i + 1
+        while j < len(lines) and lines[j] == lines[i]:
+            j += 1
+        out.append(lines[i] if j - i == 1 else f"{lines[i]} … ({TIMES}{j - i})")
+        i = j
+    return out
+
+
+def _tail_start(lines: Sequence[str], tail: int) -> int:
+    """Where the last ``tail`` runs of ``lines`` begin (a run: one line repeated back to
+    back, shown once)."""
+    start, runs = len(lines), 0
+    while start > 0 and runs < tail:
+        start -= 1
+        while start > 0 and lines[start - 1] == lines[start]:
+            start -= 1
+        runs += 1
+    return start
+
+
 def excerpt(lines: Sequence[str], tail: int = TAIL) -> Excerpt:
-    """The first error block of ``lines`` and their last ``tail`` lines, none twice."""
+    """The first error block of ``lines`` and their last ``tail`` lines (repeats counted
+    once), none twice."""
     found = error_block(lines)
-    tail_start = max(0, len(lines) - tail)
+    tail_start = _tail_start(lines, tail)
     if found is None:
         return Excerpt(tail=tuple(lines[tail_start:]), tail_start=tail_start + 1)
     start, end = found

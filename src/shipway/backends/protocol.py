@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -107,7 +108,10 @@ class Failure:
 
     def headline(self) -> str:
         who = f"{self.process}: " if self.process else ""
-        code = f" (exit code {self.exit_code})" if self.exit_code is not None else ""
+        code = ""
+        said = re.compile(rf"\b(exit code|exited with code|with code) {self.exit_code}\b")
+        if self.exit_code is not None and not said.search(self.message):
+            code = f" (exit code {self.exit_code})"  # said once: never when the message has it
         return f"{who}{self.reason}: {self.message}{code}"
 
     def lines(self) -> list[str]:

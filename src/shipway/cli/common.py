@@ -180,8 +180,10 @@ def fail(
         from shipway.cli.report import emit_json
 
         emit_json({"error": {"message": message, "exit_code": code, **(extra or {})}})
+    from shipway.cli.hints import pasteable
     from shipway.cli.term import colour_on, paint
 
+    message = pasteable(message)
     click.echo(paint("error:", "bad", colour_on(sys.stderr)) + f" {message}", err=True)
     sys.exit(code)
 
@@ -204,6 +206,11 @@ def run_body(obj: Context, action: Callable[[], int | None]) -> None:
     except (KeyboardInterrupt, click.exceptions.Abort):
         # Ctrl-C before the engine took the signals over (a prompt, connecting)
         fail(obj, 130, "interrupted by SIGINT")
+    except BrokenPipeError:
+        # a read whose stdout reader went away (`| head`): it ends quietly (cli/pipe.py)
+        from shipway.cli.pipe import READER_GONE
+
+        sys.exit(READER_GONE)
     except Exception as exc:
         if os.environ.get("SHIPWAY_DEBUG"):
             raise
@@ -215,18 +222,27 @@ def run_body(obj: Context, action: Callable[[], int | None]) -> None:
     sys.exit(code or 0)
 
 
-def roll(obj: Context, operation: Callable[[App, Reporter], Outcome]) -> None:
+def roll(
+    obj: Context,
+    operation: Callable[[App, Reporter], Outcome],
+    more_json: Callable[[App, Outcome], dict[str, Any]] | None = None,
+) -> None:
     """Run an operation that ends in one of the four outcomes (``operation`` asks for the
     slot's confirmation itself, after reading what it must read first), print it, exit
-    with its code."""
+    with its code. ``more_json``: what ``-o json`` adds to the outcome."""
 
+    from shipway.cli.pipe import carry_on
     from shipway.engine.signals import signals_raise
+
+    carry_on(f"the {click.get_current_context().info_name or 'operation'}")
 
     def body() -> int:
         reporter = reporter_of(obj)
-        outcome = operation(obj.app(), reporter)
+        app = obj.app()
+        outcome = operation(app, reporter)
         close_reporters(obj)  # the live view goes before the outcome is printed
-        return print_outcome(obj, outcome)
+        extra = more_json(app, outcome) if more_json is not None and obj.json else {}
+        return print_outcome(obj, outcome, extra)
 
     # once the engine has settled the outcome, a signal while it is printed is said and
     # the exit code stays the outcome's
@@ -234,17 +250,18 @@ def roll(obj: Context, operation: Callable[[App, Reporter], Outcome]) -> None:
         run_body(obj, body)
 
 
-def print_outcome(obj: Context, outcome: Outcome) -> int:
+def print_outcome(obj: Context, outcome: Outcome, extra: dict[str, Any] | None = None) -> int:
     from shipway.cli.report import emit_json
 
     if obj.json:
-        emit_json(outcome.to_json())
+        emit_json({**outcome.to_json(), **(extra or {})})
     else:
+        from shipway.cli.hints import pasteable
         from shipway.cli.term import colour_on, paint
 
         on = colour_on(sys.stdout)
-        click.echo(paint(outcome.line(), outcome.kind, on))
-        for line in outcome.details():
+        click.echo(paint(pasteable(outcome.line()), outcome.kind, on))
+        for line in map(pasteable, outcome.details()):
             click.echo(f"  {paint(line, 'warn', on) if line.startswith('warning:') else line}")
     return outcome.exit_code
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -116,4 +117,26 @@ def deploy(
             reporter=reporter,
         )
 
-    roll(obj, operation)
+    roll(obj, operation, _urls(slot))
+
+
+def _urls(slot: str | None) -> Callable[[App, Outcome], dict[str, Any]]:
+    """For ``-o json``: the URLs the slot serves once the operation settled, by process
+    (``{"urls": {"web": ["http://…"]}}``, empty when nothing is routed) — what the text
+    output's ``serving http://…`` lines say."""
+
+    def urls(app: App, outcome: Outcome) -> dict[str, Any]:
+        from shipway import api
+
+        found: dict[str, list[str]] = {}
+        try:
+            for p in api.status(app, one_slot(app, slot)).processes:
+                url = p.detail.get("url")
+                if url:
+                    found.setdefault(p.process, [])
+                    found[p.process] += [u for u in str(url).split() if u not in found[p.process]]
+        except Exception as exc:  # the outcome stands; the URLs are a courtesy
+            return {"urls": found, "urls_error": f"{type(exc).__name__}: {exc}"}
+        return {"urls": found}
+
+    return urls

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import signal
 import sys
+from typing import Any
 
 import click
 
@@ -33,7 +34,27 @@ from shipway.cli.stop import stop
 from shipway.cli.validate import validate
 
 
-@click.group(epilog=EXIT_CODES, context_settings={"help_option_names": ["-h", "--help"]})
+class _Commands(click.Group):
+    """The command group: ``-f`` after a command that has no ``-f`` of its own is refused
+    with the line that works (it belongs before the command)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.NoSuchOption as exc:
+            if exc.option_name in ("-f", "--file") and exc.ctx is not None:
+                from shipway.cli.hints import file_after_command
+
+                hint = file_after_command(sys.argv[1:], str(exc.ctx.info_name))
+                raise click.UsageError(hint, exc.ctx) from exc
+            raise
+
+
+@click.group(
+    cls=_Commands,
+    epilog=EXIT_CODES,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 @click.option(
     "-f",
     "--file",
@@ -72,6 +93,10 @@ def cli(ctx: click.Context, spec_file: str | None) -> None:
       shipway helm values RELEASE -n NS values of a Helm release (no helm binary)
     """
     ctx.ensure_object(Context).spec_file = spec_file
+    from shipway.cli.hints import remember
+
+    typed = ctx.get_parameter_source("spec_file") == click.core.ParameterSource.COMMANDLINE
+    remember(spec_file if typed else None, cli.commands)
 
 
 #: every command of the tool, in the order ``--help`` lists them
@@ -107,6 +132,9 @@ for _command in COMMANDS:
 
 
 def main() -> None:
+    from shipway.cli.pipe import install
+
+    install()
     try:
         cli(prog_name="shipway")
     except SystemExit:

@@ -123,7 +123,9 @@ class TerminalReporter:
     # -- output ----------------------------------------------------------------------
 
     def _write(self, text: str, role: str = "") -> None:
-        self.stream.write(paint(text, role, self.styled) + "\n")
+        from shipway.cli.hints import pasteable
+
+        self.stream.write(paint(pasteable(text), role, self.styled) + "\n")
         self.stream.flush()
 
     def _print(self, wait: Wait, now: float) -> None:

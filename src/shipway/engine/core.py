@@ -339,6 +339,9 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
                 observed=observed,
                 batch=app.slots.get(slot_name).batch,
             )
+            warned = self._rollback_warnings(records, source)
+            if warned:
+                plan = replace(plan, notes=(*plan.notes, *warned))
             return self._noted(plan, from_snapshot(source.spec, app.source_dir), slot_name)
 
         return self._rollout(
@@ -346,7 +349,47 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
         )
 
     @staticmethod
+    def _rollback_warnings(records: Sequence[Release], source: Release) -> list[str]:
+        """What a rollback to ``source`` must say first: that it failed when it was
+        deployed (it is rolled back to all the same: the user named it), or that it runs
+        the very code and config the slot runs now (the deployed release restarted it)."""
+        out = []
+        if source.status == ReleaseStatus.FAILED:
+            out.append(
+                f"warning: r{source.revision} failed when it was deployed "
+                f"({source.description or 'no reason recorded'}); rolling back to it "
+                "anyway: it may fail again"
+            )
+        anchor = history.deployed(records)
+        passed = [
+            r
+            for r in history.ordered(records)
+            if anchor is not None
+            and r.status == ReleaseStatus.SUPERSEDED
+            and source.revision < r.revision < anchor.revision
+            and _same_code(anchor, r)
+        ]
+        if anchor is not None and passed:
+            which = ", ".join(f"r{r.revision}" for r in reversed(passed))
+            out.append(
+                f"rolling back to r{source.revision}, past {which}: "
+                f"{'they run' if len(passed) > 1 else 'it runs'} the same code and config as "
+                f"the deployed r{anchor.revision} (going back there would change nothing but "
+                "restart it)"
+            )
+        if anchor is not None and _same_code(anchor, source):
+            out.append(
+                f"warning: r{source.revision} runs the same code and config as the deployed "
+                f"r{anchor.revision} ({anchor.description}): this rollback changes nothing "
+                "but restarts it (hint: shipway history SLOT; rollback SLOT REVISION)"
+            )
+        return out
+
+    @staticmethod
     def _rollback_source(records: Sequence[Release], revision: int | None) -> Release:
+        """``revision``, or the last successful release before the deployed one that runs
+        other code or config than it (a restart runs the same: going back to the release
+        it restarted would change nothing)."""
         if revision is not None:
             found = history.find(records, revision)
             if found is None:
@@ -360,6 +403,9 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
             if r.status == ReleaseStatus.SUPERSEDED
             and (anchor is None or r.revision < anchor.revision)
         ]
+        other = [r for r in earlier if anchor is None or not _same_code(anchor, r)]
+        if other:
+            return other[-1]
         if not earlier:
             raise InputError(
                 "there is no earlier successful release to roll back to "
@@ -540,3 +586,13 @@ def secret_valued_env(app: App, secrets: Mapping[str, Secret]) -> App:
 
     slots = {n: replace(s, env=hidden(s.env)) for n, s in app.slots.slots.items()}
     return replace(app, env=hidden(app.env), slots=replace(app.slots, slots=slots))
+
+
+def _same_code(anchor: Release, earlier: Release) -> bool:
+    """Whether the deployed release is a restart of ``earlier``'s code and config: a
+    restart's record and the release it restarted (only a restart is judged so: a
+    source slot's spec names its manifests, not what they hold)."""
+    if not anchor.description.startswith("restart"):
+        return False
+    mine = (anchor.digest or anchor.image, anchor.config_hash, dict(anchor.spec))
+    return mine == (earlier.digest or earlier.image, earlier.config_hash, dict(earlier.spec))

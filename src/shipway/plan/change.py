@@ -30,6 +30,8 @@ WHOLE = ("process", "route", "content")
 #: fields whose values are names, shown unquoted (``image reg/shop:1@1a2b… → …``)
 BARE = ("image", "source", "image type", "working dir", "dependencies")
 SIGN: dict[ChangeKind, str] = {"added": "+", "removed": "-", "changed": "~", "drifted": "!"}
+#: a slot where nothing of the deployed release runs and all else is in place (a stop)
+NOT_RUNNING = "not-running"
 #: how a drifted unit's live state (``old``) reads
 DRIFT = {
     "missing": "missing from the target",
@@ -104,6 +106,11 @@ class Change:
 
     def headline(self) -> str:
         name, kind = self._name(), self.kind
+        if self.field == "live" and self.old == NOT_RUNNING:
+            return (
+                f"{self.unit}: stopped: nothing of the deployed release runs (shipway stop, "
+                "or this machine restarted); this starts it again"
+            )
         if self.field == "live":
             return f"{self.unit}: drifted: {DRIFT.get(str(self.old), str(self.old))}"
         if self.masked:

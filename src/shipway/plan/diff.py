@@ -20,11 +20,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from shipway.errors import InputError
-from shipway.plan.change import APP, SLOT, Change, ChangeKind, Diff
+from shipway.plan.change import APP, NOT_RUNNING, SLOT, Change, ChangeKind, Diff
 from shipway.plan.model import Observed
 from shipway.plan.objects import object_changes
 from shipway.release import history
-from shipway.release.artifact import Artifact
+from shipway.release.artifact import ROUTING, WORKLOAD, Artifact
 from shipway.release.model import Release
 from shipway.spec.secrets import Masker, Secret, names_in
 
@@ -192,6 +192,12 @@ def drift(anchor: Release, observed: Observed) -> list[Change]:
         for key in sorted(seen)
         if key not in declared
     ]
+    running = {u.key for u in anchor.artifact if u.phase in (WORKLOAD, ROUTING)}
+    missing = {c.unit for c in out if c.old == "missing"}
+    if running and len(missing) == len(out) and running == missing:
+        # nothing of the release runs, all else in place: a `shipway stop` (or a machine
+        # restarted), not a change made behind shipway's back — said as such, once
+        return [Change(SLOT, "live", "drifted", old=NOT_RUNNING)]
     return out
 
 

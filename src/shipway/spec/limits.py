@@ -37,6 +37,7 @@ MAX_DURATION: Mapping[str, float] = {
     "sleep_after": HOUR,
     "drain_timeout": HOUR,
     "release_timeout": 6 * HOUR,
+    "build_timeout": 6 * HOUR,
 }
 # A health gate probes for at most initial_delay + attempts * interval.
 MAX_HEALTH_GATE = HOUR

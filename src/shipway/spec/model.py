@@ -197,6 +197,8 @@ class SlotRegistry:
 
 #: how long a release command may run unless ``app.release_timeout`` says otherwise
 DEFAULT_RELEASE_TIMEOUT = 300.0
+#: how long a local build (the app's environment) may run unless ``app.build_timeout`` says
+DEFAULT_BUILD_TIMEOUT = 1800.0
 
 
 @dataclass(frozen=True)
@@ -209,6 +211,8 @@ class App:
     release_command: tuple[str, ...] | None = None
     #: seconds the release command may run before it is stopped (None: the default)
     release_timeout: float | None = None
+    #: seconds a build may run before it is stopped (None: the default)
+    build_timeout: float | None = None
     env: Mapping[str, str] = field(default_factory=dict)
     secrets: Mapping[str, SecretRef] = field(default_factory=dict)
     files: tuple[ConfigFile, ...] = ()
@@ -225,6 +229,11 @@ class App:
     def release_deadline(self) -> float:
         """Seconds the release command may run: ``release_timeout``, else the default."""
         return DEFAULT_RELEASE_TIMEOUT if self.release_timeout is None else self.release_timeout
+
+    @property
+    def build_deadline(self) -> float:
+        """Seconds a build may run: ``build_timeout``, else the default."""
+        return DEFAULT_BUILD_TIMEOUT if self.build_timeout is None else self.build_timeout
 
     def in_slot(self, slot_name: str) -> App:
         """The app as it runs in one slot: replicas, env and routes overridden by the slot."""
@@ -252,6 +261,8 @@ class App:
             app["release_command"] = list(self.release_command)
         if self.release_timeout is not None:
             app["release_timeout"] = self.release_timeout
+        if self.build_timeout is not None:
+            app["build_timeout"] = self.build_timeout
         if not self.build.enabled:
             app["build"] = False
         elif self.build.command:

@@ -69,6 +69,7 @@ APP_KEYS = (
     "release_command",
     "release_timeout",
     "build",
+    "build_timeout",
     "procfile",
     "env_file",
 )
@@ -155,6 +156,11 @@ def parse(
         if "release_timeout" in app_t
         else None
     )
+    build_timeout = (
+        c.duration(app_t["build_timeout"], ("app", "build_timeout"), "build_timeout")
+        if "build_timeout" in app_t
+        else None
+    )
     procfile = appfiles.read_procfile(appfiles.procfile(c, app_t), base_dir)
     release_command = appfiles.release_command(
         c, procfile, release_command, "release_command" in app_t
@@ -198,6 +204,7 @@ def parse(
         image_type=image_type,
         release_command=release_command,
         release_timeout=release_timeout,
+        build_timeout=build_timeout,
         processes=processes,
         env=env,
         secrets=secrets,

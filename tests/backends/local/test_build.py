@@ -215,3 +215,33 @@ def test_promote_builds_the_environment_of_the_tested_snapshot(notes: Slot) -> N
     assert staged["inputs"] == tested["inputs"] and "/stage/envs/" in staged["what"]
     status, body = notes.get("/", host="stage.notes.localhost")
     assert status == 200 and "served by r1" in body
+
+
+PYPROJECT = """\
+[project]
+name = "shop"
+version = "{version}"
+dependencies = [{deps}]
+"""
+
+
+def test_a_pyproject_version_bump_builds_nothing_new_and_a_dependency_change_does(
+    tmp_path: Path,
+) -> None:
+    from shipway.backends.local.dependencies import recipe_of
+    from shipway.spec.load import load
+
+    (tmp_path / "shipway.toml").write_text(
+        '[app]\nname = "shop"\n[processes.web]\ncommand = "python3 app.py"\nport = 8000\n'
+    )
+    app = load(str(tmp_path / "shipway.toml"))
+
+    def env_id(version: str, deps: str) -> str:
+        (tmp_path / "pyproject.toml").write_text(PYPROJECT.format(version=version, deps=deps))
+        recipe = recipe_of(app, tmp_path)
+        assert recipe is not None
+        return recipe.id(tmp_path)
+
+    first = env_id("1.0.0", '"flask>=3"')
+    assert env_id("1.0.1", '"flask>=3"') == first
+    assert env_id("1.0.1", '"flask>=3", "gunicorn"') != first

@@ -78,6 +78,19 @@ def test_an_env_change_shows_old_and_new(slot: Slot) -> None:
     assert "env +FEATURE_X ~GREETING" in second["changed"]
 
 
+def test_editing_the_spec_alone_is_no_change_of_the_source(slot: Slot) -> None:
+    slot.deploy()
+    slot.edit_spec('GREETING = "hello"', 'GREETING = "howdy"')
+    r = slot.run("plan", "local")
+    changes = [line for line in r.out.splitlines() if line.startswith("    app: ")]
+    assert changes == ['    app: env GREETING "hello" → "howdy"'], r.out
+    # a file of the app itself still is one
+    (slot.app_dir / "app.py").write_text((slot.app_dir / "app.py").read_text() + "# edit\n")
+    assert any(
+        line.startswith("    app: source ") for line in slot.run("plan", "local").out.splitlines()
+    )
+
+
 def test_a_secret_change_is_named_and_its_value_appears_nowhere(slot: Slot) -> None:
     slot.spec.write_text(slot.spec.read_text() + SECRET_AND_FILES)
     with_token(slot, CANARY_OLD)

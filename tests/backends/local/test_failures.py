@@ -65,6 +65,7 @@ def test_failing_release_command_rolls_back_before_any_switch(slot: Slot) -> Non
     r = slot.deploy(expect=10)
     assert "ReleaseCommandFailed" in r.out
     assert "exited with code 4" in r.out
+    assert "(exit code 4)" not in r.out  # the code is said once
     assert "release | migrating" in r.out
     assert "] update route" not in r.out  # the release command runs before any switch
     assert slot.get("/") == (200, "hello from r1\n")

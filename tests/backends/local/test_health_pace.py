@@ -3,6 +3,9 @@ not at the next interval; a failure still takes its attempts, one per interval."
 
 from __future__ import annotations
 
+import time
+
+from shipway.backends.excerpt import TIMES
 from tests.backends.local.conftest import Slot
 
 # the web process binds its port only 3 s after it starts: the gate's first probe is
@@ -32,3 +35,32 @@ def test_a_listening_app_that_fails_its_check_still_fails_after_its_attempts(
     r = slot.deploy(expect=12, spec=failing)
     assert "GET /up answered 500" in r.out
     assert "failed 25 times (every 0.2s)" in r.out
+    # its log is that one access line again and again: shown once, with its count
+    probe = '"GET /up HTTP/1.1" 500 - (HELLO_FAIL=1: failing on purpose)'
+    assert sum(probe in line for line in r.out.splitlines()) == 1, r.out
+    assert f"{probe} … ({TIMES}" in r.out
+
+
+# binds and listens (a backlog of one) but never accepts: connects hang once the backlog
+# is full, and no request is ever answered
+NO_ACCEPT = """\
+import os, socket, time
+s = socket.socket()
+s.bind(("127.0.0.1", int(os.environ["PORT"])))
+s.listen(1)
+while True:
+    time.sleep(60)
+"""
+
+
+def test_a_process_that_listens_but_never_accepts_fails_after_its_attempts(slot: Slot) -> None:
+    (slot.app_dir / "noaccept.py").write_text(NO_ACCEPT)
+    slot.edit_spec('command = "python3 app.py"', 'command = "python3 noaccept.py"')
+    slot.edit_spec("attempts = 25", "attempts = 5")
+    started = time.monotonic()
+    r = slot.deploy("--timeout", "120", expect=12)
+    took = time.monotonic() - started
+    # 5 probes, each waiting its 1 s timeout, one per 0.2 s: far from the 120 s deadline
+    assert "health check failed 5 times (every 0.2s)" in r.out, r.text
+    assert "deadline" not in r.text
+    assert took < 60, f"the gate took {took:.0f}s"

@@ -13,6 +13,15 @@ shipway's own pip (``pip --python``) installs the requirements, reading the user
 configuration (index, certificates, find-links) as ``pip`` always does; when shipway's
 interpreter has no pip, the venv gets its own. docs/local.md has the figures that chose pip
 over uv.
+
+What must never happen: a build left running. Each command of a build runs in a session of
+its own, so all it starts (pip's children, a shell's) is found again: past the build's
+deadline (``app.build_timeout``, default 30 minutes), on an interruption or any other
+exit, the whole session is stopped (SIGTERM, then SIGKILL), as the release command's is.
+While it runs, its session is marked in ``run/builds/`` together with the shipway process
+that started it; a deploy killed with SIGKILL leaves the mark, and the next build on the
+slot first stops that session — only when its shipway is provably gone and the mark proves
+the session is that one (a concurrent ``shipway build``'s is left alone).
 """
 
 from __future__ import annotations
@@ -26,13 +35,16 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from shipway.backends.liveness import ProcessMark, pid_alive, process_start
 from shipway.backends.local import dependencies, snapshot
 from shipway.backends.local.dependencies import MARKER, Recipe, recipe_of
-from shipway.backends.local.dirs import SlotDirs, file_lock, write_json
+from shipway.backends.local.dirs import SlotDirs, file_lock, read_json, write_json
 from shipway.backends.local.reads import LocalReads
 from shipway.backends.local.records import EnvFile, read_programs
+from shipway.backends.local.release_command import stop_session
 from shipway.backends.local.state import now
 from shipway.backends.protocol import BuildInputs, Built, Reporter
 from shipway.errors import BackendError, BuildFailed
@@ -40,6 +52,30 @@ from shipway.guard import Clearance
 from shipway.spec.model import App, Target
 
 TAIL = 20  #: lines of a failed build's output its failure carries
+
+
+#: runs a build's command (its words follow) once shipway has marked its session — so no
+#: build runs unmarked, even when shipway is killed right after starting it
+GATE = """import os, sys
+fd, words = int(sys.argv[1]), sys.argv[2:]
+if os.read(fd, 1) != b"1":
+    sys.exit(125)
+os.close(fd)
+try:
+    os.execvp(words[0], words)
+except OSError as exc:
+    print(f"cannot run {words[0]!r}: {exc.strerror or exc}", flush=True)
+    sys.exit(127)
+"""
+GATE_CANNOT_RUN = 127
+
+
+@dataclass(frozen=True)
+class _Job:
+    """One build: where its commands' sessions are marked, and its deadline (monotonic)."""
+
+    marks: Path
+    deadline: float
 
 
 class LocalBuilds(LocalReads):
@@ -87,6 +123,8 @@ class LocalBuilds(LocalReads):
         if path.parent != self._envs(d):
             raise BackendError(f"{path} is not an environment of {target}")
         env_id = path.name
+        self._stop_builds_left_running(d, reporter)
+        deadline = started + app.build_deadline
         with file_lock(self._envs(d) / f".{env_id}.lock"):
             reused = (path / MARKER).is_file()
             if not reused:
@@ -96,7 +134,7 @@ class LocalBuilds(LocalReads):
                         "the app's dependencies changed since the plan was made: make a new plan"
                     )
                 root, recipe = found
-                self._make(recipe, root, path, reporter)
+                self._make(recipe, root, path, reporter, d.run / "builds", deadline)
         if reused:
             reporter.line(f"  environment {env_id} is built already: reused")
         self._prune(d, keep={env_id}, reporter=reporter)
@@ -110,9 +148,7 @@ class LocalBuilds(LocalReads):
             duration=time.monotonic() - started,
         )
 
-    def _planned_source(
-        self, target: Target, app: App, env_id: str
-    ) -> tuple[Path, Recipe] | None:
+    def _planned_source(self, target: Target, app: App, env_id: str) -> tuple[Path, Recipe] | None:
         """The directory whose dependencies the plan's environment is made of: the app's
         source, or — a promotion — the kept snapshot being deployed (found by the id)."""
         root, digest = self._source_of(target, app, None)
@@ -128,41 +164,52 @@ class LocalBuilds(LocalReads):
 
     # -- making one --------------------------------------------------------------------
 
-    def _make(self, recipe: Recipe, root: Path, path: Path, reporter: Reporter) -> None:
+    def _make(
+        self,
+        recipe: Recipe,
+        root: Path,
+        path: Path,
+        reporter: Reporter,
+        marks: Path,
+        deadline: float,
+    ) -> None:
+        job = _Job(marks, deadline)
         if path.exists():  # half-made by an earlier failure or kill
             shutil.rmtree(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         reporter.line(f"  building environment {path.name} from {recipe.source}")
         try:
             if recipe.kind == "python":
-                self._python(recipe, root, path, reporter)
+                self._python(recipe, root, path, reporter, job)
             elif recipe.kind == "node":
                 path.mkdir()
                 for name in recipe.files:
                     shutil.copy2(root / name, path / name)
-                self._run(["npm", "ci", "--no-audit", "--no-fund"], path, reporter, "npm ci")
+                self._run(["npm", "ci", "--no-audit", "--no-fund"], path, reporter, "npm ci", job)
             else:
                 (path / "bin").mkdir(parents=True)
                 env = {**self.environ, **dependencies.variables(path, self.environ.get("PATH", ""))}
-                self._run(list(recipe.command), root, reporter, "the build command", env)
+                self._run(list(recipe.command), root, reporter, "the build command", job, env)
         except BaseException:
             shutil.rmtree(path, ignore_errors=True)
             raise
         write_json(path / MARKER, {"kind": recipe.kind, "source": recipe.source, "at": now()})
 
-    def _python(self, recipe: Recipe, root: Path, path: Path, reporter: Reporter) -> None:
+    def _python(
+        self, recipe: Recipe, root: Path, path: Path, reporter: Reporter, job: _Job
+    ) -> None:
         assert recipe.python is not None
         own_pip = importlib.util.find_spec("pip") is not None
         venv = [recipe.python, "-m", "venv", *(["--without-pip"] if own_pip else []), str(path)]
-        self._run(venv, root, reporter, "python -m venv")
+        self._run(venv, root, reporter, "python -m venv", job)
         pip = (
             [sys.executable, "-m", "pip", "--python", str(path / "bin" / "python")]
             if own_pip
             else [str(path / "bin" / "python"), "-m", "pip"]
         )
-        what = ["-r", "requirements.txt"] if recipe.files[0] == "requirements.txt" else []
+        what = ["-r", "requirements.txt"] if recipe.files[:1] == ("requirements.txt",) else []
         args = [*pip, "install", "--no-input", "--disable-pip-version-check", *what]
-        self._run([*args, *recipe.packages], root, reporter, "pip install")
+        self._run([*args, *recipe.packages], root, reporter, "pip install", job)
 
     def _run(
         self,
@@ -170,36 +217,135 @@ class LocalBuilds(LocalReads):
         cwd: Path,
         reporter: Reporter,
         what: str,
+        job: _Job,
         env: dict[str, str] | None = None,
     ) -> None:
-        """Run one command of a build, its output streamed; BuildFailed with its last
-        lines (and the last ``ERROR`` line in the message: pip's own words)."""
+        """Run one command of a build in a session of its own, its output streamed, until
+        it exits or the build's deadline (then its whole session is stopped); BuildFailed
+        with its last lines (and the last ``ERROR`` line in the message: pip's own words).
+        Whatever way this ends, nothing of the session is left running."""
         tail: collections.deque[str] = collections.deque(maxlen=TAIL)
         errors: list[str] = []
+        gate, go = os.pipe()  # the command runs only once its session is marked
         try:
             proc = subprocess.Popen(
-                list(words),
+                [sys.executable, "-c", GATE, str(gate), *words],
                 cwd=cwd,
                 env=env or self.environ,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
+                pass_fds=(gate,),
+                start_new_session=True,  # its own session: all it starts is found again
             )
         except OSError as exc:
+            os.close(go)
             raise BuildFailed(f"{what}: cannot run {words[0]!r}: {exc.strerror or exc}") from exc
+        finally:
+            os.close(gate)
+        started = process_start(proc.pid)
+        mark = job.marks / f"{os.getpid()}-{proc.pid}.json"
         assert proc.stdout is not None
-        for raw in proc.stdout:
-            line = raw.decode(errors="replace").rstrip()
-            if not line:
-                continue
-            tail.append(line)
-            if line.startswith(("ERROR:", "npm ERR!", "npm error")):
-                errors.append(line)
-            reporter.line(f"  build | {line}")
-        code = proc.wait()
+        try:
+            here = ProcessMark.mine()
+            job.marks.mkdir(parents=True, exist_ok=True)
+            write_json(
+                mark, {"what": what, "pid": proc.pid, "start": started, "owner": asdict(here)}
+            )
+            os.write(go, b"1")
+            os.close(go)
+            go = -1
+            os.set_blocking(proc.stdout.fileno(), False)
+            buffer = b""
+            while True:
+                chunk = proc.stdout.read()
+                if chunk:
+                    buffer += chunk
+                    *complete, buffer = buffer.split(b"\n")
+                    for raw in complete:
+                        self._output(raw, tail, errors, reporter)
+                if proc.poll() is not None and not chunk:
+                    self._output(buffer, tail, errors, reporter)
+                    break
+                if time.monotonic() > job.deadline:
+                    stop_session(proc.pid, started)
+                    raise BuildFailed(
+                        f"{what} did not finish within the build's timeout (app.build_timeout, "
+                        "default 30m): it was stopped, with all it started (hint: raise "
+                        "build_timeout in [app] if the build needs longer)",
+                        tuple(tail),
+                    )
+                if not chunk:
+                    time.sleep(0.05)
+        except BaseException:  # interrupted (a signal), the deadline: stop it all
+            stopped = stop_session(proc.pid, started)
+            if stopped:
+                reporter.line(f"  build stopped ({len(stopped)} processes)")
+            raise
+        finally:
+            if go >= 0:
+                os.close(go)  # never marked: the gate ends it before it runs anything
+            # what it left in the background in its session ends with it too
+            stop_session(proc.pid, started, grace=0.5)
+            proc.wait()
+            proc.stdout.close()
+            with contextlib.suppress(FileNotFoundError):
+                mark.unlink()
+        code = proc.returncode
+        if code == GATE_CANNOT_RUN and tail and tail[-1].startswith("cannot run "):
+            raise BuildFailed(f"{what}: {tail[-1]}")
         if code != 0:
             said = f": {errors[-1]}" if errors else ""
             raise BuildFailed(f"{what} failed (exit code {code}){said}", tuple(tail))
+
+    @staticmethod
+    def _output(
+        raw: bytes, tail: collections.deque[str], errors: list[str], reporter: Reporter
+    ) -> None:
+        """One line of a build's output: shown, kept in the tail, pip's errors noted."""
+        line = raw.decode(errors="replace").rstrip()
+        if not line:
+            return
+        tail.append(line)
+        if line.startswith(("ERROR:", "npm ERR!", "npm error")):
+            errors.append(line)
+        reporter.line(f"  build | {line}")
+
+    def _stop_builds_left_running(self, d: SlotDirs, reporter: Reporter) -> None:
+        """Stop the builds a killed shipway left running on this slot: only those whose
+        shipway is provably gone (never a concurrent build's), and only processes the mark
+        proves to be that build's session (this kernel and pid namespace; its leader gone,
+        or still the process the mark names)."""
+        marks = d.run / "builds"
+        with contextlib.suppress(FileNotFoundError):
+            for file in sorted(marks.iterdir()):
+                left = read_json(file)
+                try:
+                    owner = ProcessMark(
+                        **{k: left["owner"][k] for k in ("host", "pid", "boot", "pid_ns", "start")}
+                    )
+                    leader = ProcessMark(
+                        owner.host, int(left["pid"]), owner.boot, owner.pid_ns, str(left["start"])
+                    )
+                except (KeyError, TypeError, ValueError):
+                    continue  # not a mark this shipway wrote: left alone
+                if owner.gone() is None:
+                    continue  # its shipway runs (or this machine cannot tell): its own
+                here = ProcessMark.mine()
+                if (
+                    leader.start
+                    and (leader.boot, leader.pid_ns) == (here.boot, here.pid_ns)
+                    and (leader.runs_here() or not pid_alive(leader.pid))
+                ):
+                    stopped = stop_session(leader.pid, leader.start)
+                    if stopped:
+                        reporter.line(
+                            f"  stopped a build ({left.get('what', '?')}, pid {leader.pid}, "
+                            f"{len(stopped)} processes) left running by an earlier shipway "
+                            "that was killed before it could stop it"
+                        )
+                with contextlib.suppress(FileNotFoundError):
+                    file.unlink()
 
     # -- pruning -----------------------------------------------------------------------
 

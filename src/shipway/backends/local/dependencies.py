@@ -8,7 +8,8 @@ Detection, in the app's directory (a kept snapshot's, for a promotion):
   inputs are the whole source (a command may read any file) and the command;
 * ``requirements.txt`` (and the files it includes with ``-r``/``-c``), else a
   ``pyproject.toml`` with ``[project] dependencies``: a Python virtualenv with them
-  installed (the app itself runs from its snapshot, as always);
+  installed (the app itself runs from its snapshot, as always). Of a ``pyproject.toml``
+  only that list counts: its version or other tables change no environment;
 * ``package.json`` with ``package-lock.json`` or ``npm-shrinkwrap.json``: ``npm ci`` into
   the environment's ``node_modules``;
 * nothing of these, or ``[app] build = false``: no environment.
@@ -129,8 +130,10 @@ def recipe_of(app: App, root: Path) -> Recipe | None:
         deps = (doc.get("project") or {}).get("dependencies") or []
         if isinstance(deps, list) and deps and all(isinstance(d, str) for d in deps):
             python, identity = interpreter(app)
-            return Recipe("python", "pyproject.toml dependencies (pip)", ("pyproject.toml",),
-                          (), python, identity, tuple(deps))  # fmt: skip
+            # its inputs are the dependencies it lists, never the whole file: a version bump
+            # or a tool's settings there build nothing new
+            return Recipe("python", "pyproject.toml dependencies (pip)", (), (), python,
+                          identity, tuple(deps))  # fmt: skip
         return None
     lock = next((n for n in LOCKFILES if (root / n).is_file()), None)
     if (root / "package.json").is_file() and lock is not None:

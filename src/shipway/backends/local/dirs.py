@@ -57,6 +57,48 @@ def state_root(slot: Slot, base_dir: Path, environ: Mapping[str, str] | None = N
     return Path(xdg).resolve() / "shipway"
 
 
+#: room left under the state directory for what shipway keeps there (an app's environment
+#: nests deep: envs/<id>/lib/python3.X/site-packages/<package>/…)
+STATE_DEPTH = 1024
+
+
+def check_state_root(root: Path, slot: Slot, environ: Mapping[str, str] | None = None) -> None:
+    """InputError (exit 2, nothing touched) when ``root`` cannot be a state directory: a
+    part of it is a file, a name in it is longer than the file system allows, or the path is
+    so long that what shipway keeps under it could not be written. The message names where
+    the directory came from and the fix."""
+    from shipway.errors import InputError
+
+    env = os.environ if environ is None else environ
+    if slot.state_dir:
+        origin = f"slots.{slot.name}.state_dir ({slot.state_dir!r})"
+    elif env.get("SHIPWAY_STATE_DIR"):
+        origin = "SHIPWAY_STATE_DIR"
+    else:
+        origin = "the default state directory (XDG_STATE_HOME or ~/.local/state)"
+    fix = "hint: point it at a directory, or at a path where one can be made"
+    try:
+        name_max = os.pathconf("/", "PC_NAME_MAX")
+        path_max = os.pathconf("/", "PC_PATH_MAX")
+    except (OSError, ValueError):
+        name_max, path_max = 255, 4096
+    longest = max(root.parts, key=len)
+    if len(longest.encode()) > name_max:
+        raise InputError(
+            f"{origin}: a name in it is {len(longest.encode())} bytes long, more than the "
+            f"file system's {name_max} (hint: use a shorter name)"
+        )
+    for part in (root, *root.parents):
+        if os.path.lexists(part) and not part.is_dir():
+            raise InputError(f"{origin}: {part} is a file, not a directory ({fix})")
+    if len(str(root).encode()) + STATE_DEPTH > path_max:
+        raise InputError(
+            f"{origin}: {len(str(root).encode())} bytes long; what shipway keeps there needs "
+            f"paths up to {STATE_DEPTH} bytes longer, beyond this system's {path_max} "
+            "(hint: use a shorter path)"
+        )
+
+
 def router_port(slot: Slot, environ: Mapping[str, str] | None = None) -> int:
     env = os.environ if environ is None else environ
     if slot.router_port:

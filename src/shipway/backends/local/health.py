@@ -181,7 +181,12 @@ def health_gate(
     ready: set[str] = set()
     attempts: dict[str, int] = {}
     last: dict[str, str] = {}
-    next_probe = started + check.initial_delay if mode != "uptime" else 0
+    # when each instance's next counted probe is due: one per interval after the last one
+    # ended, whatever the loop does between them (looking again at a port that refused
+    # must never push a probe back: a process that listens but never accepts would then
+    # hold the gate until the deadline instead of failing after its attempts)
+    first = started + check.initial_delay if mode != "uptime" else 0.0
+    due: dict[str, float] = {inst.name: first for inst in instances}
     refused: set[str] = set()  # instances on whose port nothing listened at their last probe
 
     def probe(port: int) -> tuple[bool, str]:
@@ -218,7 +223,7 @@ def health_gate(
                 else:
                     last[name] = f"{state.lower()}, must stay up {needed:g}s"
                 continue
-            if time.monotonic() < next_probe:
+            if time.monotonic() < due[name]:
                 # nothing listened at the last probe: look again at the loop's pace, so an
                 # app that is up is not kept waiting for the next interval. A refused
                 # connect reaches no app; only a success counts here (a failure never comes
@@ -229,6 +234,7 @@ def health_gate(
                         ready.add(name)
                 continue
             ok, why = probe(inst.port)
+            due[name] = time.monotonic() + check.interval
             attempts[name] = attempts.get(name, 0) + 1
             last[name] = why
             if ok:
@@ -256,8 +262,6 @@ def health_gate(
                 f"not ready before the deadline ({last.get(inst.name, 'no answer')})",
                 None,
             )
-        if mode != "uptime" and time.monotonic() >= next_probe:
-            next_probe = time.monotonic() + check.interval
         time.sleep(0.05)
     return None
 

@@ -71,7 +71,8 @@ class LocalPrograms(LocalRoutes):
         body = ProgramBody.of(unit)
         snap = self._snapshot_dir(d, body.snapshot)
         prefix = f"{self._instance_prefix(target)}{body.process}.{body.deployment_id}"
-        ports = self._fresh_ports(d, body.replicas, prefix)
+        # no port for a process that declares none (0 in its record: no PORT, none held)
+        ports = self._fresh_ports(d, body.replicas, prefix) if body.listens else [0] * body.replicas
         private_dir(d.run)
         private_logs(d.logs)
         instances = tuple(
@@ -89,8 +90,13 @@ class LocalPrograms(LocalRoutes):
             self.router(self.router_port).ensure(wait=False)  # warm up while we start
         for inst in instances:
             self._start_instance(inst, env, body.command, snap)
-        ports_text = ", ".join(str(p) for p in ports) or "no instances"
-        reporter.line(f"  {body.process} {body.release} starting on 127.0.0.1:{ports_text}")
+        if not body.listens:
+            count = f"{len(ports)} instance{'s' if len(ports) != 1 else ''}" if ports else ""
+            what = f"{count or 'no instances'}, no port"
+            reporter.line(f"  {body.process} {body.release} starting ({what})")
+        else:
+            ports_text = ", ".join(str(p) for p in ports) or "no instances"
+            reporter.line(f"  {body.process} {body.release} starting on 127.0.0.1:{ports_text}")
         self._refresh_tables(d, reporter, only_program=unit.key)
 
     def _start_instance(
@@ -196,16 +202,20 @@ class LocalPrograms(LocalRoutes):
             return
         prefix = f"{self._instance_prefix(target)}{rec.process}.{rec.deployment_id}"
         fresh = range(len(instances), replicas)
-        ports = self._fresh_ports(d, len(fresh), prefix)
-        for n, port in zip(fresh, ports, strict=True):
-            instances.append(Instance.new(d, prefix, rec.process, rec.deployment_id, n, port))
+        listens = not instances or any(i.port for i in instances)  # 0: declares no port
+        ports = self._fresh_ports(d, len(fresh), prefix) if listens else [0] * len(fresh)
+        new = [
+            Instance.new(d, prefix, rec.process, rec.deployment_id, n, port)
+            for n, port in zip(fresh, ports, strict=True)
+        ]
+        instances += new
         self._save_program(d, key, rec.with_instances(instances, replicas))
         self.supervisor.ensure()
         infos = self.supervisor.info()
         starting = [
             inst
             for inst in instances
-            if inst.port in ports or state_of(infos.get(inst.name)) not in RUNNING_STATES
+            if inst in new or state_of(infos.get(inst.name)) not in RUNNING_STATES
         ]
         if not starting:
             return
@@ -239,6 +249,7 @@ class LocalPrograms(LocalRoutes):
             i.port: i.name.rsplit(".", 1)[0]
             for rec in read_programs(d).values()
             for i in rec.instances
+            if i.port  # 0: an instance without a port holds none
         }
         self.ports.rebuild(owner_prefix(d.app, d.slot), recorded)
         return self.ports.allocate(count, owner)
@@ -249,7 +260,7 @@ class LocalPrograms(LocalRoutes):
         for inst in gone:
             self.supervisor.remove(inst.name)
             inst.forget_files()
-        self.ports.release(i.port for i in gone)
+        self.ports.release(i.port for i in gone if i.port)
 
     def _stop_program(
         self, d: SlotDirs, key: str, rec: ProgramRecord, *, drain: bool, reporter: Reporter

@@ -212,7 +212,7 @@ class LocalReads(LocalLogs, LocalHealth, LocalVolumes):
                         detail={
                             "release": rec.release,
                             "pid": info.get("pid") if info and running else None,
-                            "port": inst.port,
+                            "port": inst.port or None,  # None: it declares no port
                             "state": state.lower(),
                             "health": health_text,
                             "uptime": uptime,

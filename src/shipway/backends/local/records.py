@@ -378,6 +378,8 @@ class EnvFile:
         return cls(dict(env), tuple(sorted(n for n in secrets if n in env)))
 
     def with_port(self, port: int) -> EnvFile:
+        if not port:  # a process without a port: no PORT
+            return self
         return EnvFile({**self.env, "PORT": str(port)}, self.secret_names)
 
     def secret_values(self) -> list[str]:

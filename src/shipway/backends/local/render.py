@@ -187,6 +187,7 @@ class ProgramBody:
     health: HealthCheck
     generation: str | None
     environment: str | None = None  # the dependency environment it runs with (a directory)
+    listens: bool = True  # False: it declares no port, and is given none
 
     @classmethod
     def of(cls, unit: Unit) -> ProgramBody:
@@ -204,6 +205,7 @@ class ProgramBody:
             health=HealthCheck.of(b.get("health")),
             generation=str(generation) if generation else None,
             environment=str(environment) if environment else None,
+            listens=b.get("port", True) is not False,
         )
 
 
@@ -289,6 +291,8 @@ def render(app: App, slot: Slot, release: Release, router_port: int) -> Artifact
                     "snapshot": digest,
                     "env": env,
                     "health": health_of(process),
+                    # a process that declares no port gets none (no PORT, no port held)
+                    **({"port": False} if process.port is None else {}),
                     **labelled_programs,
                 },
             )

@@ -19,7 +19,13 @@ from typing import TYPE_CHECKING
 from shipway.backends.appfiles import AppFiles
 from shipway.backends.guarded import Guarded
 from shipway.backends.local import dependencies, snapshot
-from shipway.backends.local.dirs import SlotDirs, read_records_file, router_port, state_root
+from shipway.backends.local.dirs import (
+    SlotDirs,
+    check_state_root,
+    read_records_file,
+    router_port,
+    state_root,
+)
 from shipway.backends.local.generations import read_generations
 from shipway.backends.local.masks import read_masks
 from shipway.backends.local.ports import PortTable, owner_prefix
@@ -68,6 +74,7 @@ class LocalState(Guarded):
         self.slot = slot
         self.environ = dict(os.environ if environ is None else environ)
         self.root = state_root(slot, app.source_dir, self.environ)
+        check_state_root(self.root, slot, self.environ)
         self.router_port = router_port(slot, self.environ)
         #: how supervisord's calls are tried again (:mod:`.supervisor`)
         self.retry = RetryPolicy()
@@ -143,9 +150,15 @@ class LocalState(Guarded):
         """What of ``source`` a snapshot holds (the one rule, :mod:`..appfiles`): never this
         state directory (nor a symlink into it: a volume placed in a kept snapshot), a
         secret file, ``.env``, …; nor what each snapshot gets placed in it (default: the
-        app's config files and the places of its volumes)."""
+        app's config files and the places of its volumes); nor the spec file itself: what
+        it declares is the release's own record (its changes are told as such), so editing
+        the spec alone never counts as a change of the source."""
         own = excluded_paths(app) if placed is None else list(placed)
-        return AppFiles.of(app, source, also=[self.root, *own])
+        try:
+            spec = [app.spec_file.resolve().relative_to(app.source_dir.resolve()).as_posix()]
+        except ValueError:
+            spec = []  # a spec outside the app's directory: never part of it anyway
+        return AppFiles.of(app, source, also=[self.root, *own, *spec])
 
     def _local_roots(self, app: App) -> list[tuple[Path, str]]:
         """(state root, slot) of every local slot of the app: where snapshots may be kept."""
