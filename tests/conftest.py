@@ -3,6 +3,7 @@ pytest plugins under tests/testenv/, started once per session when a test needs 
 
 from __future__ import annotations
 
+import os
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
@@ -12,6 +13,15 @@ import pytest
 from shipway.spec import App, parse
 
 pytest_plugins = ["tests.testenv.docker", "tests.testenv.k8s", "tests.testenv.wheelhouse"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # A pytest-xdist worker starts with COLUMNS=80 and LINES=24 in its environment (GNU
+        # readline exports the size it finds): the shipway processes the tests start would
+        # take them over a terminal's real size. A serial run has neither; nor do workers.
+        for name in ("COLUMNS", "LINES"):
+            os.environ.pop(name, None)
 
 
 def app_from_toml(text: str, base_dir: Path | None = None) -> App:

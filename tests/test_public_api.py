@@ -7,7 +7,6 @@ import http.client
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ import pytest
 
 import shipway
 from shipway.backends.local.supervisor import Supervisor
+from tests.testenv.ports import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 HELLO = REPO / "examples" / "hello"
@@ -106,9 +106,7 @@ def app_dir(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
     spec = app / "shipway.toml"
     spec.write_text(spec.read_text() + SLOTS)
     state = tmp_path / "state"
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SHIPWAY_", "XDG_STATE"))}
     env.update(SHIPWAY_STATE_DIR=str(state), SHIPWAY_ROUTER_PORT=str(port))
     try:

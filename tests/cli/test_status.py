@@ -33,7 +33,9 @@ def test_status_says_running_failed_deploying_and_stopped(hello: Slot) -> None:
     assert lines[1].startswith("  failed r2 (") and lines[1].endswith("; r1 serves")
     assert hello.json("status")["state"] == "failed r2"
 
-    # a deploy in progress: the slot is held, and by whom
+    # a deploy in progress: the slot is held, and by whom (its health gate fails for about
+    # 15 s, so two status commands fit in the deploy even on a loaded machine)
+    hello.edit_spec("attempts = 25", "attempts = 75", spec=failing)
     slow = hello.spawn("deploy", spec=failing)
     held = eventually(
         lambda: next((line for line in first_lines(hello) if "deploying r3" in line), None),

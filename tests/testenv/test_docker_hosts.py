@@ -117,23 +117,32 @@ def test_host_b_pulls_from_the_local_registry(
     docker_b: docker.DockerClient,
     docker_reap: list[Container],
 ) -> None:
-    ref = docker_env.images.v2
-    for c in docker_b.containers.list(all=True, filters={"ancestor": ref}):
-        c.remove(force=True)
-    with contextlib.suppress(docker.errors.ImageNotFound):
-        docker_b.images.remove(ref, force=True)
-    with pytest.raises(docker.errors.ImageNotFound):
-        docker_b.images.get(ref)
+    # web:v2 under a tag of this test's own, pushed from A: B has never had it, and no other
+    # test's container or image on B is touched (tests run at once on the same hosts)
+    repo = docker_env.images.v2.rpartition(":")[0]
+    ref = f"{repo}:pull-{uuid.uuid4().hex[:8]}"
+    local_a = docker_env.local_client(docker_env.a)
+    try:
+        assert local_a.images.pull(docker_env.images.v2).tag(ref)
+        pushed = local_a.images.push(ref)
+        assert "errorDetail" not in pushed, pushed
+        with pytest.raises(docker.errors.ImageNotFound):
+            docker_b.images.get(ref)
 
-    image = docker_b.images.pull(ref)
+        image = docker_b.images.pull(ref)
 
-    digest = _registry_digest(docker_env, ref)
-    repo = ref.rpartition(":")[0]
-    assert f"{repo}@{digest}" in image.attrs["RepoDigests"]
-    assert image.labels["org.shipway.testenv.kind"] == "dockerfile"
-    _, url = _run_web(docker_b, docker_env.b, ref, docker_reap)
-    assert wait_http(f"{url}/up") == "ok\n"
-    assert http_get(f"{url}/version") == (200, "v2\n")
+        digest = _registry_digest(docker_env, ref)
+        assert digest == _registry_digest(docker_env, docker_env.images.v2)
+        assert f"{repo}@{digest}" in image.attrs["RepoDigests"]
+        assert image.labels["org.shipway.testenv.kind"] == "dockerfile"
+        _, url = _run_web(docker_b, docker_env.b, ref, docker_reap)
+        assert wait_http(f"{url}/up") == "ok\n"
+        assert http_get(f"{url}/version") == (200, "v2\n")
+    finally:
+        for client in (local_a, docker_b):
+            with contextlib.suppress(docker.errors.APIError):
+                client.images.remove(ref, force=True)
+        local_a.close()
 
 
 def test_unknown_ssh_host_key_is_refused(docker_env: DockerEnv, tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 REPO = Path(__file__).resolve().parents[2]
 REQUIREMENTS = REPO / "examples" / "notes" / "requirements.txt"
@@ -70,6 +71,16 @@ def ensure_wheels(requirements: Path = REQUIREMENTS) -> Path:
     target = CACHE / "wheels" / key
     if (target / ".complete").exists():
         return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # pytest-xdist's workers each run the session fixture: one downloads, the others wait
+    with FileLock(target.parent / f"{key}.lock"):
+        if (target / ".complete").exists():
+            return target
+        return _download(requirements, target)
+
+
+def _download(requirements: Path, target: Path) -> Path:
+    key = target.name
     tmp = target.with_name(f"{key}.tmp-{os.getpid()}")
     tmp.mkdir(parents=True, exist_ok=True)
     subprocess.run(

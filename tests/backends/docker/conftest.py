@@ -9,7 +9,6 @@ environment (``SHIPWAY_SSH_CONFIG``, ``SHIPWAY_KNOWN_HOSTS``), never the user's 
 from __future__ import annotations
 
 import contextlib
-import socket
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from shipway.guard import Clearance, Guard
 from shipway.release.model import Release, ReleaseStatus
 from shipway.spec import App, load
 from shipway.spec.model import Target
+from tests.testenv import ports
 from tests.testenv.docker import DockerEnv, DockerHost, http_get
 
 SLOT = "test"
@@ -69,9 +69,8 @@ class Lines:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("0.0.0.0", 0))
-        return int(s.getsockname()[1])
+    """A proxy port of this test's own (tests.testenv.ports: a band per xdist worker)."""
+    return ports.free_port("0.0.0.0")
 
 
 def ssh_environ(env: DockerEnv) -> dict[str, str]:

@@ -95,11 +95,15 @@ drain_timeout = "1s"
     )
 
 
-def built_images(env: DockerEnv) -> list[str]:
-    """Ids of every image on host A that a shipway build made."""
-    client = env.local_client(env.a)
+def built_images(d: Deployment) -> list[str]:
+    """Ids of the images on host A that a shipway build made for this test's app (other
+    tests build theirs on the same host at the same time)."""
+    client = d.local(d.env.a)
     try:
-        return sorted(i.id for i in client.images.list(filters={"label": INPUTS_LABEL}))
+        found = client.images.list(
+            name=f"{d.env.image_prefix}/{d.name}", filters={"label": INPUTS_LABEL}
+        )
+        return sorted(i.id for i in found)
     finally:
         client.close()
 
@@ -161,7 +165,8 @@ def test_an_unchanged_source_is_not_rebuilt(notes: Deployment, wheelhouse: Wheel
     assert isinstance(notes.deploy(build=True), Rolled)
     first = deployed(notes)
     assert first.build is not None
-    images = built_images(notes.env)
+    images = built_images(notes)
+    assert len(images) == 1  # the first deploy's build
     # files the context leaves out change nothing
     (notes.dir / "notes.db").write_text("a database .dockerignore leaves out\n")
     (notes.dir / "__pycache__").mkdir(exist_ok=True)
@@ -173,7 +178,7 @@ def test_an_unchanged_source_is_not_rebuilt(notes: Deployment, wheelhouse: Wheel
     assert api.plan(notes.app(), SLOT, build=True).unchanged
     lines = Lines()
     assert isinstance(notes.deploy(lines, build=True), Unchanged)
-    assert deployed(notes).revision == 1 and built_images(notes.env) == images
+    assert deployed(notes).revision == 1 and built_images(notes) == images
     # forced: a new revision; the build step finds the image in the registry
     plan = api.plan(notes.app(), SLOT, build=True, force=True)
     step = plan.steps[0]
@@ -182,14 +187,14 @@ def test_an_unchanged_source_is_not_rebuilt(notes: Deployment, wheelhouse: Wheel
     again = deployed(notes)
     assert again.revision == 2 and again.digest == first.digest
     assert again.build is not None and again.build.reused
-    assert built_images(notes.env) == images  # no image was built
+    assert built_images(notes) == images  # no image was built
     assert not any("build |" in line for line in lines.lines)
     # a changed source is built: a new tag, a new digest
     (notes.dir / "app.py").write_text((notes.dir / "app.py").read_text() + "\n# v2\n")
     assert isinstance(notes.deploy(build=True), Rolled)
     third = deployed(notes)
     assert third.image != first.image and third.digest != first.digest
-    assert len(built_images(notes.env)) == len(images) + 1
+    assert len(built_images(notes)) == len(images) + 1
 
 
 def test_promote_moves_the_tested_digest_and_never_builds(
@@ -209,7 +214,8 @@ drain_timeout = "1s"
     write_spec(notes, wheelhouse, bridge_address(env), [env.a], extra=prod)
     assert isinstance(notes.deploy(build=True), Rolled)
     tested = deployed(notes)
-    images = built_images(env)
+    images = built_images(notes)
+    assert len(images) == 1
     # the source moves on; promote moves what was tested, and builds nothing
     (notes.dir / "app.py").write_text((notes.dir / "app.py").read_text() + "\n# v3\n")
     lines = Lines()
@@ -218,7 +224,7 @@ drain_timeout = "1s"
     promoted = api.status(notes.app(), "prod").deployed
     assert promoted is not None and promoted.digest == tested.digest
     assert promoted.build is None and not any("build" in line for line in lines.lines[:3])
-    assert built_images(env) == images
+    assert built_images(notes) == images
     assert "<h1>notes</h1>" in wait_http(f"http://{env.b.address}:{prod_port}/")
 
 

@@ -56,7 +56,8 @@ from tests.testenv.k8s import (
     delete_namespace,
 )
 
-pytestmark = pytest.mark.k8s
+# one worker runs the whole module, so its scenario (module scope) is made once
+pytestmark = [pytest.mark.k8s, pytest.mark.xdist_group("helm_interop")]
 
 COALESCE_CHART = Path(__file__).parent / "charts" / "coalesce"
 

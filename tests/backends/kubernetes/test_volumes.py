@@ -32,7 +32,7 @@ from shipway.errors import ConfirmationRequired
 from shipway.release.model import ImageMeta, Release, ReleaseStatus
 from tests.backends.kubernetes.conftest import Lines, Slot
 from tests.conftest import app_from_toml
-from tests.testenv.k8s import wait_for
+from tests.testenv.k8s import wait_for_all
 
 pytestmark = pytest.mark.k8s
 
@@ -162,18 +162,21 @@ def test_the_claim_outlives_deploys_rollback_stop_and_destroy_without_volumes(
 
 
 def wait_for_gone(client: Client, namespace: str) -> None:
-    """The claim is deleted (its protection finalizer lets go once no pod uses it)."""
-    try:
-        wait_for(
-            client,
-            PersistentVolumeClaim,
-            "shop-data",
-            lambda c: c.metadata.deletionTimestamp is not None,
-            namespace=namespace,
-            what="the claim to be deleted",
-        )
-    except ApiError as exc:
-        assert exc.status.code == 404
+    """The claim is deleted (its protection finalizer lets go once no pod uses it): being
+    deleted, or already gone when the wait first lists it."""
+
+    def deleted(claims: dict[str, PersistentVolumeClaim]) -> bool:
+        found = claims.get("shop-data")
+        return found is None or found.metadata.deletionTimestamp is not None
+
+    wait_for_all(
+        client,
+        PersistentVolumeClaim,
+        deleted,
+        namespace=namespace,
+        fields={"metadata.name": "shop-data"},
+        what="the claim to be deleted",
+    )
 
 
 def test_the_claim_is_the_slots_across_blue_green_generations(

@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ from typing import Any, TypeVar
 import pytest
 
 from shipway.backends.local.supervisor import Supervisor
+from tests.testenv import ports
 
 REPO = Path(__file__).resolve().parents[3]
 HELLO = REPO / "examples" / "hello"
@@ -31,9 +31,8 @@ T = TypeVar("T")
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A router port of this test's own (tests.testenv.ports: a band per xdist worker)."""
+    return ports.free_port("127.0.0.1")
 
 
 def eventually(check: Callable[[], T], timeout: float = 20.0, what: str = "condition") -> T:

@@ -36,6 +36,10 @@ class Migration(migrations.Migration):
 """
 
 
+# one worker runs the whole module, so its guestbook (module scope) is deployed once
+pytestmark = pytest.mark.xdist_group("django_guestbook")
+
+
 @pytest.fixture(scope="module")
 def guestbook(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Slot]:
     """A copy of examples/django, deployed once (r1: its environment built, migrated)."""

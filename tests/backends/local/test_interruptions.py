@@ -97,7 +97,10 @@ def test_kill_9_of_a_first_deploy_then_deploy_succeeds(slot: Slot) -> None:
 
 def test_two_concurrent_deploys_one_proceeds_the_other_exits_4(slot: Slot) -> None:
     slot.deploy()
-    first = slot.spawn("deploy", "local", "--force")  # nothing changed: forced to roll
+    # the worker's readiness takes 15 s: the first deploy still holds the lock while the
+    # second one starts, even on a loaded machine
+    slot.edit_spec('initial_delay = "1s"', 'initial_delay = "15s"')
+    first = slot.spawn("deploy", "local", "--force")
     read_until(first, "] update snapshot")  # it holds the lock now
     second = slot.run("deploy", "local")
     assert second.code == 4, second.text
