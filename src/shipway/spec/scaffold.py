@@ -28,7 +28,7 @@ from shipway.spec.limits import MAX_SPEC_BYTES, Unreadable, read_regular_file
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 ENV_FILES = (".env",)
 DEFAULT_PORT = 8000
-STAND_IN = ("python3", "-m", "http.server", "$PORT", "--bind", "127.0.0.1")
+STAND_IN = ("python3", "-m", "http.server", "$PORT", "--bind", "0.0.0.0")
 
 
 @dataclass
