@@ -7,6 +7,7 @@ import os
 import pty
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 from tests.backends.local.conftest import API_TOKEN, Slot, releases
@@ -68,3 +69,41 @@ def test_run_is_interactive_through_a_pseudo_terminal(notes: Slot) -> None:
             p.send_signal(signal.SIGKILL)
             p.wait()
         os.close(main)
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(c) for c in text.split()]
+
+
+def _gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return True
+    return state == "Z"  # exited, not yet reaped by its new parent
+
+
+def test_a_one_off_ends_when_its_shipway_is_killed(notes: Slot) -> None:
+    """kill -9 runs no ``finally``: the command itself is asked to end when its parent
+    dies (Linux's parent-death signal), so no one-off outlives the shipway that ran it."""
+    notes.deploy()
+    p = notes.spawn("run", "local", "--", "sleep", "600")
+    try:
+        deadline = time.monotonic() + 60
+        while not (kids := _children(p.pid)):
+            assert time.monotonic() < deadline, "the one-off never started"
+            assert p.poll() is None, p.communicate()
+            time.sleep(0.05)
+        [sleeper] = kids
+        assert Path(f"/proc/{sleeper}/cmdline").read_bytes().split(b"\0")[0] == b"sleep"
+    finally:
+        p.kill()
+        p.communicate(timeout=30)
+    deadline = time.monotonic() + 30
+    while not _gone(sleeper):
+        assert time.monotonic() < deadline, f"the one-off {sleeper} outlived its shipway"
+        time.sleep(0.05)

@@ -12,8 +12,11 @@ SIGTERM and SIGHUP on, so the command — not shipway — decides how to end.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
 import signal
 import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from types import FrameType
@@ -50,6 +53,7 @@ class LocalCommands(LocalEnvironment):
                 cwd=where.cwd,
                 env={**where.env, **dict(oneoff.env)},
                 stdin=None if oneoff.attached else subprocess.DEVNULL,
+                preexec_fn=_ends_with_parent,
             )
         except FileNotFoundError:
             reporter.line(f"{name}: command not found in r{release.revision} ({where.cwd})")
@@ -62,6 +66,21 @@ class LocalCommands(LocalEnvironment):
         with _signals_to(proc):
             code = proc.wait()
         return exit_code_of_returncode(code)
+
+
+#: prctl(2)'s PR_SET_PDEATHSIG: the signal a process gets when its parent dies
+_PR_SET_PDEATHSIG = 1
+
+
+def _ends_with_parent() -> None:
+    """In the one-off's process, before it runs the command: on Linux, it gets SIGTERM when
+    the shipway that started it dies — even by ``kill -9``, when no ``finally`` runs — so
+    no one-off outlives its shipway (elsewhere, nothing is asked)."""
+    if not sys.platform.startswith("linux"):
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
 @contextlib.contextmanager
