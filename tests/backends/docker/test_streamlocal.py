@@ -6,7 +6,9 @@ environment's real host B (its own sshd and engine)."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
 from pathlib import Path
 from typing import Any
 
@@ -21,18 +23,46 @@ from tests.backends.local.conftest import eventually
 from tests.testenv.docker import DockerHost
 
 
+def _my_tcp_ports() -> set[int]:
+    """The local ports of this process's TCP sockets (its SSH connections among them)."""
+    inodes = set()
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            link = os.readlink(fd)
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    ports = set()
+    for table in ("/proc/self/net/tcp", "/proc/self/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                if fields[9] in inodes:
+                    ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
 def dial_stdio_processes() -> set[int]:
-    """The pids of every ``docker system dial-stdio`` on this machine (host B shares its
-    process table: it is a network namespace of its own, not a machine)."""
+    """The pids of the ``docker system dial-stdio`` processes on this machine (host B shares
+    its process table: it is a network namespace of its own, not a machine) that serve this
+    process's own SSH connections (their sshd's ``SSH_CLIENT`` names one of its ports):
+    other tests, running at once, start their own."""
+    mine = _my_tcp_ports()
     found = set()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
+            environ = (entry / "environ").read_bytes().split(b"\0")
         except OSError:
             continue  # gone meanwhile
-        if argv[1:4] == [b"system", b"dial-stdio", b""] and argv[0].endswith(b"docker"):
+        if not (argv[1:4] == [b"system", b"dial-stdio", b""] and argv[0].endswith(b"docker")):
+            continue
+        client = next((v for v in environ if v.startswith(b"SSH_CLIENT=")), b"")
+        words = client.split(b"=", 1)[-1].split()
+        if len(words) >= 2 and words[1].isdigit() and int(words[1]) in mine:
             found.add(int(entry.name))
     return found
 

@@ -19,9 +19,9 @@ import os, signal, sys
 import shipway.cli.common as common
 import shipway.cli.main as cli
 shown = common.print_outcome
-def outcome(obj, result):
+def outcome(obj, result, *rest):
     os.kill(os.getpid(), signal.SIGTERM)
-    return shown(obj, result)
+    return shown(obj, result, *rest)
 common.print_outcome = outcome
 sys.argv = ["shipway", *sys.argv[1:]]
 cli.main()
