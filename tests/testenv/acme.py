@@ -33,6 +33,7 @@ _VARS = (
     "SHIPWAY_TEST_ACME_DOMAIN",
     "SHIPWAY_TEST_ACME_HTTP_PORT",
     "SHIPWAY_TEST_ACME_TLS_PORT",
+    "SHIPWAY_TEST_ACME_DNS_MANAGEMENT",
 )
 
 
@@ -50,6 +51,8 @@ class AcmeEnv:
     #: the port on that address where the CA checks HTTP-01 / TLS-ALPN-01 challenges
     http_port: int
     tls_port: int
+    #: the CA's DNS server's management API (``POST /add-a``: a name to another address)
+    dns_management: str
 
     @classmethod
     def from_environ(cls, env: dict[str, str]) -> AcmeEnv:
@@ -60,6 +63,7 @@ class AcmeEnv:
             domain=env["SHIPWAY_TEST_ACME_DOMAIN"],
             http_port=int(env["SHIPWAY_TEST_ACME_HTTP_PORT"]),
             tls_port=int(env["SHIPWAY_TEST_ACME_TLS_PORT"]),
+            dns_management=env["SHIPWAY_TEST_ACME_DNS_MANAGEMENT"],
         )
 
     def answers(self) -> bool:
