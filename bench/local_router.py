@@ -10,8 +10,8 @@ against Caddy's.
 
 The app process (``--origin``): ``asyncio``, a small HTTP/1.1 server that keeps
 connections alive (so keep-alive to the backend is exercised), or ``hello``, the example
-app (standard library, HTTP/1.0: one connection per request). Caddy is the testenv's
-extracted Debian package (``scripts/docker-testenv``), ``caddy`` on the PATH, or
+app (standard library, HTTP/1.0: one connection per request). Caddy is the one the testenv
+builds (``scripts/docker-testenv``: v2.11.9 in its cache), ``caddy`` on the PATH, or
 ``--caddy PATH``; without one the Caddy column is left out and said so.
 
     .venv/bin/python bench/local_router.py [--rounds 7] [--requests 250] [--origin asyncio]
@@ -41,7 +41,7 @@ from benchlib import Run, median, percentile
 
 REPO = Path(__file__).resolve().parents[1]
 ROUTER = REPO / "src" / "shipway" / "backends" / "local" / "router.py"
-TESTENV_CADDY = Path("/var/lib/shipway/docker-testenv/caddy/root/usr/bin/caddy")
+TESTENV_CADDY = Path("/var/cache/shipway/caddy-v2.11.9/bin/caddy")
 HOST = "bench.localhost"
 CLIENTS = 4
 

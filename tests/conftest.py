@@ -12,7 +12,12 @@ import pytest
 
 from shipway.spec import App, parse
 
-pytest_plugins = ["tests.testenv.docker", "tests.testenv.k8s", "tests.testenv.wheelhouse"]
+pytest_plugins = [
+    "tests.testenv.docker",
+    "tests.testenv.acme",
+    "tests.testenv.k8s",
+    "tests.testenv.wheelhouse",
+]
 
 
 def pytest_configure(config: pytest.Config) -> None:

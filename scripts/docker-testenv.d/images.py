@@ -372,22 +372,15 @@ def cnb_variant() -> Variant:
     return Variant("cnb", "v1", "pack", dockerfile, ctx)
 
 
-def proxy_variant(caddy_root: Path) -> Variant:
-    """The proxy the Docker backend drives in tests: Debian's caddy package (its binary and
-    the few shared libraries it links, nothing else) in an image built FROM scratch. It
-    behaves like the official image for what shipway uses: ``caddy`` on the PATH, a JSON
-    config, ``caddy reload``. Production slots use the official image (``proxy_image``)."""
-    binary = caddy_root / "usr/bin/caddy"
-    version = (caddy_root / "VERSION").read_text().strip()
+def proxy_variant(binary: Path, version: str) -> Variant:
+    """The proxy the Docker backend drives in tests: Caddy ``version``, built with Go from
+    the Go module proxy (a static binary, docker-testenv's ensure_caddy), in an image built
+    FROM scratch and tagged by its version (a new version is a new image, never a stale
+    one). It behaves like the official image for what shipway uses: ``caddy`` on the PATH,
+    a JSON config, ``caddy reload``. Production slots use the official image
+    (``proxy_image``, default ``caddy:2``)."""
     ctx = Tree()
     ctx.file("rootfs/usr/bin/caddy", binary.read_bytes(), 0o755)
-    libs = subprocess.run(["ldd", str(binary)], check=True, capture_output=True, text=True)
-    for line in libs.stdout.splitlines():
-        # "libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x...)" or "/lib64/ld-linux... (0x...)"
-        path = next((p for p in line.split() if p.startswith("/")), None)
-        if path is not None:
-            real = Path(path).resolve()
-            ctx.file("rootfs" + path, real.read_bytes(), 0o755)
     ctx.file("rootfs/etc/nsswitch.conf", "hosts: files dns\n")
     ctx.file("rootfs/etc/passwd", "root:x:0:0:root:/root:/bin/false\n")
     for d in ("config", "data", "tmp", "etc/shipway"):
@@ -400,7 +393,7 @@ def proxy_variant(caddy_root: Path) -> Variant:
         "EXPOSE 80\n"
         'CMD ["caddy", "run", "--config", "/etc/shipway/caddy.json"]\n'
     )
-    return Variant("proxy", "caddy", "proxy", dockerfile, ctx)
+    return Variant("proxy", f"caddy-{version}", "proxy", dockerfile, ctx)
 
 
 def variants() -> list[Variant]:
@@ -563,7 +556,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prefix", required=True, help="registry/namespace for the refs")
     ap.add_argument("--busybox", default="/bin/busybox", type=Path)
     ap.add_argument("--state", required=True, type=Path, help="where images.json is written")
-    ap.add_argument("--caddy", type=Path, help="root of Debian's caddy package, extracted")
+    ap.add_argument("--caddy", type=Path, help="the caddy binary the proxy image holds")
+    ap.add_argument("--caddy-version", default="", help="its version (the image's tag)")
     ap.add_argument("--python-base", type=Path, help="tar of a Debian root fs with python3")
     args = ap.parse_args(argv)
 
@@ -574,7 +568,7 @@ def main(argv: list[str] | None = None) -> int:
     refs: dict[str, Any] = {"base": base_ref}
     if args.python_base:
         refs["python-base:bookworm"] = images.ensure_python_base(args.python_base)
-    extra = [proxy_variant(args.caddy)] if args.caddy else []
+    extra = [proxy_variant(args.caddy, args.caddy_version)] if args.caddy else []
     for v in [*variants(), *extra]:
         refs[f"{v.repo}:{v.tag}"] = images.ensure_variant(v, base_ref, base_hash)
     args.state.mkdir(parents=True, exist_ok=True)

@@ -98,11 +98,11 @@ class TestImages:
     crash: str  #: exits 3 at once
     herokuish: str  #: herokuish layout: /start web, /app/Procfile, USER=herokuishuser, port 5000
     cnb: str  #: Cloud Native Buildpacks labels, entrypoint /cnb/process/web
-    proxy: str  #: the Docker backend's proxy: Debian's caddy in an image FROM scratch
+    proxy: str  #: the Docker backend's proxy: Caddy built from source, FROM scratch
     python: str  #: Debian bookworm minbase + python3 + python3-venv (debootstrap), CMD python3
 
     @classmethod
-    def under(cls, prefix: str) -> TestImages:
+    def under(cls, prefix: str, proxy: str | None = None) -> TestImages:
         return cls(
             base=f"{prefix}/base:latest",
             v1=f"{prefix}/web:v1",
@@ -111,7 +111,7 @@ class TestImages:
             crash=f"{prefix}/web:crash",
             herokuish=f"{prefix}/herokuish:v1",
             cnb=f"{prefix}/cnb:v1",
-            proxy=f"{prefix}/proxy:caddy",
+            proxy=proxy or f"{prefix}/proxy:caddy",
             python=f"{prefix}/python-base:bookworm",
         )
 
@@ -157,7 +157,7 @@ class DockerEnv:
             ssh_home=Path(env["SHIPWAY_TEST_SSH_HOME"]),
             registry=env["SHIPWAY_TEST_REGISTRY"],
             image_prefix=prefix,
-            images=TestImages.under(prefix),
+            images=TestImages.under(prefix, env.get("SHIPWAY_TEST_PROXY_IMAGE")),
         )
 
     def client(self, host: DockerHost, *, timeout: int = 60) -> docker.DockerClient:

@@ -235,6 +235,11 @@ class App:
         """Seconds a build may run: ``build_timeout``, else the default."""
         return DEFAULT_BUILD_TIMEOUT if self.build_timeout is None else self.build_timeout
 
+    def probe_host(self, process: str) -> str | None:
+        """The ``Host`` a health check of ``process`` sends: its first declared route's
+        host name (so a framework's allowed-hosts list passes), None where it has none."""
+        return next((r.host for r in self.routes if r.process == process), None)
+
     def in_slot(self, slot_name: str) -> App:
         """The app as it runs in one slot: replicas, env and routes overridden by the slot."""
         slot = self.slots.get(slot_name)

@@ -103,7 +103,10 @@ def events(client: docker.DockerClient, names: Sequence[str]) -> Iterator[Events
         watch.close()
 
 
-def http_probe(dial: Dial, ip: str, port: int, path: str, timeout: float) -> tuple[bool, str]:
+def http_probe(
+    dial: Dial, ip: str, port: int, path: str, timeout: float, host: str | None = None
+) -> tuple[bool, str]:
+    """GET ``path`` with ``host`` as its ``Host`` (the container's ``ip:port`` if None)."""
     try:
         conn = dial(ip, port, timeout)
     except ConnectionRefusedError:
@@ -112,7 +115,8 @@ def http_probe(dial: Dial, ip: str, port: int, path: str, timeout: float) -> tup
         return False, f"GET {path}: cannot connect: {exc}"
     try:
         conn.sendall(
-            f"GET {path} HTTP/1.0\r\nHost: {ip}:{port}\r\nUser-Agent: shipway-healthcheck\r\n"
+            f"GET {path} HTTP/1.0\r\nHost: {host or f'{ip}:{port}'}\r\n"
+            "User-Agent: shipway-healthcheck\r\n"
             "Connection: close\r\n\r\n".encode()
         )
         head = b""
@@ -220,7 +224,8 @@ class Gate:
             return None
         timeout = float(self.health.get("timeout") or 1.0)
         if mode == "http":
-            ok, why = http_probe(conn.dial, ip, int(self.port), str(self.health["path"]), timeout)
+            path, host = str(self.health["path"]), self.health.get("host")
+            ok, why = http_probe(conn.dial, ip, int(self.port), path, timeout, host)
         else:
             ok, why = tcp_probe(conn.dial, ip, int(self.port), timeout)
         self.last = why

@@ -119,6 +119,14 @@ def health_of(process: Process) -> dict[str, Any]:
     }
 
 
+def with_host(health: dict[str, Any], host: str | None) -> dict[str, Any]:
+    """An HTTP check sends the process's route host name as ``Host`` (absent: the
+    container's address and port, for a process no route names)."""
+    if host is None or health.get("mode") != "http":
+        return health
+    return {**health, "host": host}
+
+
 _QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
 _FACTORS = {
     None: 1,
@@ -345,7 +353,7 @@ def _container_unit(
             "mounts": mounts,
             **({"data": data} if data else {}),  # absent: bodies without volumes unchanged
             "port": process.port,
-            "health": health_of(process),
+            "health": with_host(health_of(process), app.probe_host(process.name)),
             "resources": resources_of(process.resources),
             "restart": "unless-stopped",
             "stop_timeout": STOP_TIMEOUT,

@@ -327,7 +327,7 @@ def _container(
     container["envFrom"] = [{"secretRef": {"name": env}}]
     if process.port is not None:
         container["ports"] = [{"name": "http", "containerPort": process.port, "protocol": "TCP"}]
-    probe = _readiness_probe(process.healthcheck, process.port)
+    probe = _readiness_probe(process.healthcheck, process.port, app.probe_host(process.name))
     if probe is not None:
         container["readinessProbe"] = probe
     resources = _resources(process)
@@ -380,11 +380,18 @@ def _seconds(value: float, minimum: int = 1) -> int:
     return max(minimum, math.ceil(value))
 
 
-def _readiness_probe(health: Healthcheck | None, port: int | None) -> dict[str, Any] | None:
+def _readiness_probe(
+    health: Healthcheck | None, port: int | None, host: str | None
+) -> dict[str, Any] | None:
+    """The kubelet's probe; it sends the process's route host name as ``Host`` (the pod's
+    address where no route names the process), as the Docker and local checks do."""
     if health is None or health.path is None or port is None:
         return None
+    get: dict[str, Any] = {"path": health.path, "port": port}
+    if host is not None:
+        get["httpHeaders"] = [{"name": "Host", "value": host}]
     return {
-        "httpGet": {"path": health.path, "port": port},
+        "httpGet": get,
         "initialDelaySeconds": _seconds(health.initial_delay, 0),
         "periodSeconds": _seconds(health.interval),
         "timeoutSeconds": _seconds(health.timeout),
