@@ -43,6 +43,7 @@ class KubernetesSteps(KubernetesReleaseCommand, KubernetesHosts):
     ) -> None:
         self._guard(clearance, target)
         self.source.write_values(records)  # a pending source release's Secret data first
+        self._guard(clearance, target)  # the Lease still ours, before the records too
         with self._edge(f"writing the release records of {target}"):
             self._store().write(records)
         self.source.records_written(records)
