@@ -12,6 +12,8 @@ file rewritten by another pid).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from shipway.errors import BackendError, LockLost
 from shipway.guard import Clearance
 from shipway.spec.model import App, Slot, Target
@@ -23,11 +25,11 @@ class Guarded:
     name: str
     app: App
     slot: Slot
-
-    def _lock_problem(self) -> str | None:
-        """Why the lock this backend holds is no longer ours (None: it is, or none is held).
-        Backends that keep a lock override it."""
-        return None
+    #: why the lock this backend holds is no longer ours (None: it is, or none is held):
+    #: each backend's state says it (declared here, defined there: no backend overrides a
+    #: method of another class of its own); one that words its own refusal overrides
+    #: ``_still_ours`` instead
+    _lock_problem: Callable[[], str | None]
 
     def _serves(self, target: Target) -> None:
         """Refuse a target this backend was not opened for (reads and mutations alike)."""

@@ -3,52 +3,76 @@
 It does one step at a time when the engine asks and decides nothing itself. The class is
 assembled from one part per concern, each a class deriving from the typed state
 (:mod:`.state`: the connection, the guard preamble, the edge where library errors become
-shipway errors with secret values masked):
+shipway errors with secret values masked); no name is defined in two of them, so no part
+overrides another:
 
-  * :mod:`.reads` — image, observe, records, status, diff, logs, the live digest;
+  * :mod:`.reads` — image, render, observe, records, status, diff, logs, the live digest;
   * :mod:`.steps` — records written, apply, remove, the release command, stop;
   * :mod:`.oneoff` — one-off commands (``shipway run``) in a pod of the release;
   * :mod:`.health` — the rollout and Job waits, and the failures they report;
   * :mod:`.blue_green` — generations: scale, replica waits, hosts pointed and dropped;
   * :mod:`.lock` — the slot's Lease held for an operation;
-  * :mod:`.drift` — objects changed outside shipway (a server-side dry run of the record;
-    :mod:`.source_drift` for a source's objects: their managed fields);
+  * :mod:`.drift` — objects changed outside shipway (a server-side dry run of the record);
   * :mod:`.volumes` (pure) and :mod:`.claims` — a PersistentVolumeClaim per volume, its
-    status; :mod:`.destroy` — every object of the slot deleted (claims only when asked);
-  * :mod:`.source_reads`, :mod:`.source_steps`, :mod:`.source_waits` — a slot whose
-    objects come from a source (manifests, a chart): render, observe, claim, apply, prune,
-    wait on every kind; :mod:`.source_destroy` — destroy of its objects too;
-    :mod:`.helm_records` — what ``--take-over`` does to a Helm release's records;
-    :mod:`.set_image` — set-image on a workload shipway did not render.
+    status; :mod:`.destroy` — every object of the slot deleted (claims only when asked).
+
+What a slot whose objects come from a source (manifests, a chart) does differently is one
+object the backend holds, ``self.source`` (:mod:`.source_slot`: render, observe, claim,
+apply, prune, wait on every kind, drift, destroy, and set-image on a workload shipway did
+not render); each method above where a source slot differs says so in one branch and
+calls it. :mod:`.helm_records` is what ``--take-over`` does to a Helm release's records.
 """
 
 from __future__ import annotations
 
 from shipway.backends.imagebuild import ImageBuilds
 from shipway.backends.kubernetes.blue_green import KubernetesBlueGreen
+from shipway.backends.kubernetes.destroy import KubernetesDestroy
+from shipway.backends.kubernetes.drift import KubernetesDrift
 from shipway.backends.kubernetes.lock import KubernetesLock
 from shipway.backends.kubernetes.oneoff import KubernetesCommands
-from shipway.backends.kubernetes.set_image import KubernetesSetImage
-from shipway.backends.kubernetes.source_destroy import KubernetesSourceDestroy
-from shipway.backends.kubernetes.source_drift import KubernetesSourceDrift
-from shipway.backends.kubernetes.source_reads import KubernetesSourceReads
-from shipway.backends.protocol import Drifts, GenerationBackend, SourceBackend
-from shipway.spec.model import App, Slot
+from shipway.backends.kubernetes.reads import KubernetesReads
+from shipway.backends.protocol import (
+    Drifts,
+    Failure,
+    GenerationBackend,
+    Reporter,
+    SourceBackend,
+)
+from shipway.guard import Clearance
+from shipway.plan.model import SetImage, WaitImage
+from shipway.spec.model import App, Slot, Target
+from shipway.spec.source import ContainerRef
 
 
 class KubernetesBackend(
     ImageBuilds,
-    KubernetesSetImage,
-    KubernetesSourceReads,
-    KubernetesSourceDestroy,
+    KubernetesReads,
+    KubernetesDestroy,
     KubernetesBlueGreen,
     KubernetesCommands,
     KubernetesLock,
-    KubernetesSourceDrift,
+    KubernetesDrift,
 ):
     """One app's slot in one namespace of one cluster."""
 
     name = "kubernetes"
+
+    # -- set-image: a workload shipway did not render, found and watched as a source's
+    # objects are (the source part does it)
+
+    def workload_image(self, target: Target, ref: ContainerRef) -> tuple[str, str]:
+        return self.source.workload_image(target, ref)
+
+    def set_image(
+        self, clearance: Clearance, target: Target, step: SetImage, reporter: Reporter
+    ) -> None:
+        self.source.set_image(clearance, target, step, reporter)
+
+    def wait_image(
+        self, target: Target, step: WaitImage, deadline: float, reporter: Reporter
+    ) -> Failure | None:
+        return self.source.wait_image(target, step, deadline, reporter)
 
 
 def connect(app: App, slot: Slot) -> KubernetesBackend:

@@ -1,6 +1,8 @@
 """``destroy`` in the cluster: every object labelled as the slot's — Ingresses, Services,
 Deployments (their pods go with them), release-command Jobs, ConfigMaps, Secrets — then the
-release records, and the Lease once it is released. Claims stay unless asked.
+release records, and the Lease once it is released. Claims stay unless asked. The objects
+of a source the slot's history holds, and their Secret data, are the source part's
+(:mod:`.source_destroy`), called where they join.
 
 What must never happen: another app's or slot's object deleted (everything is found by the
 slot's labels, the records by the app's), a claim deleted without ``volumes``, or the
@@ -61,12 +63,14 @@ class KubernetesDestroy(KubernetesSteps):
             )
         if lease is not None:
             out.append(Leftover("Lease", lease_name(self.app.name, self.slot.name)))
-        return out
+        return self.source.leftovers(out)
 
     def _objects(self) -> list[tuple[str, str]]:
-        """What :meth:`_found` lists, for this app: an app that declares no volume may be
-        deployed by an identity that may not list claims."""
-        return self._found() if self.app.volumes else self._found_without_claims()
+        """What :meth:`_found` lists, for this app (an app that declares no volume may be
+        deployed by an identity that may not list claims), with the source objects the
+        slot's history holds, all in deletion order (the source part orders them)."""
+        own = self._found() if self.app.volumes else self._found_without_claims()
+        return self.source.objects(own)
 
     def _found_without_claims(self) -> list[tuple[str, str]]:
         """As :meth:`_found`; an identity that may not list claims (a role written before
@@ -97,6 +101,9 @@ class KubernetesDestroy(KubernetesSteps):
     def destroy(
         self, clearance: Clearance, target: Target, volumes: bool, reporter: Reporter
     ) -> list[Leftover]:
+        with self._edge(f"reading the release records of {target}"):
+            revisions = sorted(r.revision for r in self._store().read())
+        kept = self.source.kept_objects()  # read while the records are there
         self._guard(clearance, target)
         listed = self.leftovers(target)
         with self._edge(f"destroying {target}"):
@@ -114,9 +121,13 @@ class KubernetesDestroy(KubernetesSteps):
             f"  namespace {self.namespace} stays: shipway never deletes a namespace "
             "(it may hold other apps)"
         )
+        self.source.destroyed(clearance, target, revisions, kept, reporter)
         return [item for item in listed if volumes or not item.data]
 
     def _delete(self, kind: str, name: str) -> None:
+        if self.source.doomed(kind, name):
+            self.source.delete(kind, name)
+            return
         try:
             self.client.delete(
                 _TYPES[kind], name, namespace=self.namespace, cascade=CascadeType.BACKGROUND

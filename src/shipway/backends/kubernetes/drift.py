@@ -21,6 +21,7 @@ from lightkube.core.exceptions import ApiError
 
 from shipway.backends.kubernetes import render
 from shipway.backends.kubernetes.reads import comparable
+from shipway.backends.kubernetes.sources import is_source_unit
 from shipway.backends.kubernetes.state import RESOURCES, KubernetesState
 from shipway.backends.kubernetes.steps import manifest
 from shipway.errors import SecretUnavailable
@@ -31,13 +32,18 @@ from shipway.spec.secrets import Secret
 
 
 class KubernetesDrift(KubernetesState):
-    """``altered``: the recorded units the live objects no longer match."""
+    """``altered``: the recorded units the live objects no longer match (a source's, the
+    source part judges: :mod:`.source_drift`)."""
 
     def altered(
         self, target: Target, release: Release, secrets: Mapping[str, Secret]
     ) -> list[str]:
         self._serves(target)
-        return [unit.key for unit in release.artifact if self._altered(unit, secrets)]
+        sourced = [u for u in release.artifact if is_source_unit(u)]
+        rendered = [
+            u.key for u in release.artifact if not is_source_unit(u) and self._altered(u, secrets)
+        ]
+        return rendered + (self.source.edited(sourced) if sourced else [])
 
     def _altered(self, unit: Unit, secrets: Mapping[str, Secret]) -> bool:
         kind, name = render.split_key(unit.key)

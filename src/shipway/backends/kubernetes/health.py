@@ -13,13 +13,11 @@ recent events and a log tail of one failing pod — with every secret value mask
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-import httpx2
-from lightkube.core.exceptions import ApiError
 from lightkube.resources.apps_v1 import Deployment
-from lightkube.resources.core_v1 import Event, Pod
+from lightkube.resources.core_v1 import Pod
 
 from shipway.backends import retry
 from shipway.backends.kubernetes import render
@@ -32,15 +30,14 @@ from shipway.backends.kubernetes.rollout import (
     new_pods,
     readiness_window,
 )
-from shipway.backends.kubernetes.state import KubernetesState, Session, api_message, short
+from shipway.backends.kubernetes.sources import is_source_unit
+from shipway.backends.kubernetes.state import KubernetesState, Session
 from shipway.backends.protocol import Failure, Reason, Reporter
 from shipway.errors import BackendError
 from shipway.plan.model import WaitRollout
 from shipway.release.artifact import Artifact, Unit
 from shipway.spec.model import Target
 
-EVENTS_SHOWN = 5
-LOG_LINES = 10
 #: how long the one last look at a rollout whose watch is down at its deadline may retry
 LAST_LOOK = 10.0
 
@@ -70,6 +67,9 @@ class KubernetesHealth(KubernetesState):
     ) -> Failure | None:
         self._serves(target)
         units = [artifact.get(k) for k in step.units]
+        sourced = [u for u in units if is_source_unit(u)]
+        if sourced:  # a source's objects, each waited on by its kind's rule
+            return self.source.wait(target, sourced, deadline, reporter)
         watched = [self._watched(u) for u in units if u.kind == "Deployment"]
         if not watched:
             return None
@@ -223,60 +223,11 @@ class KubernetesHealth(KubernetesState):
             details=tuple(mask(d) for d in details),
         )
 
-    def _events(
-        self, fields: Mapping[str, str], of: Callable[[str], bool] | None = None
-    ) -> list[str]:
-        """The most recent events matching ``fields`` (and, with ``of``, whose object's
-        name it accepts)."""
-        try:
-            events = list(self.client.list(Event, namespace=self.namespace, fields=dict(fields)))
-        except (ApiError, httpx2.HTTPError) as exc:
-            return [f"events: unavailable ({exc})"]
-        if of is not None:
-            events = [e for e in events if of(str(e.involvedObject.name or ""))]
-
-        def when(e: Any) -> str:
-            t = e.lastTimestamp or e.eventTime or e.metadata.creationTimestamp
-            return t.isoformat() if t else ""
-
-        # One line per distinct event: the scheduler (events.k8s.io) records the same
-        # FailedScheduling once per attempt, as separate objects; they are one thing said
-        # again, so they are counted, not repeated.
-        said: dict[tuple[str, ...], tuple[str, int]] = {}
-        for e in sorted(events, key=when):
-            obj = e.involvedObject
-            key = (e.type or "", e.reason or "", obj.kind or "", obj.name or "", e.message or "")
-            times = max(e.count or 1, (e.series.count if e.series else None) or 1)
-            _, before = said.pop(key, ("", 0))
-            said[key] = (when(e), before + times)  # re-inserted: ordered by the last one
-        return [
-            f"event {kind_of} {reason} ({kind} {name}{f', x{n}' if n > 1 else ''}): "
-            f"{message.strip()}"
-            for (kind_of, reason, kind, name, message), (_, n) in list(said.items())[
-                -EVENTS_SHOWN:
-            ]
-        ]
-
     def _events_of_deployment(self, deployment: str) -> list[str]:
         return self._events(
             {"involvedObject.kind": "ReplicaSet"},
             of=lambda name: is_replica_set_of(name, deployment),
         ) + self._events({"involvedObject.name": deployment})
-
-    def _log_tail(self, pod: str, container: str | None) -> list[str]:
-        try:
-            lines = list(
-                self.client.log(
-                    pod, namespace=self.namespace, container=container, tail_lines=LOG_LINES
-                )
-            )
-        except ApiError as exc:
-            return [f"log: none available ({short(api_message(exc))})"]
-        except httpx2.HTTPError as exc:
-            return [f"log: none available ({short(str(exc))})"]
-        if not lines:
-            return ["log: (empty)"]
-        return [f"log: {line.rstrip()}" for line in lines]
 
 
 def _ready(pod: Mapping[str, Any]) -> bool:

@@ -25,7 +25,7 @@ from shipway.backends.kubernetes import generations as gens
 from shipway.backends.kubernetes import render
 from shipway.backends.kubernetes.claims import KubernetesClaims
 from shipway.backends.kubernetes.state import RESOURCES, api_message, short
-from shipway.backends.protocol import ProcessStatus, ResolvedImage
+from shipway.backends.protocol import ProcessStatus, Reporter, ResolvedImage
 from shipway.errors import InputError
 from shipway.plan.model import (
     ApplyObject,
@@ -36,9 +36,9 @@ from shipway.plan.model import (
     Remove,
     UnitState,
 )
-from shipway.release.artifact import Unit
+from shipway.release.artifact import Artifact, Unit
 from shipway.release.model import Release
-from shipway.spec.model import App, Target
+from shipway.spec.model import App, Slot, Target
 from shipway.spec.secrets import MASK
 
 # What ``observe`` lists (by label) and may prune, in the order it lists them; then the
@@ -57,7 +57,24 @@ VOLATILE_METADATA = (
 
 class KubernetesReads(KubernetesClaims):
     """The protocol's reads (and the records' read), each refusing a target it does not
-    serve."""
+    serve. Where a slot's objects come from a source, each says so in one branch and asks
+    the source part (``self.source``)."""
+
+    def render(self, app: App, slot: Slot, release: Release) -> Artifact:
+        """Shipway's own render of the spec (pure), or, on a source slot, its source's
+        objects (the source part reads the manifests or renders the chart)."""
+        if slot.source is not None:
+            return self.source.render(app, slot, release)
+        return render.render(app, slot, release)
+
+    def undeployable(self, app: App, slot: Slot) -> str | None:
+        return self.source.undeployable(app, slot)
+
+    def claim(
+        self, target: Target, artifact: Artifact, take_over: bool, reporter: Reporter
+    ) -> None:
+        self._serves(target)
+        self.source.claim(artifact, take_over, reporter)
 
     def resolve_image(self, target: Target, app: App, ref: str | None) -> ResolvedImage:
         chosen = ref or app.image
@@ -71,7 +88,19 @@ class KubernetesReads(KubernetesClaims):
         return image.resolve(chosen)
 
     def observe(self, target: Target) -> Observed:
+        """Shipway's own objects, by its labels — on a source slot only while its history
+        holds some (to prune them), and without the Namespace (a source slot's namespace
+        is the Lease's, never an object to prune) — and the source's objects the slot's
+        history holds (the source part lists them)."""
         self._serves(target)
+        units: list[ObservedUnit] = []
+        if self.source.observe_rendered():
+            units = self._observe_rendered(target)
+            if self.slot.source is not None:
+                units = [u for u in units if u.kind != "Namespace"]
+        return Observed.of(units + self.source.observe(target))
+
+    def _observe_rendered(self, target: Target) -> list[ObservedUnit]:
         units: list[ObservedUnit] = []
         namespace = self._observe_namespace()
         if namespace is not None:
@@ -117,7 +146,7 @@ class KubernetesReads(KubernetesClaims):
                     )
                 )
         self._refuse_taken_names(others)
-        return Observed.of(units)
+        return units
 
     def _refuse_taken_names(self, others: Mapping[tuple[str, str], Mapping[str, str]]) -> None:
         """Refuse (exit 2, before anything is written) a spec whose objects would be given
@@ -162,10 +191,14 @@ class KubernetesReads(KubernetesClaims):
     def read_records(self, target: Target) -> list[Release]:
         self._serves(target)
         with self._edge(f"reading the release records of {target}"):
-            return self._store().read()
+            records = self._store().read()
+        self.source.records_read(records)
+        return records
 
     def status(self, target: Target) -> list[ProcessStatus]:
         self._serves(target)
+        if self.slot.source is not None:
+            return self.source.status(target, self.read_records(target))
         out = []
         with self._edge(f"reading the Deployments of {target}"):
             deployments = list(
@@ -204,6 +237,8 @@ class KubernetesReads(KubernetesClaims):
         self._serves(target)
         if plan.release is None:
             return []
+        if self.source.holds(plan.release):
+            return self.source.diff(plan, rendered=self._diff_apply)
         lines: list[str] = []
         for step in plan.steps:
             if isinstance(step, ApplyObject):
@@ -274,8 +309,11 @@ class KubernetesReads(KubernetesClaims):
 
     def live_digest(self, target: Target, release: Release) -> str | None:
         """The digest the Deployments run: from their image references (shipway pins them
-        to the digest), else from the running containers' image IDs."""
+        to the digest), else from the running containers' image IDs. A source slot: what
+        the containers its source names for ``--image`` run (the source part reads it)."""
         self._serves(target)
+        if self.slot.source is not None:
+            return self.source.live_digest(release)
         labels: dict[str, Any] = self._labels()
         if release.generation:  # the generation that runs the release, not its neighbours
             labels[render.GENERATION] = release.generation

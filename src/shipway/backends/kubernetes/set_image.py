@@ -22,7 +22,7 @@ from lightkube.types import PatchType
 from shipway.backends.kubernetes import render
 from shipway.backends.kubernetes.readiness import RULES
 from shipway.backends.kubernetes.rollout import Judge, Verdict, Watched, readiness_window
-from shipway.backends.kubernetes.source_steps import KubernetesSourceSteps
+from shipway.backends.kubernetes.source_waits import SourceWaits
 from shipway.backends.kubernetes.sources import SOURCE_SLOT, TEMPLATE_PATHS, containers_of
 from shipway.backends.kubernetes.watch import LiveSet
 from shipway.backends.protocol import Failure, Reporter
@@ -40,8 +40,9 @@ SET_IMAGE_KINDS: Mapping[str, str] = {
 }
 
 
-class KubernetesSetImage(KubernetesSourceSteps):
-    """The protocol's ``workload_image``, ``set_image`` and ``wait_image``."""
+class SourceSetImage(SourceWaits):
+    """The protocol's ``workload_image``, ``set_image`` and ``wait_image``: a workload
+    found through discovery and watched as a source's objects are."""
 
     def _workload(self, kind: str, name: str) -> dict[str, Any]:
         api_version = SET_IMAGE_KINDS.get(kind)
@@ -50,21 +51,23 @@ class KubernetesSetImage(KubernetesSourceSteps):
                 f"set-image rolls a Deployment, StatefulSet, DaemonSet or CronJob, not a {kind}"
             )
         served = self._served({"apiVersion": api_version, "kind": kind})
-        with self._edge(f"reading {kind}/{name}"):
+        with self.state._edge(f"reading {kind}/{name}"):
             try:
                 return dict(
-                    self.client.get(served.resource, name, namespace=self.namespace).to_dict()
+                    self.state.client.get(
+                        served.resource, name, namespace=self.state.namespace
+                    ).to_dict()
                 )
             except ApiError as exc:
                 if exc.status.code != 404:
                     raise
         raise InputError(
-            f"no {kind} {name} in namespace {self.namespace} (hint: the slot's namespace; "
+            f"no {kind} {name} in namespace {self.state.namespace} (hint: the slot's namespace; "
             "check the name)"
         )
 
     def workload_image(self, target: Target, ref: ContainerRef) -> tuple[str, str]:
-        self._serves(target)
+        self.state._serves(target)
         obj = self._workload(ref.kind, ref.name)
         labels = (obj.get("metadata") or {}).get("labels") or {}
         if SOURCE_SLOT in labels or labels.get(render.MANAGED_BY) == render.MANAGER:
@@ -96,7 +99,7 @@ class KubernetesSetImage(KubernetesSourceSteps):
     def set_image(
         self, clearance: Clearance, target: Target, step: SetImage, reporter: Reporter
     ) -> None:
-        self._guard(clearance, target)
+        self.state._guard(clearance, target)
         kind, name = render.split_key(step.workload)
         obj = self._workload(kind, name)
         self._image_watches(step.workload, kind, name, obj)  # before the patch
@@ -111,22 +114,24 @@ class KubernetesSetImage(KubernetesSourceSteps):
         for part in reversed((*TEMPLATE_PATHS[kind], "spec")):
             patch = {part: patch}
         served = self._served({"apiVersion": SET_IMAGE_KINDS[kind], "kind": kind})
-        with self._edge(f"setting the image of {step.workload}:{step.container}"):
-            applied = self.client.patch(
+        with self.state._edge(f"setting the image of {step.workload}:{step.container}"):
+            applied = self.state.client.patch(
                 served.resource,
                 name,
                 patch,
-                namespace=self.namespace,
+                namespace=self.state.namespace,
                 patch_type=PatchType.STRATEGIC,
                 field_manager=render.MANAGER,
             )
         live = applied.to_dict()
-        self._generations[step.workload] = int((live.get("metadata") or {}).get("generation") or 0)
+        self.state._generations[step.workload] = int(
+            (live.get("metadata") or {}).get("generation") or 0
+        )
 
     def wait_image(
         self, target: Target, step: WaitImage, deadline: float, reporter: Reporter
     ) -> Failure | None:
-        self._serves(target)
+        self.state._serves(target)
         kind, name = render.split_key(step.workload)
         if kind == "CronJob":  # its Jobs run the new image on its schedule
             return None
@@ -141,13 +146,17 @@ class KubernetesSetImage(KubernetesSourceSteps):
             deployment=name,
             template="",
             replicas=int(spec.get("replicas", 1) or 1),
-            generation=self._generations.get(step.workload),
-            readiness_window=readiness_window(obj, self.tuning),
+            generation=self.state._generations.get(step.workload),
+            readiness_window=readiness_window(obj, self.state.tuning),
             match_component=False,
             image=(step.container, step.image),
         )
         judge = Judge(
-            watched, self.tuning, pods.initial, before=objects.initial.get(name), rule=RULES[kind]
+            watched,
+            self.state.tuning,
+            pods.initial,
+            before=objects.initial.get(name),
+            rule=RULES[kind],
         )
 
         def assess(snap: tuple[dict[str, Any] | None, list[dict[str, Any]]], now: float) -> Verdict:
@@ -165,12 +174,16 @@ class KubernetesSetImage(KubernetesSourceSteps):
         if workload not in src.image_watches:
             served = self._served({"apiVersion": SET_IMAGE_KINDS[kind], "kind": kind})
             selector = ((obj.get("spec") or {}).get("selector") or {}).get("matchLabels") or None
-            loop = self._watch_loop()
+            loop = self.state._watch_loop()
             objects = LiveSet(
-                loop, served.resource, self.namespace, src.changes, fields={"metadata.name": name}
+                loop,
+                served.resource,
+                self.state.namespace,
+                src.changes,
+                fields={"metadata.name": name},
             )
-            pods = LiveSet(loop, Pod, self.namespace, src.changes, labels=selector)
-            with self._edge(f"watching {workload}"):
+            pods = LiveSet(loop, Pod, self.state.namespace, src.changes, labels=selector)
+            with self.state._edge(f"watching {workload}"):
                 objects.start()
                 try:
                     pods.start()

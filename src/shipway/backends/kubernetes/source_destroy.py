@@ -21,9 +21,8 @@ from lightkube.core.exceptions import ApiError
 from lightkube.resources.core_v1 import Secret as SecretObject
 from lightkube.types import CascadeType
 
-from shipway.backends.kubernetes.destroy import KubernetesDestroy
 from shipway.backends.kubernetes.discovery import ServedKind
-from shipway.backends.kubernetes.source_state import KubernetesSourceState
+from shipway.backends.kubernetes.source_state import SourceState
 from shipway.backends.kubernetes.source_steps import store_name
 from shipway.backends.kubernetes.sources import OTHER_RANK, RANKS, is_source_unit
 from shipway.backends.protocol import Leftover, Reporter
@@ -39,8 +38,8 @@ KEPT = {
 }
 
 
-class KubernetesSourceDestroy(KubernetesDestroy, KubernetesSourceState):
-    """The Destroys part, with the objects of the slot's source."""
+class SourceDestroy(SourceState):
+    """What destroy does to the objects of the slot's source, and to their Secret data."""
 
     #: the source objects the last listing found, by (kind, name): their resource, scope
     _doomed: Mapping[tuple[str, str], ServedKind] = MappingProxyType({})
@@ -60,16 +59,15 @@ class KubernetesSourceDestroy(KubernetesDestroy, KubernetesSourceState):
         found.sort(key=lambda f: (f[0].kind == CLAIM, -RANKS.get(f[0].kind, OTHER_RANK)))
         return found
 
-    def _kept_objects(self) -> list[tuple[str, str]]:
+    def kept_objects(self) -> list[tuple[str, str]]:
         """(key, kind) of the source objects destroy leaves."""
         return sorted(
             {(u.key, u.kind) for u in self._history_units() if is_source_unit(u) and u.kind in KEPT}
         )
 
-    def _objects(self) -> list[tuple[str, str]]:
-        """Shipway's own objects and the source's, in deletion order; what ``_delete``
-        needs of the source's (their resource, their scope) is kept for it."""
-        own = super()._objects()
+    def objects(self, own: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """Shipway's own objects (``own``) and the source's, in deletion order; what
+        ``delete`` needs of the source's (their resource, their scope) is kept for it."""
         doomed: dict[tuple[str, str], ServedKind] = {}
         if any(map(is_source_unit, self._history_units())):
             for served, name in self._source_objects():
@@ -80,26 +78,27 @@ class KubernetesSourceDestroy(KubernetesDestroy, KubernetesSourceState):
         claims = [o for o in source if o[0] == CLAIM]
         return [*(o for o in source if o[0] != CLAIM), *own, *claims]
 
-    def _delete(self, kind: str, name: str) -> None:
-        served = self._doomed.get((kind, name))
-        if served is None:
-            super()._delete(kind, name)
-            return
+    def doomed(self, kind: str, name: str) -> bool:
+        """Whether the object is one of the source's that ``objects`` listed last."""
+        return (kind, name) in self._doomed
+
+    def delete(self, kind: str, name: str) -> None:
+        served = self._doomed[(kind, name)]
         try:
-            self.client.delete(
+            self.state.client.delete(
                 served.resource,
                 name,
-                namespace=self.namespace if served.namespaced else None,
+                namespace=self.state.namespace if served.namespaced else None,
                 cascade=CascadeType.BACKGROUND,
             )
         except ApiError as exc:
             if exc.status.code != 404:  # gone already: what destroy wanted
                 raise
 
-    def leftovers(self, target: Target) -> list[Leftover]:
-        out = super().leftovers(target)
+    def leftovers(self, out: list[Leftover]) -> list[Leftover]:
+        """What is left, its cluster-scoped source objects said to be."""
         cluster = {k for k, s in self._doomed.items() if not s.namespaced}
-        where = f" (namespace {self.namespace})"
+        where = f" (namespace {self.state.namespace})"
         return [
             replace(item, name=item.name.removesuffix(where) + " (cluster-scoped)")
             if (item.kind, item.name.removesuffix(where)) in cluster
@@ -107,22 +106,25 @@ class KubernetesSourceDestroy(KubernetesDestroy, KubernetesSourceState):
             for item in out
         ]
 
-    def destroy(
-        self, clearance: Clearance, target: Target, volumes: bool, reporter: Reporter
-    ) -> list[Leftover]:
-        with self._edge(f"reading the release records of {target}"):
-            revisions = sorted(r.revision for r in self._store().read())
-        kept = self._kept_objects()
-        deleted = super().destroy(clearance, target, volumes, reporter)
-        with self._edge(f"deleting the source Secret data of {target}"):
+    def destroyed(
+        self,
+        clearance: Clearance,
+        target: Target,
+        revisions: list[int],
+        kept: list[tuple[str, str]],
+        reporter: Reporter,
+    ) -> None:
+        """Once the slot's objects and records are deleted: the Secret data of each
+        revision's source (``revisions``: those the records held), and what stays
+        (``kept``: :meth:`kept_objects`, read before) said."""
+        with self.state._edge(f"deleting the source Secret data of {target}"):
             for revision in revisions:
-                self._guard(clearance, target)
-                name = store_name(self.app.name, revision)
+                self.state._guard(clearance, target)
+                name = store_name(self.state.app.name, revision)
                 try:
-                    self.client.delete(SecretObject, name, namespace=self.namespace)
+                    self.state.client.delete(SecretObject, name, namespace=self.state.namespace)
                 except ApiError as exc:
                     if exc.status.code != 404:  # a revision whose source held no Secret
                         raise
         for key, kind in kept:
             reporter.line(f"  {key} stays: {KEPT[kind]}")
-        return deleted

@@ -25,36 +25,27 @@ from lightkube.types import PatchType
 
 from shipway.backends.kubernetes import render
 from shipway.backends.kubernetes.discovery import ServedKind
-from shipway.backends.kubernetes.drift import KubernetesDrift
 from shipway.backends.kubernetes.ownership import edited_since_applied
 from shipway.backends.kubernetes.reads import comparable
-from shipway.backends.kubernetes.source_state import KubernetesSourceState
-from shipway.backends.kubernetes.sources import is_source_unit, source_key
+from shipway.backends.kubernetes.source_state import SourceState
+from shipway.backends.kubernetes.sources import source_key
 from shipway.release.artifact import Unit
-from shipway.release.model import Release
-from shipway.spec.model import Target
-from shipway.spec.secrets import Secret, names_in, reveal
+from shipway.spec.secrets import names_in, reveal
 
 
-class KubernetesSourceDrift(KubernetesDrift, KubernetesSourceState):
-    """``altered`` for a release that holds a source's objects."""
+class SourceDrift(SourceState):
+    """What ``altered`` finds of a release's source objects."""
 
-    def altered(self, target: Target, release: Release, secrets: Mapping[str, Secret]) -> list[str]:
-        ours = [u for u in release.artifact if is_source_unit(u)]
-        if not ours:
-            return super().altered(target, release, secrets)
-        self._serves(target)
-        rendered = [
-            u.key for u in release.artifact if not is_source_unit(u) and self._altered(u, secrets)
-        ]
-        return rendered + self._edited(ours)
-
-    def _edited(self, units: list[Unit]) -> list[str]:
+    def edited(self, units: list[Unit]) -> list[str]:
+        """The keys of the source's objects (``units``) another field manager changed so
+        that applying them again would change them."""
         wanted = {u.key: u for u in units}
         kinds = sorted({(str(u.body["apiVersion"]), u.kind) for u in units})
         out: list[str] = []
         for api_version, kind in kinds:
-            with self._edge(f"reading the {kind} objects of {self.app.name}/{self.slot.name}"):
+            with self.state._edge(
+                f"reading the {kind} objects of {self.state.app.name}/{self.state.slot.name}"
+            ):
                 listed = self._listed(api_version, kind)
             if listed is None:
                 continue
@@ -78,13 +69,13 @@ class KubernetesSourceDrift(KubernetesDrift, KubernetesSourceState):
         body = reveal(render.with_digest(unit), {n: values[n] for n in names})
         self._as_applied(body, served)
         name = str(body["metadata"]["name"])
-        with self._edge(f"comparing {unit.key} with its release record"):
+        with self.state._edge(f"comparing {unit.key} with its release record"):
             try:
-                merged = self.client.patch(
+                merged = self.state.client.patch(
                     served.resource,
                     name,
                     body,
-                    namespace=self.namespace if served.namespaced else None,
+                    namespace=self.state.namespace if served.namespaced else None,
                     patch_type=PatchType.APPLY,
                     field_manager=render.MANAGER,
                     force=True,

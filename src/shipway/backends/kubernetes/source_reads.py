@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 import difflib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -24,8 +24,8 @@ from shipway.backends.kubernetes.helm import read_deployed
 from shipway.backends.kubernetes.helm_records import read_hand_over
 from shipway.backends.kubernetes.ownership import HELM_NAMESPACE, HELM_RELEASE, owner_of
 from shipway.backends.kubernetes.readiness import POD_OWNERS, job_outcome, last_job_of
-from shipway.backends.kubernetes.reads import KubernetesReads, _yaml, comparable
-from shipway.backends.kubernetes.source_state import KubernetesSourceState
+from shipway.backends.kubernetes.reads import _yaml, comparable
+from shipway.backends.kubernetes.source_state import SourceState
 from shipway.backends.kubernetes.sources import (
     STOPPED_KINDS,
     SourceObject,
@@ -38,7 +38,7 @@ from shipway.backends.kubernetes.sources import (
 )
 from shipway.backends.protocol import ProcessStatus, Reporter
 from shipway.errors import InputError, ObjectsTaken
-from shipway.plan.model import ApplyObject, Observed, ObservedUnit, Plan, Remove, UnitState
+from shipway.plan.model import ApplyObject, ObservedUnit, Plan, Remove, UnitState
 from shipway.release import history
 from shipway.release.artifact import Artifact, Unit, digest_of
 from shipway.release.model import Release
@@ -48,18 +48,16 @@ from shipway.spec.secrets import MASK
 STATUS_KINDS = (*sorted(POD_OWNERS), "CronJob")
 
 
-class KubernetesSourceReads(KubernetesReads, KubernetesSourceState):
+class SourceReads(SourceState):
     """``render``, ``observe``, ``status`` and ``diff`` for source slots; ``claim``."""
 
     # -- the source --------------------------------------------------------------------
 
     def render(self, app: App, slot: Slot, release: Release) -> Artifact:
-        """Shipway's own render of the spec (pure), or the slot's source: its manifests
-        read, or its chart rendered by Helm's SDK, or (without it) the chart's
-        declaration."""
+        """The slot's source: its manifests read, or its chart rendered by Helm's SDK, or
+        (without it) the chart's declaration."""
         source = slot.source
-        if source is None:
-            return render.render(app, slot, release)
+        assert source is not None
         src = self._src()
         namespace = slot.namespace or render.instance_of(app.name, slot.name)
         release_name = source.release_name(app.name)
@@ -105,10 +103,7 @@ class KubernetesSourceReads(KubernetesReads, KubernetesSourceState):
             f"be compared here, not rendered: {missing} (hint: {chart.INSTALL_HINT})"
         )
 
-    def claim(
-        self, target: Target, artifact: Artifact, take_over: bool, reporter: Reporter
-    ) -> None:
-        self._serves(target)
+    def claim(self, artifact: Artifact, take_over: bool, reporter: Reporter) -> None:
         src = self._src()
         for note in src.notes:
             reporter.line(note)
@@ -117,10 +112,10 @@ class KubernetesSourceReads(KubernetesReads, KubernetesSourceState):
             if unit.kind == "CustomResourceDefinition":
                 src.discovery.declare_crd(unit.body)
         problems, served = [], {}
-        source = self.slot.source
+        source = self.state.slot.source
         for unit in units:
             api_version = str(unit.body["apiVersion"])
-            with self._edge(f"discovering {unit.kind} ({api_version})"):
+            with self.state._edge(f"discovering {unit.kind} ({api_version})"):
                 kind = src.discovery.find(api_version, unit.kind)
             if kind is None:
                 problems.append(
@@ -129,7 +124,7 @@ class KubernetesSourceReads(KubernetesReads, KubernetesSourceState):
                 )
             elif not kind.namespaced and not (source and source.allows_cluster_scoped(unit.kind)):
                 problems.append(
-                    f"{unit.key} is cluster-scoped, and slot {self.slot.name!r} allows no "
+                    f"{unit.key} is cluster-scoped, and slot {self.state.slot.name!r} allows no "
                     f'cluster-scoped {unit.kind} (hint: cluster_scoped = ["{unit.kind}"] in '
                     "its source)"
                 )
@@ -145,9 +140,9 @@ class KubernetesSourceReads(KubernetesReads, KubernetesSourceState):
         src.owners = owners
         src.hand_overs = []
         for (namespace, release), keys in sorted(src.helm_owned.items()):
-            with self._edge(f"reading the records of Helm release {release}"):
+            with self.state._edge(f"reading the records of Helm release {release}"):
                 hand = read_hand_over(
-                    self.client,
+                    self.state.client,
                     namespace,
                     release,
                     keys,
@@ -169,13 +164,15 @@ class KubernetesSourceReads(KubernetesReads, KubernetesSourceState):
             by_kind.setdefault(served[unit.key], []).append(unit)
         for kind, group in by_kind.items():
             names = {str(u.body["metadata"]["name"]): u.key for u in group}
-            with self._edge(f"reading the live {kind.kind} objects"):
+            with self.state._edge(f"reading the live {kind.kind} objects"):
                 if not self._src().discovery.serves(kind.api_version, kind.kind):
                     continue  # a kind only a CRD of the set will serve: none exists yet
                 if kind.namespaced:
                     live = [
                         o.to_dict()
-                        for o in self.client.list(kind.resource, namespace=self.namespace)
+                        for o in self.state.client.list(
+                            kind.resource, namespace=self.state.namespace
+                        )
                     ]
                 else:
                     live = [o for n in names if (o := self._get(kind.resource, n)) is not None]
@@ -184,9 +181,9 @@ class KubernetesSourceReads(KubernetesReads, KubernetesSourceState):
                 owner = (
                     owner_of(
                         obj,
-                        self.app.name,
-                        self.slot.name,
-                        namespace=None if kind.namespaced else self.namespace,
+                        self.state.app.name,
+                        self.state.slot.name,
+                        namespace=None if kind.namespaced else self.state.namespace,
                         recorded=key in recorded,
                     )
                     if key
@@ -196,13 +193,13 @@ class KubernetesSourceReads(KubernetesReads, KubernetesSourceState):
                     owners[key] = owner
                 notes = (obj.get("metadata") or {}).get("annotations") or {}
                 if key and owner and HELM_RELEASE in notes:
-                    where = str(notes.get(HELM_NAMESPACE) or self.namespace)
+                    where = str(notes.get(HELM_NAMESPACE) or self.state.namespace)
                     helm_owned.setdefault((where, str(notes[HELM_RELEASE])), set()).add(key)
         return owners
 
     def _get(self, resource: type[Any], name: str) -> dict[str, Any] | None:
         try:
-            return dict(self.client.get(resource, name).to_dict())
+            return dict(self.state.client.get(resource, name).to_dict())
         except ApiError as exc:
             if exc.status.code == 404:
                 return None
@@ -210,30 +207,30 @@ class KubernetesSourceReads(KubernetesReads, KubernetesSourceState):
 
     # -- observing ------------------------------------------------------------------
 
-    def read_records(self, target: Target) -> list[Release]:
-        records = super().read_records(target)
+    def records_read(self, records: list[Release]) -> None:
+        """The slot's records as the backend just read them (which kinds its history
+        holds)."""
         self._src().records = records
-        return records
 
-    def observe(self, target: Target) -> Observed:
-        """Shipway's own objects (by its labels), and the source's objects of every kind
-        the slot's history holds (by the source labels; only those its records list as
-        applied, so pruning never deletes what it never applied). A source slot has no Namespace
-        unit: its namespace is the Lease's, never a source object to prune."""
-        self._serves(target)
+    def observe_rendered(self) -> bool:
+        """Whether ``observe`` lists shipway's own objects too: a slot rendered by shipway,
+        or a source slot whose history still holds objects of that render (to prune)."""
+        return self.state.slot.source is None or self._history_has_rendered()
+
+    def observe(self, target: Target) -> list[ObservedUnit]:
+        """The source's objects of every kind the slot's history holds (by the source
+        labels; only those its records list as applied, so pruning never deletes what it
+        never applied), and a declared chart's live release."""
         source_units = [u for u in self._history_units() if is_source_unit(u)]
         units: list[ObservedUnit] = []
-        if self.slot.source is None or self._history_has_rendered():
-            units = list(super().observe(target).units.values())
-            if self.slot.source is not None:
-                units = [u for u in units if u.kind != "Namespace"]
-        if self.slot.source is not None and self.slot.source.chart and chart.helm_missing():
+        source = self.state.slot.source
+        if source is not None and source.chart and chart.helm_missing():
             units += self._observe_declared()
         kinds = {(str(u.body["apiVersion"]), u.kind) for u in source_units}
         declared = {(u.key, u.digest): u for u in source_units}
         src = self._src()
         for api_version, kind in sorted(kinds):
-            with self._edge(f"listing the {kind} objects of {target}"):
+            with self.state._edge(f"listing the {kind} objects of {target}"):
                 listed = self._listed(api_version, kind)
                 for live in listed[1] if listed else []:
                     meta = live.get("metadata") or {}
@@ -250,7 +247,7 @@ class KubernetesSourceReads(KubernetesReads, KubernetesSourceState):
                             phase=phase_of(kind),
                         )
                     )
-        return Observed.of(units)
+        return units
 
     def _observe_declared(self) -> list[ObservedUnit]:
         """The live Helm release a declared chart is compared with, as a unit whose digest
@@ -263,22 +260,22 @@ class KubernetesSourceReads(KubernetesReads, KubernetesSourceState):
         return [ObservedUnit(key, chart.DECLARED_KIND, digest_of(body), "present", phase=1)]
 
     def _live_release(self) -> Any:
-        source = self.slot.source
+        source = self.state.slot.source
         assert source is not None and source.chart is not None
-        name, _ = chart.chart_metadata(source, self.app.source_dir)
-        with self._edge(f"reading Helm release {source.release_name(self.app.name)}"):
+        name, _ = chart.chart_metadata(source, self.state.app.source_dir)
+        with self.state._edge(f"reading Helm release {source.release_name(self.state.app.name)}"):
             try:
-                return read_deployed(self.client, source.release_name(self.app.name), chart=name)
+                return read_deployed(
+                    self.state.client, source.release_name(self.state.app.name), chart=name
+                )
             except InputError:  # no such release, or none of that chart deployed
                 return None
 
-    def live_digest(self, target: Target, release: Release) -> str | None:
+    def live_digest(self, release: Release) -> str | None:
         """A source slot: the digest the containers its source names for ``--image`` run
         (what a promotion moves on)."""
-        source = self.slot.source
-        if source is None:
-            return super().live_digest(target, release)
-        self._serves(target)
+        source = self.state.slot.source
+        assert source is not None
         digests: set[str] = set()
         for unit in release.artifact:
             name = str(unit.body["metadata"]["name"])
@@ -286,8 +283,8 @@ class KubernetesSourceReads(KubernetesReads, KubernetesSourceState):
             if not refs or not is_source_unit(unit):
                 continue
             served = self._served(unit.body)
-            with self._edge(f"reading {unit.key}"):
-                live = self.client.get(served.resource, name, namespace=self.namespace)
+            with self.state._edge(f"reading {unit.key}"):
+                live = self.state.client.get(served.resource, name, namespace=self.state.namespace)
             for container in containers_of(live.to_dict()):
                 image = str(container.get("image", ""))
                 if "@" in image and any(r.container in (None, container.get("name")) for r in refs):
@@ -297,12 +294,13 @@ class KubernetesSourceReads(KubernetesReads, KubernetesSourceState):
 
     # -- status ---------------------------------------------------------------------
 
-    def status(self, target: Target) -> list[ProcessStatus]:
-        if self.slot.source is None:
-            return super().status(target)
-        self._serves(target)
-        out = self._declared_status() if self.slot.source.chart and chart.helm_missing() else []
-        deployed = history.deployed(self.read_records(target))
+    def status(self, target: Target, records: list[Release]) -> list[ProcessStatus]:
+        """The source's workloads the deployed release holds (``records``: the slot's),
+        each by its kind's counts, and a declared chart's drift from its live release."""
+        source = self.state.slot.source
+        assert source is not None
+        out = self._declared_status() if source.chart and chart.helm_missing() else []
+        deployed = history.deployed(records)
         kinds = {
             (str(u.body["apiVersion"]), u.kind)
             for u in (deployed.artifact if deployed else ())
@@ -310,11 +308,13 @@ class KubernetesSourceReads(KubernetesReads, KubernetesSourceState):
         }
         for api_version, kind in sorted(kinds):
             served = self._served({"apiVersion": api_version, "kind": kind})
-            with self._edge(f"reading the {kind} objects of {target}"):
+            with self.state._edge(f"reading the {kind} objects of {target}"):
                 found = [
                     o.to_dict()
-                    for o in self.client.list(
-                        served.resource, namespace=self.namespace, labels=self._source_labels()
+                    for o in self.state.client.list(
+                        served.resource,
+                        namespace=self.state.namespace,
+                        labels=self._source_labels(),
                     )
                 ]
             rows = [_workload_status(kind, obj) for obj in found]
@@ -328,8 +328,10 @@ class KubernetesSourceReads(KubernetesReads, KubernetesSourceState):
     ) -> list[ProcessStatus]:
         """Each CronJob's row with its last Job: its name, ``complete``, ``failed`` (and
         why) or ``running`` — a failed run is not hidden behind a CronJob that is "ready"."""
-        with self._edge(f"reading the Jobs of the CronJobs of {target}"):
-            jobs = [j.to_dict() for j in self.client.list(Job, namespace=self.namespace)]
+        with self.state._edge(f"reading the Jobs of the CronJobs of {target}"):
+            jobs = [
+                j.to_dict() for j in self.state.client.list(Job, namespace=self.state.namespace)
+            ]
         out = []
         for cronjob, row in zip(cronjobs, rows, strict=True):
             last = last_job_of(cronjob, jobs)
@@ -347,10 +349,10 @@ class KubernetesSourceReads(KubernetesReads, KubernetesSourceState):
         return out
 
     def _declared_status(self) -> list[ProcessStatus]:
-        source = self.slot.source
+        source = self.state.slot.source
         assert source is not None
         declared = chart.declaration(
-            source, self.app.source_dir, source.release_name(self.app.name)
+            source, self.state.app.source_dir, source.release_name(self.state.app.name)
         )
         live = self._live_release()
         want = f"{declared['chart']['name']}-{declared['chart']['version']}"
@@ -363,20 +365,23 @@ class KubernetesSourceReads(KubernetesReads, KubernetesSourceState):
             if dict(live.config) != declared["values"]:
                 drift.append("values")
             detail["drift"] = ", ".join(drift) or "none"
-        name = f"helm release {source.release_name(self.app.name)}"
+        name = f"helm release {source.release_name(self.state.app.name)}"
         return [ProcessStatus(process=name, desired=0, ready=0, detail=detail)]
 
     # -- the diff -------------------------------------------------------------------
 
-    def diff(self, target: Target, plan: Plan) -> list[str]:
-        """Per object of a source plan: a declared chart against its live Helm release, a
-        Secret by its keys only, anything else from a server-side dry run."""
-        self._serves(target)
-        release = plan.release
-        if release is None or not any(
+    def holds(self, release: Release | None) -> bool:
+        """Whether a release holds objects of a source (or a declared chart)."""
+        return release is not None and any(
             is_source_unit(u) or u.kind == chart.DECLARED_KIND for u in release.artifact
-        ):
-            return super().diff(target, plan)
+        )
+
+    def diff(self, plan: Plan, rendered: Callable[[Unit], list[str]]) -> list[str]:
+        """Per object of a source plan: a declared chart against its live Helm release, a
+        Secret by its keys only, anything else from a server-side dry run (shipway's own
+        objects by ``rendered``: the backend's diff of one)."""
+        release = plan.release
+        assert release is not None
         lines: list[str] = []
         for step in plan.steps:
             if isinstance(step, ApplyObject):
@@ -386,12 +391,16 @@ class KubernetesSourceReads(KubernetesReads, KubernetesSourceState):
                 elif is_source_unit(unit):
                     lines += self._diff_source(unit)
                 else:
-                    lines += self._diff_apply(unit)
+                    lines += rendered(unit)
             elif isinstance(step, Remove):
                 lines.append(f"- {step.unit} (would be removed: {step.reason})")
-        if self.slot.source is not None and self.slot.source.chart and chart.helm_missing():
+        if (
+            self.state.slot.source is not None
+            and self.state.slot.source.chart
+            and chart.helm_missing()
+        ):
             lines.append(
-                f"note: chart {self.slot.source.chart} is compared, not rendered: a deploy "
+                f"note: chart {self.state.slot.source.chart} is compared, not rendered: a deploy "
                 f"refuses ({chart.INSTALL_HINT})"
             )
         return lines
@@ -410,10 +419,10 @@ class KubernetesSourceReads(KubernetesReads, KubernetesSourceState):
     def _diff_source(self, unit: Unit) -> list[str]:
         served = self._served(unit.body)
         name = str(unit.body["metadata"]["name"])
-        with self._edge(f"diffing {unit.key}"):
+        with self.state._edge(f"diffing {unit.key}"):
             try:
-                ns = self.namespace if served.namespaced else None
-                live = self.client.get(served.resource, name, namespace=ns).to_dict()
+                ns = self.state.namespace if served.namespaced else None
+                live = self.state.client.get(served.resource, name, namespace=ns).to_dict()
             except ApiError as exc:
                 if exc.status.code != 404:
                     raise
@@ -432,8 +441,8 @@ class KubernetesSourceReads(KubernetesReads, KubernetesSourceState):
         if live is None:
             return [f"+ {unit.key} (new)", *("+   " + line for line in _yaml(desired).splitlines())]
         body = self._as_applied(copy.deepcopy(desired), served)
-        with self._edge(f"diffing {unit.key}"):
-            merged = self.client.patch(
+        with self.state._edge(f"diffing {unit.key}"):
+            merged = self.state.client.patch(
                 served.resource,
                 name,
                 body,

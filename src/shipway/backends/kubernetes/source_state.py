@@ -1,16 +1,19 @@
-"""What the source parts of the backend share for one slot: discovery, the Secret values of
+"""What the source part of the backend shares for one slot: discovery, the Secret values of
 the objects this process read, the records last read (which kinds a slot's history holds),
 the owners ``claim`` named (the only objects an apply may take over), and the watches of
 the source's waits.
 
-Kept apart from :mod:`.state` (the typed state every part derives from), created on first
-use, so a slot without a source pays nothing for it.
+The source part (:class:`~.source_slot.SourceSlot`) is an object the backend holds, not a
+class it derives from: :class:`SourceState` is given the backend's state (the connection,
+the edge, the lock, the operation's watches) and reaches it as ``self.state``. Its own
+state (:class:`Sourcing`) is created on first use, so a slot without a source pays nothing
+for it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shipway.backends.kubernetes.discovery import Discovery, ServedKind
 from shipway.backends.kubernetes.helm_records import HandOver
@@ -20,12 +23,14 @@ from shipway.backends.kubernetes.sources import (
     source_key,
     source_labels,
 )
-from shipway.backends.kubernetes.state import KubernetesState
 from shipway.backends.kubernetes.watch import Changes, LiveSet
 from shipway.errors import BackendError
 from shipway.release.artifact import Unit
 from shipway.release.model import Release
 from shipway.spec.secrets import Secret
+
+if TYPE_CHECKING:
+    from shipway.backends.kubernetes.state import KubernetesState
 
 
 @dataclass
@@ -58,23 +63,27 @@ class Sourcing:
     image_watches: dict[str, tuple[LiveSet, LiveSet]] = field(default_factory=dict)
 
 
-class KubernetesSourceState(KubernetesState):
-    """The shared source state, created on first use."""
+class SourceState:
+    """What every source part reads: the backend's state it was given, and its own
+    (:class:`Sourcing`, created on first use)."""
 
-    _sourcing: Sourcing | None = None
+    def __init__(self, state: KubernetesState) -> None:
+        #: the backend's state: its connection, edge, lock and the operation's watches
+        self.state = state
+        self._sourcing: Sourcing | None = None
 
     def _src(self) -> Sourcing:
         if self._sourcing is None:
-            self._sourcing = Sourcing(Discovery(self.client))
+            self._sourcing = Sourcing(Discovery(self.state.client))
         return self._sourcing
 
     def _source_labels(self) -> dict[str, str]:
-        return source_labels(self.app.name, self.slot.name)
+        return source_labels(self.state.app.name, self.state.slot.name)
 
     def _served(self, body: Any) -> ServedKind:
         """The kind that serves an object (apiVersion, kind), or BackendError."""
         api_version, kind = str(body.get("apiVersion")), str(body.get("kind"))
-        with self._edge(f"discovering {kind} ({api_version})"):
+        with self.state._edge(f"discovering {kind} ({api_version})"):
             served = self._src().discovery.find(api_version, kind)
         if served is None:
             raise BackendError(
@@ -91,9 +100,9 @@ class KubernetesSourceState(KubernetesState):
         served = self._src().discovery.find(api_version, kind)
         if served is None:
             return None
-        found = self.client.list(
+        found = self.state.client.list(
             served.resource,
-            namespace=self.namespace if served.namespaced else None,
+            namespace=self.state.namespace if served.namespaced else None,
             labels=self._source_labels(),
         )
         recorded = self._recorded_keys()
@@ -104,9 +113,7 @@ class KubernetesSourceState(KubernetesState):
         """The keys of the source objects the slot's records list as applied."""
         return {u.key for u in self._history_units() if is_source_unit(u)}
 
-    def _is_ours(
-        self, live: Any, api_version: str, served: ServedKind, recorded: set[str]
-    ) -> bool:
+    def _is_ours(self, live: Any, api_version: str, served: ServedKind, recorded: set[str]) -> bool:
         """Whether a live object carrying the source labels is this slot's to prune, stop,
         destroy or judge (invariant 14): its records list it as applied, and, cluster-
         scoped, it carries this namespace's ``shipway.io/namespace`` (one applied before
@@ -117,26 +124,26 @@ class KubernetesSourceState(KubernetesState):
             return False
         if served.namespaced:
             return True
-        owned_by = (meta.get("labels") or {}).get(SOURCE_NAMESPACE, self.namespace)
-        return bool(owned_by == self.namespace)
+        owned_by = (meta.get("labels") or {}).get(SOURCE_NAMESPACE, self.state.namespace)
+        return bool(owned_by == self.state.namespace)
 
     def _as_applied(self, body: dict[str, Any], served: ServedKind) -> dict[str, Any]:
         """A source object's body as it is applied (changed in place, returned): in the
         slot's namespace, or, cluster-scoped, labelled with it."""
         meta = body.setdefault("metadata", {})
         if served.namespaced:
-            meta["namespace"] = self.namespace
+            meta["namespace"] = self.state.namespace
         else:
             meta.pop("namespace", None)
-            meta["labels"] = {**(meta.get("labels") or {}), SOURCE_NAMESPACE: self.namespace}
+            meta["labels"] = {**(meta.get("labels") or {}), SOURCE_NAMESPACE: self.state.namespace}
         return body
 
     def _history_units(self) -> list[Unit]:
         """Every unit of every record read or written in this operation."""
         src = self._src()
         if src.records is None:
-            with self._edge("reading the release records"):
-                src.records = self._store().read()
+            with self.state._edge("reading the release records"):
+                src.records = self.state._store().read()
         records = {r.revision: r for r in src.records} | src.written
         return [u for r in records.values() for u in r.artifact]
 

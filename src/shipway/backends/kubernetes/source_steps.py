@@ -28,16 +28,14 @@ from lightkube.types import CascadeType, PatchType
 from shipway.backends.kubernetes import render
 from shipway.backends.kubernetes.helm_records import hand_over
 from shipway.backends.kubernetes.ownership import helm_marks
-from shipway.backends.kubernetes.source_waits import KubernetesSourceWaits
+from shipway.backends.kubernetes.source_waits import SourceWaits
 from shipway.backends.kubernetes.sources import (
     NEVER_PRUNED,
     STOPPED_KINDS,
     decoded,
-    is_source_unit,
     read_manifests,
     to_units,
 )
-from shipway.backends.kubernetes.steps import KubernetesSteps
 from shipway.backends.protocol import Reporter
 from shipway.errors import CleanupFailed, InputError
 from shipway.guard import Clearance
@@ -71,40 +69,33 @@ def _placeholders(unit: Unit) -> list[str]:
     return names_in(json.dumps(unit.body.get("data") or {}))
 
 
-class KubernetesSourceSteps(KubernetesSteps, KubernetesSourceWaits):
+class SourceSteps(SourceWaits):
     """``apply``, ``remove`` and the records, for a source's objects."""
 
     def apply(
-        self,
-        clearance: Clearance,
-        target: Target,
-        unit: Unit,
-        action: str,
-        secrets: Mapping[str, Secret],
-        reporter: Reporter,
+        self, clearance: Clearance, target: Target, unit: Unit, action: str, reporter: Reporter
     ) -> None:
-        if not is_source_unit(unit):
-            super().apply(clearance, target, unit, action, secrets, reporter)
-            return
-        self._guard(clearance, target)
+        """One of the source's objects, by server-side apply, its Secret values as the
+        source (or a revision's store) holds them."""
+        self.state._guard(clearance, target)
         values = self._values_of(unit)
-        self._secrets.update(values)
-        self._secrets.update(decoded(values))
+        self.state._secrets.update(values)
+        self.state._secrets.update(decoded(values))
         body: dict[str, Any] = reveal(render.with_digest(unit), values)
         served = self._served(body)
         name = str(body["metadata"]["name"])
-        namespace = self.namespace if served.namespaced else None
+        namespace = self.state.namespace if served.namespaced else None
         self._as_applied(body, served)
         src = self._src()
         owner = src.owners.get(unit.key)
         if unit.waits and unit.kind != "CronJob":
             self._watch_kind(served)  # before the apply: what was there before is known
-        with self._edge(f"applying {unit.key}"):
+        with self.state._edge(f"applying {unit.key}"):
             if unit.kind == "Job" and action == "update":
                 # A Job's template cannot change: a changed Job is a new run.
                 reporter.line(f"replacing {unit.key} (a Job's pod template cannot change)")
                 self._delete_object(served.resource, name, namespace)
-            applied = self.client.patch(
+            applied = self.state.client.patch(
                 served.resource,
                 name,
                 body,
@@ -119,11 +110,11 @@ class KubernetesSourceSteps(KubernetesSteps, KubernetesSourceWaits):
         if unit.kind == "StatefulSet" and action == "update":
             self._replace_broken_pods(name, _template_of(body), reporter)
         live = applied.to_dict()
-        self._generations[unit.key] = int((live.get("metadata") or {}).get("generation") or 0)
+        self.state._generations[unit.key] = int((live.get("metadata") or {}).get("generation") or 0)
         marks = helm_marks(live) if owner is not None else []
         if marks:
-            with self._edge(f"removing Helm's ownership marks from {unit.key}"):
-                self.client.patch(
+            with self.state._edge(f"removing Helm's ownership marks from {unit.key}"):
+                self.state.client.patch(
                     served.resource,
                     name,
                     {"metadata": {"annotations": dict.fromkeys(marks)}},
@@ -144,8 +135,12 @@ class KubernetesSourceSteps(KubernetesSteps, KubernetesSourceWaits):
         src.handed.add(key)
         for hand in [h for h in src.hand_overs if h.taken <= src.handed]:
             src.hand_overs.remove(hand)
-            with self._edge(f"handing over the records of Helm release {hand.release}"):
-                said = hand_over(self.client, hand, f"app {self.app.name} slot {self.slot.name}")
+            with self.state._edge(f"handing over the records of Helm release {hand.release}"):
+                said = hand_over(
+                    self.state.client,
+                    hand,
+                    f"app {self.state.app.name} slot {self.state.slot.name}",
+                )
             reporter.line(said)
 
     def _replace_broken_pods(self, statefulset: str, template: str, reporter: Reporter) -> None:
@@ -164,8 +159,8 @@ class KubernetesSourceSteps(KubernetesSteps, KubernetesSourceWaits):
             other = (meta.get("annotations") or {}).get(render.TEMPLATE) != template
             if not owned or not other or meta.get("deletionTimestamp") or _ready(pod):
                 continue
-            with self._edge(f"deleting pod {meta['name']} of StatefulSet/{statefulset}"):
-                self._delete_object(Pod, str(meta["name"]), self.namespace)
+            with self.state._edge(f"deleting pod {meta['name']} of StatefulSet/{statefulset}"):
+                self._delete_object(Pod, str(meta["name"]), self.state.namespace)
             reporter.line(
                 f"deleted pod {meta['name']}: not ready, of an earlier revision of "
                 f"StatefulSet/{statefulset} (its controller would wait on it forever)"
@@ -173,20 +168,21 @@ class KubernetesSourceSteps(KubernetesSteps, KubernetesSourceWaits):
 
     def _delete_object(self, resource: type[Any], name: str, namespace: str | None) -> None:
         try:
-            self.client.delete(resource, name, namespace=namespace, cascade=CascadeType.BACKGROUND)
+            self.state.client.delete(
+                resource, name, namespace=namespace, cascade=CascadeType.BACKGROUND
+            )
         except ApiError as exc:
             if exc.status.code != 404:
                 raise
 
-    def remove(
-        self, clearance: Clearance, target: Target, step: Remove, reporter: Reporter
-    ) -> None:
-        src = self._src()
-        api_version = src.found.get(step.unit)
-        if api_version is None:
-            super().remove(clearance, target, step, reporter)
-            return
-        self._guard(clearance, target)
+    def observed(self, key: str) -> bool:
+        """Whether ``observe`` found the object among the source's (``remove`` deletes
+        it as one of them)."""
+        return key in self._src().found
+
+    def remove(self, clearance: Clearance, target: Target, step: Remove) -> None:
+        api_version = self._src().found[step.unit]
+        self.state._guard(clearance, target)
         kind, name = render.split_key(step.unit)
         if step.kind in NEVER_PRUNED:
             raise CleanupFailed(
@@ -195,47 +191,45 @@ class KubernetesSourceSteps(KubernetesSteps, KubernetesSourceWaits):
                 f"delete {step.kind} {name} yourself once nothing needs it",
             )
         served = self._served({"apiVersion": api_version, "kind": step.kind})
-        namespace = self.namespace if served.namespaced else None
+        namespace = self.state.namespace if served.namespaced else None
         where = f" in namespace {namespace}" if namespace else ""
-        with self._edge(f"removing {step.unit}", cleanup_fix=f"delete {kind} {name}{where}"):
+        with self.state._edge(f"removing {step.unit}", cleanup_fix=f"delete {kind} {name}{where}"):
             self._delete_object(served.resource, name, namespace)
 
-    def stop(self, clearance: Clearance, target: Target, reporter: Reporter) -> None:
-        """Also the source's Deployments and StatefulSets, scaled to zero (``observe``
-        calls them stopped, so the next deploy or repair applies them again)."""
-        super().stop(clearance, target, reporter)
-        if self.slot.source is None:
-            return
+    def stop(self, target: Target, reporter: Reporter) -> None:
+        """The source's Deployments and StatefulSets, scaled to zero (``observe`` calls
+        them stopped, so the next deploy or repair applies them again)."""
         kinds = {(str(u.body["apiVersion"]), u.kind) for u in self._history_units()}
         for api_version, kind in sorted(kinds):
             if kind not in STOPPED_KINDS:
                 continue
-            with self._edge(f"stopping the {kind} objects of {target}"):
+            with self.state._edge(f"stopping the {kind} objects of {target}"):
                 listed = self._listed(api_version, kind)
                 if listed is None:  # no longer served: nothing of it runs
                     continue
                 served, objects = listed
                 for obj in objects:
                     name = obj["metadata"]["name"]
-                    self.client.patch(
+                    self.state.client.patch(
                         served.resource,
                         name,
                         {"spec": {"replicas": 0}},
-                        namespace=self.namespace,
+                        namespace=self.state.namespace,
                         patch_type=PatchType.MERGE,
                     )
                     reporter.line(f"scaled {kind}/{name} to 0")
 
     # -- the records, and the values of the source's Secrets -----------------------------
 
-    def write_records(
-        self, clearance: Clearance, target: Target, records: Sequence[Release]
-    ) -> None:
-        self._guard(clearance, target)
+    def write_values(self, records: Sequence[Release]) -> None:
+        """Before the records are written: the Secret data of each pending release's
+        source, in a Secret of its own."""
         for record in records:
             if record.status == ReleaseStatus.PENDING:
                 self._write_values(record)
-        super().write_records(clearance, target, records)
+
+    def records_written(self, records: Sequence[Release]) -> None:
+        """The records just written (which kinds the slot's history holds now)."""
         self._src().written.update({r.revision: r for r in records})
 
     def _write_values(self, release: Release) -> None:
@@ -248,7 +242,7 @@ class KubernetesSourceSteps(KubernetesSteps, KubernetesSourceWaits):
             "kind": "Secret",
             "metadata": {
                 "name": store_name(release.app, release.revision),
-                "namespace": self.namespace,
+                "namespace": self.state.namespace,
                 "labels": {
                     "owner": STORE_OWNER,
                     "name": release.app,
@@ -258,25 +252,23 @@ class KubernetesSourceSteps(KubernetesSteps, KubernetesSourceWaits):
             "type": STORE_TYPE,
             "data": {n: base64.b64encode(v.reveal().encode()).decode() for n, v in values.items()},
         }
-        with self._edge(f"writing the Secret data of r{release.revision}'s source"):
-            self.client.patch(
+        with self.state._edge(f"writing the Secret data of r{release.revision}'s source"):
+            self.state.client.patch(
                 SecretObject,
                 body["metadata"]["name"],
                 body,
-                namespace=self.namespace,
+                namespace=self.state.namespace,
                 patch_type=PatchType.APPLY,
                 field_manager=render.MANAGER,
                 force=True,
             )
 
-    def delete_records(
-        self, clearance: Clearance, target: Target, revisions: Sequence[int]
-    ) -> None:
-        super().delete_records(clearance, target, revisions)
-        with self._edge(f"deleting old source Secret data of {target}"):
+    def delete_values(self, target: Target, revisions: Sequence[int]) -> None:
+        """The Secret data of the deleted revisions' sources, with their records."""
+        with self.state._edge(f"deleting old source Secret data of {target}"):
             for revision in revisions:
                 self._delete_object(
-                    SecretObject, store_name(self.app.name, revision), self.namespace
+                    SecretObject, store_name(self.state.app.name, revision), self.state.namespace
                 )
 
     def _values_of(self, unit: Unit) -> dict[str, Secret]:
@@ -303,11 +295,13 @@ class KubernetesSourceSteps(KubernetesSteps, KubernetesSourceWaits):
         )
 
     def _read_stores(self) -> dict[str, Secret]:
-        with self._edge(f"reading the source Secret data of {self.app.name}/{self.slot.name}"):
-            found = self.client.list(
+        with self.state._edge(
+            f"reading the source Secret data of {self.state.app.name}/{self.state.slot.name}"
+        ):
+            found = self.state.client.list(
                 SecretObject,
-                namespace=self.namespace,
-                labels={"owner": STORE_OWNER, "name": self.app.name},
+                namespace=self.state.namespace,
+                labels={"owner": STORE_OWNER, "name": self.state.app.name},
             )
             out: dict[str, Secret] = {}
             for store in found:
@@ -318,7 +312,7 @@ class KubernetesSourceSteps(KubernetesSteps, KubernetesSourceWaits):
         return out
 
     def _read_source_again(self) -> None:
-        source = self.slot.source
+        source = self.state.slot.source
         if source is None or source.chart is not None:
             return
         records = sorted(self._src().records or [], key=lambda r: -r.revision)
@@ -326,12 +320,12 @@ class KubernetesSourceSteps(KubernetesSteps, KubernetesSourceWaits):
         if not salt:  # a first deploy's saved plan: its salt was never recorded
             return
         try:
-            objects = read_manifests(self.app.source_dir, source.manifests)
+            objects = read_manifests(self.state.app.source_dir, source.manifests)
             built = to_units(
                 objects,
-                app=self.app.name,
-                slot=self.slot.name,
-                namespace=self.namespace,
+                app=self.state.app.name,
+                slot=self.state.slot.name,
+                namespace=self.state.namespace,
                 described=source.describe(),
                 salt=salt,
             )

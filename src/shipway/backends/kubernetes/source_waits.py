@@ -25,7 +25,6 @@ from lightkube.resources.storage_v1 import StorageClass
 from shipway.backends import retry
 from shipway.backends.kubernetes import render
 from shipway.backends.kubernetes.discovery import ServedKind
-from shipway.backends.kubernetes.health import KubernetesHealth
 from shipway.backends.kubernetes.readiness import (
     RULES,
     claim_progress,
@@ -41,19 +40,16 @@ from shipway.backends.kubernetes.rollout import (
     Watched,
     readiness_window,
 )
-from shipway.backends.kubernetes.source_state import KubernetesSourceState
+from shipway.backends.kubernetes.source_state import SourceState
 from shipway.backends.kubernetes.sources import (
     POD_OF,
     TEMPLATE_PATHS,
-    is_source_unit,
     pod_label_value,
 )
-from shipway.backends.kubernetes.state import Session
 from shipway.backends.kubernetes.watch import LiveSet
 from shipway.backends.protocol import Failure, Reason, Reporter
 from shipway.errors import BackendError
-from shipway.plan.model import WaitRollout
-from shipway.release.artifact import Artifact, Unit
+from shipway.release.artifact import Unit
 from shipway.spec.model import Target
 
 DEFAULT_CLASS = "storageclass.kubernetes.io/is-default-class"
@@ -67,33 +63,34 @@ def _verdict(progress: Progress) -> Verdict:
     return Verdict(done=progress.state == "done", counts=progress.counts, note=progress.why)
 
 
-class KubernetesSourceWaits(KubernetesHealth, KubernetesSourceState):
+class SourceWaits(SourceState):
     """The waits of a source's objects, and the watches they share."""
 
     _source_started: datetime | None = None
 
     # -- the watches -------------------------------------------------------------------
 
-    def _start_session(self) -> Session:
-        if self.slot.source is not None:
-            self._source_started = datetime.now(UTC)
-            self._watch_source_pods()
-        return super()._start_session()
+    def start_session(self) -> None:
+        """A source slot's operation starts: the source's pods watched from now (those
+        that exist are the old ones)."""
+        self._source_started = datetime.now(UTC)
+        self._watch_source_pods()
 
-    def _end_session(self) -> None:
+    def end_session(self) -> None:
+        """The operation ends (or the backend closes): every watch of the source's
+        stopped, what ``claim`` named forgotten."""
         self._stop_source_watches()
-        super()._end_session()
-
-    def close(self) -> None:
-        self._stop_source_watches()
-        super().close()
 
     def _watch_source_pods(self) -> LiveSet:
         src = self._src()
         if src.pods is None:
-            labels = {POD_OF: pod_label_value(self.app.name, self.slot.name)}
-            live = LiveSet(self._watch_loop(), Pod, self.namespace, src.changes, labels=labels)
-            with self._edge(f"watching the pods of {self.app.name}/{self.slot.name}"):
+            labels = {POD_OF: pod_label_value(self.state.app.name, self.state.slot.name)}
+            live = LiveSet(
+                self.state._watch_loop(), Pod, self.state.namespace, src.changes, labels=labels
+            )
+            with self.state._edge(
+                f"watching the pods of {self.state.app.name}/{self.state.slot.name}"
+            ):
                 live.start()
             src.pods = live
         return src.pods
@@ -111,32 +108,23 @@ class KubernetesSourceWaits(KubernetesHealth, KubernetesSourceState):
         (re)initializing") until the API server's cache of it is ready: the set's own
         retry policy asks again, for at most ``WATCH_CACHE_WAIT`` seconds."""
         live = LiveSet(
-            self._watch_loop(),
+            self.state._watch_loop(),
             served.resource,
-            self.namespace,
+            self.state.namespace,
             self._src().changes,
             labels=self._source_labels(),
-            policy=self.retry,
+            policy=self.state.retry,
         )
-        with self._edge(f"watching the {served.kind} objects of the source"):
+        with self.state._edge(f"watching the {served.kind} objects of the source"):
             live.start(timeout=WATCH_CACHE_WAIT)
         return live
 
     # -- the waits -----------------------------------------------------------------------
 
     def wait(
-        self,
-        target: Target,
-        step: WaitRollout,
-        artifact: Artifact,
-        deadline: float,
-        reporter: Reporter,
+        self, target: Target, mine: list[Unit], deadline: float, reporter: Reporter
     ) -> Failure | None:
-        units = [artifact.get(k) for k in step.units]
-        mine = [u for u in units if is_source_unit(u)]
-        if not mine:
-            return super().wait(target, step, artifact, deadline, reporter)
-        self._serves(target)
+        """Each of a wait step's source objects, in turn, until one fails."""
         for unit in mine:
             failure = self._wait_object(target, unit, deadline, reporter)
             if failure is not None:
@@ -151,14 +139,14 @@ class KubernetesSourceWaits(KubernetesHealth, KubernetesSourceState):
         served = self._served(unit.body)
         objects = self._watch_kind(served)
         name = str(unit.body["metadata"]["name"])
-        generation = self._generations.get(unit.key)
+        generation = self.state._generations.get(unit.key)
         assess: Callable[[Snapshot, float], Verdict]
         pods: LiveSet | None = None
         if unit.kind in RULES:
             pods = self._watch_source_pods()
             judge = Judge(
                 self._source_watched(unit, generation),
-                self.tuning,
+                self.state.tuning,
                 pods.initial,
                 before=objects.initial.get(name),
                 rule=RULES[unit.kind],
@@ -201,7 +189,7 @@ class KubernetesSourceWaits(KubernetesHealth, KubernetesSourceState):
             ),
             replicas=int(spec.get("replicas", spec.get("parallelism", 1)) or 1),
             generation=generation,
-            readiness_window=readiness_window(body, self.tuning),
+            readiness_window=readiness_window(body, self.state.tuning),
             match_component=False,
             completes=unit.kind == "Job",
         )
@@ -221,19 +209,19 @@ class KubernetesSourceWaits(KubernetesHealth, KubernetesSourceState):
         lock is lost. ``name``: the object ``objects`` holds."""
         changes = objects.changes
         started = time.monotonic()
-        with self._woken_on_lock_loss(changes), retry.within(deadline):
+        with self.state._woken_on_lock_loss(changes), retry.within(deadline):
             while True:
                 with changes.cond:
                     version = changes.version
                     obj = objects.objects.get(name)
                     seen = list(pods.objects.values()) if pods is not None else []
-                self._still_ours(target)
+                self.state._still_ours(target)
                 for live in (objects, pods):
                     for note in live.take_notes() if live is not None else ():
                         reporter.line(f"  {note}")
                     if live is not None and live.error:
                         raise BackendError(
-                            f"watching {live.what} in {self.namespace}: {live.error}"
+                            f"watching {live.what} in {self.state.namespace}: {live.error}"
                         )
                 now = time.monotonic()
                 verdict = assess((obj, seen), now)
@@ -246,7 +234,7 @@ class KubernetesSourceWaits(KubernetesHealth, KubernetesSourceState):
                     return None
                 if now >= deadline:
                     return self._object_timeout(key, name, verdict, now - started)
-                lock = self._lock_wake(now)
+                lock = self.state._lock_wake(now)
                 wake = min(
                     [
                         deadline,
@@ -261,11 +249,11 @@ class KubernetesSourceWaits(KubernetesHealth, KubernetesSourceState):
     def _object_failure(self, key: str, name: str, signal: Signal) -> Failure:
         details: list[str] = []
         if signal.pod:
-            details += self._events({"involvedObject.name": signal.pod})
-            details += self._log_tail(signal.pod, signal.container)
+            details += self.state._events({"involvedObject.name": signal.pod})
+            details += self.state._log_tail(signal.pod, signal.container)
         else:
-            details += self._events({"involvedObject.name": name})
-        mask = self._masker()
+            details += self.state._events({"involvedObject.name": name})
+        mask = self.state._masker()
         return Failure(
             reason=signal.reason,
             message=mask((f"pod {signal.pod}: " if signal.pod else "") + signal.message),
@@ -281,12 +269,12 @@ class KubernetesSourceWaits(KubernetesHealth, KubernetesSourceState):
             else " (" + " ".join(f"{k} {n}" for k, n in verdict.counts.to_dict().items()) + ")"
         )
         why = verdict.note or "not ready"
-        mask = self._masker()
+        mask = self.state._masker()
         return Failure(
             reason=Reason.TIMEOUT,
             message=mask(f"{key} not ready after {waited:.0f}s: {why}{counts}"),
             process=key,
-            details=tuple(mask(d) for d in self._events({"involvedObject.name": name})),
+            details=tuple(mask(d) for d in self.state._events({"involvedObject.name": name})),
         )
 
     # -- kinds without pods of their own to judge --------------------------------------
@@ -295,10 +283,10 @@ class KubernetesSourceWaits(KubernetesHealth, KubernetesSourceState):
         """A CronJob is ready once applied; its last Job's failure is reported — a failure
         of this operation when that Job started after it began, a line otherwise."""
         name = str(unit.body["metadata"]["name"])
-        with self._edge(f"reading the Jobs of {unit.key}"):
+        with self.state._edge(f"reading the Jobs of {unit.key}"):
             jobs = [
                 j.to_dict()
-                for j in self.client.list(Job, namespace=self.namespace)
+                for j in self.state.client.list(Job, namespace=self.state.namespace)
                 if any(
                     o.kind == "CronJob" and o.name == name
                     for o in (j.metadata.ownerReferences or [])
@@ -335,9 +323,9 @@ class KubernetesSourceWaits(KubernetesHealth, KubernetesSourceState):
             return None
         try:
             if wanted:
-                found: Any = self.client.get(StorageClass, wanted)
+                found: Any = self.state.client.get(StorageClass, wanted)
                 return dict(found.to_dict())
-            for sc in self.client.list(StorageClass):
+            for sc in self.state.client.list(StorageClass):
                 notes = sc.metadata.annotations or {} if sc.metadata else {}
                 if notes.get(DEFAULT_CLASS) == "true":
                     return dict(sc.to_dict())

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import base64
 import contextlib
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 import httpx2
 from lightkube import Client
@@ -27,6 +27,7 @@ from lightkube.core.exceptions import ApiError
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import (
     ConfigMap,
+    Event,
     Namespace,
     PersistentVolumeClaim,
     Pod,
@@ -50,6 +51,9 @@ from shipway.errors import BackendError, CleanupFailed, InputError
 from shipway.spec.model import App, Slot
 from shipway.spec.secrets import Masker, Secret, redact, resolve_all
 
+if TYPE_CHECKING:
+    from shipway.backends.kubernetes.source_slot import SourceSlot
+
 RESOURCES: dict[str, type[Any]] = {
     "Namespace": Namespace,
     "Secret": SecretObject,
@@ -62,6 +66,9 @@ RESOURCES: dict[str, type[Any]] = {
 # Who sets a generation's replicas (through the scale subresource): not the applier, so a
 # later apply in that generation never reverts a scale.
 SCALE_MANAGER = "shipway-scale"
+#: what a failure shows: the most recent events, a pod's last log lines
+EVENTS_SHOWN = 5
+LOG_LINES = 10
 
 
 def api_message(exc: ApiError) -> str:
@@ -126,6 +133,21 @@ class KubernetesState(Guarded):
         self._waiting: set[Changes] = set()
         # a destroy ran under the Lease: it is deleted once released (:mod:`.destroy`)
         self._lease_doomed = False
+        self._source: SourceSlot | None = None
+
+    @property
+    def source(self) -> SourceSlot:
+        """The source part: what a slot whose objects come from a source (manifests, a
+        chart) does differently, and what any slot does with the source objects its
+        history still holds (a slot that left its source prunes them). Every protocol
+        method where that differs says so in one branch and calls it. Made on first use;
+        it opens nothing until it reads."""
+        if self._source is None:
+            # imported here: the source part is given this state, and builds on its module
+            from shipway.backends.kubernetes.source_slot import SourceSlot
+
+            self._source = SourceSlot(self)
+        return self._source
 
     # -- the connection ------------------------------------------------------------
 
@@ -153,6 +175,8 @@ class KubernetesState(Guarded):
         return self._loop
 
     def close(self) -> None:
+        if self._source is not None:
+            self._source.end_session()
         self._stop_generation_watches()
         if self._session is not None:
             self._session.stop()
@@ -265,6 +289,57 @@ class KubernetesState(Guarded):
         switch)."""
         return Masker(self._secret_values())
 
+    # -- what a failure shows ------------------------------------------------------
+
+    def _events(
+        self, fields: Mapping[str, str], of: Callable[[str], bool] | None = None
+    ) -> list[str]:
+        """The most recent events matching ``fields`` (and, with ``of``, whose object's
+        name it accepts)."""
+        try:
+            events = list(self.client.list(Event, namespace=self.namespace, fields=dict(fields)))
+        except (ApiError, httpx2.HTTPError) as exc:
+            return [f"events: unavailable ({exc})"]
+        if of is not None:
+            events = [e for e in events if of(str(e.involvedObject.name or ""))]
+
+        def when(e: Any) -> str:
+            t = e.lastTimestamp or e.eventTime or e.metadata.creationTimestamp
+            return t.isoformat() if t else ""
+
+        # One line per distinct event: the scheduler (events.k8s.io) records the same
+        # FailedScheduling once per attempt, as separate objects; they are one thing said
+        # again, so they are counted, not repeated.
+        said: dict[tuple[str, ...], tuple[str, int]] = {}
+        for e in sorted(events, key=when):
+            obj = e.involvedObject
+            key = (e.type or "", e.reason or "", obj.kind or "", obj.name or "", e.message or "")
+            times = max(e.count or 1, (e.series.count if e.series else None) or 1)
+            _, before = said.pop(key, ("", 0))
+            said[key] = (when(e), before + times)  # re-inserted: ordered by the last one
+        return [
+            f"event {kind_of} {reason} ({kind} {name}{f', x{n}' if n > 1 else ''}): "
+            f"{message.strip()}"
+            for (kind_of, reason, kind, name, message), (_, n) in list(said.items())[
+                -EVENTS_SHOWN:
+            ]
+        ]
+
+    def _log_tail(self, pod: str, container: str | None) -> list[str]:
+        try:
+            lines = list(
+                self.client.log(
+                    pod, namespace=self.namespace, container=container, tail_lines=LOG_LINES
+                )
+            )
+        except ApiError as exc:
+            return [f"log: none available ({short(api_message(exc))})"]
+        except httpx2.HTTPError as exc:
+            return [f"log: none available ({short(str(exc))})"]
+        if not lines:
+            return ["log: (empty)"]
+        return [f"log: {line.rstrip()}" for line in lines]
+
     def _scale_to(self, name: str, replicas: int) -> None:
         """A Deployment's replicas, set where ``scale`` sets them (the scale subresource,
         under its own field manager)."""
@@ -283,7 +358,10 @@ class KubernetesState(Guarded):
         """The operation's watches, opened once and shared by its waits — unless one of
         them died (an error no retry cures): then a new pair is opened for the next wait,
         never the dead stream shared, with what existed before the operation carried over
-        (earlier exits of those pods are still not held against a release)."""
+        (earlier exits of those pods are still not held against a release). A source
+        slot's operation watches its source's pods too (the source part's)."""
+        if self.slot.source is not None:
+            self.source.start_session()
         if self._session is not None and self._session.dead:
             old = self._session
             old.stop()
@@ -324,6 +402,8 @@ class KubernetesState(Guarded):
         return Session(changes, deps, pods)
 
     def _end_session(self) -> None:
+        if self._source is not None:
+            self._source.end_session()
         self._stop_generation_watches()
         self._owners_seen.clear()
         if self._session is not None:

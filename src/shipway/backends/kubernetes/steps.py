@@ -21,6 +21,7 @@ from lightkube.types import CascadeType
 from shipway.backends.kubernetes import render
 from shipway.backends.kubernetes.hosts import KubernetesHosts
 from shipway.backends.kubernetes.release_command import KubernetesReleaseCommand
+from shipway.backends.kubernetes.sources import is_source_unit
 from shipway.backends.kubernetes.state import RESOURCES
 from shipway.backends.protocol import Reporter
 from shipway.errors import CleanupFailed
@@ -33,14 +34,19 @@ from shipway.spec.secrets import Secret, reveal
 
 
 class KubernetesSteps(KubernetesReleaseCommand, KubernetesHosts):
-    """Records, apply, remove, the release command and stop (the waits are health's)."""
+    """Records, apply, remove, the release command and stop (the waits are health's). A
+    source's objects are the source part's to apply, remove and stop (``self.source``),
+    and so are the Secret data of its revisions, kept with the records."""
 
     def write_records(
         self, clearance: Clearance, target: Target, records: Sequence[Release]
     ) -> None:
         self._guard(clearance, target)
+        self.source.write_values(records)  # a pending source release's Secret data first
+        self._guard(clearance, target)  # the Lease still ours, before the records too
         with self._edge(f"writing the release records of {target}"):
             self._store().write(records)
+        self.source.records_written(records)
 
     def delete_records(
         self, clearance: Clearance, target: Target, revisions: Sequence[int]
@@ -48,6 +54,7 @@ class KubernetesSteps(KubernetesReleaseCommand, KubernetesHosts):
         self._guard(clearance, target)
         with self._edge(f"deleting old release records of {target}"):
             self._store().delete(revisions)
+        self.source.delete_values(target, revisions)
 
     def apply(
         self,
@@ -58,6 +65,9 @@ class KubernetesSteps(KubernetesReleaseCommand, KubernetesHosts):
         secrets: Mapping[str, Secret],
         reporter: Reporter,
     ) -> None:
+        if is_source_unit(unit):
+            self.source.apply(clearance, target, unit, action, reporter)
+            return
         self._guard(clearance, target)
         self._secrets.update(secrets)
         body = manifest(unit, secrets)
@@ -91,6 +101,9 @@ class KubernetesSteps(KubernetesReleaseCommand, KubernetesHosts):
     def remove(
         self, clearance: Clearance, target: Target, step: Remove, reporter: Reporter
     ) -> None:
+        if self.source.observed(step.unit):
+            self.source.remove(clearance, target, step)
+            return
         self._guard(clearance, target)
         kind, name = render.split_key(step.unit)
         if kind == "Namespace" or kind not in RESOURCES:
@@ -109,7 +122,8 @@ class KubernetesSteps(KubernetesReleaseCommand, KubernetesHosts):
                     raise
 
     def stop(self, clearance: Clearance, target: Target, reporter: Reporter) -> None:
-        """Scale every process of the slot to zero (records and objects stay)."""
+        """Scale every process of the slot to zero (records and objects stay); on a source
+        slot, the source's workloads too."""
         self._guard(clearance, target)
         with self._edge(f"stopping {target}"):
             for dep in self.client.list(
@@ -122,6 +136,8 @@ class KubernetesSteps(KubernetesReleaseCommand, KubernetesHosts):
                     namespace=self.namespace,
                 )
                 reporter.line(f"scaled {dep.metadata.name} to 0")
+        if self.slot.source is not None:
+            self.source.stop(target, reporter)
 
 
 def manifest(unit: Unit, secrets: Mapping[str, Secret]) -> dict[str, Any]:
