@@ -15,7 +15,8 @@ extracted Debian package (``scripts/docker-testenv``), ``caddy`` on the PATH, or
 ``--caddy PATH``; without one the Caddy column is left out and said so.
 
     .venv/bin/python bench/local_router.py [--rounds 7] [--requests 250] [--origin asyncio]
-        [--old-router PATH]   # another router.py (e.g. main's) measured in the same run
+        [--old-router [LABEL=]PATH ...]   # other router.py files (e.g. main's, a variant's)
+                                           # measured in the same run
 """
 
 from __future__ import annotations
@@ -337,7 +338,13 @@ def main() -> int:
     ap.add_argument("--requests", type=int, default=250, help="per client per target per round")
     ap.add_argument("--origin", choices=("asyncio", "hello"), default="asyncio")
     ap.add_argument("--caddy", help="the caddy binary (default: the testenv's, else PATH)")
-    ap.add_argument("--old-router", type=Path, help="another router.py measured beside")
+    ap.add_argument(
+        "--old-router",
+        action="append",
+        default=[],
+        metavar="[LABEL=]PATH",
+        help="another router.py measured beside (repeatable; LABEL names its column)",
+    )
     ap.add_argument("--loops", default="default", help="router loop variants: default,asyncio")
     ap.add_argument("--only", choices=("new", "keepalive", "both"), default="both")
     ap.add_argument("--json", type=Path, help="where the figures go")
@@ -356,8 +363,10 @@ def main() -> int:
             env = {} if loop == "default" else {"SHIPWAY_ROUTER_LOOP": loop}
             label = "router" if loop == "default" else f"router-{loop}"
             targets[label] = stack.enter_context(router(ROUTER, upstream, work, env))
-        if args.old_router:
-            targets["old-router"] = stack.enter_context(router(args.old_router, upstream, work, {}))
+        for given in args.old_router:
+            label, _, path = given.rpartition("=")
+            label = label or ("old-router" if len(args.old_router) == 1 else Path(path).parent.name)
+            targets[label] = stack.enter_context(router(Path(path), upstream, work, {}))
         if binary:
             targets["caddy"] = stack.enter_context(caddy(binary, upstream, work))
         else:
