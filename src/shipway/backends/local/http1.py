@@ -32,6 +32,7 @@ HOP_BY_HOP = frozenset(
 )
 IDEMPOTENT = frozenset({b"GET", b"HEAD", b"OPTIONS", b"PUT", b"DELETE", b"TRACE"})
 REASONS = {
+    200: "OK",
     400: "Bad Request",
     404: "Not Found",
     413: "Content Too Large",
@@ -321,13 +322,15 @@ def response_head(head: Head, keep: bool, informational: bool = False) -> bytes:
     return b"\r\n".join(lines) + END
 
 
-def answer(status: int, text: str, close: bool) -> bytes:
-    """A whole plain-text response of the router's own."""
+def answer(
+    status: int, text: str, close: bool, content_type: str = "text/plain; charset=utf-8"
+) -> bytes:
+    """A whole response of the router's own (plain text unless ``content_type`` says)."""
     body = text.encode()
     reason = REASONS.get(status, "Error")
     lines = [
         f"HTTP/1.1 {status} {reason}",
-        "Content-Type: text/plain; charset=utf-8",
+        f"Content-Type: {content_type}",
         f"Content-Length: {len(body)}",
     ]
     if close:

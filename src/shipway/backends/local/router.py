@@ -329,13 +329,8 @@ class Router:
                     http1.answer(404, f"no {method.decode()} {path.decode()} here\n", True)
                 )
             else:
-                body = json.dumps(await handler()).encode()
-                writer.write(
-                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
-                    + str(len(body)).encode()
-                    + b"\r\nConnection: close\r\n\r\n"
-                    + body
-                )
+                out = json.dumps(await handler())
+                writer.write(http1.answer(200, out, True, content_type="application/json"))
             await writer.drain()
         except (OSError, ValueError, http1.BadMessage, asyncio.IncompleteReadError) as exc:
             with contextlib.suppress(OSError):
