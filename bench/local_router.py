@@ -6,7 +6,8 @@ variant) or all on one kept-alive connection per client (the second). Targets ar
 measured in interleaved rounds (the order shuffled each round); per round: p50 and p99 of
 every target; printed: the median over the rounds of each, the ratio to direct, and the
 latency each proxy *adds* (its figure minus direct's in the same round) — the router's
-against Caddy's.
+against Caddy's — and the CPU time each proxy process spent per request (user and system,
+from /proc: a figure the machine's other load moves far less than latency).
 
 The app process (``--origin``): ``asyncio``, a small HTTP/1.1 server that keeps
 connections alive (so keep-alive to the backend is exercised), or ``hello``, the example
@@ -15,7 +16,8 @@ builds (``scripts/docker-testenv``: v2.11.9 in its cache), ``caddy`` on the PATH
 ``--caddy PATH``; without one the Caddy column is left out and said so.
 
     .venv/bin/python bench/local_router.py [--rounds 7] [--requests 250] [--origin asyncio]
-        [--old-router PATH]   # another router.py (e.g. main's) measured in the same run
+        [--old-router [LABEL=]PATH ...]   # other router.py files (e.g. main's, a variant's)
+                                           # measured in the same run
 """
 
 from __future__ import annotations
@@ -50,6 +52,19 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+#: port -> the pid of the proxy serving it (its CPU time is read around every round)
+PIDS: dict[int, int] = {}
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of a process (all its threads) so far, from /proc."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def wait_port(port: int, proc: subprocess.Popen[bytes], what: str) -> None:
@@ -140,6 +155,7 @@ def router(script: Path, upstream: int, work: Path, env: dict[str, str]) -> Iter
     )
     try:
         wait_port(port, proc, f"the router {script}")
+        PIDS[port] = proc.pid
         yield port
     finally:
         proc.terminate()
@@ -193,6 +209,7 @@ def caddy(binary: str, upstream: int, work: Path) -> Iterator[int]:
     )
     try:
         wait_port(port, proc, "caddy")
+        PIDS[port] = proc.pid
         yield port
     finally:
         proc.terminate()
@@ -270,11 +287,17 @@ def measure(
 ) -> dict[str, Any]:
     per_round: dict[str, list[dict[str, float]]] = {name: [] for name in targets}
     failed = dict.fromkeys(targets, 0)
+    cpu = dict.fromkeys(targets, 0.0)  # the proxy's CPU seconds, over all rounds
+    answered = dict.fromkeys(targets, 0)
     for i in range(rounds):
         order = list(targets)
         random.shuffle(order)
         for name in order:
+            pid = PIDS.get(targets[name])
+            before = cpu_seconds(pid) if pid else 0.0
             results = pool.map(client, [(targets[name], requests, keepalive)] * CLIENTS)
+            cpu[name] += cpu_seconds(pid) - before if pid else 0.0
+            answered[name] += sum(len(ts) for ts, _ in results)
             times = [t for ts, _ in results for t in ts]
             failed[name] += sum(f for _, f in results)
             per_round[name].append({"p50": percentile(times, 50), "p99": percentile(times, 99)})
@@ -289,6 +312,8 @@ def measure(
             "p50_ms": round(median([f["p50"] for f in figures]), 3),
             "p99_ms": round(median([f["p99"] for f in figures]), 3),
             "failed": failed[name],
+            # what a request costs the proxy in CPU, whatever else the machine runs
+            "cpu_us_per_request": round(cpu[name] / max(answered[name], 1) * 1e6, 1),
         }
         if name != "direct":
             for p in ("p50", "p99"):
@@ -326,6 +351,8 @@ def report(title: str, figures: dict[str, Any]) -> None:
                 f"  added vs caddy's {f['p50_added_ratio_to_caddy']:.2f}"
                 f"/{f['p99_added_ratio_to_caddy']:.2f}"
             )
+        if f.get("cpu_us_per_request"):
+            line += f"  cpu {f['cpu_us_per_request']:.0f} us/request"
         if f["failed"]:
             line += f"  FAILED {f['failed']}"
         print(line)
@@ -337,7 +364,13 @@ def main() -> int:
     ap.add_argument("--requests", type=int, default=250, help="per client per target per round")
     ap.add_argument("--origin", choices=("asyncio", "hello"), default="asyncio")
     ap.add_argument("--caddy", help="the caddy binary (default: the testenv's, else PATH)")
-    ap.add_argument("--old-router", type=Path, help="another router.py measured beside")
+    ap.add_argument(
+        "--old-router",
+        action="append",
+        default=[],
+        metavar="[LABEL=]PATH",
+        help="another router.py measured beside (repeatable; LABEL names its column)",
+    )
     ap.add_argument("--loops", default="default", help="router loop variants: default,asyncio")
     ap.add_argument("--only", choices=("new", "keepalive", "both"), default="both")
     ap.add_argument("--json", type=Path, help="where the figures go")
@@ -356,8 +389,10 @@ def main() -> int:
             env = {} if loop == "default" else {"SHIPWAY_ROUTER_LOOP": loop}
             label = "router" if loop == "default" else f"router-{loop}"
             targets[label] = stack.enter_context(router(ROUTER, upstream, work, env))
-        if args.old_router:
-            targets["old-router"] = stack.enter_context(router(args.old_router, upstream, work, {}))
+        for given in args.old_router:
+            label, _, path = given.rpartition("=")
+            label = label or ("old-router" if len(args.old_router) == 1 else Path(path).parent.name)
+            targets[label] = stack.enter_context(router(Path(path), upstream, work, {}))
         if binary:
             targets["caddy"] = stack.enter_context(caddy(binary, upstream, work))
         else:

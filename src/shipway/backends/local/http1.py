@@ -3,10 +3,13 @@ library only, because the router process loads it (and never imports shipway).
 
 The router passes bodies through as they are framed on the wire (a chunked body stays
 chunked, byte for byte), so all it must know of a message is its head and where its body
-ends: :func:`parse_head` and :func:`body_of`. What must never happen here: a message whose
-end is ambiguous being forwarded (two different ``Content-Length`` values, or both
-``Transfer-Encoding`` and ``Content-Length`` on a request: the classic request-smuggling
-shapes) — those are refused with a 400.
+ends: :func:`read_request` and :func:`read_response` for the heads, :func:`request_head`
+and :func:`response_head` for the heads it sends on, :class:`Body` for where a body ends
+— the one framer of both paths (``relay.py`` feeds it what arrives, ``router.py`` reads
+what it asks for). What must never happen here: a message whose end is ambiguous being
+forwarded (two different ``Content-Length`` values, both ``Transfer-Encoding`` and
+``Content-Length`` on a request, a chunk size that is not plain hex digits: the classic
+request-smuggling shapes) — those are refused with a 400.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ HOP_BY_HOP = frozenset(
 )
 IDEMPOTENT = frozenset({b"GET", b"HEAD", b"OPTIONS", b"PUT", b"DELETE", b"TRACE"})
 REASONS = {
+    200: "OK",
     400: "Bad Request",
     404: "Not Found",
     413: "Content Too Large",
@@ -129,16 +133,79 @@ def response_body(head: Head, status: int, method: bytes) -> Framing:
     return ("length", length) if length else ("none", 0)
 
 
+HEX = frozenset(b"0123456789abcdefABCDEF")
+#: the longest chunk-size or trailer line accepted
+LINE_LIMIT = 64 * 1024
+
+
 def chunk_size(line: bytes) -> int:
-    """The size on a chunk-size line (extensions after ``;`` ignored)."""
-    raw = line.split(b";", 1)[0].strip()
-    try:
-        size = int(raw, 16)
-    except ValueError:
-        raise BadMessage(400, f"invalid chunk size {raw[:20]!r}") from None
-    if size < 0:
-        raise BadMessage(400, "negative chunk size")
-    return size
+    """The size on a chunk-size line: hex digits only (RFC 9112 7.1: no sign, no ``0x``, no
+    ``_``, which Python's ``int`` would take and an app's parser would not), extensions after
+    ``;`` ignored."""
+    raw = line.split(b";", 1)[0].rstrip(b"\r\n").rstrip(b" \t")
+    if not raw or not HEX.issuperset(raw):
+        raise BadMessage(400, f"invalid chunk size {raw[:20]!r}")
+    return int(raw, 16)
+
+
+class Body:
+    """Where a message's body ends, found as its bytes pass (they pass unchanged: a chunked
+    body stays chunked). Fed what arrives (:meth:`feed`), or asked how much a reader may
+    take without reading past the body (:meth:`want`)."""
+
+    __slots__ = ("done", "kind", "left", "line", "state")
+
+    def __init__(self, framing: Framing) -> None:
+        self.kind, self.left = framing
+        self.state = "size"  # chunked: size · data · trailer
+        self.line = bytearray()
+        self.done = self.kind == "none" or (self.kind == "length" and not self.left)
+
+    def want(self) -> int:
+        """The most bytes to read next; 0: a line, up to its ``\n`` (a chunk's size line
+        or a trailer line)."""
+        if self.kind == "chunked":
+            return self.left if self.state == "data" else 0
+        return self.left if self.kind == "length" else LINE_LIMIT
+
+    def feed(self, data: bytes) -> int:
+        """How many bytes of ``data`` belong to the body: all of them, unless it ends
+        inside ``data``."""
+        kind = self.kind
+        if kind == "length":
+            take = min(self.left, len(data))
+            self.left -= take
+            self.done = not self.left
+            return take
+        if kind == "chunked":
+            return self._chunks(data)
+        return len(data) if kind == "close" else 0
+
+    def _chunks(self, data: bytes) -> int:
+        i, n = 0, len(data)
+        while i < n and not self.done:
+            if self.state == "data":  # the chunk's data and its CRLF
+                take = min(self.left, n - i)
+                i += take
+                self.left -= take
+                if not self.left:
+                    self.state = "size"
+                continue
+            j = data.find(b"\n", i)
+            if j < 0:
+                self.line += data[i:]
+                if len(self.line) > LINE_LIMIT:
+                    raise BadMessage(400, "a chunk line too long")
+                return n
+            self.line += data[i : j + 1]
+            i = j + 1
+            line, self.line = bytes(self.line), bytearray()
+            if self.state == "size":
+                size = chunk_size(line)
+                self.state, self.left = ("data", size + 2) if size else ("trailer", 0)
+            elif line == b"\r\n":  # the blank line after the trailer fields
+                self.done = True
+        return i
 
 
 def forwarded_fields(head: Head, keep: frozenset[bytes] = frozenset()) -> list[bytes]:
@@ -211,6 +278,41 @@ def request_head(request: Request, ip: str) -> bytes:
     return b"\r\n".join(lines) + END
 
 
+@dataclass(slots=True)
+class Response:
+    """A response head as the router reads it from an instance."""
+
+    head: Head
+    status: int
+    version: bytes
+
+    def framing(self, method: bytes) -> Framing:
+        return response_body(self.head, self.status, method)
+
+    def reusable(self, framing: Framing) -> bool:
+        """The instance's connection may carry another request after this answer."""
+        closes = b"close" in self.head.tokens(b"connection")
+        return self.version == b"HTTP/1.1" and not closes and framing[0] != "close"
+
+
+def read_response(raw: bytes) -> Response:
+    """``raw``: a response head up to (not including) its blank line; refused with a 502
+    when it is not HTTP/1.x."""
+    head = parse_head(raw)
+    version, _, rest = head.first.partition(b" ")
+    code = rest[:3]
+    if not (version.startswith(b"HTTP/1.") and code.isdigit()):
+        raise BadMessage(502, f"not an HTTP response: {head.first[:40]!r}")
+    return Response(head, int(code), version)
+
+
+def upgrade_head(head: Head) -> bytes:
+    """A ``101`` sent back to the client: its ``Upgrade`` kept, the connection upgraded."""
+    lines = [head.first, *forwarded_fields(head, frozenset({b"upgrade"}))]
+    lines.append(b"Connection: upgrade")
+    return b"\r\n".join(lines) + END
+
+
 def response_head(head: Head, keep: bool, informational: bool = False) -> bytes:
     """The head sent back to the client: HTTP/1.1, hop-by-hop fields dropped, and
     ``Connection: close`` when the client's connection ends after this answer."""
@@ -220,13 +322,15 @@ def response_head(head: Head, keep: bool, informational: bool = False) -> bytes:
     return b"\r\n".join(lines) + END
 
 
-def answer(status: int, text: str, close: bool) -> bytes:
-    """A whole plain-text response of the router's own."""
+def answer(
+    status: int, text: str, close: bool, content_type: str = "text/plain; charset=utf-8"
+) -> bytes:
+    """A whole response of the router's own (plain text unless ``content_type`` says)."""
     body = text.encode()
     reason = REASONS.get(status, "Error")
     lines = [
         f"HTTP/1.1 {status} {reason}",
-        "Content-Type: text/plain; charset=utf-8",
+        f"Content-Type: {content_type}",
         f"Content-Length: {len(body)}",
     ]
     if close:

@@ -63,44 +63,6 @@ class Routes(Protocol):
         ...
 
 
-class Chunks:
-    """Where a chunked body ends, found as its bytes pass (they pass unchanged)."""
-
-    def __init__(self) -> None:
-        self.state = "size"  # size · data · trailer
-        self.line = bytearray()
-        self.left = 0
-        self.done = False
-
-    def feed(self, data: bytes) -> int:
-        """How many bytes of ``data`` belong to the body: all of them, unless it ends
-        inside ``data``."""
-        i, n = 0, len(data)
-        while i < n and not self.done:
-            if self.state == "data":
-                take = min(self.left, n - i)
-                i += take
-                self.left -= take
-                if not self.left:
-                    self.state = "size"
-                continue
-            j = data.find(b"\n", i)
-            if j < 0:
-                self.line += data[i:]
-                if len(self.line) > LIMIT:
-                    raise Broke("a chunk line too long")
-                return n
-            self.line += data[i : j + 1]
-            i = j + 1
-            line, self.line = bytes(self.line), bytearray()
-            if self.state == "size":
-                size = http1.chunk_size(line)
-                self.state, self.left = ("data", size + 2) if size else ("trailer", 0)
-            elif line == b"\r\n":  # the blank line after the trailer fields
-                self.done = True
-        return i
-
-
 class UpstreamSide(asyncio.Protocol):
     """A connection to an instance, serving one :class:`Relay` at a time, pooled between."""
 
@@ -324,9 +286,7 @@ class Relay:
         self.up_keep = False
         self.held = False  # the instance's reading paused while the client catches up
         self.head = bytearray()
-        self.kind = ""  # the answer's framing, once its head is read
-        self.left = 0
-        self.chunks: Chunks | None = None
+        self.body: http1.Body | None = None  # where the answer's body ends, once its head is read
 
     # -- sending -------------------------------------------------------------------
 
@@ -384,7 +344,7 @@ class Relay:
 
     def upstream_data(self, data: bytes) -> None:
         try:
-            if self.kind:
+            if self.body is not None:
                 self._body(data)
             else:
                 self._head(data)
@@ -399,49 +359,30 @@ class Relay:
                 if len(self.head) > LIMIT:
                     raise Broke("response head too large")
                 return
-            head = http1.parse_head(bytes(self.head[:end]))
-            version, _, rest = head.first.partition(b" ")
-            code = rest[:3]
-            if not (version.startswith(b"HTTP/1.") and code.isdigit()):
-                raise Broke(f"not an HTTP response: {head.first[:40]!r}")
-            status = int(code)
+            response = http1.read_response(bytes(self.head[:end]))
             del self.head[: end + len(http1.END)]
-            if status >= 200:
+            if response.status >= 200:
                 break
             # 100 Continue, 103 Early Hints (and a 101 nobody asked for): passed on
-            self.client.write(http1.response_head(head, keep=True, informational=True))
-        self._answer(head, status, version)
+            self.client.write(http1.response_head(response.head, keep=True, informational=True))
+        self._answer(response)
 
-    def _answer(self, head: http1.Head, status: int, version: bytes) -> None:
-        kind, length = http1.response_body(head, status, self.request.method)
-        closes = b"close" in head.tokens(b"connection")
-        self.up_keep = version == b"HTTP/1.1" and not closes and kind != "close"
-        self.keep = self.keep and kind != "close"
+    def _answer(self, response: http1.Response) -> None:
+        framing = response.framing(self.request.method)
+        self.up_keep = response.reusable(framing)
+        self.keep = self.keep and framing[0] != "close"
         self.answered = True
-        self.kind, self.left = kind, length
-        if kind == "chunked":
-            self.chunks = Chunks()
+        self.body = http1.Body(framing)
         rest, self.head = bytes(self.head), bytearray()
-        self._body(rest, http1.response_head(head, self.keep))
+        self._body(rest, http1.response_head(response.head, self.keep))
 
     def _body(self, data: bytes, prefix: bytes = b"") -> None:
         """Bytes of the answer's body (after ``prefix``, its head, when it goes out now)."""
-        kind = self.kind
-        if kind == "close":
-            self.client.write(prefix + data)
-            return
-        if kind == "length":
-            take = min(self.left, len(data))
-            self.left -= take
-            ended = not self.left
-        elif kind == "chunked":
-            assert self.chunks is not None
-            take = self.chunks.feed(data)
-            ended = self.chunks.done
-        else:  # none: HEAD, 1xx, 204, 304, or a length of 0
-            take, ended = 0, True
+        body = self.body
+        assert body is not None
+        take = body.feed(data)  # none (HEAD, 204, 304, a length of 0) takes nothing
         self.client.write(prefix + data[:take] if take < len(data) else prefix + data)
-        if ended:
+        if body.done:
             if take < len(data):
                 self.up_keep = False  # bytes after the answer: the connection is not reused
             self._finish()
@@ -466,10 +407,10 @@ class Relay:
             side.close()
         if self.ended:
             return
-        if self.kind == "close":
+        if self.body is not None and self.body.kind == "close":
             self.keep = self.up_keep = False
             self._finish()
-        elif self.kind:
+        elif self.body is not None:
             self._broke("closed inside its response body")
         elif self.head:
             self._broke("closed inside its response head")

@@ -103,43 +103,24 @@ async def _send(writer: Writer, data: bytes) -> None:
         await writer.drain()
 
 
-async def _copy_length(reader: Reader, writer: Writer, remaining: int) -> None:
-    while remaining > 0:
-        data = await reader.read(min(remaining, relay.LIMIT))
-        if not data:
-            raise Failed("closed inside a body")
-        remaining -= len(data)
-        await _send(writer, data)
-
-
-async def _copy_chunked(reader: Reader, writer: Writer) -> None:
-    """A chunked body, byte for byte as framed, to its end (trailers included)."""
-    while True:
-        line = await reader.readuntil(b"\r\n")
-        size = http1.chunk_size(line)
-        await _send(writer, line)
-        if size == 0:
-            while True:  # trailer fields, then the blank line that ends the body
-                line = await reader.readuntil(b"\r\n")
-                await _send(writer, line)
-                if line == b"\r\n":
-                    return
-        await _copy_length(reader, writer, size + 2)  # the data and its CRLF
-
-
 async def _copy_to_eof(reader: Reader, writer: Writer) -> None:
     while data := await reader.read(relay.LIMIT):
         await _send(writer, data)
 
 
 async def _copy_body(reader: Reader, writer: Writer, framing: http1.Framing) -> None:
-    kind, length = framing
-    if kind == "length":
-        await _copy_length(reader, writer, length)
-    elif kind == "chunked":
-        await _copy_chunked(reader, writer)
-    elif kind == "close":
-        await _copy_to_eof(reader, writer)
+    """A body, byte for byte as framed, to its end (a chunked one's trailers included); never
+    a byte past it is read (it belongs to the next message)."""
+    body = http1.Body(framing)
+    while not body.done:
+        want = body.want()
+        data = await (reader.read(min(want, relay.LIMIT)) if want else reader.readuntil(b"\n"))
+        if not data:
+            if body.kind == "close":
+                return
+            raise Failed("closed inside a body")
+        body.feed(data)  # all of it: no more was asked for than the body holds
+        await _send(writer, data)
 
 
 async def _tunnel(a_reader: Reader, a_writer: Writer, b_reader: Reader, b_writer: Writer) -> None:
@@ -348,13 +329,8 @@ class Router:
                     http1.answer(404, f"no {method.decode()} {path.decode()} here\n", True)
                 )
             else:
-                body = json.dumps(await handler()).encode()
-                writer.write(
-                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
-                    + str(len(body)).encode()
-                    + b"\r\nConnection: close\r\n\r\n"
-                    + body
-                )
+                out = json.dumps(await handler())
+                writer.write(http1.answer(200, out, True, content_type="application/json"))
             await writer.drain()
         except (OSError, ValueError, http1.BadMessage, asyncio.IncompleteReadError) as exc:
             with contextlib.suppress(OSError):
@@ -466,26 +442,18 @@ class Exchange:
                 raise ClosedEarly() from None
             except asyncio.LimitOverrunError:
                 raise Failed("response head too large") from None
-            head = http1.parse_head(raw[:-4])
-            version, _, rest = head.first.partition(b" ")
-            code = rest[:3]
-            if not (version.startswith(b"HTTP/1.") and code.isdigit()):
-                raise Failed(f"not an HTTP response: {head.first[:40]!r}")
-            status = int(code)
-            if status == 101 and self.upgrade:
-                return await self._upgraded(head, up_reader, up_writer)
-            if 100 <= status < 200:  # 100 Continue, 103 Early Hints: passed on, then the answer
-                self.writer.write(http1.response_head(head, keep=True, informational=True))
+            response = http1.read_response(raw[:-4])
+            if response.status == 101 and self.upgrade:
+                return await self._upgraded(response.head, up_reader, up_writer)
+            if 100 <= response.status < 200:  # 100 Continue, 103 Early Hints: passed on
+                informational = http1.response_head(response.head, keep=True, informational=True)
+                self.writer.write(informational)
                 continue
             break
-        framing = http1.response_body(head, status, self.method)
-        up_keep = (
-            version == b"HTTP/1.1"
-            and b"close" not in head.tokens(b"connection")
-            and framing[0] != "close"
-        )
+        framing = response.framing(self.method)
+        up_keep = response.reusable(framing)
         keep = keep and framing[0] != "close"
-        out = http1.response_head(head, keep)
+        out = http1.response_head(response.head, keep)
         kind, length = framing
         self.answered = True
         if kind == "length":
@@ -493,7 +461,7 @@ class Exchange:
             if not first:
                 raise Failed("closed inside its response body")
             self.writer.write(out + first)
-            await _copy_length(up_reader, self.writer, length - len(first))
+            await _copy_body(up_reader, self.writer, ("length", length - len(first)))
             carry = b""
         elif kind == "none":
             self.writer.write(out)
@@ -564,9 +532,7 @@ class Exchange:
         self, head: http1.Head, up_reader: Reader, up_writer: Writer
     ) -> tuple[bool, bytes]:
         self.answered = True
-        lines = [head.first, *http1.forwarded_fields(head, frozenset({b"upgrade"}))]
-        lines.append(b"Connection: upgrade")
-        self.writer.write(b"\r\n".join(lines) + http1.END)
+        self.writer.write(http1.upgrade_head(head))
         await _tunnel(self.reader, self.writer, up_reader, up_writer)
         up_writer.close()
         return False, b""
