@@ -93,17 +93,18 @@ def pg(slot: Slot) -> Slot:
     return slot
 
 
-def accessory_dir(slot: Slot, name: str = "db") -> Path:
-    return slot.state / "hello" / "local" / "accessories" / name
+def accessory_dir(slot: Slot, name: str = "db", app: str = "hello") -> Path:
+    return slot.state / app / "local" / "accessories" / name
 
 
-def password(slot: Slot, name: str = "db") -> str:
-    doc: dict[str, Any] = json.loads((accessory_dir(slot, name) / "credentials.json").read_text())
+def password(slot: Slot, name: str = "db", app: str = "hello") -> str:
+    path = accessory_dir(slot, name, app) / "credentials.json"
+    doc: dict[str, Any] = json.loads(path.read_text())
     return str(doc["password"])
 
 
-def server_pid(slot: Slot, name: str = "db") -> int:
-    info = slot.supervisor().info()[f"acc.hello.local.{name}"]
+def server_pid(slot: Slot, name: str = "db", app: str = "hello") -> int:
+    info = slot.supervisor().info()[f"acc.{app}.local.{name}"]
     assert info["statename"] == "RUNNING", info
     return int(info["pid"])
 
