@@ -6,6 +6,7 @@ Real processes, real servers, the real CLI."""
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ from typing import Any
 import pytest
 
 from shipway.backends.local.servers import pg_bin
-from tests.backends.local.conftest import Slot, eventually
+from tests.backends.local.conftest import Slot
 
 pytestmark = pytest.mark.skipif(
     not (pg_bin("15") / "postgres").is_file(), reason="postgresql-15 is not installed"
@@ -152,7 +153,7 @@ def test_postgres_beside_the_app_outlives_its_deploys_rollbacks_and_restarts(pg:
     assert r.code == 0, r.text
     assert server_pid(pg) == pid
 
-    r = pg.run("deploy", "local", "--force")
+    r = pg.run("deploy", "local", "--force", "-o", "json")
     outputs.append(r.text)
     assert r.code == 0, r.text
     assert server_pid(pg) == pid
@@ -169,7 +170,7 @@ def test_postgres_beside_the_app_outlives_its_deploys_rollbacks_and_restarts(pg:
     assert r.code == 0, r.text
     assert "rows 2" in r.out
 
-    for args in (("status", "local"), ("plan", "local"), ("history", "local")):
+    for args in (("status", "local"), ("plan", "local"), ("history", "local"), ("logs", "local")):
         for extra in ((), ("-o", "json")):
             r = pg.run(*args, *extra)
             assert r.code == 0, r.text
@@ -256,5 +257,66 @@ def test_a_version_this_machine_lacks_is_refused_with_the_package_to_install(pg:
     assert not (pg.state / "hello").exists()
 
 
-def eventually_down(slot: Slot) -> None:
-    eventually(lambda: slot.get("/")[0] != 200, what="the app down")
+REDIS_SPEC = """
+[app]
+name = "hello"
+
+[processes.web]
+command = "python3 app.py"
+port = 8000
+
+[env]
+EDITION = "1"
+
+[accessories.cache]
+kind = "redis"
+version = "7"
+
+[secrets]
+REDIS_URL = { from_accessory = "cache" }
+"""
+
+#: a Redis client in a few lines (no client library): SET or GET one key through REDIS_URL
+REDIS_CLIENT = r"""
+import os, socket, sys, urllib.parse
+url = urllib.parse.urlsplit(os.environ["REDIS_URL"])
+def cmd(*words):
+    out = b"*%d\r\n" % len(words)
+    for w in words:
+        w = w.encode()
+        out += b"$%d\r\n%s\r\n" % (len(w), w)
+    return out
+with socket.create_connection((url.hostname, url.port)) as s:
+    s.sendall(cmd("AUTH", urllib.parse.unquote(url.password)) + cmd(*sys.argv[1:]))
+    got = b""
+    while got.count(b"\r\n") < (3 if sys.argv[1] == "GET" else 2):
+        got += s.recv(4096)
+print(got.decode().split("\r\n")[1:][:2] if sys.argv[1] == "GET" else got.decode().split())
+"""
+
+
+def test_redis_beside_the_app_keeps_its_data_across_redeploys(slot: Slot) -> None:
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed")
+    (slot.app_dir / "redis_client.py").write_text(REDIS_CLIENT)
+    slot.spec.write_text(REDIS_SPEC)
+    r = slot.deploy()
+    assert "create accessory cache (redis 7)" in r.out
+    pid = server_pid(slot, "cache")
+    secret = password(slot, "cache")
+    r = slot.run("run", "local", "--", "python3", "redis_client.py", "SET", "greeting", "kept")
+    assert r.code == 0 and "+OK" in r.out, r.text
+    next_edition(slot)
+    r = slot.deploy()
+    assert "accessory" not in r.out.split("(made from")[0]
+    assert server_pid(slot, "cache") == pid
+    r = slot.run("run", "local", "--", "python3", "redis_client.py", "GET", "greeting")
+    assert r.code == 0 and "kept" in r.out, r.text
+    (cache,) = slot.status()["accessories"]
+    assert (cache["kind"], cache["version"], cache["healthy"]) == ("redis", "7", True)
+    assert secret not in r.text + slot.run("status", "local", "-o", "json").text
+    # the server asks for its password: without it, nothing
+    port = json.loads((accessory_dir(slot, "cache") / "credentials.json").read_text())["port"]
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(b"*2\r\n$3\r\nGET\r\n$8\r\ngreeting\r\n")
+        assert sock.recv(256).startswith(b"-NOAUTH")

@@ -91,9 +91,12 @@ class LocalAccessories(LocalState):
 
     def accessories(self, target: Target) -> list[AccessoryStatus]:
         d = self.dirs(target)
+        names = self._accessory_names(d)
+        if not names:  # a slot without accessories costs no call to supervisord
+            return []
         info = self.supervisor.info()
         out = []
-        for name in self._accessory_names(d):
+        for name in names:
             here = self._accessory_dir(d, name)
             meta = read_json(here / "accessory.json", None)
             if not isinstance(meta, dict):
