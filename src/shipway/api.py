@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from shipway import spec as _spec
 from shipway.backends import open_backend
+from shipway.backends.accessories import AccessoryStatus, accessories_of, runs_accessories
 from shipway.backends.logs import LogLine, LogQuery, LogView
 from shipway.backends.protocol import (
     Backend,
@@ -605,6 +606,8 @@ class SlotStatus:
     volumes: list[VolumeStatus] = field(default_factory=list)
     #: what the slot is doing: running, stopped, deploying (held by …), failed rN …
     state: SlotState = NOTHING
+    #: its accessories: health, version, data size (spec/accessories.py)
+    accessories: list[AccessoryStatus] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -617,6 +620,7 @@ class SlotStatus:
             "deployed": self.deployed.summary() if self.deployed else None,
             "processes": [p.to_json() for p in self.processes],
             "volumes": [v.to_json() for v in self.volumes],
+            "accessories": [a.to_json() for a in self.accessories],
         }
 
 
@@ -633,6 +637,7 @@ def status(app: App, slot: str, *, backend: Backend | None = None) -> SlotStatus
             processes=processes,
             volumes=b.volumes(target),
             state=slot_state(records, processes),
+            accessories=accessories_of(b).accessories(target) if runs_accessories(b) else [],
         )
 
 

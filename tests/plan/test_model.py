@@ -20,7 +20,7 @@ from shipway.plan import (
     WaitRollout,
     changes_between,
 )
-from shipway.plan.model import STEP_TYPES, SetImage, WaitImage
+from shipway.plan.model import STEP_TYPES, SetImage, StartAccessory, WaitImage
 from shipway.release.artifact import Artifact, Unit
 from shipway.release.model import Release, ReleaseStatus
 
@@ -41,6 +41,13 @@ ALL_STEPS = [
         what="reg/shop:src-0123456789abcdef",
         inputs="sha256:0123456789abcdef" + "0" * 48,
         source="Dockerfile (12 files)",
+    ),
+    StartAccessory(
+        accessory="db",
+        kind="postgres",
+        version="15",
+        action="create",
+        declaration='{"kind": "postgres", "version": "15"}',
     ),
 ]
 

@@ -30,7 +30,7 @@ STATUS_COLUMNS = ["process", "generation", "release", "desired", "ready", "state
 @pass_obj
 def status(obj: Context, slot: str | None) -> None:
     """What runs in SLOT: what it is doing, the deployed release, each process, each
-    volume."""
+    volume, each accessory."""
 
     def body() -> int:
         from shipway import api
@@ -58,6 +58,8 @@ def status(obj: Context, slot: str | None) -> None:
             click.echo(line)
         for volume in result.volumes:
             click.echo(f"volume {volume.line()}")
+        for accessory in result.accessories:
+            click.echo(f"accessory {accessory.line()}")
         return 0
 
     run_body(obj, body)

@@ -139,7 +139,7 @@ class BlueGreen(RolloutSequence):
         drop → the live one goes to sleep. Recorded as a new revision."""
         target = app.slots.target(slot_name)
         clearance.require_covers(target)
-        secrets = self.secrets(app)
+        secrets = self.secrets(app, slot_name)
         gb = self._generations()
 
         def build(records: list[Release], observed: Observed) -> Plan:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from shipway.backends.protocol import Backend, NullReporter, Reporter, report_retries_to
+from shipway.engine.accessories import accessory_secrets
 from shipway.engine.walk import WalkResult
 from shipway.errors import BackendError, InputError, SecretUnavailable
 from shipway.guard import Clearance
@@ -103,8 +104,21 @@ class EngineContext:
             actor=self.actor,
         )
 
-    def secrets(self, app: App) -> dict[str, Secret]:
-        return resolve_all(app.secrets, self.environ)
+    def secrets(
+        self,
+        app: App,
+        slot_name: str | None = None,
+        clearance: Clearance | None = None,
+        *,
+        planning: bool = False,
+    ) -> dict[str, Secret]:
+        """The values of the app's secrets: its references resolved here, and (given the
+        slot) its accessories' links, read from the slot — made there first when a
+        ``clearance`` is given (a deploy; :mod:`.accessories`)."""
+        values = resolve_all(app.secrets, self.environ)
+        if slot_name is not None and app.accessories:
+            values.update(accessory_secrets(self.backend, app, slot_name, clearance, planning))
+        return values
 
     def _secrets_of(
         self, release: Release | None, app: App, secrets: Mapping[str, Secret]

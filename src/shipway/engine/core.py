@@ -18,6 +18,7 @@ from shipway.backends.protocol import (
     drifts_of,
     sources_of,
 )
+from shipway.engine.accessories import accessory_plan
 from shipway.engine.blue_green import BlueGreen
 from shipway.engine.build import builds_its_image, planned, refuse_source_build, with_build
 from shipway.engine.context import marked
@@ -58,7 +59,8 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
         target = app.slots.target(slot_name)
         records = self.backend.read_records(target)
         observed = self.observe(target, records)
-        plan = self._deploy_plan(app, slot_name, records, observed, self.secrets(app), request)
+        secrets = self.secrets(app, slot_name, planning=True)
+        plan = self._deploy_plan(app, slot_name, records, observed, secrets, request)
         if plan.release is None or request.operation != "deploy" or not data:
             return plan
         # what the running release wrote inside itself, which this deploy would lose (a
@@ -90,6 +92,8 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
         target = app.slots.target(slot_name)
         inputs: BuildInputs | None = None
         data_notes: list[str] = []
+        # the accessories first: missing, down, or declared anew (never on a rollback)
+        accessories = accessory_plan(self.backend, app, slot_name)
         if slot.source is not None:  # the team's manifests or a chart (engine/sources.py)
             if request.build:
                 raise refuse_source_build(slot_name)
@@ -130,9 +134,7 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
                 return rollout_plan(
                     operation=operation, backend=self.backend.name, release=release, observed=seen
                 )
-            return self._release_plan(
-                app, slot_name, release, seen, operation, request.take_host
-            )
+            return self._release_plan(app, slot_name, release, seen, operation, request.take_host)
 
         def diff_of(plan: Plan, seen: Observed) -> Diff:
             assert plan.release is not None
@@ -151,13 +153,13 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
                 plan = plan_of(seen)
                 diff = diff_of(plan, seen)
                 plan = replace(plan, observed=observed.summary())  # what a saved plan checks
-        if diff.empty and not request.force:
+        if diff.empty and not request.force and not accessories.steps:
             plan = self._unchanged_plan(
                 plan, diff, f"this {operation} would run what r{diff.before} runs"
                 + (" (--force redeploys anyway)" if operation == "deploy" else ""),
             )  # fmt: skip
-            return self._noted(plan, app, slot_name)
-        plan = replace(with_build(plan, inputs), diff=diff)
+            return self._noted(replace(plan, notes=accessories.notes), app, slot_name)
+        plan = accessories.applied(replace(with_build(plan, inputs), diff=diff))
         if data_notes:
             plan = replace(plan, notes=(*plan.notes, *data_notes))
         return self._noted(plan, app, slot_name)
@@ -202,7 +204,7 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
 
     @staticmethod
     def _unchanged_plan(plan: Plan, diff: Diff, reason: str) -> Plan:
-        """"No changes": one no-op step, no release to record."""
+        """ "No changes": one no-op step, no release to record."""
         return replace(plan, steps=(NoOp(reason=reason),), release=None, diff=diff)
 
     def changes(self, app: App, slot_name: str) -> Diff:
@@ -267,7 +269,9 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
             refusal = sources_of(self.backend).undeployable(app, slot)
             if refusal is not None:
                 raise InputError(refusal)
-        secrets = self.secrets(app)
+        # an accessory's credentials are made here, once (before the lock: whoever makes
+        # them first, the others read them)
+        secrets = self.secrets(app, slot_name, clearance)
         saved = request.saved
         request.check_saved(slot_name)
         if saved is not None and (saved.app, saved.slot, saved.backend) != (
@@ -315,7 +319,7 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
         slot this switches back to that revision's generation."""
         target = app.slots.target(slot_name)
         clearance.require_covers(target)
-        secrets = self.secrets(app)
+        secrets = self.secrets(app, slot_name)
         if app.slots.get(slot_name).strategy == "blue-green":
             source = self._rollback_source(self.backend.read_records(target), revision)
             if source.generation is None:
@@ -418,7 +422,7 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
         target = app.slots.target(slot_name)
         records = self.backend.read_records(target)
         try:
-            secrets = self.secrets(app)
+            secrets = self.secrets(app, slot_name)
         except SecretUnavailable:  # a plan of a repair needs none: unresolved ones are
             secrets = {}  # compared by their keys only
         return self._repair_plan(app, slot_name, records, self.observe(target, records), secrets)
@@ -439,7 +443,7 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
         contrast, always rolls every process to fresh deployment ids."""
         target = app.slots.target(slot_name)
         clearance.require_covers(target)
-        secrets = self.secrets(app)
+        secrets = self.secrets(app, slot_name)
 
         def build(records: list[Release], observed: Observed) -> Plan:
             if saved is None:
@@ -506,7 +510,7 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
                 f"restart rolls shipway's own processes, and slot {slot_name!r} takes its "
                 f"objects from a source (hint: shipway deploy {slot_name}, or set-image)"
             )
-        secrets = self.secrets(app)
+        secrets = self.secrets(app, slot_name)
 
         def build(records: list[Release], observed: Observed) -> Plan:
             anchor = history.deployed(records)

@@ -64,7 +64,7 @@ class OneOffs(EngineContext):
                 f"--process {process!r}: r{release.revision} has no such process "
                 f"(processes: {', '.join(names) or 'none'})"
             )
-        secrets = self._secrets_of(release, app, self.secrets(app))
+        secrets = self._secrets_of(release, app, self.secrets(app, slot_name))
         mask = Masker([s.reveal() for s in secrets.values()])
         where = f" on {host}" if host else ""
         self.reporter.line(

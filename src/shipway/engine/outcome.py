@@ -80,7 +80,7 @@ def _serving(revision: int | None, restored: str) -> str:
 
 @dataclass(frozen=True)
 class Unchanged(Outcome):
-    """"No changes": what runs is what the operation would make run, so nothing was
+    """ "No changes": what runs is what the operation would make run, so nothing was
     applied and no revision recorded (the lock was held for the check only)."""
 
     kind: ClassVar[str] = "unchanged"
@@ -230,7 +230,12 @@ def outcome_from_json(data: dict[str, Any]) -> Outcome:
     failure = _failure(data["failure"])
     if kind == RolledBack.kind:
         return RolledBack(
-            data["target"], data["failed"], data["to"], failure, warnings, behind,
+            data["target"],
+            data["failed"],
+            data["to"],
+            failure,
+            warnings,
+            behind,
             data.get("restored", ""),
         )
     if kind == RollbackFailed.kind:

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from shipway.backends.accessories import accessories_of
 from shipway.backends.protocol import (
     Backend,
     Failure,
@@ -39,6 +40,7 @@ from shipway.plan.model import (
     RunReleaseCommand,
     Scale,
     SetImage,
+    StartAccessory,
     Step,
     WaitImage,
     WaitReplicas,
@@ -224,6 +226,8 @@ class Walker:
             return self._do_generation(step, deadline)
         elif isinstance(step, WorkloadStep):
             return self._do_workload(step, deadline)
+        elif isinstance(step, StartAccessory):
+            return accessories_of(b).start_accessory(c, t, step, deadline, r)
         elif isinstance(step, NoOp):
             pass
         else:  # pragma: no cover - every step type is handled above

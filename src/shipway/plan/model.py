@@ -319,6 +319,33 @@ class Remove(Step):
 
 
 @dataclass(frozen=True)
+class StartAccessory(Step):
+    """An accessory made to run as declared (spec/accessories.py): created (credentials and
+    data made once), started again (it was down), or restarted (its own declaration
+    changed). Never a step of an app's rollback, restart or switch. ``declaration``: the
+    accessory's JSON form, so a saved plan starts exactly what it showed."""
+
+    name: ClassVar[str] = "accessory"
+    accessory: str
+    kind: str
+    version: str
+    action: Literal["create", "start", "restart"]
+    declaration: str
+    why: str = ""
+
+    def describe(self) -> str:
+        what = f"accessory {self.accessory} ({self.kind} {self.version})"
+        if self.action == "create":
+            return f"create {what}: credentials made once, data kept across releases"
+        if self.action == "start":
+            return f"start {what}: it is not running{self.why and f' ({self.why})'}"
+        return (
+            f"restart {what}: its declaration changed ({self.why}); its clients lose "
+            "their connections while it restarts"
+        )
+
+
+@dataclass(frozen=True)
 class NoOp(Step):
     name: ClassVar[str] = "no-op"
     mutates: ClassVar[bool] = False
@@ -343,6 +370,7 @@ STEP_TYPES: dict[str, type[Step]] = {
         NoOp,
         SetImage,
         WaitImage,
+        StartAccessory,
     )
 }
 
@@ -385,7 +413,7 @@ class Plan:
 
     @property
     def unchanged(self) -> bool:
-        """"No changes": nothing differs, so applying the plan makes no revision."""
+        """ "No changes": nothing differs, so applying the plan makes no revision."""
         return self.release is None and self.diff is not None and self.diff.empty
 
     @property

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from shipway.errors import UnknownSlot
+from shipway.spec.accessories import Accessory
 from shipway.spec.secrets import Secret, SecretRef
 from shipway.spec.source import Source
 from shipway.spec.volumes import Volume
@@ -218,6 +219,8 @@ class App:
     files: tuple[ConfigFile, ...] = ()
     routes: tuple[Route, ...] = ()
     volumes: Mapping[str, Volume] = field(default_factory=dict)
+    #: backing services beside the app (spec/accessories.py): the slot's, not a release's
+    accessories: Mapping[str, Accessory] = field(default_factory=dict)
     source_dir: Path = Path(".")
     spec_file: Path = Path("shipway.toml")
     build: BuildSettings = field(default_factory=BuildSettings)
@@ -286,6 +289,8 @@ class App:
             out["build"] = build
         if self.volumes:  # absent otherwise: the snapshots of apps without volumes unchanged
             out["volumes"] = {n: v.to_json() for n, v in self.volumes.items()}
+        if self.accessories:  # likewise
+            out["accessories"] = {n: a.to_json() for n, a in self.accessories.items()}
         if slot is not None:
             out["slots"] = {slot.name: _slot_json(slot)}
         return out

@@ -6,7 +6,6 @@ Unknown keys are errors: a typo must never be silently ignored.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import replace
@@ -15,6 +14,7 @@ from typing import Any, cast
 
 from shipway.errors import SpecInvalid
 from shipway.spec import appfiles
+from shipway.spec.accessories import check_links, parse_accessories
 from shipway.spec.build import parse_build
 from shipway.spec.check import Checker, kind_of, span
 from shipway.spec.limits import MAX_HEALTH_GATE
@@ -37,6 +37,7 @@ from shipway.spec.model import (
     Strategy,
 )
 from shipway.spec.procfile import Procfile
+from shipway.spec.secret_refs import parse_secrets
 from shipway.spec.secrets import SecretRef, names_in
 from shipway.spec.source import Source, every_slot_has_source, parse_source
 from shipway.spec.volumes import check_file_volumes, check_volume_slots, parse_volumes
@@ -48,7 +49,6 @@ DNS_NAME = re.compile(
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 QUANTITY = re.compile(r"^([0-9]+(\.[0-9]+)?)(m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
 IMAGE_REF = re.compile(r"^[a-z0-9][a-z0-9._:/@-]*[a-z0-9]$|^[a-z0-9]$", re.IGNORECASE)
-_ANY = re.compile(r".")
 
 TOP_KEYS = (
     "app",
@@ -61,6 +61,7 @@ TOP_KEYS = (
     "slots",
     "build",
     "source",
+    "accessories",
 )
 APP_KEYS = (
     "name",
@@ -175,7 +176,7 @@ def parse(
         else None
     )
     env = _env(c, top.get("env", {}), ("env",))
-    secrets = _secrets(c, top.get("secrets", {}), base_dir)
+    secrets = parse_secrets(c, top.get("secrets", {}), base_dir)
     env, secrets, env_files = appfiles.env_files(c, app_t, base_dir, env, secrets)
     files = _files(c, top.get("files", {}), secrets)
     routes = _routes(c, top.get("routes", []), ("routes",), processes)
@@ -188,6 +189,8 @@ def parse(
     build = parse_build(c, top.get("build"), app_t.get("build"))
     volumes = parse_volumes(c, top.get("volumes", {}), processes, files)
     check_volume_slots(c, volumes, slots)
+    accessories = parse_accessories(c, top.get("accessories", {}), slots)
+    check_links(c, secrets, accessories)
     if check_files:  # the spec file read now (a recorded one is not refused afterwards)
         check_file_volumes(c, volumes, base_dir)
 
@@ -211,6 +214,7 @@ def parse(
         files=files,
         routes=routes,
         volumes=volumes,
+        accessories=accessories,
         slots=SlotRegistry(app=name, slots=slots),
         source_dir=base_dir,
         spec_file=base_dir / file,
@@ -352,68 +356,6 @@ def _env(c: Checker, raw: Any, path: KeyPath) -> dict[str, str]:
         else:
             c.error((*path, key), f"must be a string, number or boolean, not {kind_of(value)}")
     return out
-
-
-def _secrets(c: Checker, raw: Any, base_dir: Path) -> dict[str, SecretRef]:
-    table = c.table(raw, ("secrets",)) or {}
-    out: dict[str, SecretRef] = {}
-    for name, value in table.items():
-        path: KeyPath = ("secrets", name)
-        if not ENV_NAME.match(name):
-            c.error(
-                path,
-                f"{name!r} is not a valid secret name",
-                "secrets become environment variables: letters, digits and '_'",
-            )
-            continue
-        if not isinstance(value, Mapping):
-            # Never echo the value: it may be the secret itself.
-            c.error(
-                path,
-                "a literal secret value is not allowed in the spec",
-                f'reference it instead: {name} = {{ from_env = "{name}" }} '
-                'or { from_file = "path/to/file" }',
-            )
-            continue
-        ref = c.table(value, path, ("from_env", "from_file")) or {}
-        if len(ref) != 1 or not ({"from_env", "from_file"} & set(ref)):
-            c.error(
-                path,
-                "needs exactly one of from_env or from_file",
-                f'e.g. {name} = {{ from_env = "{name}" }}',
-            )
-            continue
-        if "from_env" in ref:
-            env = c.string(
-                ref["from_env"],
-                (*path, "from_env"),
-                pattern=ENV_NAME,
-                what="environment variable name",
-                hint=f'name the variable that holds it, e.g. from_env = "{name}"',
-                secret=True,
-            )
-            if env:
-                out[name] = SecretRef(name=name, from_env=env)
-        else:
-            file = c.string(
-                ref["from_file"],
-                (*path, "from_file"),
-                pattern=_ANY,
-                what="path",
-                hint="the file that holds the value, relative to the spec",
-            )
-            if file:
-                out[name] = SecretRef(name=name, from_file=_absolute(base_dir / file))
-    return out
-
-
-def _absolute(path: Path) -> str:
-    """Resolved when it can be; a symlink loop is not the spec's problem until the secret is
-    read (then it is refused with its name), so it must not fail the spec here."""
-    try:
-        return str(path.resolve())
-    except (OSError, RuntimeError):  # RuntimeError: Python 3.11's "Symlink loop from …"
-        return os.path.abspath(path)
 
 
 def _files(c: Checker, raw: Any, secrets: Mapping[str, SecretRef]) -> tuple[ConfigFile, ...]:

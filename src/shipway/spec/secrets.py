@@ -68,11 +68,14 @@ class Secret:
 
 @dataclass(frozen=True)
 class SecretRef:
-    """Where a secret's value comes from: exactly one of an env var or a file path."""
+    """Where a secret's value comes from: exactly one of an env var, a file path, or an
+    accessory's link (``from_accessory``: its value is kept in the target, and the engine
+    asks the backend for it — :meth:`resolve` cannot)."""
 
     name: str
     from_env: str | None = None
     from_file: str | None = None
+    from_accessory: str | None = None
     #: the value an env file (``[app] env_file``) gives ``from_env``, used when the
     #: environment does not set it; never in a record (``to_json`` names the variable only)
     env_file_value: Secret | None = field(default=None, repr=False, compare=False)
@@ -82,10 +85,17 @@ class SecretRef:
     def describe(self) -> str:
         if self.from_env:
             return f"environment variable {self.from_env}"
+        if self.from_accessory:
+            return f"the link of accessory {self.from_accessory}"
         return f"file {self.from_file}"
 
     def resolve(self, environ: Mapping[str, str] | None = None) -> Secret:
         env = os.environ if environ is None else environ
+        if self.from_accessory:
+            raise SecretUnavailable(
+                f"secrets.{self.name}: the link of accessory {self.from_accessory} is kept in "
+                "the slot, and only a deploy, status or run of that slot reads it"
+            )
         if self.from_env:
             if self.from_env in env:
                 return Secret(env[self.from_env])
@@ -120,16 +130,21 @@ class SecretRef:
     def to_json(self) -> dict[str, str]:
         if self.from_env:
             return {"from_env": self.from_env}
+        if self.from_accessory:
+            return {"from_accessory": self.from_accessory}
         return {"from_file": str(self.from_file)}
 
 
 def resolve_all(
     refs: Mapping[str, SecretRef], environ: Mapping[str, str] | None = None
 ) -> dict[str, Secret]:
-    """Resolve every reference, reporting every unavailable one at once."""
+    """Resolve every reference, reporting every unavailable one at once. An accessory's
+    link is not among them: the target keeps it (the engine asks the backend)."""
     values: dict[str, Secret] = {}
     problems: list[str] = []
     for name, ref in refs.items():
+        if ref.from_accessory:
+            continue
         try:
             values[name] = ref.resolve(environ)
         except SecretUnavailable as exc:

@@ -18,6 +18,7 @@ class is assembled from one part per concern, each a class over the shared state
   blue_green       LocalBlueGreen: generations scaled, waited on, pointed, dropped, deleted
   volumes          LocalVolumes: volume directories, placed in snapshots, listed, deleted
   destroy          LocalDestroy: everything of the slot deleted (its volumes when asked)
+  accessories      LocalAccessories: postgres/redis beside the app, supervised (servers)
   lock             LocalLock: the slot's flock
 
 What must never happen, and where it is prevented:
@@ -38,6 +39,7 @@ What must never happen, and where it is prevented:
 
 from __future__ import annotations
 
+from shipway.backends.accessories import Accessories
 from shipway.backends.local import render
 from shipway.backends.local.blue_green import LocalBlueGreen
 from shipway.backends.local.build import LocalBuilds
@@ -81,3 +83,4 @@ def connect(app: App, slot: Slot) -> LocalBackend:
 
 _: type[GenerationBackend] = LocalBackend  # mypy checks it keeps the whole protocol
 _logs: type[ViewsLogs] = LocalBackend  # and shows logs by time and by release
+_accessories: type[Accessories] = LocalBackend  # and runs accessories

@@ -15,6 +15,7 @@ import shutil
 from pathlib import Path
 
 from shipway.backends.local import snapshot
+from shipway.backends.local.accessories import LocalAccessories
 from shipway.backends.local.dirs import SlotDirs
 from shipway.backends.local.generations import read_generations
 from shipway.backends.local.ports import owner_prefix
@@ -38,7 +39,7 @@ _FILES = (
 _DIRS = ("releases", "run", "logs", "envs")
 
 
-class LocalDestroy(LocalSteps, LocalVolumes):
+class LocalDestroy(LocalSteps, LocalVolumes, LocalAccessories):
     """The protocol's Destroys."""
 
     def leftovers(self, target: Target) -> list[Leftover]:
@@ -68,7 +69,7 @@ class LocalDestroy(LocalSteps, LocalVolumes):
         ]
         if d.lock.exists():
             out.append(Leftover("lock", str(d.lock)))
-        return out + self._volume_leftovers(d)
+        return out + self._volume_leftovers(d) + self._accessory_leftovers(d)
 
     def destroy(
         self, clearance: Clearance, target: Target, volumes: bool, reporter: Reporter
@@ -77,6 +78,7 @@ class LocalDestroy(LocalSteps, LocalVolumes):
         found = self.leftovers(target)
         self.stop(clearance, target, reporter)
         self._guarded(clearance, target)  # still ours, before any file goes
+        self._destroy_accessories(d, target, volumes, reporter)
         self._forget_tables(d)
         self.ports.rebuild(owner_prefix(target.app, target.slot), {})
         for name in _FILES:

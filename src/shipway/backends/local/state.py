@@ -144,9 +144,7 @@ class LocalState(Guarded):
             env.update(dependencies.variables(Path(body.environment), env.get("PATH", "")))
         return EnvFile.of(env, secrets)
 
-    def _app_files(
-        self, app: App, source: Path, placed: Iterable[str] | None = None
-    ) -> AppFiles:
+    def _app_files(self, app: App, source: Path, placed: Iterable[str] | None = None) -> AppFiles:
         """What of ``source`` a snapshot holds (the one rule, :mod:`..appfiles`): never this
         state directory (nor a symlink into it: a volume placed in a kept snapshot), a
         secret file, ``.env``, …; nor what each snapshot gets placed in it (default: the

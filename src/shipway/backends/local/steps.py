@@ -148,9 +148,7 @@ class LocalSteps(LocalPrograms, LocalHealth, LocalVolumes):
         sources = [p for p in (self._find_snapshot(self.app, digest),) if p is not None]
         if source:
             sources.append(Path(source))
-        paths = snapshot.make(
-            dest, digest, sources, lambda s: self._app_files(self.app, s, config)
-        )
+        paths = snapshot.make(dest, digest, sources, lambda s: self._app_files(self.app, s, config))
         if paths is None:
             raise BackendError(
                 f"cannot make snapshot {dest.name}: {source or 'its source'} no longer has "

@@ -137,6 +137,7 @@ def program_conf(
     startsecs: int = 1,
     startretries: int = 30,
     stopwaitsecs: int = STOPWAITSECS,
+    stopsignal: str = "TERM",
 ) -> str:
     if any("\n" in w or "\r" in w for w in command):
         raise BackendError(f"the command of {name} contains a line break, which cannot be run")
@@ -148,7 +149,7 @@ def program_conf(
         "autorestart=true",
         f"startsecs={startsecs}",
         f"startretries={startretries}",
-        "stopsignal=TERM",
+        f"stopsignal={stopsignal}",
         f"stopwaitsecs={stopwaitsecs}",
         "stopasgroup=true",
         "killasgroup=true",

@@ -1,0 +1,128 @@
+"""The protocol part of a backend that runs accessories (spec/accessories.py): which ones
+this machine can run, what runs, the links the app gets, and starting one.
+
+A part of its own, as generations and sources are: a backend that does not have it (Docker
+and Kubernetes, this version) refuses a spec that gives one of its slots an accessory
+(:func:`accessories_of`, exit 2) — and the spec is refused before that, when it is read
+(:data:`shipway.spec.accessories.SUPPORTED`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from shipway.backends.protocol import Backend, Failure, Reporter
+from shipway.backends.volume_status import human_bytes
+from shipway.errors import InputError
+from shipway.guard import Clearance
+from shipway.plan.accessories import SeenAccessory
+from shipway.plan.model import StartAccessory
+from shipway.spec.accessories import SUPPORTED, Accessory
+from shipway.spec.model import App, Slot, Target
+from shipway.spec.secrets import Secret
+
+
+@dataclass(frozen=True)
+class AccessoryStatus:
+    """One accessory of a slot as it is: ``state`` ``running`` (its server answers),
+    ``starting``, ``down`` (declared, not running) — and what ``status`` shows of it."""
+
+    name: str
+    kind: str
+    version: str | None
+    state: str
+    healthy: bool
+    digest: str | None = None
+    declared: Mapping[str, Any] | None = None
+    address: str | None = None
+    data_path: str | None = None
+    data_bytes: int | None = None
+
+    def seen(self) -> SeenAccessory:
+        return SeenAccessory(
+            self.name,
+            self.kind,
+            self.version,
+            self.digest,
+            self.state in ("running", "starting"),
+            dict(self.declared or {}),
+        )
+
+    def line(self) -> str:
+        health = "healthy" if self.healthy else "not answering"
+        size = f", data {human_bytes(self.data_bytes)}" if self.data_bytes is not None else ""
+        where = f" on {self.address}" if self.address else ""
+        return f"{self.name}: {self.kind} {self.version} {self.state} ({health}){where}{size}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "version": self.version,
+            "state": self.state,
+            "healthy": self.healthy,
+            "address": self.address,
+            "data_path": self.data_path,
+            "data_bytes": self.data_bytes,
+        }
+
+
+@runtime_checkable
+class Accessories(Protocol):
+    """What a backend adds that runs accessories (local, this version)."""
+
+    def accessory_problems(self, app: App, slot: Slot) -> list[str]:
+        """What this machine cannot run of what the spec declares (a version not
+        installed), each with its key and fix; reads only."""
+        ...
+
+    def accessories(self, target: Target) -> list[AccessoryStatus]:
+        """The slot's accessories as they are (reads only; starts nothing)."""
+        ...
+
+    def accessory_links(
+        self,
+        target: Target,
+        declared: Mapping[str, Accessory],
+        clearance: Clearance | None,
+    ) -> dict[str, Secret]:
+        """Each declared accessory's link (a URL with its credentials), by name, and its
+        password alone under ``(accessory NAME password)`` (so output masks it alone too).
+        With a clearance, the credentials an accessory lacks are made (once: a second
+        caller reads the first one's); without one, an accessory without them has none."""
+        ...
+
+    def start_accessory(
+        self,
+        clearance: Clearance,
+        target: Target,
+        step: StartAccessory,
+        deadline: float,
+        reporter: Reporter,
+    ) -> Failure | None:
+        """Make it run as the step declares (data made once, never deleted), and wait until
+        it answers: its failure, or None."""
+        ...
+
+
+def runs_accessories(backend: Backend) -> bool:
+    return isinstance(backend, Accessories)
+
+
+def accessories_of(backend: Backend) -> Accessories:
+    """The backend as one that runs accessories, or an InputError naming those that do."""
+    if not isinstance(backend, Accessories):
+        where = sorted({b for backends in SUPPORTED.values() for b in backends})
+        raise InputError(
+            f"the {backend.name} backend does not run accessories in this version of shipway "
+            f"(they run on: {', '.join(where)}) (hint: remove [accessories] from the spec for "
+            "this slot, or give the app the address of a server you run as a secret)"
+        )
+    return backend
+
+
+def link_name(accessory: str) -> str:
+    """The name the password alone is masked under (never a placeholder's name)."""
+    return f"(accessory {accessory} password)"
