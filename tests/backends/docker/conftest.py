@@ -170,13 +170,20 @@ drain_timeout = "{drain}"
         return self.env.local_client(host)
 
     def containers(self, host: DockerHost, **labels: str) -> list[Any]:
+        """The app's containers on ``host`` with these labels (and, for every kind or
+        ``kind="proxy"``, the host's shared proxy on this test's port)."""
         filters = [
             f"org.shipway.app={self.name}",
             *(f"org.shipway.{k}={v}" for k, v in labels.items()),
         ]
         client = self.local(host)
         try:
-            return list(client.containers.list(all=True, filters={"label": filters}))
+            found = list(client.containers.list(all=True, filters={"label": filters}))
+            if labels.get("kind", "proxy") == "proxy" and set(labels) <= {"kind"}:
+                # the host's shared proxy on this test's own port (no app's label)
+                shared = [f"org.shipway.proxy.port={self.port}", "org.shipway.kind=proxy"]
+                found += client.containers.list(all=True, filters={"label": shared})
+            return found
         finally:
             client.close()
 
@@ -191,6 +198,12 @@ drain_timeout = "{drain}"
                 for v in client.volumes.list(filters=label):
                     with contextlib.suppress(docker.errors.APIError):
                         v.remove(force=True)
+                # the shared proxy of this test's own port (no app's: not labelled with it)
+                for name in (f"shipway-proxy-{self.port}", f"shipway-proxy-{self.port}-lock"):
+                    with contextlib.suppress(docker.errors.APIError):
+                        client.containers.get(name).remove(force=True)
+                with contextlib.suppress(docker.errors.APIError):
+                    client.volumes.get(f"shipway-proxy-{self.port}").remove(force=True)
                 for n in client.networks.list(filters=label):
                     with contextlib.suppress(docker.errors.APIError):
                         n.remove()

@@ -105,7 +105,7 @@ def test_a_proxy_composed_before_the_socket_reloads_by_exec_then_has_its_socket(
     assert isinstance(deployment.deploy(), Rolled)
     proxy = _proxy(deployment, env.a)
     # the proxy as an older shipway left it: its admin API on its own loopback
-    routes = caddy.parse_routes(read_tree(proxy, caddy.CONFIG_DIR))
+    routes = caddy.flatten(caddy.parse_parts(read_tree(proxy, caddy.CONFIG_DIR)))
     body, _ = drift.body_of(proxy.labels)
     old = caddy.dumps(caddy.compose(routes, body or {}, None))
     proxy.put_archive(caddy.CONFIG_DIR, tar_of({caddy.CONFIG_FILE: (old, 0o644)}))

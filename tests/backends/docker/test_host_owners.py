@@ -52,7 +52,7 @@ def test_a_host_another_app_s_proxy_serves_is_refused_unless_taken(
     deployment.write(hosts=[env.a], extra=ROUTE.format(host=host))
     code, out = finish(cli(deployment, "deploy", "test"))
     assert code == 2, out
-    owner = f"{blog.name}/test (proxy shipway-{blog.name}-test-proxy on docker-a, port {blog.port})"
+    owner = f"{blog.name}/test (proxy shipway-proxy-{blog.port} on docker-a, port {blog.port})"
     assert f"host {host} is served by {owner}; refusing to take it" in out, out
     assert "--take-host" in out
     assert deployment.containers(env.a) == []  # nothing was made

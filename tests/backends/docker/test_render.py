@@ -105,7 +105,9 @@ def test_containers_start_beside_the_old_ones_and_routes_switch() -> None:
     ]
     assert route.body["hosts"] == ["shop.example.com"]
     proxy = units["proxy@web1.invalid"]
-    assert proxy.body["port"] == 8080 and proxy.body["drain"] == 2.0 and proxy.waits
+    assert proxy.body["port"] == 8080 and route.body["drain"] == 2.0 and proxy.waits
+    assert proxy.body["name"] == route.body["proxy"] == "shipway-proxy-8080"
+    assert "drain" not in proxy.body  # nothing of the slot's: every slot's is the same
 
 
 def test_a_container_body_runs_the_image_by_digest_with_env_files_and_limits() -> None:
@@ -245,7 +247,11 @@ def test_caddy_config_orders_host_routes_before_the_catch_all() -> None:
     assert http["grace_period"] == "12000ms"
     server = http["servers"]["shipway"]
     assert server["listen"] == [":80"] and server["automatic_https"] == {"disable": True}
-    assert [r.get("match") for r in server["routes"]] == [[{"host": ["x.example"]}], None]
+    # the last route: the answer for a host no route serves
+    matches = [r.get("match") for r in server["routes"]]
+    assert matches == [[{"host": ["x.example"]}], None, None]
+    assert server["routes"][-1] == caddy.UNKNOWN_HOST
+    assert server["errors"]["routes"] == [caddy.RELEASE_DOWN]
     handler = server["routes"][1]["handle"][0]
     assert handler["upstreams"] == [{"dial": "a:1"}]
     assert handler["load_balancing"]["try_duration"] == "5000ms"
@@ -295,3 +301,12 @@ def test_drift_reasons_never_carry_values() -> None:
     assert drift.container(attrs, body) == [
         "environment differs from what shipway set (a secret value?)"
     ]
+
+
+def test_a_second_catch_all_route_on_a_shared_proxy_is_a_clash() -> None:
+    anything = {"route/web@h": {"key": "route/web@h", "body": {"hosts": [], "upstreams": []}}}
+    named = {"route/web@h": {"key": "route/web@h", "body": {"hosts": ["x"], "upstreams": []}}}
+    assert caddy.catch_all_of({"a/p": anything, "b/p": anything}, "b/p") == "a/p"
+    assert caddy.catch_all_of({"a/p": anything, "b/p": named}, "b/p") is None
+    assert caddy.catch_all_of({"a/p": named, "b/p": anything}, "b/p") is None
+    assert caddy.catch_all_of({"b/p": anything}, "b/p") is None

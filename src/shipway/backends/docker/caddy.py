@@ -1,4 +1,4 @@
-"""The proxy's configuration: Caddy's native JSON, composed from the slot's route units. PURE.
+"""The proxy's configuration: Caddy's native JSON, composed from route units. PURE.
 
 Why Caddy, driven this way (see docs/docker.md): a configuration *reload* is graceful —
 the listening socket is kept across configs, requests in flight finish on the old config,
@@ -9,8 +9,11 @@ where shipway can reach it (:mod:`.admin`), else by an ``exec`` of ``caddy reloa
 
 Files in the proxy's volume (mounted at :data:`CONFIG_DIR`):
 
-``routes.json``  the applied route units: ``{key: {"key", "digest", "body"}}`` — what
-                 observe reads back to know which routes are live;
+``slots.json``   a host's shared proxy (one per host and port, every app's and slot's):
+                 each slot's applied route units, ``{"app/slot": {key: {"key", "digest",
+                 "body"}}}`` — what observe reads back; each slot writes only its own part;
+``routes.json``  a per-slot proxy of before the shared one: ``{key: {...}}`` (read to move
+                 its routes over, never written any more);
 ``caddy.json``   the Caddy config composed from them, what Caddy loads at start and reload;
 ``admin.sock``   Caddy's admin API (made by Caddy; not a file the config writes).
 """
@@ -23,6 +26,7 @@ from typing import Any
 
 CONFIG_DIR = "/etc/shipway"
 ROUTES_FILE = "routes.json"
+PARTS_FILE = "slots.json"
 CONFIG_FILE = "caddy.json"
 ADMIN_SOCKET = "admin.sock"
 #: where a config composed before the admin socket has its admin API (the proxy's own
@@ -60,33 +64,85 @@ def route(body: Mapping[str, Any], upstream_try: float) -> dict[str, Any]:
     return out
 
 
+#: what a request for a host name no route serves gets: 404 and one line
+UNKNOWN_HOST: dict[str, Any] = {
+    "handle": [
+        {
+            "handler": "static_response",
+            "status_code": 404,
+            "headers": {"Content-Type": ["text/plain; charset=utf-8"]},
+            "body": "404: no app serves {http.request.host} on this host\n",
+        }
+    ],
+    "terminal": True,
+}
+
+#: what a request gets when the route's release does not answer (no container took it:
+#: gone, stopped, refusing): the proxy's own 502/503 with a body that says so
+RELEASE_DOWN: dict[str, Any] = {
+    "handle": [
+        {
+            "handler": "static_response",
+            "status_code": "{http.error.status_code}",
+            "headers": {"Content-Type": ["text/plain; charset=utf-8"]},
+            "body": "{http.error.status_code}: the release serving {http.request.host} on "
+            "this host is down (none of its containers answered)\n",
+        }
+    ]
+}
+
+
+def flatten(parts: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """Every slot's route units of a shared proxy as one mapping, ``"app/slot key"`` →
+    unit (the order of :func:`compose`: by slot, then by key)."""
+    return {f"{owner} {key}": f for owner, part in parts.items() for key, f in part.items()}
+
+
+def catch_all_of(parts: Mapping[str, Mapping[str, Any]], owner: str) -> str | None:
+    """Another slot of a shared proxy that answers every request (a route without host
+    names) when ``owner``'s part has such a route too: one of them would never be reached,
+    so the second is refused. None when there is no such clash."""
+    def catch_all(part: Mapping[str, Any]) -> bool:
+        return any(not (f.get("body") or {}).get("hosts") for f in part.values())
+
+    if not catch_all(parts.get(owner) or {}):
+        return None
+    return next((o for o, part in sorted(parts.items()) if o != owner and catch_all(part)), None)
+
+
 def compose(
     routes: Mapping[str, Mapping[str, Any]], proxy: Mapping[str, Any], identity: str | None
 ) -> dict[str, Any]:
     """The whole Caddy config for one proxy. Host-matched routes come first, catch-all
-    routes last; order is otherwise by key, so the same routes give the same bytes.
+    routes next, then the answer for a host no route serves (404); order is otherwise by
+    key, so the same routes give the same bytes. A request whose route's containers do not
+    answer gets the proxy's 502 (or 503) with a line that says so.
     ``identity``: the server's ``@id``, which the admin socket is asked for before a load
     (:mod:`.admin`); None composes the config of before (admin API on the loopback)."""
-    ordered = sorted(routes.values(), key=lambda f: (not f["body"].get("hosts"), str(f["key"])))
+    ordered = sorted(routes.items(), key=lambda kv: (not kv[1]["body"].get("hosts"), kv[0]))
     upstream_try = float(proxy.get("upstream_try", 5.0))
     config_dir = str(proxy.get("config_dir", CONFIG_DIR)).rstrip("/")
     admin = LEGACY_ADMIN if identity is None else f"unix/{config_dir}/{ADMIN_SOCKET}"
     server: dict[str, Any] = {} if identity is None else {"@id": identity}
+    # how long the old config's connections may finish after a reload: past the longest
+    # drain window of the slots served and the old containers' own stop timeout
+    drains = [float(f["body"].get("drain", 0)) for _, f in ordered]
+    drain = max([float(proxy.get("drain", 5.0)), *drains])
     return {
         "admin": {"listen": admin, "config": {"persist": False}},
         "apps": {
             "http": {
-                # how long the old config's connections may finish after a reload: past the
-                # drain window and the old containers' own stop timeout, nothing is left
-                "grace_period": _duration(
-                    float(proxy.get("drain", 5.0)) + float(proxy.get("stop_timeout", 10))
-                ),
+                "grace_period": _duration(drain + float(proxy.get("stop_timeout", 10))),
                 "servers": {
                     "shipway": {
                         **server,
                         "listen": [f":{int(proxy.get('listen', 80))}"],
                         "automatic_https": {"disable": True},
-                        "routes": [route(f["body"], upstream_try) for f in ordered],
+                        "routes": [
+                            *(route(f["body"], upstream_try) for _, f in ordered),
+                            UNKNOWN_HOST,
+                        ],
+                        "errors": {"routes": [RELEASE_DOWN]},
                     }
                 },
             }
@@ -108,9 +164,29 @@ def dumps(data: Any) -> bytes:
     return (json.dumps(data, indent=1, sort_keys=True) + "\n").encode()
 
 
+def parse_parts(tree: Mapping[str, tuple[bytes, int]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """Each slot's applied route units in a shared proxy's files (``{"app/slot": {key:
+    unit}}``: a slot that uses the proxy has a part, empty while it routes nothing yet);
+    none when ``slots.json`` is missing or not such an object."""
+    raw = tree.get(PARTS_FILE)
+    if raw is None:
+        return {}
+    try:
+        data = json.loads(raw[0])
+    except ValueError:
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {
+        str(owner): parse_routes({ROUTES_FILE: (json.dumps(part).encode(), 0)})
+        for owner, part in data.items()
+        if isinstance(part, dict)
+    }
+
+
 def parse_routes(tree: Mapping[str, tuple[bytes, int]]) -> dict[str, dict[str, Any]]:
-    """The applied route units in a proxy's config files (``{path: (content, mode)}``);
-    none when ``routes.json`` is missing or not an object of objects."""
+    """The applied route units in a per-slot proxy's config files (``{path: (content,
+    mode)}``); none when ``routes.json`` is missing or not an object of objects."""
     raw = tree.get(ROUTES_FILE)
     if raw is None:
         return {}

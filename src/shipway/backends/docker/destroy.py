@@ -4,6 +4,9 @@ cut short leaves records that still name what is left; the lock goes when it is 
 The data volumes stay unless asked. The images the slot's releases ran go too, unless
 another slot (or app) on the host still uses them (:mod:`.images`).
 
+Its routes leave the host's shared proxies first (the other slots' routes there stay, and
+keep answering); a shared proxy no other slot uses goes with the last slot's destroy.
+
 What must never happen: another app's or slot's object removed (everything is found by the
 slot's labels), or a data volume removed without ``volumes``.
 """
@@ -16,11 +19,12 @@ import docker
 import docker.errors
 from docker.models.volumes import Volume
 
-from shipway.backends.docker import labels
+from shipway.backends.docker import caddy, labels
 from shipway.backends.docker.connection import HostConnection
 from shipway.backends.docker.containers import remove
 from shipway.backends.docker.edge import edge
 from shipway.backends.docker.images import DockerImages
+from shipway.backends.docker.records import read_tree
 from shipway.backends.protocol import Leftover, Reporter
 from shipway.guard import Clearance
 from shipway.spec.model import Target
@@ -55,11 +59,27 @@ class DockerDestroy(DockerImages):
                 for v in self._slot_volumes(client)
                 if (v.attrs.get("Labels") or {}).get(labels.KIND) != labels.VOLUME
             ]
+            out += self._shared_leftovers(client, conn.name)
             out += [
                 Leftover("network", f"{n.name} on {conn.name}")
                 for n in client.networks.list(names=[labels.network(self.app.name, self.slot.name)])
             ]
             return out + self._volume_leftovers(client, conn.name)
+
+    def _shared_leftovers(self, client: docker.DockerClient, host: str) -> list[Leftover]:
+        """This slot's routes in the host's shared proxies, and a shared proxy only this
+        slot uses (it goes with them)."""
+        out = []
+        for proxy in self._shared_proxies(client):
+            parts = caddy.parse_parts(read_tree(proxy, caddy.CONFIG_DIR))
+            if self._owner not in parts:
+                continue
+            if len(parts) == 1:
+                out.append(Leftover("proxy", f"{proxy.name} on {host} (no other slot uses it)"))
+            else:
+                n = len(parts[self._owner])
+                out.append(Leftover("routes", f"{n} in shared proxy {proxy.name} on {host}"))
+        return out
 
     def _containers_in_order(self, client: docker.DockerClient) -> list[tuple[str, str]]:
         """(kind, name) of the slot's containers but its lock, in removal order."""
@@ -91,6 +111,10 @@ class DockerDestroy(DockerImages):
             with edge(f"host {conn.name}: destroy"):
                 client = conn.client()
                 slot_images = self._slot_images(client, records)
+                # its routes out of the shared proxies (the proxy too, if no other slot
+                # uses it): other apps' routes there stay as they are
+                left = self._leave_proxies(client, conn.name)
+                removed += len(left)
                 for _, name in self._containers_in_order(client):
                     with contextlib.suppress(docker.errors.NotFound):
                         remove(client.containers.get(name), 10)
@@ -108,9 +132,7 @@ class DockerDestroy(DockerImages):
                         removed += 1
             with edge(f"host {conn.name}: destroy the slot's images"):
                 done = self._destroy_images(client, slot_images)
-            images[conn.name] = [
-                Leftover("image", f"{ref} on {conn.name}") for ref in done.refs
-            ]
+            images[conn.name] = [Leftover("image", f"{ref} on {conn.name}") for ref in done.refs]
             return f"deleted {removed} objects" + (
                 f"; removed {done.text()} no other slot uses"
                 if done.count or done.kept_busy

@@ -44,6 +44,10 @@ LOCK_TTL = PREFIX + "lock.ttl"
 LOCK_BOOT = PREFIX + "lock.boot-id"
 LOCK_PIDNS = PREFIX + "lock.pid-ns"
 LOCK_START = PREFIX + "lock.start"
+#: on a host's shared proxy (and its lock): the port it serves
+SHARED_PORT = PREFIX + "proxy.port"
+#: on a shared proxy's lock: who holds it (a token of one change)
+PROXY_HOLDER = PREFIX + "proxy.holder"
 
 # kinds
 APP_CONTAINER = "app"
@@ -55,6 +59,7 @@ RELEASE_COMMAND = "release-command"
 VOLUME = "volume"  #: a volume of the app's data (never removed but by destroy --volumes)
 VOLUME_NAME = PREFIX + "volume"
 ONE_OFF = "one-off"
+PROXY_LOCK = "proxy-lock"
 
 HOLDER_IMAGE = "shipway-holder:1"
 HOLDER_LABEL = PREFIX + "holder"
@@ -110,6 +115,27 @@ def proxy(app: str, slot: str) -> str:
 
 def proxy_volume(app: str, slot: str) -> str:
     return prefix(app, slot) + "-proxy"
+
+
+def shared_proxy(port: int) -> str:
+    """A host's shared proxy on ``port`` (its container and its config volume): one per
+    host and port, used by every app and slot that serves there; it belongs to none."""
+    return f"shipway-proxy-{port}"
+
+
+def shared_proxy_lock(port: int) -> str:
+    """The container whose existence is the lock on a shared proxy's routes."""
+    return f"shipway-proxy-{port}-lock"
+
+
+#: the network the shared proxies sit on (each also joins the network of every slot it
+#: routes to); it belongs to no app
+PROXY_NETWORK = "shipway-proxy"
+
+
+def owner(app: str, slot: str) -> str:
+    """Whose routes they are, in a shared proxy's files."""
+    return f"{app}/{slot}"
 
 
 def files_volume(app: str, slot: str, content_digest: str) -> str:

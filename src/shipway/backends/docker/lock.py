@@ -284,7 +284,6 @@ class DockerLock(DockerState):
         self, clearance: Clearance, target: Target, holder: LockHolder, reporter: Reporter
     ) -> Iterator[None]:
         self._guard(clearance, target)
-        self._proxy_files.clear()  # what was read before the lock is read again under it
         self._listed.clear()
         self._record_index = None
         self._connect_others()  # while the lock is taken, the other hosts connect

@@ -1,12 +1,20 @@
 """The proxy on each host and the routes it serves: the switch that moves traffic.
 
-One Caddy container per host listens on the slot's proxy port; its routes (a separate,
-later unit than the containers they name) are written into its volume and loaded by a
-graceful reload (through Caddy's admin socket where it can be reached, :mod:`.admin`, else
-an ``exec`` of ``caddy reload``), so requests in flight finish where they started. What must never
-happen: a route written that the running proxy does not serve (a refused reload puts the
-previous files back), or traffic moved to a container before its health gate passed (the
-plan orders the route after the wait). Each switch stamps the host's drain clock.
+One Caddy container per host and port (``shipway-proxy-<port>``, :mod:`.shared`) is shared
+by every app and slot serving there and belongs to none: the first slot that needs it
+creates it, each slot adds and removes only its own routes (its part of the proxy's files,
+under the proxy's lock), and it is removed with the last routes on it. The routes (a
+separate, later unit than the containers they name) are written into its volume and loaded
+by a graceful reload (through Caddy's admin socket where it can be reached, :mod:`.admin`,
+else an ``exec`` of ``caddy reload``), so requests in flight finish where they started.
+What must never happen: another slot's routes changed or lost; a route written that the
+running proxy does not serve (a refused reload puts the previous files back); or traffic
+moved to a container before its health gate passed (the plan orders the route after the
+wait). Each switch stamps the host's drain clock.
+
+A per-slot proxy of before (``shipway-<app>-<slot>-proxy``) is moved over by the slot's
+next deploy: its ``proxy@host`` unit is updated, which stops it, frees its port and starts
+the shared proxy there with its routes (``shipway plan`` says so, :mod:`.reads`).
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ import docker.errors
 import docker.types
 from docker.models.containers import Container
 
-from shipway.backends.docker import admin, caddy, drift, labels
+from shipway.backends.docker import admin, caddy, drift, labels, render, shared
 from shipway.backends.docker.containers import (
     ContainerSpec,
     create,
@@ -38,29 +46,117 @@ from shipway.plan.model import Remove
 from shipway.release.artifact import Unit
 from shipway.spec.secrets import Secret
 
+#: what changes one slot's part of a shared proxy's routes, in place
+Change = Callable[[dict[str, Any]], None]
+
 
 class DockerProxy(DockerState):
-    """Applying a host's proxy and its route units; dropping a route."""
+    """Applying a host's shared proxy and this slot's route units; dropping a route;
+    leaving the shared proxy (stop, destroy)."""
+
+    @property
+    def _owner(self) -> str:
+        return labels.owner(self.app.name, self.slot.name)
+
+    @property
+    def _network(self) -> str:
+        """This slot's network: the shared proxy joins it while it routes to the slot."""
+        return labels.network(self.app.name, self.slot.name)
 
     def _apply_proxy(
         self, client: docker.DockerClient, unit: Unit, action: str, secrets: Mapping[str, Secret]
     ) -> str:
-        body = unit.body
-        name = str(body["name"])
-        existing = self._get(client, name)
-        if action == "start" and existing is not None:
-            existing.start()
-            return f"started proxy {name}"
-        ensure_network(client, self.app.name, self.slot.name, str(body["network"]))
-        ensure_image(client, str(body["image"]))  # before the old proxy goes
+        # a release rendered before the shared proxy (a rollback to one) asks for the
+        # shared proxy on its port and image all the same
+        body = dict(unit.body)
+        if not body.get("shared"):
+            body = render.shared_proxy_body(str(body["image"]), int(body["port"]))
+        port, host = int(body["port"]), unit.host or self.primary
+        ensure_image(client, str(body["image"]))  # before anything old goes
+        shared.ensure_network(client)
+        with shared.locked(client, port, host):
+            old = self._per_slot_proxy(client)
+            existing = self._get(client, str(body["name"]))
+            if existing is not None:
+                reasons = drift.container(existing.attrs, body)
+                if not reasons:
+                    return self._use_proxy(host, client, existing, old)
+                self._refuse_replacing(existing, body, reasons)
+            return self._make_proxy(client, body, unit, existing, old)
+
+    def _refuse_replacing(
+        self, existing: Container, body: Mapping[str, Any], reasons: list[str]
+    ) -> None:
+        """A shared proxy that other slots route through is not replaced for one slot's
+        wish (another image): it would drop their requests while it restarts."""
+        others = sorted(
+            o for o in caddy.parse_parts(read_tree(existing, caddy.CONFIG_DIR)) if o != self._owner
+        )
+        if not others:
+            return
+        raise BackendError(
+            f"the shared proxy {existing.name} serves {', '.join(others)} too, and differs "
+            f"from what slot {self.slot.name} asks ({'; '.join(reasons)}): replacing it would "
+            "interrupt their requests (hint: give every slot on this port the same "
+            "proxy_image, or use another proxy_port)"
+        )
+
+    def _use_proxy(
+        self, host: str, client: docker.DockerClient, proxy: Container, old: Container | None
+    ) -> str:
+        """The shared proxy as it is, this slot's from now on (the lock is held); this
+        slot's own proxy of before, on another port, removed and its routes moved over."""
+        started = proxy.status != "running"
+        if started:
+            proxy.start()
+            proxy.reload()
+        self._claim(proxy)
+        if old is None:
+            return f"{'started proxy' if started else 'uses proxy'} {proxy.name} (shared)"
+        carried = caddy.parse_routes(read_tree(old, caddy.CONFIG_DIR))
+        self._remove_per_slot(client, old)
+        shared.join(client, proxy, self._network)
+        self._rewrite(host, proxy, lambda routes: routes.update({**carried, **routes}))
+        return f"moved proxy {old.name} → shared proxy {proxy.name}"
+
+    def _remove_per_slot(self, client: docker.DockerClient, old: Container) -> None:
+        remove(old, 10)
+        with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+            client.volumes.get(labels.proxy_volume(self.app.name, self.slot.name)).remove()
+
+    def _claim(self, proxy: Container) -> None:
+        """This slot's (empty) part in the shared proxy's files, unless it has one: the
+        proxy is in use by this slot from now on (the lock is held)."""
+        tree = read_tree(proxy, caddy.CONFIG_DIR)
+        parts = caddy.parse_parts(tree)
+        if self._owner in parts:
+            return
+        parts[self._owner] = {}
+        proxy.put_archive(caddy.CONFIG_DIR, tar_of({caddy.PARTS_FILE: _parts_file(parts)}))
+
+    def _per_slot_proxy(self, client: docker.DockerClient) -> Container | None:
+        """This slot's own proxy of before the shared one, if it is still there."""
+        return next(iter(self._labelled(client, labels.PROXY)), None)
+
+    def _make_proxy(
+        self,
+        client: docker.DockerClient,
+        body: Mapping[str, Any],
+        unit: Unit,
+        existing: Container | None,
+        old: Container | None,
+    ) -> str:
+        """(Re)create the shared proxy, its routes kept (they are in its volume), and, from
+        this slot's per-slot proxy of before, this slot's routes moved over."""
+        name, volume = str(body["name"]), str(body["volume"])
+        config_dir = str(body.get("config_dir", caddy.CONFIG_DIR))
+        carried = caddy.parse_routes(read_tree(old, caddy.CONFIG_DIR)) if old is not None else {}
         if existing is not None:
             remove(existing, 10)
-        volume = str(body["volume"])
+        if old is not None:  # it holds the port: it goes first
+            self._remove_per_slot(client, old)
         with contextlib.suppress(docker.errors.APIError):
-            client.volumes.create(
-                volume, labels=labels.base(self.app.name, self.slot.name, labels.PROXY)
-            )
-        config_dir = str(body.get("config_dir", caddy.CONFIG_DIR))
+            client.volumes.create(volume, labels={labels.KIND: labels.PROXY})
         container = create(
             client,
             ContainerSpec(
@@ -68,7 +164,13 @@ class DockerProxy(DockerState):
                 name=name,
                 command=["caddy", "run", "--config", f"{config_dir}/{caddy.CONFIG_FILE}"],
                 env={"XDG_CONFIG_HOME": "/config", "XDG_DATA_HOME": "/data"},
-                labels=labels.of_unit(self.app.name, self.slot.name, labels.PROXY, unit),
+                labels={
+                    labels.KIND: labels.PROXY,
+                    labels.SHARED_PORT: str(body["port"]),
+                    labels.KEY: unit.key,
+                    labels.DIGEST: Unit(unit.key, unit.kind, body).digest,
+                    labels.UNIT: caddy.dumps(body).decode().strip(),
+                },
                 restart=str(body.get("restart", "unless-stopped")),
                 mounts=[docker.types.Mount(target=config_dir, source=volume, type="volume")],
                 ports={int(body["listen"]): int(body["port"])},
@@ -78,9 +180,15 @@ class DockerProxy(DockerState):
             ),
         )
         # the config it starts with: the routes already in its volume (a proxy recreated
-        # keeps serving them), else none
-        routes = caddy.parse_routes(read_tree(container, config_dir))
-        container.put_archive(config_dir, tar_of(_config_files(routes, body, str(container.id))))
+        # keeps serving them) and those moved over from this slot's own proxy
+        parts = caddy.parse_parts(read_tree(container, config_dir))
+        parts[self._owner] = carried or parts.get(self._owner, {})
+        ensure_network(client, self.app.name, self.slot.name, self._network)
+        for owner in parts:  # every slot's containers reachable again
+            app, _, slot = owner.partition("/")
+            with contextlib.suppress(docker.errors.APIError):
+                shared.join(client, container, labels.network(app, slot))
+        container.put_archive(config_dir, tar_of(_config_files(parts, body, str(container.id))))
         try:
             container.start()
         except docker.errors.APIError as exc:
@@ -88,8 +196,10 @@ class DockerProxy(DockerState):
                 f"the proxy {name} did not start: {explain(exc)} (hint: is port "
                 f"{body['port']} free on the host? set proxy_port in the slot)"
             ) from exc
-        verb = "replaced" if action == "update" else "started"
-        return f"{verb} proxy {name} on port {body['port']}"
+        if old is not None:
+            return f"moved proxy {old.name} → shared proxy {name} on port {body['port']}"
+        verb = "replaced" if existing is not None else "started"
+        return f"{verb} proxy {name} (shared) on port {body['port']}"
 
     def _proxy_for(
         self, client: docker.DockerClient, name: str
@@ -103,35 +213,52 @@ class DockerProxy(DockerState):
         return proxy, dict(body or {})
 
     def _reconfigure(
-        self,
-        host: str,
-        proxy: Container,
-        proxy_body: Mapping[str, Any],
-        change: Callable[[dict[str, Any]], None],
-    ) -> None:
-        """Change the proxy's routes and reload it gracefully; put the previous files back
-        if the reload fails, so what is written is always what runs. The files are read
-        from the proxy unless this operation has them already (observed, or written by it
-        since, under the slot's lock)."""
+        self, host: str, client: docker.DockerClient, proxy: Container, change: Change
+    ) -> dict[str, dict[str, Any]]:
+        """Change this slot's part of the shared proxy's routes and reload it gracefully,
+        under the proxy's lock (another slot may change its own part at the same time).
+        Every part as it is now."""
+        body, _ = drift.body_of(proxy.labels)
+        with shared.locked(client, int((body or {}).get("port", 0)), host):
+            return self._rewrite(host, proxy, change)
+
+    def _rewrite(
+        self, host: str, proxy: Container, change: Change, leave: bool = False
+    ) -> dict[str, dict[str, Any]]:
+        """:meth:`_reconfigure` with the proxy's lock held. ``leave``: this slot's part goes
+        (it uses the proxy no more); else it stays, empty too (the proxy is still this slot's
+        to use: not removed by another slot's leaving). A refused reload puts the previous
+        files back, so what is written is always what runs; a proxy that is not running
+        loads them when it starts."""
+        body, _ = drift.body_of(proxy.labels)
+        proxy_body = dict(body or {})
         config_dir = str(proxy_body.get("config_dir", caddy.CONFIG_DIR))
-        known = (str(proxy.id), config_dir)
-        tree = self._proxy_files.pop(known, None)
-        if tree is None:
-            tree = read_tree(proxy, config_dir)
-        routes = caddy.parse_routes(tree)
-        change(routes)
-        files = _config_files(routes, proxy_body, str(proxy.id))
+        tree = read_tree(proxy, config_dir)
+        parts = caddy.parse_parts(tree)
+        mine = dict(parts.pop(self._owner, {}))
+        change(mine)
+        if not leave:
+            parts[self._owner] = mine
+        clash = caddy.catch_all_of(parts, self._owner)
+        if clash is not None:
+            raise BackendError(
+                f"the shared proxy {proxy.name} already sends every request no route names to "
+                f"{clash}: slot {self.slot.name} declares no routes, so its requests would "
+                "never reach it (hint: declare [[routes]] with host names in one of them, or "
+                "use another proxy_port)"
+            )
+        files = _config_files(parts, proxy_body, str(proxy.id))
         proxy.put_archive(config_dir, tar_of(files))
+        if proxy.status != "running":
+            return parts
         running = tree.get(caddy.CONFIG_FILE, (b"", 0))[0]  # what the proxy runs now
         refused = self._reload(host, proxy, config_dir, files[caddy.CONFIG_FILE][0], running)
         if refused is not None:
-            previous = {
-                k: v for k, v in tree.items() if k in (caddy.ROUTES_FILE, caddy.CONFIG_FILE)
-            }
+            previous = {k: v for k, v in tree.items() if k in (caddy.PARTS_FILE, caddy.CONFIG_FILE)}
             if previous:
                 proxy.put_archive(config_dir, tar_of(previous))
             raise BackendError(f"the proxy {proxy.name} refused its new configuration {refused}")
-        self._proxy_files[known] = {**tree, **files}
+        return parts
 
     def _reload(
         self, host: str, proxy: Container, config_dir: str, config: bytes, running: bytes
@@ -165,40 +292,89 @@ class DockerProxy(DockerState):
     def _apply_route(
         self, client: docker.DockerClient, unit: Unit, action: str, secrets: Mapping[str, Secret]
     ) -> str:
-        proxy, proxy_body = self._proxy_for(client, str(unit.body["proxy"]))
+        # a route rendered before the shared proxy (a rollback to one) goes there all the same
+        name = labels.shared_proxy(self.settings.proxy_port)
+        if str(unit.body.get("proxy", "")).startswith(labels.shared_proxy(0)[:-1]):
+            name = str(unit.body["proxy"])
+        proxy, _ = self._proxy_for(client, name)
+        shared.join(client, proxy, self._network)
 
         def put(routes: dict[str, Any]) -> None:
             routes[unit.key] = {"key": unit.key, "digest": unit.digest, "body": dict(unit.body)}
 
-        self._reconfigure(unit.host or "", proxy, proxy_body, put)
+        self._reconfigure(unit.host or "", client, proxy, put)
         self._switched_at[unit.host or ""] = time.monotonic()
         targets = ", ".join(str(u).split(":")[0] for u in unit.body["upstreams"])
         where = ", ".join(unit.body.get("hosts") or []) or "all requests"
         return f"switched {where} to {targets}"
 
-    def _drop_route(self, client: docker.DockerClient, step: Remove) -> str:
-        """Take a route out of the host's proxy (gracefully, as a switch: the drain of the
-        containers it served starts now)."""
-        proxy = next(iter(self._labelled(client, labels.PROXY)), None)
-        if proxy is None or proxy.status != "running":
-            return f"{step.unit} already gone (no running proxy)"
-        body, _ = drift.body_of(proxy.labels)
-        self._reconfigure(
-            step.host or "", proxy, body or {}, lambda routes: routes.pop(step.unit, None)
+    def _shared_proxies(self, client: docker.DockerClient) -> list[Container]:
+        """The shared proxies on this host (this slot's port first): where its routes are."""
+        found: list[Container] = client.containers.list(
+            all=True, filters={"label": [f"{labels.KIND}={labels.PROXY}", labels.SHARED_PORT]}
         )
-        self._switched_at[step.host or ""] = time.monotonic()
-        return f"dropped route {step.unit}"
+        mine = labels.shared_proxy(self.settings.proxy_port)
+        return sorted(found, key=lambda c: (c.name != mine, str(c.name)))
+
+    def _drop_route(self, client: docker.DockerClient, step: Remove) -> str:
+        """Take one of this slot's routes out of the host's proxy (gracefully, as a switch:
+        the drain of the containers it served starts now)."""
+        for proxy in self._shared_proxies(client):
+            if step.unit not in caddy.parse_parts(read_tree(proxy, caddy.CONFIG_DIR)).get(
+                self._owner, {}
+            ):
+                continue
+            if proxy.status != "running":
+                return f"{step.unit} already gone (proxy {proxy.name} is {proxy.status})"
+            parts = self._reconfigure(
+                step.host or "", client, proxy, lambda routes: routes.pop(step.unit, None)
+            )
+            if self._owner not in parts:  # nothing of this slot's is routed there any more
+                shared.leave(client, proxy, self._network)
+            self._switched_at[step.host or ""] = time.monotonic()
+            return f"dropped route {step.unit}"
+        return f"{step.unit} already gone (no proxy routes it)"
+
+    def _leave_proxies(
+        self, client: docker.DockerClient, host: str, only: str | None = None
+    ) -> list[str]:
+        """Take this slot out of the host's shared proxies (``only``: of that one): its
+        routes dropped, its network left, and a proxy no other slot uses removed (stop,
+        destroy, the removal of this slot's ``proxy@host``). What was done, in words."""
+        done: list[str] = []
+        network = self._network
+        for proxy in self._shared_proxies(client):
+            if only is not None and proxy.name != only:
+                continue
+            body, _ = drift.body_of(proxy.labels)
+            with shared.locked(client, int((body or {}).get("port", 0)), host):
+                parts = caddy.parse_parts(read_tree(proxy, caddy.CONFIG_DIR))
+                if self._owner not in parts:
+                    continue
+                if len(parts) == 1:  # only this slot used it: it goes, with its files
+                    remove(proxy, 10)
+                    with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+                        client.volumes.get(str((body or {}).get("volume"))).remove()
+                    done.append(f"removed shared proxy {proxy.name} (no other slot uses it)")
+                    continue
+                routes = len(parts[self._owner])
+                self._rewrite(host, proxy, lambda r: r.clear(), leave=True)
+            shared.leave(client, proxy, network)
+            done.append(f"dropped its {routes} routes from shared proxy {proxy.name}")
+        return done
 
 
 def _config_files(
-    routes: Mapping[str, Any], proxy_body: Mapping[str, Any], proxy_id: str
+    parts: Mapping[str, Mapping[str, Any]], proxy_body: Mapping[str, Any], proxy_id: str
 ) -> dict[str, tuple[bytes, int]]:
-    """The proxy's two files for these routes: the routes themselves and Caddy's config."""
-    config = caddy.compose(routes, proxy_body, admin.identity(proxy_id))
-    return {
-        caddy.ROUTES_FILE: (caddy.dumps(dict(routes)), 0o644),
-        caddy.CONFIG_FILE: (caddy.dumps(config), 0o644),
-    }
+    """The shared proxy's two files for every slot's routes: the parts themselves and
+    Caddy's config composed from them all."""
+    config = caddy.compose(caddy.flatten(parts), proxy_body, admin.identity(proxy_id))
+    return {caddy.PARTS_FILE: _parts_file(parts), caddy.CONFIG_FILE: (caddy.dumps(config), 0o644)}
+
+
+def _parts_file(parts: Mapping[str, Mapping[str, Any]]) -> tuple[bytes, int]:
+    return caddy.dumps(dict(parts)), 0o644
 
 
 def _listener_migration(client: docker.DockerClient) -> dict[str, str]:

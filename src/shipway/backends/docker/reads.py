@@ -98,6 +98,7 @@ class DockerReads(DockerVolumes):
 
     def observe(self, target: Target) -> Observed:
         self._serves(target)
+        self._per_slot = {}
         found = self._each_host(self._observe_host)
         units: list[ObservedUnit] = []
         self.drift = {}
@@ -113,8 +114,8 @@ class DockerReads(DockerVolumes):
         out: list[tuple[ObservedUnit, list[str]]] = []
         with edge(f"host {host}: observe"), ThreadPoolExecutor(max_workers=1) as early:
             client = conn.client()
-            # the proxy's files (the longest read) by its name, beside the list calls
-            proxy_name = labels.proxy(self.app.name, self.slot.name)
+            # the shared proxy's files (the longest read) by its name, beside the list calls
+            proxy_name = labels.shared_proxy(self.settings.proxy_port)
             proxy_files = early.submit(read_tree_of, client, proxy_name, caddy.CONFIG_DIR)
             out += [(unit, []) for unit in self._observe_volumes(client, host)]
             containers = self._labelled(client, sparse=True)
@@ -149,11 +150,43 @@ class DockerReads(DockerVolumes):
                             reasons.append(f"the files it mounts changed ({volume})")
                 phase = 1 if kind == labels.APP_CONTAINER else 0
                 unit_kind = "container" if kind == labels.APP_CONTAINER else "proxy"
+                if kind == labels.PROXY:  # this slot's own, of before the shared proxy
+                    self._per_slot[host] = name_of(c)  # the shared proxy is not yet its
+                    tree = read_tree(c, caddy.CONFIG_DIR)
+                    routes = caddy.parse_routes(tree)
+                    out += self._observe_routes(routes, tree, body or {}, str(c.id), host)
                 out.append(self._observed(c, unit_kind, phase, reasons, host))
-                if kind == labels.PROXY:
-                    early_tree = proxy_files.result() if name_of(c) == proxy_name else None
-                    out += self._observe_routes(c, body or {}, host, early_tree)
+            out += self._observe_shared(client, proxy_name, proxy_files.result(), host)
         return out
+
+    def _uses(self, tree: Mapping[str, tuple[bytes, int]]) -> bool:
+        """Whether this slot uses the shared proxy whose files these are."""
+        return labels.owner(self.app.name, self.slot.name) in caddy.parse_parts(tree)
+
+    def _observe_shared(
+        self,
+        client: docker.DockerClient,
+        name: str,
+        tree: dict[str, tuple[bytes, int]],
+        host: str,
+    ) -> list[tuple[ObservedUnit, list[str]]]:
+        """The shared proxy on this slot's port, and this slot's routes in it — once this
+        slot uses it (before, it is not this slot's to update or remove)."""
+        if not self._uses(tree) or host in self._per_slot:
+            return []
+        try:
+            proxy = client.containers.get(name)
+        except docker.errors.NotFound:
+            return []
+        body, reasons = drift.body_of(tags_of(proxy))
+        if body is not None:
+            reasons += drift.container(proxy.attrs, body)
+        out = [self._observed(proxy, "proxy", 0, reasons, host)]
+        parts = caddy.parse_parts(tree)
+        mine = parts.get(labels.owner(self.app.name, self.slot.name), {})
+        return out + self._observe_routes(
+            mine, tree, body or {}, str(proxy.id), host, caddy.flatten(parts)
+        )
 
     def _observed(
         self,
@@ -178,28 +211,29 @@ class DockerReads(DockerVolumes):
 
     def _observe_routes(
         self,
-        proxy: Container,
+        routes: Mapping[str, Any],
+        tree: Mapping[str, tuple[bytes, int]],
         body: Mapping[str, Any],
+        proxy_id: str,
         host: str,
-        tree: dict[str, tuple[bytes, int]] | None = None,
+        served: Mapping[str, Any] | None = None,
     ) -> list[tuple[ObservedUnit, list[str]]]:
-        """The proxy's route units, from its files (``tree``: read already)."""
-        if tree is None:
-            tree = read_tree(proxy, caddy.CONFIG_DIR)
-        self._proxy_files[(str(proxy.id), caddy.CONFIG_DIR)] = tree
-        routes = caddy.parse_routes(tree)
+        """A proxy's route units of this slot (``routes``), from its files (``tree``);
+        ``served``: every route the config is composed from (a shared proxy's: every
+        slot's), else ``routes``."""
+        served = routes if served is None else served
         config = tree.get(caddy.CONFIG_FILE, (b"", 0))[0]
         # up to date: composed for this proxy, or as before its admin socket (until a reload)
         stale = bool(routes) and config not in (
-            caddy.dumps(caddy.compose(routes, body, admin.identity(str(proxy.id)))),
-            caddy.dumps(caddy.compose(routes, body, None)),
+            caddy.dumps(caddy.compose(served, body, admin.identity(proxy_id))),
+            caddy.dumps(caddy.compose(served, body, None)),
         )
         out = []
         for key, fragment in sorted(routes.items()):
             reasons = []
             digest = str(fragment.get("digest", ""))
             if digest_of(fragment.get("body")) != digest:
-                reasons.append("its entry in the proxy's routes.json was changed")
+                reasons.append("its entry in the proxy's files was changed")
             if stale:
                 reasons.append("the proxy's caddy.json no longer matches its routes")
             body_process = (fragment.get("body") or {}).get("process")
@@ -279,10 +313,17 @@ class DockerReads(DockerVolumes):
         for s in steps:
             if not isinstance(s, ApplyObject):
                 continue
-            if s.kind == "proxy" and s.action == "update" and routed:
+            port = self.settings.proxy_port
+            if s.kind == "proxy" and s.action == "update" and host in self._per_slot:
                 notes.append(
-                    f"NOT zero-downtime: the proxy on {host} is recreated; port "
-                    f"{self.settings.proxy_port} refuses connections until it is up"
+                    f"move proxy: per-slot proxy {self._per_slot[host]} → shared proxy "
+                    f"{labels.shared_proxy(port)} (its routes moved over; NOT zero-downtime: "
+                    f"port {port} refuses connections while the shared proxy starts)"
+                )
+            elif s.kind == "proxy" and s.action == "update" and routed:
+                notes.append(
+                    f"NOT zero-downtime: the shared proxy on {host} is recreated (every "
+                    f"slot's routes on it); port {port} refuses connections until it is up"
                 )
             if s.kind == "container" and s.action == "update":
                 unit = artifact.get(s.unit) if s.unit in artifact.keys() else None  # noqa: SIM118

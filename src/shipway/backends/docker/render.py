@@ -4,14 +4,18 @@ Per host, for the processes that host runs (its roles):
 
 ``files/<content>@host``    phase 0  a content-addressed volume holding the app's config
                                      files; containers bind-mount each file read-only
-``proxy@host``              phase 0  the slot's reverse proxy (Caddy) publishing
-                                     ``proxy_port``; waits until it accepts connections
+``proxy@host``              phase 0  the host's shared reverse proxy (Caddy) publishing
+                                     ``proxy_port``, used by every app and slot serving
+                                     on that port (its body names nothing of this slot's,
+                                     so every slot's is the same); waits until it accepts
+                                     connections
 ``container/<p>.<i>/<deployment id>@host``
                             phase 1  one container per replica, named by deployment id so a
                                      new release's containers start BESIDE the old ones;
                                      waits (the health gate); never switches traffic
-``route/<p>@host``          phase 2  the proxy's route for process ``p`` pointing at this
-                                     release's containers: applying it is the switch
+``route/<p>@host``          phase 2  this slot's route for process ``p`` in the shared
+                                     proxy, pointing at this release's containers:
+                                     applying it is the switch
 ``volume/<name>@host``      phase 0  a named volume of the app's data, on each host that
                                      runs a process mounting it (Kamal's named volumes);
                                      it belongs to the slot: no plan removes it
@@ -243,7 +247,7 @@ def render(app: App, slot: Slot, release: Release) -> Artifact:
             )
         routes_here = [p for p in processes if p.name in routed and p.replicas > 0]
         if routes_here:
-            units.append(_proxy_unit(app, slot, host, settings, network))
+            units.append(_proxy_unit(host, settings))
         for process in processes:
             names = []
             for replica in range(1, process.replicas + 1):
@@ -265,8 +269,9 @@ def render(app: App, slot: Slot, release: Release) -> Artifact:
                         switches=True,
                         body={
                             "kind": "route",
-                            "proxy": labels.proxy(app.name, slot.name),
+                            "proxy": labels.shared_proxy(settings.proxy_port),
                             "process": process.name,
+                            "drain": settings.drain,
                             "hosts": list(routed[process.name]),
                             "upstreams": [f"{n}:{process.port}" for n in names],
                         },
@@ -282,28 +287,34 @@ def volumes_here(app: App, processes: list[Process]) -> list[Volume]:
     ]
 
 
-def _proxy_unit(app: App, slot: Slot, host: HostAddress, settings: Settings, network: str) -> Unit:
+def _proxy_unit(host: HostAddress, settings: Settings) -> Unit:
     return Unit(
         key=proxy_key(host.name),
         kind="proxy",
         phase=PREREQUISITE,
         host=host.name,
         waits=True,
-        body={
-            "kind": "proxy",
-            "name": labels.proxy(app.name, slot.name),
-            "image": settings.proxy_image,
-            "port": settings.proxy_port,
-            "listen": PROXY_LISTEN,
-            "network": network,
-            "volume": labels.proxy_volume(app.name, slot.name),
-            "config_dir": caddy.CONFIG_DIR,
-            "drain": settings.drain,
-            "upstream_try": UPSTREAM_TRY,
-            "restart": "unless-stopped",
-            "stop_timeout": STOP_TIMEOUT,
-        },
+        body=shared_proxy_body(settings.proxy_image, settings.proxy_port),
     )
+
+
+def shared_proxy_body(image: str, port: int) -> dict[str, Any]:
+    """The host's shared proxy on ``port``: nothing in it is a slot's own (the drain window
+    is each route's), so every slot serving on that port renders the same body."""
+    return {
+        "kind": "proxy",
+        "shared": True,
+        "name": labels.shared_proxy(port),
+        "image": image,
+        "port": port,
+        "listen": PROXY_LISTEN,
+        "network": labels.PROXY_NETWORK,
+        "volume": labels.shared_proxy(port),
+        "config_dir": caddy.CONFIG_DIR,
+        "upstream_try": UPSTREAM_TRY,
+        "restart": "unless-stopped",
+        "stop_timeout": STOP_TIMEOUT,
+    }
 
 
 def _container_unit(

@@ -80,9 +80,8 @@ class DockerState(Guarded):
         self.primary = self.host_addresses[0].name
         #: host -> time.monotonic() of its proxy's last route switch (drain starts there)
         self._switched_at: dict[str, float] = {}
-        #: (proxy container id, config dir) -> its files as this operation last read or
-        #: wrote them: a switch does not read again what the observation just read
-        self._proxy_files: dict[tuple[str, str], dict[str, tuple[bytes, int]]] = {}
+        #: host -> this slot's own proxy of before the shared one, as the last observe saw
+        self._per_slot: dict[str, str] = {}
         #: (host, unit key) -> its container as the observation listed it (labels, state),
         #: until a step applies that key: a removal does not list what was just listed
         self._listed: dict[tuple[str, str], Container] = {}

@@ -228,6 +228,12 @@ class DockerSteps(DockerProxy, DockerVolumes):
     def _remove(self, client: docker.DockerClient, step: Remove, reporter: Reporter) -> str:
         if step.kind == "route":
             return self._drop_route(client, step)
+        if step.kind == "proxy" and not step.unit.startswith(drift.UNKNOWN):
+            # the shared proxy: this slot leaves it; it goes when no other slot uses it
+            done = self._leave_proxies(
+                client, step.host or "", labels.shared_proxy(self.settings.proxy_port)
+            )
+            return "; ".join(done) or f"{step.unit}: this slot no longer uses the shared proxy"
         if step.kind == "volume":  # no plan holds one (invariant 11): refused if one did
             raise BackendError(f"{step.unit} is data: only shipway destroy --volumes deletes it")
         c = self._unit_container(client, step)
@@ -345,14 +351,18 @@ class DockerSteps(DockerProxy, DockerVolumes):
         )
 
     def stop(self, clearance: Clearance, target: Target, reporter: Reporter) -> None:
-        """Remove what runs (containers, proxies, files volumes); the records, the lock and
-        the data volumes stay, so the deployed release is still the anchor."""
+        """Remove what runs (its routes from the shared proxies, containers, a proxy of its
+        own of before, files volumes); the records, the lock and the data volumes stay, so
+        the deployed release is still the anchor. A shared proxy no other slot uses goes."""
         self._guard(clearance, target)
 
         def stop_host(conn: HostConnection) -> list[str]:
             done: list[str] = []
             with edge(f"host {conn.name}: stop"):
                 client = conn.client()
+                # its routes out of the shared proxy first: its names answer 404, not 502
+                for line in self._leave_proxies(client, conn.name):
+                    reporter.line(f"host {conn.name}: {line}")
                 kinds = (labels.PROXY, labels.APP_CONTAINER, labels.FILES, labels.RELEASE_COMMAND)
                 for c in self._labelled(client):
                     if c.labels.get(labels.KIND) in kinds:

@@ -1,0 +1,240 @@
+"""One proxy per host and port, shared by every app and slot serving there: each adds and
+removes only its own routes; one app's redeploy, stop or destroy never touches another's
+routes nor fails its requests; an unknown host gets 404, a route whose release is down a
+502 that says so; a per-slot proxy of before is moved over by a step the plan shows."""
+
+from __future__ import annotations
+
+import http.client
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import docker.errors
+import docker.types
+import pytest
+
+from shipway import api
+from shipway.backends.docker import admin, caddy, render
+from shipway.backends.docker.records import read_tree, tar_of
+from shipway.engine import Rolled
+from shipway.release.artifact import digest_of
+from tests.backends.docker.conftest import SLOT, Deployment, Lines
+from tests.backends.local.conftest import eventually
+from tests.testenv.docker import DockerEnv, DockerHost
+
+ROUTE = '[[routes]]\nhost = "{host}"\nprocess = "web"\n'
+#: the most requests one loop sends (it ends sooner when told to)
+BOUND = 5000
+
+
+def get(d: Deployment, host: DockerHost, name: str, path: str = "/version") -> tuple[int, str]:
+    conn = http.client.HTTPConnection(host.address, d.port, timeout=10)
+    try:
+        conn.request("GET", path, headers={"Host": name})
+        response = conn.getresponse()
+        return response.status, response.read().decode()
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def other(deployment: Deployment, docker_env: DockerEnv, tmp_path: Path) -> Iterator[Deployment]:
+    """Another app on the same Docker hosts and the same proxy port."""
+    directory = tmp_path / "other"
+    directory.mkdir()
+    d = Deployment(
+        env=docker_env, name=f"o{uuid.uuid4().hex[:8]}", dir=directory, port=deployment.port
+    )
+    try:
+        yield d
+    finally:
+        d.cleanup()
+
+
+def answers(d: Deployment, host: DockerHost, name: str) -> tuple[int, str] | None:
+    """:func:`get`, or None while nothing listens on the port yet."""
+    try:
+        return get(d, host, name)
+    except OSError:
+        return None
+
+
+class Loop:
+    """Requests for one name, one after another, until stopped (at most BOUND)."""
+
+    def __init__(self, d: Deployment, host: DockerHost, name: str) -> None:
+        self.d, self.host, self.name = d, host, name
+        self.answers: list[tuple[int, str]] = []
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self.stopped.is_set() and len(self.answers) < BOUND:
+            try:
+                self.answers.append(get(self.d, self.host, self.name))
+            except OSError as exc:
+                self.answers.append((0, repr(exc)))
+
+    def __enter__(self) -> Loop:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stopped.set()
+        self.thread.join(timeout=30)
+
+    def failed(self, expected: str) -> list[tuple[int, str]]:
+        return [a for a in self.answers if a != (200, expected)]
+
+
+def test_two_apps_share_the_proxy_and_never_fail_each_other(
+    deployment: Deployment, other: Deployment
+) -> None:
+    env = deployment.env
+    shop, blog = f"shop-{deployment.name}.test", f"blog-{other.name}.test"
+    deployment.write(hosts=[env.a], extra=ROUTE.format(host=shop))
+    other.write(hosts=[env.a], extra=ROUTE.format(host=blog))
+    assert isinstance(deployment.deploy(), Rolled)
+    assert isinstance(other.deploy(), Rolled)
+    # one proxy on the host's port, both apps served on it by name
+    (proxy,) = deployment.containers(env.a, kind="proxy")
+    assert proxy.name == f"shipway-proxy-{deployment.port}"
+    assert get(deployment, env.a, shop) == (200, "v1\n")
+    assert get(other, env.a, blog) == (200, "v1\n")
+    # a name no app serves: 404 and one line that says so
+    assert get(deployment, env.a, "nobody.test") == (
+        404,
+        "404: no app serves nobody.test on this host\n",
+    )
+
+    # redeploying either fails none of the other's requests
+    for moving, moving_name, still, still_name, serves in (
+        (deployment, shop, other, blog, "v1\n"),
+        (other, blog, deployment, shop, "v2\n"),
+    ):
+        with Loop(still, env.a, still_name) as loop:
+            assert isinstance(moving.deploy(image=env.images.v2), Rolled)
+        assert len(loop.answers) > 10 and loop.failed(serves) == [], loop.answers[-5:]
+        assert get(moving, env.a, moving_name) == (200, "v2\n")
+
+    # the proxy was never replaced: each deploy changed only its own routes
+    (same,) = deployment.containers(env.a, kind="proxy")
+    assert same.id == proxy.id
+    parts = caddy.parse_parts(read_tree(same, caddy.CONFIG_DIR))
+    assert sorted(parts) == sorted([f"{deployment.name}/{SLOT}", f"{other.name}/{SLOT}"])
+
+    # stopping one leaves the other's routes and answers; its own name is no app's now
+    with Loop(other, env.a, blog) as loop:
+        api.stop(deployment.app(), SLOT, reporter=Lines())
+    assert loop.failed("v2\n") == [], loop.answers[-5:]
+    assert get(deployment, env.a, shop) == (404, f"404: no app serves {shop} on this host\n")
+    assert [c.id for c in deployment.containers(env.a, kind="proxy")] == [proxy.id]
+
+    # destroying the last slot that uses the proxy removes it
+    api.destroy(deployment.app(), SLOT, confirm=SLOT, reporter=Lines())
+    assert get(other, env.a, blog) == (200, "v2\n")
+    api.destroy(other.app(), SLOT, confirm=SLOT, reporter=Lines())
+    assert deployment.containers(env.a, kind="proxy") == []
+
+
+def test_a_route_whose_release_is_down_answers_502_with_a_body_that_says_so(
+    deployment: Deployment,
+) -> None:
+    env = deployment.env
+    name = f"down-{deployment.name}.test"
+    deployment.write(hosts=[env.a], extra=ROUTE.format(host=name))
+    assert isinstance(deployment.deploy(), Rolled)
+    (web,) = deployment.containers(env.a, kind="app")
+    web.stop(timeout=1)
+    status, body = get(deployment, env.a, name)
+    assert status in (502, 503)
+    down = "is down (none of its containers answered)"
+    assert body == f"{status}: the release serving {name} on this host {down}\n"
+
+
+def _per_slot_proxy(d: Deployment, host: DockerHost) -> str:
+    """Put the slot's routes back in a per-slot proxy as shipway made before the shared one
+    (its name, labels, volume, files and config), the shared proxy gone."""
+    client = d.local(host)
+    try:
+        (shared,) = d.containers(host, kind="proxy")
+        part = caddy.parse_parts(read_tree(shared, caddy.CONFIG_DIR))[f"{d.name}/{SLOT}"]
+        shared.remove(force=True)
+        client.volumes.get(shared.name).remove(force=True)
+        name = volume = f"shipway-{d.name}-{SLOT}-proxy"
+        body = {
+            "kind": "proxy",
+            "name": name,
+            "image": d.env.images.proxy,
+            "port": d.port,
+            "listen": 80,
+            "network": f"shipway-{d.name}-{SLOT}",
+            "volume": volume,
+            "config_dir": caddy.CONFIG_DIR,
+            "drain": 1.0,
+            "upstream_try": render.UPSTREAM_TRY,
+            "restart": "unless-stopped",
+            "stop_timeout": 10,
+        }
+        tags = {"org.shipway.app": d.name, "org.shipway.slot": SLOT, "org.shipway.kind": "proxy"}
+        client.volumes.create(volume, labels=tags)
+        proxy = client.containers.create(
+            d.env.images.proxy,
+            ["caddy", "run", "--config", f"{caddy.CONFIG_DIR}/{caddy.CONFIG_FILE}"],
+            name=name,
+            labels={
+                **tags,
+                "org.shipway.key": "proxy@docker-a" if host is d.env.a else f"proxy@{host.address}",
+                "org.shipway.digest": digest_of(body),
+                "org.shipway.unit": caddy.dumps(body).decode().strip(),
+            },
+            mounts=[docker.types.Mount(caddy.CONFIG_DIR, volume, type="volume")],
+            ports={"80/tcp": d.port},
+            network=str(body["network"]),
+            restart_policy={"Name": "unless-stopped"},
+        )
+        config = caddy.compose(part, body, admin.identity(str(proxy.id)))
+        files = {
+            caddy.ROUTES_FILE: (caddy.dumps(part), 0o644),
+            caddy.CONFIG_FILE: (caddy.dumps(config), 0o644),
+        }
+        proxy.put_archive(caddy.CONFIG_DIR, tar_of(files))
+        proxy.start()
+        return name
+    finally:
+        client.close()
+
+
+def test_a_host_with_a_per_slot_proxy_is_moved_over_by_a_step_the_plan_shows(
+    deployment: Deployment,
+) -> None:
+    env = deployment.env
+    name = f"move-{deployment.name}.test"
+    deployment.write(hosts=[env.a], extra=ROUTE.format(host=name))
+    assert isinstance(deployment.deploy(), Rolled)
+    old = _per_slot_proxy(deployment, env.a)
+    eventually(lambda: answers(deployment, env.a, name) == (200, "v1\n"), what="served by it")
+
+    app = deployment.app()
+    the_plan = api.plan(app, SLOT, image=env.images.v2)
+    lines = [s.describe() for s in the_plan.steps] + api.object_diff(app, SLOT, the_plan)
+    text = "\n".join(lines)
+    assert "update proxy@docker-a" in text, text
+    shared = f"shipway-proxy-{deployment.port}"
+    assert f"move proxy: per-slot proxy {old} → shared proxy {shared}" in text, text
+
+    out = Lines()
+    assert isinstance(deployment.deploy(out, image=env.images.v2), Rolled)
+    assert "update proxy@docker-a" in out.text()
+    assert get(deployment, env.a, name) == (200, "v2\n")
+    (proxy,) = deployment.containers(env.a, kind="proxy")
+    assert proxy.name == shared  # the per-slot one and its volume are gone
+    client = deployment.local(env.a)
+    try:
+        with pytest.raises(docker.errors.NotFound):
+            client.volumes.get(old)
+    finally:
+        client.close()
+    assert api.plan(deployment.app(), SLOT, image=env.images.v2).unchanged
