@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import threading
 import time
 import urllib.request
 
@@ -123,3 +124,44 @@ def get_version_through_service(slot: Slot, name: str) -> tuple[int, str]:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.2)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="found on real pods: an old pod gets SIGTERM and stops listening before kube-proxy "
+    "drops it from the Service (no preStop delay), so requests are refused mid-rollout",
+)
+def test_a_rolling_update_under_load_fails_no_request(real_slot: Slot) -> None:
+    name = app_name(real_slot)
+    app = real_slot.write(WEB.replace("replicas = 1", "replicas = 2"), name=name, image=image("v1"))
+    outcome, lines = real_slot.deploy(app)
+    assert isinstance(outcome, Rolled), lines.text
+    assert get_version_through_service(real_slot, name) == (200, "v1")
+    service = real_slot.client.get(Service, f"{name}-web", namespace=real_slot.namespace)
+    assert service.spec is not None and service.spec.ports
+    url = f"http://{service.spec.clusterIP}:{service.spec.ports[0].port}/version"
+    seen: dict[str, int] = {}
+    failures: list[str] = []
+    stop = threading.Event()
+
+    def load() -> None:  # one client, back to back, until the rollout is over (bounded)
+        for _ in range(20_000):
+            if stop.is_set():
+                return
+            try:
+                status, body = get(url)
+                seen[f"{status} {body.strip()}"] = seen.get(f"{status} {body.strip()}", 0) + 1
+            except OSError as error:
+                failures.append(repr(error))
+
+    loader = threading.Thread(target=load)
+    loader.start()
+    try:
+        outcome, lines = real_slot.deploy(app, image=image("v2"))
+    finally:
+        stop.set()
+        loader.join(timeout=30)
+    assert isinstance(outcome, Rolled), lines.text
+    assert failures == [], (len(failures), failures[:3], seen)
+    assert seen.get("200 v1") and seen.get("200 v2"), seen  # the loop spanned the switch
+    assert get_version_through_service(real_slot, name) == (200, "v2")
