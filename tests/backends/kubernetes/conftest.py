@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from lightkube import Client
 from lightkube.resources.apps_v1 import Deployment, ReplicaSet
-from lightkube.resources.core_v1 import Secret
+from lightkube.resources.core_v1 import Namespace, Node, Secret
 
 from shipway import api
 from shipway.backends.kubernetes.backend import KubernetesBackend
@@ -85,6 +85,7 @@ class Slot:
     kubeconfig: Path
     client: Client
     backends: list[KubernetesBackend] = field(default_factory=list)
+    real_node: str | None = None  # set by the real_slot fixture
 
     @property
     def spec_file(self) -> Path:
@@ -204,6 +205,38 @@ def slot(kube_env: Path, k8s_client: Client, k8s_namespace: str, tmp_path: Path)
     s = Slot(tmp_path, k8s_namespace, kube_env, k8s_client)
     yield s
     s.close()
+
+
+REAL_NODE_LABEL = ("shipway.io/real-node", "true")  # scripts/k8s-testenv's real node
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "real_node: runs real containers on the test plane's real node (kubelet)"
+    )
+
+
+@pytest.fixture(scope="session")
+def real_node(k8s_client: Client) -> str:
+    """The name of the test plane's real node (kubelet + containerd), Ready."""
+    key, value = REAL_NODE_LABEL
+    if os.environ.get("SHIPWAY_K8S_REAL_NODE") == "0":
+        pytest.skip("SHIPWAY_K8S_REAL_NODE=0: the test plane runs without its real node")
+    for node in k8s_client.list(Node, labels={key: value}):
+        conditions = node.status.conditions if node.status else None
+        if any(c.type == "Ready" and c.status == "True" for c in conditions or []):
+            return str(node.metadata.name if node.metadata else "")
+    pytest.fail(f"no Ready node labelled {key}={value}: run scripts/k8s-testenv up")
+
+
+@pytest.fixture
+def real_slot(slot: Slot, real_node: str) -> Slot:
+    """A slot whose pods run real containers: its namespace carries the label that makes the
+    test plane's admission policy add the real node's nodeSelector and toleration."""
+    key, value = REAL_NODE_LABEL
+    slot.client.patch(Namespace, slot.namespace, {"metadata": {"labels": {key: value}}})
+    slot.real_node = real_node
+    return slot
 
 
 MakeSlot = Callable[[], Slot]

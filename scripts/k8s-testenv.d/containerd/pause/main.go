@@ -1,0 +1,27 @@
+// pause: the sandbox container of the real test node's pods. It holds the pod's
+// namespaces, reaps orphaned children and exits on SIGINT/SIGTERM. Built here, so no
+// registry pull is needed for a pod sandbox.
+package main
+
+import (
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	signals := make(chan os.Signal, 4)
+	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM, syscall.SIGCHLD)
+	for sig := range signals {
+		if sig != syscall.SIGCHLD {
+			os.Exit(0)
+		}
+		for {
+			var status syscall.WaitStatus
+			pid, err := syscall.Wait4(-1, &status, syscall.WNOHANG, nil)
+			if pid <= 0 || err != nil {
+				break
+			}
+		}
+	}
+}
