@@ -164,11 +164,10 @@ def dumps(data: Any) -> bytes:
     return (json.dumps(data, indent=1, sort_keys=True) + "\n").encode()
 
 
-def parse_parts(tree: Mapping[str, tuple[bytes, int]]) -> dict[str, dict[str, dict[str, Any]]]:
-    """Each slot's applied route units in a shared proxy's files (``{"app/slot": {key:
-    unit}}``: a slot that uses the proxy has a part, empty while it routes nothing yet);
-    none when ``slots.json`` is missing or not such an object."""
-    raw = tree.get(PARTS_FILE)
+def _objects(tree: Mapping[str, tuple[bytes, int]], name: str) -> dict[str, dict[str, Any]]:
+    """The JSON object of objects in file ``name`` of a proxy's files (keys as strings, the
+    values that are not objects left out); none when the file is missing or not such."""
+    raw = tree.get(name)
     if raw is None:
         return {}
     try:
@@ -177,25 +176,20 @@ def parse_parts(tree: Mapping[str, tuple[bytes, int]]) -> dict[str, dict[str, di
         return {}
     if not isinstance(data, dict):
         return {}
+    return {str(k): v for k, v in data.items() if isinstance(v, dict)}
+
+
+def parse_parts(tree: Mapping[str, tuple[bytes, int]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """Each slot's applied route units in a shared proxy's files (``{"app/slot": {key:
+    unit}}``: a slot that uses the proxy has a part, empty while it routes nothing yet);
+    none when ``slots.json`` is missing or not such an object."""
     return {
-        str(owner): parse_routes({ROUTES_FILE: (json.dumps(part).encode(), 0)})
-        for owner, part in data.items()
-        if isinstance(part, dict)
+        owner: {str(k): v for k, v in part.items() if isinstance(v, dict)}
+        for owner, part in _objects(tree, PARTS_FILE).items()
     }
 
 
 def parse_routes(tree: Mapping[str, tuple[bytes, int]]) -> dict[str, dict[str, Any]]:
     """The applied route units in a per-slot proxy's config files (``{path: (content,
     mode)}``); none when ``routes.json`` is missing or not an object of objects."""
-    raw = tree.get(ROUTES_FILE)
-    if raw is None:
-        return {}
-    try:
-        data = json.loads(raw[0])
-    except ValueError:
-        return {}
-    return (
-        {str(k): v for k, v in data.items() if isinstance(v, dict)}
-        if isinstance(data, dict)
-        else {}
-    )
+    return _objects(tree, ROUTES_FILE)
