@@ -1,0 +1,193 @@
+"""HTTPS on the shared proxy, against the real test ACME CA (Pebble) on both test hosts.
+
+Every name is a fresh one under ``SHIPWAY_TEST_ACME_DOMAIN`` (Pebble resolves it to host A),
+and the slots' HTTP port is the CA's HTTP-01 port (held by one test at a time). A client
+that trusts ONLY the CA's issuing root (``SHIPWAY_TEST_ACME_ROOT``) fetches the app over
+HTTPS and verifies the chain. The spec's ``acme.root`` is a bundle of the directory's own
+TLS CA and that root: what a private CA's user gives.
+"""
+
+from __future__ import annotations
+
+import datetime
+import http.client
+import socket
+import ssl
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from shipway import api
+from shipway.cli.main import cli
+from shipway.engine import Rolled
+from tests.backends.docker.conftest import SLOT, Deployment, free_port
+from tests.testenv.acme import AcmeEnv, challenge_port
+from tests.testenv.docker import DockerEnv, DockerHost
+
+#: how long a first certificate may take (an order by HTTP-01: about 4 s on a quiet host)
+ISSUE = 90.0
+
+
+@pytest.fixture
+def secure(
+    docker_env: DockerEnv, acme_env: AcmeEnv, ssh_env: dict[str, str], tmp_path: Path
+) -> Iterator[Deployment]:
+    """A fresh app whose slot's HTTP port is the CA's challenge port (this test's alone)."""
+    with challenge_port(acme_env) as port:
+        d = Deployment(env=docker_env, name=f"t{uuid.uuid4().hex[:8]}", dir=tmp_path, port=port)
+        (tmp_path / "ca.pem").write_bytes(
+            acme_env.directory_ca.read_bytes() + acme_env.root.read_bytes()
+        )
+        try:
+            yield d
+        finally:
+            d.cleanup()
+
+
+def acme_line(acme: AcmeEnv, profile: str | None = None) -> str:
+    extra = f', profile = "{profile}"' if profile else ""
+    return f'acme = {{ directory = "{acme.directory}", root = "ca.pem"{extra} }}\n'
+
+
+def fetch(
+    host: DockerHost, port: int, name: str, root: Path, path: str = "/version"
+) -> tuple[int, dict[str, str], str, dict[str, Any]]:
+    """(status, headers, body, peer certificate) of GET ``path`` for ``name`` over HTTPS,
+    verified against ``root`` only; raises while no certificate verifies."""
+    context = ssl.create_default_context(cafile=str(root))  # that file only
+    # the host's address, the name as SNI: the certificate must be for the name
+    tls = context.wrap_socket(
+        socket.create_connection((host.address, port), timeout=10), server_hostname=name
+    )
+    cert = tls.getpeercert()
+    assert cert is not None
+    conn = http.client.HTTPConnection(host.address, port, timeout=10)
+    conn.sock = tls
+    try:
+        conn.request("GET", path, headers={"Host": name})
+        response = conn.getresponse()
+        return response.status, dict(response.getheaders()), response.read().decode(), cert
+    finally:
+        conn.close()
+
+
+def served(
+    host: DockerHost, port: int, name: str, root: Path, deadline: float = ISSUE
+) -> tuple[int, dict[str, str], str, dict[str, Any]]:
+    """:func:`fetch`, once the host serves a certificate that verifies (polled)."""
+    end = time.monotonic() + deadline
+    while True:
+        try:
+            return fetch(host, port, name, root)
+        except (ssl.SSLError, OSError):
+            if time.monotonic() > end:
+                raise
+            time.sleep(0.5)
+
+
+def plain(host: DockerHost, port: int, name: str) -> tuple[int, dict[str, str]]:
+    conn = http.client.HTTPConnection(host.address, port, timeout=10)
+    try:
+        conn.request("GET", "/version?x=1", headers={"Host": name})
+        response = conn.getresponse()
+        response.read()
+        return response.status, dict(response.getheaders())
+    finally:
+        conn.close()
+
+
+def serial(cert: dict[str, Any]) -> str:
+    return str(cert["serialNumber"])
+
+
+def write(
+    d: Deployment, hosts: list[DockerHost], routes: str, slot_extra: str, tls_port: int
+) -> None:
+    d.write(hosts=hosts, extra=routes, slot_extra=f"proxy_tls_port = {tls_port}\n{slot_extra}")
+
+
+def test_one_host_serves_an_acme_certificate_redirects_http_and_no_hsts_by_default(
+    secure: Deployment, acme_env: AcmeEnv
+) -> None:
+    env, tls_port = secure.env, free_port()
+    name = f"s{uuid.uuid4().hex[:8]}.{acme_env.domain}"
+    route = f'[[routes]]\nhost = "{name}"\nprocess = "web"\ntls = "auto"\n'
+    write(secure, [env.a], route, acme_line(acme_env), tls_port)
+    plan = api.plan(secure.app(), SLOT)
+    assert any(
+        n.startswith(f"certificates: {name} requested from {acme_env.directory}")
+        for n in plan.notes
+    ), plan.notes
+    assert isinstance(secure.deploy(), Rolled)
+
+    status, headers, body, cert = served(env.a, tls_port, name, acme_env.root)
+    assert (status, body) == (200, "v1\n")
+    assert ("DNS", name) in cert["subjectAltName"]
+    assert "Strict-Transport-Security" not in headers  # opt-in only
+    # plain HTTP for that name: a redirect to HTTPS, same path
+    code, headers = plain(env.a, secure.port, name)
+    assert code == 308
+    assert headers["Location"] == f"https://{name}:{tls_port}/version?x=1"
+
+    # status: the certificate's names, issuer and expiry
+    result = CliRunner().invoke(
+        cli, ["-f", str(secure.spec_file), "status", SLOT, "-o", "json"], catch_exceptions=False
+    )
+    got = api.status(secure.app(), SLOT).certificates
+    (mine,) = [c for c in got if name in c.names]
+    assert mine.issuer.startswith("Pebble Intermediate CA")
+    expected = datetime.datetime.strptime(cert["notAfter"], "%b %d %H:%M:%S %Y %Z")
+    assert mine.expires.replace(tzinfo=None) == expected
+    assert name in result.output
+
+
+def test_two_hosts_get_the_certificate_issued_once_and_renewed_without_a_deploy(
+    secure: Deployment, acme_env: AcmeEnv
+) -> None:
+    """B (first) orders; A forwards the CA's HTTP-01 check (the name resolves to A) to B,
+    and gets the certificate from B: the same serial on both; HSTS when asked. With
+    Pebble's 3-minute profile, B renews on its own and both serve the new one."""
+    env, tls_port = secure.env, free_port()
+    name = f"r{uuid.uuid4().hex[:8]}.{acme_env.domain}"
+    route = f'[[routes]]\nhost = "{name}"\nprocess = "web"\ntls = "auto"\n'
+    write(secure, [env.b, env.a], route, acme_line(acme_env, "shortlived") + "hsts = true\n",
+          tls_port)  # fmt: skip
+    assert isinstance(secure.deploy(), Rolled)
+
+    on_b = served(env.b, tls_port, name, acme_env.root)
+    on_a = served(env.a, tls_port, name, acme_env.root)
+    for status, headers, body, _ in (on_a, on_b):
+        assert (status, body) == (200, "v1\n")
+        assert headers["Strict-Transport-Security"] == "max-age=31536000"
+    first = serial(on_b[3])
+    assert serial(on_a[3]) == first, "host A must serve B's certificate, not one of its own"
+    # one order: nothing in A's certificate storage, B's holds the name's certificate
+    assert secure_storage(secure, env.a) == []
+    assert [p for p in secure_storage(secure, env.b) if p.endswith(f"{name}.crt")]
+
+    # renewal: no deploy; B's proxy renews before expiry, A serves the new one too
+    deadline = time.monotonic() + 300
+    while True:
+        now_b = serial(served(env.b, tls_port, name, acme_env.root)[3])
+        now_a = serial(served(env.a, tls_port, name, acme_env.root)[3])
+        if now_b != first and now_a == now_b:
+            break
+        assert time.monotonic() < deadline, f"not renewed in 300 s (B {now_b}, A {now_a})"
+        time.sleep(5)
+
+
+def secure_storage(d: Deployment, host: DockerHost) -> list[str]:
+    """The certificate files in the host's shared proxy's storage."""
+    from shipway.backends.docker.records import read_tree_of
+
+    client = d.local(host)
+    try:
+        tree = read_tree_of(client, f"shipway-proxy-{d.port}", "/data/caddy/certificates")
+        return sorted(tree)
+    finally:
+        client.close()
