@@ -150,9 +150,11 @@ def compose(
     }  # fmt: skip
     secure = [(k, f) for k, f in ordered if f["body"].get("tls")]
     apps: dict[str, Any] = {}
+    if proxy.get("tls_port"):
+        # from its first config on: Caddy keeps the renewal check's interval it started with
+        apps["tls"] = https.tls_app(dict(secure), config_dir)
     if secure and proxy.get("tls_port"):
         servers |= _tls_servers(secure, upstream_try, config_dir, tokens or {})
-        apps["tls"] = https.tls_app(dict(secure), config_dir)
     return {
         "admin": {"listen": admin, "config": {"persist": False}},
         "apps": {

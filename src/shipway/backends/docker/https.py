@@ -48,8 +48,10 @@ RELAY = "127.0.0.1:2080"
 SHARE_PATH = "/.well-known/shipway/certificate"
 SHARE_TOKEN = "share.token"
 #: how often Caddy looks for certificates to renew (its default is 10 minutes: too rare
-#: for short-lived certificates)
-RENEW_CHECK = "1m"
+#: for short-lived certificates). Caddy sets it when its certificate cache is made, at the
+#: first config with a ``tls`` app, and keeps it: so a proxy that serves HTTPS has it from
+#: its first config on (:func:`~.caddy.compose`)
+RENEW_CHECK = "30s"
 HSTS = "max-age=31536000"
 
 
