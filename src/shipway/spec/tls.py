@@ -133,29 +133,20 @@ def _acme(c: Checker, raw: Any, path: KeyPath, base_dir: Path, check_files: bool
     t = c.table(raw, path, ACME_KEYS)
     if t is None:
         return None
-    directory = (
-        c.string(
-            t["directory"],
-            (*path, "directory"),
-            pattern=_URL,
-            what="ACME directory URL",
-            hint='an https:// URL, e.g. "https://acme-staging-v02.api.letsencrypt.org/directory"',
-        )
-        if "directory" in t
-        else LETS_ENCRYPT
-    )
-    email = (
-        c.string(t["email"], (*path, "email"), pattern=_EMAIL, what="email address",
-                 hint='e.g. email = "ops@example.com"')
-        if "email" in t
-        else None
-    )  # fmt: skip
-    profile = (
-        c.string(t["profile"], (*path, "profile"), pattern=_PROFILE, what="ACME profile",
-                 hint='a profile the CA offers, e.g. "shortlived"')
-        if "profile" in t
-        else None
-    )  # fmt: skip
+    # each key: (its pattern, what it is, a hint)
+    rules = {
+        "directory": (_URL, "ACME directory URL",
+                      'an https:// URL, e.g. "https://acme-staging-v02.api.letsencrypt.org/directory"'),
+        "email": (_EMAIL, "email address", 'e.g. email = "ops@example.com"'),
+        "profile": (_PROFILE, "ACME profile", 'a profile the CA offers, e.g. "shortlived"'),
+    }  # fmt: skip
+    found = {
+        key: c.string(t[key], (*path, key), pattern=rule[0], what=rule[1], hint=rule[2])
+        for key, rule in rules.items()
+        if key in t
+    }
+    directory = found.get("directory", LETS_ENCRYPT if "directory" not in t else None)
+    email, profile = found.get("email"), found.get("profile")
     root, pem = None, None
     if "root" in t:
         name = c.string(t["root"], (*path, "root"), hint="a PEM file, relative to the spec")

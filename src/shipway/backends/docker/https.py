@@ -35,7 +35,7 @@ from shipway.backends.docker.machines import HostAddress, addresses
 from shipway.release.model import Release
 from shipway.spec.model import App, Slot
 from shipway.spec.secrets import placeholder
-from shipway.spec.tls import Acme, GivenCertificate
+from shipway.spec.tls import HSTS_MAX_AGE, Acme, GivenCertificate
 
 #: where Caddy keeps its certificates in the proxy (its ``XDG_DATA_HOME``: a volume)
 DATA_DIR = "/data"
@@ -52,7 +52,7 @@ SHARE_TOKEN = "share.token"
 #: first config with a ``tls`` app, and keeps it: so a proxy that serves HTTPS has it from
 #: its first config on (:func:`~.caddy.compose`)
 RENEW_CHECK = "30s"
-HSTS = "max-age=31536000"
+HSTS = f"max-age={HSTS_MAX_AGE}"
 
 
 def issuer_of(app: App, slot: Slot) -> HostAddress | None:
