@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from shipway.errors import InputError
 from shipway.spec.check import Checker
 from shipway.spec.limits import Unreadable, read_regular_file
 from shipway.spec.locate import KeyPath
@@ -197,6 +198,18 @@ def refusal(backend: str, route: Any) -> tuple[str, str] | None:
             "on kubernetes name a TLS Secret with tls_secret",
         )
     return None
+
+
+def refuse_unserved(backend: str, routes: tuple[Any, ...], slot: str, spec_file: Any) -> None:
+    """Raise InputError (exit 2) when the routes a slot serves (the app's, shared by slots
+    of several backends) ask for TLS its backend cannot give, rather than serve them
+    without it."""
+    for route in routes:
+        why = refusal(backend, route)
+        if why is not None:
+            raise InputError(
+                f"{spec_file}: route {route.host} in slot {slot}: {why[0]} (hint: {why[1]})"
+            )
 
 
 def route_json(tls: RouteTls | None) -> Any:

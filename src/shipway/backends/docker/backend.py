@@ -40,7 +40,7 @@ from shipway.errors import InputError
 from shipway.release.artifact import Artifact
 from shipway.release.model import Release
 from shipway.spec.model import App, Slot
-from shipway.spec.tls import refusal
+from shipway.spec.tls import refuse_unserved
 
 
 class DockerBackend(
@@ -67,13 +67,7 @@ def connect(app: App, slot: Slot) -> DockerBackend:
     """The backend for a docker slot. Opens nothing yet: each host is connected (and its
     SSH key verified) when first used."""
     routed = app.in_slot(slot.name) if slot.name in app.slots else app
-    for route in routed.routes:
-        why = refusal("docker", route)
-        if why is not None:
-            raise InputError(
-                f"{app.spec_file}: route {route.host} in slot {slot.name}: {why[0]} "
-                f"(hint: {why[1]})"
-            )
+    refuse_unserved("docker", routed.routes, slot.name, app.spec_file)
     issuer = issuer_of(routed, slot)
     auto = any(r.tls == "auto" for r in routed.routes)
     if auto and issuer is not None and issuer.hostname is None and len(slot.hosts) > 1:
