@@ -269,3 +269,44 @@ def test_a_certificate_from_secrets_is_served_on_both_hosts_and_never_shown(
     secret = key_file.read_text().splitlines()[1]
     shown = lines.text() + "\n".join(plan.describe()) + str(plan.to_json())
     assert secret not in shown
+
+
+def test_an_app_without_https_uses_the_proxy_an_https_app_made_as_it_is(
+    deployment: Deployment, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The shared proxy of an app with HTTPS (its HTTPS port, its certificate volume) serves
+    an app without: that app's deploy neither replaces it nor plans to, and both serve."""
+    env, tls_port = deployment.env, free_port()
+    name = f"g{uuid.uuid4().hex[:8]}.example.test"
+    cert_file, key_file = self_signed(name, tmp_path)
+    monkeypatch.setenv("SHOP_CERT", cert_file.read_text())
+    monkeypatch.setenv("SHOP_KEY", key_file.read_text())
+    write(deployment, [env.a], GIVEN.format(name=name), "", tls_port)
+    assert isinstance(deployment.deploy(), Rolled)
+    (proxy,) = deployment.containers(env.a, kind="proxy")
+
+    (tmp_path / "plain").mkdir()
+    plain_app = Deployment(env=env, name=f"p{uuid.uuid4().hex[:8]}", dir=tmp_path / "plain",
+                           port=deployment.port)  # fmt: skip
+    try:
+        blog = f"blog-{plain_app.name}.test"
+        plain_app.write(hosts=[env.a], extra=f'[[routes]]\nhost = "{blog}"\nprocess = "web"\n')
+        assert isinstance(plain_app.deploy(), Rolled)
+        again = api.plan(plain_app.app(), SLOT, image=env.images.v2)
+        assert not [s for s in again.steps if getattr(s, "kind", None) == "proxy"], again.steps
+        assert plain(env.a, deployment.port, blog)[0] == 200
+        assert served(env.a, tls_port, name, cert_file, 30)[2] == "v1\n"
+        (still,) = deployment.containers(env.a, kind="proxy")
+        assert still.id == proxy.id
+    finally:
+        plain_app.cleanup()
+
+
+GIVEN = """[secrets]
+SHOP_CERT = {{ from_env = "SHOP_CERT" }}
+SHOP_KEY = {{ from_env = "SHOP_KEY" }}
+[[routes]]
+host = "{name}"
+process = "web"
+tls = {{ cert = "SHOP_CERT", key = "SHOP_KEY" }}
+"""
