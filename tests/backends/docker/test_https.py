@@ -23,6 +23,7 @@ import pytest
 from click.testing import CliRunner
 
 from shipway import api
+from shipway.backends.docker.records import read_tree
 from shipway.cli.main import cli
 from shipway.engine import Rolled
 from tests.backends.docker.conftest import SLOT, Deployment, Lines, free_port
@@ -298,6 +299,13 @@ def test_an_app_without_https_uses_the_proxy_an_https_app_made_as_it_is(
         assert served(env.a, tls_port, name, cert_file, 30)[2] == "v1\n"
         (still,) = deployment.containers(env.a, kind="proxy")
         assert still.id == proxy.id
+        # the HTTPS app goes: the proxy stays for the other, its key file kept empty
+        key_files = [k for k in read_tree(still, "/etc/shipway") if k.endswith(".key")]
+        assert key_files
+        api.destroy(deployment.app(), SLOT, confirm=SLOT, reporter=Lines())
+        tree = read_tree(still, "/etc/shipway")
+        assert all(tree[k][0] == b"" for k in key_files), "a key outlived its route"
+        assert plain(env.a, deployment.port, blog)[0] == 200
     finally:
         plain_app.cleanup()
 

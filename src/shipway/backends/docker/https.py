@@ -323,17 +323,23 @@ def root_file(owner_key: str, body: Mapping[str, Any], config_dir: str) -> str |
 
 
 def given_files(
-    owner_key: str, body: Mapping[str, Any], secrets: Mapping[str, str]
+    owner_key: str, body: Mapping[str, Any], secrets: Mapping[str, str] | None
 ) -> dict[str, tuple[bytes, int]]:
     """The files a route unit's given certificates and ACME root are written to in the
-    proxy's config directory (``secrets``: the placeholders' values, revealed here only)."""
+    proxy's config directory (``secrets``: the placeholders' values, revealed here only;
+    None: the same files emptied, for a route that leaves the proxy, so no key outlives
+    its route there)."""
     tls = body.get("tls") or {}
+
+    def value(ref: str) -> bytes:
+        return secrets[ref].encode() if secrets is not None else b""
+
     out: dict[str, tuple[bytes, int]] = {}
     for i, given in enumerate(tls.get("given", [])):
         stem = file_of(f"{owner_key} {i}", "")
-        out[f"{stem}crt"] = (secrets[given["cert"]].encode(), 0o600)
-        out[f"{stem}key"] = (secrets[given["key"]].encode(), 0o600)
+        out[f"{stem}crt"] = (value(given["cert"]), 0o600)
+        out[f"{stem}key"] = (value(given["key"]), 0o600)
     pem = (tls.get("acme") or {}).get("root_pem")
     if pem:
-        out[file_of(owner_key, "root.pem")] = (pem.encode(), 0o644)
+        out[file_of(owner_key, "root.pem")] = (pem.encode() if secrets is not None else b"", 0o644)
     return out

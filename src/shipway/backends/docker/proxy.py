@@ -270,7 +270,13 @@ class DockerProxy(DockerState):
             )
         files = _config_files(parts, proxy_body, str(proxy.id), tree)
         proxy.put_archive(config_dir, tar_of(files))
+        emptied: dict[str, tuple[bytes, int]] = {}  # the certificate files of routes gone
+        for key, unit in caddy.parse_parts(tree).get(self._owner, {}).items():
+            if key not in parts.get(self._owner, {}):
+                emptied |= https.given_files(f"{self._owner} {key}", unit.get("body") or {}, None)
         if proxy.status != "running":
+            if emptied:
+                proxy.put_archive(config_dir, tar_of(emptied))
             return parts
         running = tree.get(caddy.CONFIG_FILE, (b"", 0))[0]  # what the proxy runs now
         refused = self._reload(host, proxy, config_dir, files[caddy.CONFIG_FILE][0], running)
@@ -279,6 +285,8 @@ class DockerProxy(DockerState):
             if previous:
                 proxy.put_archive(config_dir, tar_of(previous))
             raise BackendError(f"the proxy {proxy.name} refused its new configuration {refused}")
+        if emptied:  # only once the config that names them no more is the one running
+            proxy.put_archive(config_dir, tar_of(emptied))
         return parts
 
     def _reload(
