@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from shipway import spec as _spec
 from shipway.backends import open_backend
 from shipway.backends.accessories import AccessoryStatus, accessories_of, runs_accessories
+from shipway.backends.certificate_status import CertificateStatus, ServesCertificates
 from shipway.backends.logs import LogLine, LogQuery, LogView
 from shipway.backends.protocol import (
     Backend,
@@ -608,6 +609,8 @@ class SlotStatus:
     state: SlotState = NOTHING
     #: its accessories: health, version, data size (spec/accessories.py)
     accessories: list[AccessoryStatus] = field(default_factory=list)
+    #: the certificates its routes are served with (docker: names, issuer, expiry)
+    certificates: list[CertificateStatus] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -621,6 +624,7 @@ class SlotStatus:
             "processes": [p.to_json() for p in self.processes],
             "volumes": [v.to_json() for v in self.volumes],
             "accessories": [a.to_json() for a in self.accessories],
+            "certificates": [c.to_json() for c in self.certificates],
         }
 
 
@@ -638,6 +642,7 @@ def status(app: App, slot: str, *, backend: Backend | None = None) -> SlotStatus
             volumes=b.volumes(target),
             state=slot_state(records, processes),
             accessories=accessories_of(b).accessories(target) if runs_accessories(b) else [],
+            certificates=b.certificates(target) if isinstance(b, ServesCertificates) else [],
         )
 
 

@@ -36,5 +36,5 @@ def open_backend(app: App, slot: Slot) -> Backend:
             return connect_kubernetes(app, slot)
     raise InputError(
         f"slot {slot.name!r}: unknown backend {slot.backend!r} "
-        "(hint: backend = \"local\", \"docker\" or \"kubernetes\")"
+        '(hint: backend = "local", "docker" or "kubernetes")'
     )

@@ -35,8 +35,7 @@ class Guarded:
         """Refuse a target this backend was not opened for (reads and mutations alike)."""
         if (target.app, target.slot) != (self.app.name, self.slot.name):
             raise BackendError(
-                f"this {self.name} backend serves {self.app.name}/{self.slot.name}, "
-                f"not {target}"
+                f"this {self.name} backend serves {self.app.name}/{self.slot.name}, not {target}"
             )
 
     def _guard(self, clearance: Clearance, target: Target) -> None:

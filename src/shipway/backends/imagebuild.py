@@ -46,7 +46,7 @@ def tag_for(app: App, inputs: str) -> str:
     """``<repository>:src-<16 hex of the inputs digest>``: known before anything is built."""
     if not app.image:
         raise InputError(
-            "nothing names where the built image goes: set image = \"registry/team/app\" under "
+            'nothing names where the built image goes: set image = "registry/team/app" under '
             "[app] (its repository is where shipway pushes what it builds)"
         )
     return f"{repository_of(app.image)}:src-{inputs.removeprefix('sha256:')[:16]}"

@@ -153,9 +153,7 @@ class _Client:
         if scheme != "bearer" or "realm" not in params:
             return False
         query = {k: v for k, v in params.items() if k in ("service", "scope")}
-        answer = self.session.get(
-            params["realm"], params=query, auth=creds, timeout=self.timeout
-        )
+        answer = self.session.get(params["realm"], params=query, auth=creds, timeout=self.timeout)
         if answer.status_code != 200:
             return False
         body = answer.json()
@@ -231,9 +229,7 @@ def _pick_platform(index: Mapping[str, Any]) -> str | None:
     return None
 
 
-def lookup(
-    ref: str, *, insecure: Iterable[str] = (), timeout: float = TIMEOUT
-) -> RegistryImage:
+def lookup(ref: str, *, insecure: Iterable[str] = (), timeout: float = TIMEOUT) -> RegistryImage:
     """Digest and config of ``ref`` from its registry. Raises RegistryLookupFailed."""
     try:
         image = ImageRef.parse(ref)

@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from shipway.backends.protocol import Leftover
 
 
-
 @click.command()
 @slot_argument
 @click.option(

@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     from shipway.spec.model import App
 
 
-
 def generation_argument(f: Any) -> Any:
     # not required for click: with one slot, GENERATION may arrive in SLOT's place
     return click.argument(
@@ -169,9 +168,7 @@ def gc(obj: Context, slot: str | None, keep: int, confirm: str | None) -> None:
     run_body(obj, body)
 
 
-sleep = _generation_command(
-    "sleep", "Put GENERATION of SLOT to sleep (scaled to zero, kept)."
-)
+sleep = _generation_command("sleep", "Put GENERATION of SLOT to sleep (scaled to zero, kept).")
 wake = _generation_command(
     "wake", "Wake GENERATION of SLOT and wait until ready; no traffic moves."
 )

@@ -24,7 +24,6 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-
 def cluster_options(f: F) -> F:
     f = click.option(
         "--context",

@@ -108,4 +108,3 @@ def _write(obj: Context, target: Path, directory: Path, force: bool, to_stdout: 
         click.echo(f"  to do: {change}")
     click.echo("  health paths are guesses too; then: shipway plan, shipway deploy")
     return 0
-

@@ -56,4 +56,3 @@ class LiveWaits:
 
     def stop(self) -> None:
         self._live.stop()
-

@@ -170,4 +170,3 @@ def logs(
 def _json(line: LogLine) -> dict[str, object]:
     at = datetime.fromtimestamp(line.at).astimezone().isoformat() if line.at else None
     return {"source": line.source, "process": line.process, "at": at, "text": line.text}
-

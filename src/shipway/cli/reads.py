@@ -60,6 +60,8 @@ def status(obj: Context, slot: str | None) -> None:
             click.echo(f"volume {volume.line()}")
         for accessory in result.accessories:
             click.echo(f"accessory {accessory.line()}")
+        for certificate in result.certificates:
+            click.echo(f"certificate {certificate.line()}")
         return 0
 
     run_body(obj, body)
@@ -115,4 +117,3 @@ def list_slots(obj: Context, state_dirs: tuple[Path, ...]) -> None:
         return 0
 
     run_body(obj, body)
-

@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from shipway.spec.model import App
 
 
-
 @click.command("set-image")
 @slot_argument
 @click.argument("workload", metavar="KIND/NAME[:CONTAINER]", required=False)

@@ -28,6 +28,7 @@ from shipway.release.model import Release, ReleaseStatus, SecretMarks, now_utc
 from shipway.spec.model import App, Target
 from shipway.spec.parse import from_snapshot
 from shipway.spec.secrets import Secret, resolve_all
+from shipway.spec.tls import certificate_notes
 
 Build = Callable[[list[Release], Observed], Plan]
 Undo = Callable[[Target, WalkResult, Release | None], list[Step]]
@@ -143,6 +144,12 @@ class EngineContext:
         then what the backend cannot promise because of them. ``app`` is the spec the plan
         runs (a recorded one for a rollback or restart); one that declares no volume costs
         no look (``status`` lists every volume the slot still holds)."""
+        slot = app.slots.get(slot_name)
+        if slot.backend == "docker":  # the certificates it asks for (spec/tls.py)
+            https = certificate_notes(
+                app.in_slot(slot_name).routes, slot.acme, [h.url for h in slot.hosts]
+            )
+            plan = replace(plan, notes=(*plan.notes, *https)) if https else plan
         if not app.volumes:
             return plan
         target = app.slots.target(slot_name)

@@ -17,6 +17,7 @@ from shipway.errors import UnknownSlot
 from shipway.spec.accessories import Accessory
 from shipway.spec.secrets import Secret, SecretRef
 from shipway.spec.source import Source
+from shipway.spec.tls import Acme, RouteTls, route_json
 from shipway.spec.volumes import Volume
 
 BackendName = Literal["local", "docker", "kubernetes"]
@@ -77,7 +78,8 @@ class Route:
     host: str
     process: str
     port: int | None = None
-    tls_secret: str | None = None
+    tls_secret: str | None = None  # kubernetes: a TLS Secret's name
+    tls: RouteTls | None = None  # docker: "auto" (ACME) or a certificate from secrets
 
 
 @dataclass(frozen=True)
@@ -143,6 +145,10 @@ class Slot:
     proxy_image: str | None = None
     proxy_port: int | None = None
     drain_timeout: float | None = None
+    #: HTTPS (spec/tls.py): the ACME CA of ``tls = "auto"`` routes, the HTTPS port, HSTS
+    acme: Acme | None = None
+    proxy_tls_port: int | None = None
+    hsts: bool = False
     #: hosts rolled at a time (Kamal's boot limit); None: every host at once
     batch: int | None = None
     # local
@@ -281,7 +287,7 @@ class App:
             "env": dict(self.env),
             "secrets": {n: r.to_json() for n, r in self.secrets.items()},
             "files": {f.path: f.content for f in self.files},
-            "routes": [_drop_none(_asdict(r)) for r in self.routes],
+            "routes": [_drop_none({**_asdict(r), "tls": route_json(r.tls)}) for r in self.routes],
         }
         from shipway.spec.build import snapshot_of
 
@@ -359,6 +365,9 @@ def _slot_json(slot: Slot) -> dict[str, Any]:
                     "proxy_port": slot.proxy_port,
                     "drain_timeout": slot.drain_timeout,
                     "batch": slot.batch,
+                    "acme": slot.acme.to_json() if slot.acme else None,
+                    "proxy_tls_port": slot.proxy_tls_port,
+                    "hsts": slot.hsts or None,
                 }
             )
         )

@@ -40,6 +40,7 @@ from shipway.spec.procfile import Procfile
 from shipway.spec.secret_refs import parse_secrets
 from shipway.spec.secrets import SecretRef, names_in
 from shipway.spec.source import Source, every_slot_has_source, parse_source
+from shipway.spec.tls import SLOT_TLS_KEYS, check_backend, parse_route_tls, parse_slot_tls
 from shipway.spec.volumes import check_file_volumes, check_volume_slots, parse_volumes
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -77,7 +78,7 @@ APP_KEYS = (
 PROCESS_KEYS = ("command", "port", "replicas", "healthcheck", "resources")
 HEALTH_KEYS = ("path", "interval", "timeout", "attempts", "initial_delay")
 RESOURCE_KEYS = ("requests", "limits")
-ROUTE_KEYS = ("host", "process", "port", "tls_secret")
+ROUTE_KEYS = ("host", "process", "port", "tls_secret", "tls")
 SLOT_KEYS = (
     "backend",
     "role",
@@ -100,8 +101,10 @@ SLOT_KEYS = (
     "env",
     "routes",
     "source",
+    *SLOT_TLS_KEYS,
 )
 BACKEND_ONLY = {
+    **{key: "docker" for key in SLOT_TLS_KEYS},
     "context": "kubernetes",
     "namespace": "kubernetes",
     "source": "kubernetes",
@@ -179,13 +182,14 @@ def parse(
     secrets = parse_secrets(c, top.get("secrets", {}), base_dir)
     env, secrets, env_files = appfiles.env_files(c, app_t, base_dir, env, secrets)
     files = _files(c, top.get("files", {}), secrets)
-    routes = _routes(c, top.get("routes", []), ("routes",), processes)
+    routes = _routes(c, top.get("routes", []), ("routes",), processes, secrets)
     for key in env:
         if key in secrets:
             c.error(("env", key), "is also declared as a secret", "keep one of the two")
     slots = _slots(
-        c, top.get("slots"), processes, routes, name or "app", default_source, base_dir, check_files
-    )
+        c, top.get("slots"), processes, routes, name or "app", default_source, base_dir,
+        check_files, secrets,
+    )  # fmt: skip
     build = parse_build(c, top.get("build"), app_t.get("build"))
     volumes = parse_volumes(c, top.get("volumes", {}), processes, files)
     check_volume_slots(c, volumes, slots)
@@ -389,7 +393,11 @@ def _files(c: Checker, raw: Any, secrets: Mapping[str, SecretRef]) -> tuple[Conf
 
 
 def _routes(
-    c: Checker, raw: Any, path: KeyPath, processes: Mapping[str, Process]
+    c: Checker,
+    raw: Any,
+    path: KeyPath,
+    processes: Mapping[str, Process],
+    secrets: Mapping[str, SecretRef],
 ) -> tuple[Route, ...]:
     if not isinstance(raw, list):
         c.error(path, f"must be a list of tables ([[{render_path(path)}]]), not {kind_of(raw)}")
@@ -419,6 +427,7 @@ def _routes(
             if "tls_secret" in r
             else None
         )
+        https = parse_route_tls(c, r, rpath, secrets)
         if process is not None and processes and process not in processes:
             c.error(
                 (*rpath, "process"),
@@ -434,7 +443,7 @@ def _routes(
             )
             continue
         if host and process:
-            out.append(Route(host=host, process=process, port=port, tls_secret=tls))
+            out.append(Route(host=host, process=process, port=port, tls_secret=tls, tls=https))
     return tuple(out)
 
 
@@ -447,6 +456,7 @@ def _slots(
     default_source: Source | None = None,
     base_dir: Path = Path("."),
     check_files: bool = True,
+    secrets: Mapping[str, SecretRef] | None = None,
 ) -> dict[str, Slot]:
     if raw is None:
         return {"local": Slot(name="local", backend="local", role="test")}
@@ -463,7 +473,12 @@ def _slots(
         s = c.table(sraw, path, SLOT_KEYS)
         if s is None:
             continue
-        slot = _slot(c, sname, s, path, processes, app_name)
+        slot = _slot(c, sname, s, path, processes, app_name, secrets or {})
+        if slot is not None and slot.backend == "docker":
+            acme, tls_port, hsts = parse_slot_tls(c, s, path, base_dir, check_files)
+            slot = replace(slot, acme=acme, proxy_tls_port=tls_port, hsts=hsts)
+        if slot is not None:
+            check_backend(c, slot.backend, path, slot.routes)
         if slot is not None and slot.backend == "kubernetes":
             own = (
                 parse_source(c, s["source"], (*path, "source"), base_dir, check_files=check_files)
@@ -487,6 +502,7 @@ def _slot(
     path: KeyPath,
     processes: Mapping[str, Process],
     app_name: str,
+    secrets: Mapping[str, SecretRef],
 ) -> Slot | None:
     backend = c.choice(s.get("backend", "local"), (*path, "backend"), BACKENDS)
     if backend is None:
@@ -569,7 +585,9 @@ def _slot(
         if count is not None:
             replicas[pname] = count
     env = _env(c, s.get("env", {}), (*path, "env"))
-    routes = _routes(c, s["routes"], (*path, "routes"), processes) if "routes" in s else None
+    routes = (
+        _routes(c, s["routes"], (*path, "routes"), processes, secrets) if "routes" in s else None
+    )
     if backend == "local":
         for pname, p in processes.items():
             if p.command is None:

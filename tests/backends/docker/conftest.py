@@ -202,8 +202,9 @@ drain_timeout = "{drain}"
                 for name in (f"shipway-proxy-{self.port}", f"shipway-proxy-{self.port}-lock"):
                     with contextlib.suppress(docker.errors.APIError):
                         client.containers.get(name).remove(force=True)
-                with contextlib.suppress(docker.errors.APIError):
-                    client.volumes.get(f"shipway-proxy-{self.port}").remove(force=True)
+                for volume in (f"shipway-proxy-{self.port}", f"shipway-proxy-{self.port}-data"):
+                    with contextlib.suppress(docker.errors.APIError):
+                        client.volumes.get(volume).remove(force=True)
                 for n in client.networks.list(filters=label):
                     with contextlib.suppress(docker.errors.APIError):
                         n.remove()

@@ -14,6 +14,7 @@ did there. Where each concern lives:
 * :mod:`.oneoff` — one-off commands (``shipway run``) in a container of the release;
   :mod:`.runtime_files` — what a release's containers wrote inside themselves;
 * :mod:`.health` — the health gate a wait checks; :mod:`.lock` — the slot's lock;
+* :mod:`.certificates` — the certificates its routes are served with (status);
 * :mod:`.hosts` — who else serves a host name (another slot's proxy on these hosts);
 * :mod:`.edge` — library exceptions become shipway's errors there, and only there.
 
@@ -24,8 +25,10 @@ Docker keeps no generations: it is a :class:`~shipway.backends.protocol.Backend`
 from __future__ import annotations
 
 from shipway.backends.docker import render
+from shipway.backends.docker.certificates import DockerCertificates
 from shipway.backends.docker.destroy import DockerDestroy
 from shipway.backends.docker.hosts import DockerOwners
+from shipway.backends.docker.https import issuer_of
 from shipway.backends.docker.lock import DockerLock
 from shipway.backends.docker.oneoff import DockerCommands
 from shipway.backends.docker.reads import DockerReads
@@ -37,6 +40,7 @@ from shipway.errors import InputError
 from shipway.release.artifact import Artifact
 from shipway.release.model import Release
 from shipway.spec.model import App, Slot
+from shipway.spec.tls import refuse_unserved
 
 
 class DockerBackend(
@@ -48,6 +52,7 @@ class DockerBackend(
     DockerRuntimeFiles,
     DockerLock,
     DockerOwners,
+    DockerCertificates,
 ):
     """An app's processes as containers on one or many Docker engines."""
 
@@ -61,13 +66,16 @@ class DockerBackend(
 def connect(app: App, slot: Slot) -> DockerBackend:
     """The backend for a docker slot. Opens nothing yet: each host is connected (and its
     SSH key verified) when first used."""
-    routes = slot.routes if slot.routes is not None else app.routes
-    tls = [r.host for r in routes if r.tls_secret]
-    if tls:
+    routed = app.in_slot(slot.name) if slot.name in app.slots else app
+    refuse_unserved("docker", routed.routes, slot.name, app.spec_file)
+    issuer = issuer_of(routed, slot)
+    auto = any(r.tls == "auto" for r in routed.routes)
+    if auto and issuer is not None and issuer.hostname is None and len(slot.hosts) > 1:
         raise InputError(
-            f"slot {slot.name!r}: routes with tls_secret ({', '.join(tls)}) are not supported "
-            "on docker hosts yet: the proxy serves plain HTTP (hint: terminate TLS in front of "
-            "it, and drop tls_secret from these routes)"
+            f"{app.spec_file}: slots.{slot.name}.hosts: the first host serving routes "
+            f'({issuer.url}) orders the certificates of tls = "auto" routes, and the other '
+            "hosts reach it by its SSH host name; a unix:// host has none (hint: list an "
+            "ssh:// host first)"
         )
     return DockerBackend(app, slot)
 

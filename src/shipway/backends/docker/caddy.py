@@ -24,6 +24,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from shipway.backends.docker import https
+
 CONFIG_DIR = "/etc/shipway"
 ROUTES_FILE = "routes.json"
 PARTS_FILE = "slots.json"
@@ -102,6 +104,7 @@ def catch_all_of(parts: Mapping[str, Mapping[str, Any]], owner: str) -> str | No
     """Another slot of a shared proxy that answers every request (a route without host
     names) when ``owner``'s part has such a route too: one of them would never be reached,
     so the second is refused. None when there is no such clash."""
+
     def catch_all(part: Mapping[str, Any]) -> bool:
         return any(not (f.get("body") or {}).get("hosts") for f in part.values())
 
@@ -111,7 +114,10 @@ def catch_all_of(parts: Mapping[str, Mapping[str, Any]], owner: str) -> str | No
 
 
 def compose(
-    routes: Mapping[str, Mapping[str, Any]], proxy: Mapping[str, Any], identity: str | None
+    routes: Mapping[str, Mapping[str, Any]],
+    proxy: Mapping[str, Any],
+    identity: str | None,
+    tokens: Mapping[str | None, str] | None = None,
 ) -> dict[str, Any]:
     """The whole Caddy config for one proxy. Host-matched routes come first, catch-all
     routes next, then the answer for a host no route serves (404); order is otherwise by
@@ -128,26 +134,86 @@ def compose(
     # drain window of the slots served and the old containers' own stop timeout
     drains = [float(f["body"].get("drain", 0)) for _, f in ordered]
     drain = max([float(proxy.get("drain", 5.0)), *drains])
+    servers: dict[str, Any] = {
+        "shipway": {
+            **server,
+            "listen": [f":{int(proxy.get('listen', 80))}"],
+            "automatic_https": {"disable": True},
+            "routes": [
+                *(r for k, f in ordered if f["body"].get("tls")
+                  for r in https.http_routes(k, f["body"], int(proxy.get("port", 80)))),
+                *(route(b, upstream_try) for _, f in ordered if (b := _plain(f["body"]))),
+                UNKNOWN_HOST,
+            ],
+            "errors": {"routes": [RELEASE_DOWN]},
+        }
+    }  # fmt: skip
+    secure = [(k, f) for k, f in ordered if f["body"].get("tls")]
+    apps: dict[str, Any] = {}
+    if proxy.get("tls_port"):
+        # from its first config on: Caddy keeps the renewal check's interval it started with
+        apps["tls"] = https.tls_app(dict(secure), config_dir)
+    if secure and proxy.get("tls_port"):
+        servers |= _tls_servers(secure, upstream_try, config_dir, tokens or {})
     return {
         "admin": {"listen": admin, "config": {"persist": False}},
         "apps": {
             "http": {
                 "grace_period": _duration(drain + float(proxy.get("stop_timeout", 10))),
-                "servers": {
-                    "shipway": {
-                        **server,
-                        "listen": [f":{int(proxy.get('listen', 80))}"],
-                        "automatic_https": {"disable": True},
-                        "routes": [
-                            *(route(f["body"], upstream_try) for _, f in ordered),
-                            UNKNOWN_HOST,
-                        ],
-                        "errors": {"routes": [RELEASE_DOWN]},
-                    }
-                },
-            }
+                "servers": servers,
+            },
+            **apps,
         },
     }
+
+
+def _plain(body: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """A route body as its plain-HTTP route: without its HTTPS names (they are redirected);
+    None when it has no other."""
+    if not body.get("tls"):
+        return body
+    rest = [h for h in body.get("hosts") or [] if h not in https.names_of(body)]
+    return {**body, "hosts": rest} if rest else None
+
+
+def _tls_servers(
+    secure: list[tuple[str, Mapping[str, Any]]],
+    upstream_try: float,
+    config_dir: str,
+    tokens: Mapping[str | None, str],
+) -> dict[str, Any]:
+    """The HTTPS server (its routes: the share endpoint on an issuer, then each route for
+    its HTTPS names), and, on a host that gets its certificates from an issuer, the
+    loopback listener that relays them."""
+    routes = [r for _, f in secure for r in https.share_routes(f["body"], tokens.get(None))]
+    for _, f in secure:
+        body = {**f["body"], "hosts": https.names_of(f["body"])}
+        routes.append(https.hsts(route(body, upstream_try), body))
+    relay = [
+        r
+        for k, f in secure
+        for r in https.relay_routes(
+            f["body"],
+            tokens.get(f["body"]["tls"].get("from")),
+            https.root_file(k, f["body"], config_dir),
+        )
+    ]
+    out: dict[str, Any] = {
+        "shipway-tls": {
+            "listen": [f":{https.TLS_LISTEN}"],
+            "automatic_https": {"disable": True},
+            "tls_connection_policies": [{}],
+            "routes": [*routes, UNKNOWN_HOST],
+            "errors": {"routes": [RELEASE_DOWN]},
+        }
+    }
+    if relay:
+        out["shipway-relay"] = {
+            "listen": [https.RELAY],
+            "automatic_https": {"disable": True},
+            "routes": relay,
+        }
+    return out
 
 
 def admin_listen(config: bytes) -> str | None:
@@ -187,6 +253,18 @@ def parse_parts(tree: Mapping[str, tuple[bytes, int]]) -> dict[str, dict[str, di
         owner: {str(k): v for k, v in part.items() if isinstance(v, dict)}
         for owner, part in _objects(tree, PARTS_FILE).items()
     }
+
+
+def tokens_of(tree: Mapping[str, tuple[bytes, int]]) -> dict[str | None, str]:
+    """The share tokens in a proxy's files: its own (key None) and those of the issuers it
+    gets certificates from (key: the issuer's address)."""
+    out: dict[str | None, str] = {}
+    for name, (content, _) in tree.items():
+        if name == https.SHARE_TOKEN:
+            out[None] = content.decode(errors="replace").strip()
+        elif name.startswith("share-") and name.endswith(".token"):
+            out[name[len("share-") : -len(".token")]] = content.decode(errors="replace").strip()
+    return out
 
 
 def parse_routes(tree: Mapping[str, tuple[bytes, int]]) -> dict[str, dict[str, Any]]:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Mapping
+from secrets import token_urlsafe
 from typing import Any
 
 import docker
@@ -29,7 +30,7 @@ import docker.errors
 import docker.types
 from docker.models.containers import Container
 
-from shipway.backends.docker import admin, caddy, drift, labels, render, shared
+from shipway.backends.docker import admin, caddy, drift, https, labels, render, shared
 from shipway.backends.docker.containers import (
     ContainerSpec,
     create,
@@ -38,13 +39,17 @@ from shipway.backends.docker.containers import (
     remove,
 )
 from shipway.backends.docker.edge import explain
-from shipway.backends.docker.records import read_tree, tar_of
+from shipway.backends.docker.records import read_tree, read_tree_of, tar_of
 from shipway.backends.docker.retrying import transient_call
 from shipway.backends.docker.state import DockerState
 from shipway.errors import BackendError
 from shipway.plan.model import Remove
 from shipway.release.artifact import Unit
-from shipway.spec.secrets import Secret
+from shipway.spec.secrets import Secret, placeholder
+
+#: how long a host that gets its certificates from the issuer waits for the issuer's proxy
+#: (made by the same deploy, at the same time) to have its share token
+TOKEN_WAIT = 60.0
 
 #: what changes one slot's part of a shared proxy's routes, in place
 Change = Callable[[dict[str, Any]], None]
@@ -78,6 +83,9 @@ class DockerProxy(DockerState):
             old = self._per_slot_proxy(client)
             existing = self._get(client, str(body["name"]))
             if existing is not None:
+                theirs, _ = drift.body_of(existing.labels)
+                if (theirs or {}).get("tls_port") and not body.get("tls_port"):
+                    body = dict(theirs or {})  # it serves HTTPS too: as good for this slot
                 reasons = drift.container(existing.attrs, body)
                 if not reasons:
                     return self._use_proxy(host, client, existing, old)
@@ -106,6 +114,8 @@ class DockerProxy(DockerState):
     ) -> str:
         """The shared proxy as it is, this slot's from now on (the lock is held); this
         slot's own proxy of before, on another port, removed and its routes moved over."""
+        if (drift.body_of(proxy.labels)[0] or {}).get("tls_port"):
+            _ensure_token(proxy)
         started = proxy.status != "running"
         if started:
             proxy.start()
@@ -155,8 +165,16 @@ class DockerProxy(DockerState):
             remove(existing, 10)
         if old is not None:  # it holds the port: it goes first
             self._remove_per_slot(client, old)
-        with contextlib.suppress(docker.errors.APIError):
-            client.volumes.create(volume, labels={labels.KIND: labels.PROXY})
+        mounts = [docker.types.Mount(target=config_dir, source=volume, type="volume")]
+        ports = {int(body["listen"]): int(body["port"])}
+        for made in (volume, *([body["data_volume"]] if body.get("data_volume") else [])):
+            with contextlib.suppress(docker.errors.APIError):
+                client.volumes.create(str(made), labels={labels.KIND: labels.PROXY})
+        if body.get("data_volume"):  # Caddy's certificates and ACME account: kept
+            mounts.append(
+                docker.types.Mount(target=https.DATA_DIR, source=body["data_volume"], type="volume")
+            )
+            ports[https.TLS_LISTEN] = int(body["tls_port"])
         container = create(
             client,
             ContainerSpec(
@@ -172,8 +190,8 @@ class DockerProxy(DockerState):
                     labels.UNIT: caddy.dumps(body).decode().strip(),
                 },
                 restart=str(body.get("restart", "unless-stopped")),
-                mounts=[docker.types.Mount(target=config_dir, source=volume, type="volume")],
-                ports={int(body["listen"]): int(body["port"])},
+                mounts=mounts,
+                ports=ports,
                 network=str(body["network"]),
                 stop_timeout=int(body.get("stop_timeout", 10)),
                 sysctls=_listener_migration(client),
@@ -181,14 +199,17 @@ class DockerProxy(DockerState):
         )
         # the config it starts with: the routes already in its volume (a proxy recreated
         # keeps serving them) and those moved over from this slot's own proxy
-        parts = caddy.parse_parts(read_tree(container, config_dir))
+        tree = _ensure_token(container, config_dir) if body.get("tls_port") else {}
+        tree = tree or read_tree(container, config_dir)
+        parts = caddy.parse_parts(tree)
         parts[self._owner] = carried or parts.get(self._owner, {})
         ensure_network(client, self.app.name, self.slot.name, self._network)
         for owner in parts:  # every slot's containers reachable again
             app, _, slot = owner.partition("/")
             with contextlib.suppress(docker.errors.APIError):
                 shared.join(client, container, labels.network(app, slot))
-        container.put_archive(config_dir, tar_of(_config_files(parts, body, str(container.id))))
+        files = _config_files(parts, body, str(container.id), tree)
+        container.put_archive(config_dir, tar_of(files))
         try:
             container.start()
         except docker.errors.APIError as exc:
@@ -247,9 +268,15 @@ class DockerProxy(DockerState):
                 "never reach it (hint: declare [[routes]] with host names in one of them, or "
                 "use another proxy_port)"
             )
-        files = _config_files(parts, proxy_body, str(proxy.id))
+        files = _config_files(parts, proxy_body, str(proxy.id), tree)
         proxy.put_archive(config_dir, tar_of(files))
+        emptied: dict[str, tuple[bytes, int]] = {}  # the certificate files of routes gone
+        for key, unit in caddy.parse_parts(tree).get(self._owner, {}).items():
+            if key not in parts.get(self._owner, {}):
+                emptied |= https.given_files(f"{self._owner} {key}", unit.get("body") or {}, None)
         if proxy.status != "running":
+            if emptied:
+                proxy.put_archive(config_dir, tar_of(emptied))
             return parts
         running = tree.get(caddy.CONFIG_FILE, (b"", 0))[0]  # what the proxy runs now
         refused = self._reload(host, proxy, config_dir, files[caddy.CONFIG_FILE][0], running)
@@ -258,6 +285,8 @@ class DockerProxy(DockerState):
             if previous:
                 proxy.put_archive(config_dir, tar_of(previous))
             raise BackendError(f"the proxy {proxy.name} refused its new configuration {refused}")
+        if emptied:  # only once the config that names them no more is the one running
+            proxy.put_archive(config_dir, tar_of(emptied))
         return parts
 
     def _reload(
@@ -298,6 +327,8 @@ class DockerProxy(DockerState):
             name = str(unit.body["proxy"])
         proxy, _ = self._proxy_for(client, name)
         shared.join(client, proxy, self._network)
+        if unit.body.get("tls"):
+            self._tls_files(proxy, unit, secrets)
 
         def put(routes: dict[str, Any]) -> None:
             routes[unit.key] = {"key": unit.key, "digest": unit.digest, "body": dict(unit.body)}
@@ -307,6 +338,39 @@ class DockerProxy(DockerState):
         targets = ", ".join(str(u).split(":")[0] for u in unit.body["upstreams"])
         where = ", ".join(unit.body.get("hosts") or []) or "all requests"
         return f"switched {where} to {targets}"
+
+    def _tls_files(self, proxy: Container, unit: Unit, secrets: Mapping[str, Secret]) -> None:
+        """The files a route's HTTPS needs in the proxy's config directory, written before
+        the config that names them: its given certificates and keys (0600), its ACME root,
+        and, on a host that gets its certificates from the issuer, the issuer's token."""
+        values = {placeholder(n): v.reveal() for n, v in secrets.items()}
+        files = https.given_files(f"{self._owner} {unit.key}", unit.body, values)
+        source = unit.body["tls"].get("from")
+        if source and unit.body["tls"].get("auto"):
+            files[https.token_file(source)] = (self._issuer_token(str(source)), 0o600)
+        if files:
+            proxy.put_archive(caddy.CONFIG_DIR, tar_of(files))
+
+    def _issuer_token(self, source: str) -> bytes:
+        """The share token of the issuer's proxy (the host reached at ``source``), once it
+        has one (its proxy is made by this deploy too, maybe at this moment)."""
+        issuer = next((h for h in self.host_addresses if h.hostname == source), None)
+        if issuer is None:
+            raise BackendError(f"no host of slot {self.slot.name} is reached at {source}")
+        client = self._client(issuer.name)
+        name = labels.shared_proxy(self.settings.proxy_port)
+        deadline = time.monotonic() + TOKEN_WAIT
+        while True:
+            token = read_tree_of(client, name, caddy.CONFIG_DIR).get(https.SHARE_TOKEN)
+            if token is not None:
+                return token[0]
+            if time.monotonic() > deadline:
+                raise BackendError(
+                    f"the proxy {name} on {issuer.name} (which orders this slot's "
+                    f"certificates) has no share token after {TOKEN_WAIT:g}s (hint: deploy "
+                    "again; the first host must serve a route too)"
+                )
+            time.sleep(0.5)  # the issuer's proxy step runs beside this one
 
     def _shared_proxies(self, client: docker.DockerClient) -> list[Container]:
         """The shared proxies on this host (this slot's port first): where its routes are."""
@@ -353,8 +417,11 @@ class DockerProxy(DockerState):
                     continue
                 if len(parts) == 1:  # only this slot used it: it goes, with its files
                     remove(proxy, 10)
-                    with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
-                        client.volumes.get(str((body or {}).get("volume"))).remove()
+                    for volume in ((body or {}).get("volume"), (body or {}).get("data_volume")):
+                        if not volume:
+                            continue
+                        with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+                            client.volumes.get(str(volume)).remove()
                     done.append(f"removed shared proxy {proxy.name} (no other slot uses it)")
                     continue
                 routes = len(parts[self._owner])
@@ -365,12 +432,27 @@ class DockerProxy(DockerState):
 
 
 def _config_files(
-    parts: Mapping[str, Mapping[str, Any]], proxy_body: Mapping[str, Any], proxy_id: str
+    parts: Mapping[str, Mapping[str, Any]],
+    proxy_body: Mapping[str, Any],
+    proxy_id: str,
+    tree: Mapping[str, tuple[bytes, int]],
 ) -> dict[str, tuple[bytes, int]]:
     """The shared proxy's two files for every slot's routes: the parts themselves and
-    Caddy's config composed from them all."""
-    config = caddy.compose(caddy.flatten(parts), proxy_body, admin.identity(proxy_id))
-    return {caddy.PARTS_FILE: _parts_file(parts), caddy.CONFIG_FILE: (caddy.dumps(config), 0o644)}
+    Caddy's config composed from them all (with the share tokens in ``tree``: 0600)."""
+    identity = admin.identity(proxy_id)
+    config = caddy.compose(caddy.flatten(parts), proxy_body, identity, caddy.tokens_of(tree))
+    return {caddy.PARTS_FILE: _parts_file(parts), caddy.CONFIG_FILE: (caddy.dumps(config), 0o600)}
+
+
+def _ensure_token(proxy: Container, config_dir: str = caddy.CONFIG_DIR) -> dict[str, Any]:
+    """The proxy's files, with its share token (made now when it has none: a random
+    secret, 0600, never shown) — what another host presents to get its certificates."""
+    tree = read_tree(proxy, config_dir)
+    if https.SHARE_TOKEN not in tree:
+        token = (token_urlsafe(32).encode(), 0o600)
+        proxy.put_archive(config_dir, tar_of({https.SHARE_TOKEN: token}))
+        tree[https.SHARE_TOKEN] = token
+    return tree
 
 
 def _parts_file(parts: Mapping[str, Mapping[str, Any]]) -> tuple[bytes, int]:

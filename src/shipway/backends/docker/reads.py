@@ -181,12 +181,20 @@ class DockerReads(DockerVolumes):
         body, reasons = drift.body_of(tags_of(proxy))
         if body is not None:
             reasons += drift.container(proxy.attrs, body)
-        out = [self._observed(proxy, "proxy", 0, reasons, host)]
+        out = [self._observed(proxy, "proxy", 0, reasons, host, digest=self._as_plain(body))]
         parts = caddy.parse_parts(tree)
         mine = parts.get(labels.owner(self.app.name, self.slot.name), {})
         return out + self._observe_routes(
             mine, tree, body or {}, str(proxy.id), host, caddy.flatten(parts)
         )
+
+    def _as_plain(self, body: Mapping[str, Any] | None) -> str | None:
+        """A shared proxy that serves HTTPS is as good as the plain one a slot without
+        HTTPS routes asks for: the digest of that one (None: its own)."""
+        if not body or not body.get("tls_port") or any(r.tls for r in self.app.routes):
+            return None
+        plain = {k: v for k, v in body.items() if k not in ("tls_port", "data_volume")}
+        return Unit(render.proxy_key(""), "proxy", plain).digest
 
     def _observed(
         self,
@@ -196,8 +204,9 @@ class DockerReads(DockerVolumes):
         reasons: list[str],
         host: str,
         state: UnitState | None = None,
+        digest: str | None = None,
     ) -> tuple[ObservedUnit, list[str]]:
-        digest = tags_of(c).get(labels.DIGEST) or ""
+        digest = digest or tags_of(c).get(labels.DIGEST) or ""
         unit = ObservedUnit(
             key=tags_of(c).get(labels.KEY) or drift.unknown_key(name_of(c), host),
             kind=kind,
@@ -225,7 +234,9 @@ class DockerReads(DockerVolumes):
         config = tree.get(caddy.CONFIG_FILE, (b"", 0))[0]
         # up to date: composed for this proxy, or as before its admin socket (until a reload)
         stale = bool(routes) and config not in (
-            caddy.dumps(caddy.compose(served, body, admin.identity(proxy_id))),
+            caddy.dumps(
+                caddy.compose(served, body, admin.identity(proxy_id), caddy.tokens_of(tree))
+            ),
             caddy.dumps(caddy.compose(served, body, None)),
         )
         out = []

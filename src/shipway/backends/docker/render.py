@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shipway.backends.docker import caddy, labels
+from shipway.backends.docker.https import https_of, issuer_of, tls_of, tls_proxy_body
 from shipway.backends.docker.machines import HostAddress, addresses
 from shipway.backends.expand import expand_words
 from shipway.backends.imagemeta import start_command
@@ -40,6 +41,7 @@ from shipway.release.artifact import PREREQUISITE, ROUTING, WORKLOAD, Artifact, 
 from shipway.release.model import Release
 from shipway.spec.model import App, Process, Resources, Slot
 from shipway.spec.secrets import names_in, placeholder
+from shipway.spec.tls import DEFAULT_TLS_PORT
 from shipway.spec.volumes import Volume, mounted_by
 
 DEFAULT_PROXY_IMAGE = "caddy:2"
@@ -69,6 +71,7 @@ class Settings:
     proxy_image: str
     proxy_port: int
     drain: float
+    tls_port: int = DEFAULT_TLS_PORT
 
     @classmethod
     def of(cls, slot: Slot) -> Settings:
@@ -76,6 +79,7 @@ class Settings:
             proxy_image=slot.proxy_image or DEFAULT_PROXY_IMAGE,
             proxy_port=slot.proxy_port or DEFAULT_PROXY_PORT,
             drain=DEFAULT_DRAIN if slot.drain_timeout is None else slot.drain_timeout,
+            tls_port=slot.proxy_tls_port or DEFAULT_TLS_PORT,
         )
 
 
@@ -216,6 +220,7 @@ def render(app: App, slot: Slot, release: Release) -> Artifact:
     workdir = (release.image_meta.working_dir if release.image_meta else None) or "/"
     env = dict(sorted({**app.env, **{n: placeholder(n) for n in app.secrets}}.items()))
 
+    https = https_of(app, slot, release, issuer_of(app, slot))
     units: list[Unit] = []
     for host in hosts:
         processes = [p for p in app.processes.values() if host.runs(p.name)]
@@ -247,7 +252,8 @@ def render(app: App, slot: Slot, release: Release) -> Artifact:
             )
         routes_here = [p for p in processes if p.name in routed and p.replicas > 0]
         if routes_here:
-            units.append(_proxy_unit(host, settings))
+            secure = any(https.get(p.name) for p in routes_here)
+            units.append(_proxy_unit(host, settings, secure))
         for process in processes:
             names = []
             for replica in range(1, process.replicas + 1):
@@ -274,6 +280,7 @@ def render(app: App, slot: Slot, release: Release) -> Artifact:
                             "drain": settings.drain,
                             "hosts": list(routed[process.name]),
                             "upstreams": [f"{n}:{process.port}" for n in names],
+                            **tls_of(https.get(process.name), host),
                         },
                     )
                 )
@@ -287,20 +294,24 @@ def volumes_here(app: App, processes: list[Process]) -> list[Volume]:
     ]
 
 
-def _proxy_unit(host: HostAddress, settings: Settings) -> Unit:
+def _proxy_unit(host: HostAddress, settings: Settings, secure: bool) -> Unit:
+    body = shared_proxy_body(settings.proxy_image, settings.proxy_port)
+    if secure:
+        body |= tls_proxy_body(settings.proxy_port, settings.tls_port)
     return Unit(
         key=proxy_key(host.name),
         kind="proxy",
         phase=PREREQUISITE,
         host=host.name,
         waits=True,
-        body=shared_proxy_body(settings.proxy_image, settings.proxy_port),
+        body=body,
     )
 
 
 def shared_proxy_body(image: str, port: int) -> dict[str, Any]:
     """The host's shared proxy on ``port``: nothing in it is a slot's own (the drain window
-    is each route's), so every slot serving on that port renders the same body."""
+    is each route's), so every slot serving on that port renders the same body (one that
+    serves HTTPS too: :func:`tls_proxy_body`)."""
     return {
         "kind": "proxy",
         "shared": True,

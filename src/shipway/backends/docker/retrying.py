@@ -163,8 +163,10 @@ class RetryingAPIClient(docker.APIClient):
         if not _resendable(kwargs):
             return send()
         what = f"{verb} {path}"
-        if verb in ("GET", "HEAD") or verb in ("PUT", "DELETE") or (
-            verb == "POST" and _REPEATABLE_POST.match(path)
+        if (
+            verb in ("GET", "HEAD")
+            or verb in ("PUT", "DELETE")
+            or (verb == "POST" and _REPEATABLE_POST.match(path))
         ):
             return self._repeat(send, url, what, deletes=verb == "DELETE")
         name = (kwargs.get("params") or {}).get("name")
@@ -257,9 +259,11 @@ class RetryingAPIClient(docker.APIClient):
         """The answer a create of ``name`` would have given, when it landed: the container
         of that name carries every label sent. None when there is none (it did not
         land) or it is someone else's (the next attempt hears the conflict)."""
-        inspect = urlsplit(url)._replace(
-            path=url_path(url, f"/containers/{name}/json"), query=""
-        ).geturl()
+        inspect = (
+            urlsplit(url)
+            ._replace(path=url_path(url, f"/containers/{name}/json"), query="")
+            .geturl()
+        )
         response = super().request("GET", inspect, timeout=self.timeout)
         if response.status_code in RETRIED_STATUS:
             _ = response.content

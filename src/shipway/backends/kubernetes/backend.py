@@ -43,6 +43,7 @@ from shipway.guard import Clearance
 from shipway.plan.model import SetImage, WaitImage
 from shipway.spec.model import App, Slot, Target
 from shipway.spec.source import ContainerRef
+from shipway.spec.tls import refuse_unserved
 
 
 class KubernetesBackend(
@@ -78,6 +79,8 @@ class KubernetesBackend(
 def connect(app: App, slot: Slot) -> KubernetesBackend:
     """The backend for a kubernetes slot. Opens nothing yet: the kubeconfig is read and the
     API server reached on the first read or step."""
+    routes = slot.routes if slot.routes is not None else app.routes
+    refuse_unserved("kubernetes", routes, slot.name, app.spec_file)  # tls = "auto": docker only
     return KubernetesBackend(app, slot)
 
 

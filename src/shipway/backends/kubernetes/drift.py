@@ -35,9 +35,7 @@ class KubernetesDrift(KubernetesState):
     """``altered``: the recorded units the live objects no longer match (a source's, the
     source part judges: :mod:`.source_drift`)."""
 
-    def altered(
-        self, target: Target, release: Release, secrets: Mapping[str, Secret]
-    ) -> list[str]:
+    def altered(self, target: Target, release: Release, secrets: Mapping[str, Secret]) -> list[str]:
         self._serves(target)
         sourced = [u for u in release.artifact if is_source_unit(u)]
         rendered = [

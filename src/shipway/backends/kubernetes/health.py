@@ -102,9 +102,7 @@ class KubernetesHealth(KubernetesState):
         the new ReplicaSet's). Stops with LockLost once the lock is lost."""
         initial = session.pods.initial if baseline is None else baseline
         earlier = session.deployments.initial if before is None else before
-        judges = [
-            Judge(w, self.tuning, initial, before=earlier.get(w.deployment)) for w in watched
-        ]
+        judges = [Judge(w, self.tuning, initial, before=earlier.get(w.deployment)) for w in watched]
         started = time.monotonic()
         with self._woken_on_lock_loss(session.changes), retry.within(deadline):
             while True:
@@ -170,9 +168,7 @@ class KubernetesHealth(KubernetesState):
             }
             pods = [
                 p.to_dict()
-                for p in self.client.list(
-                    Pod, namespace=self.namespace, labels=session.pods.labels
-                )
+                for p in self.client.list(Pod, namespace=self.namespace, labels=session.pods.labels)
             ]
         return deployments, pods
 

@@ -73,13 +73,13 @@ class HandOver:
             n = len(self.records)
             return (
                 f"{where}: its {n} record{'s' if n != 1 else ''} will be removed "
-                "(helm_records = \"removed\"): helm list and helm uninstall no longer know it"
+                '(helm_records = "removed"): helm list and helm uninstall no longer know it'
             )
         still = f"; it still holds {', '.join(self.left)}" if self.left else ""
         return (
             f"{where}: its records will be marked superseded and revision {self.latest} no "
             f"longer lists the {len(self.taken)} object{'s' if len(self.taken) != 1 else ''} "
-            "taken (helm_records = \"superseded\"): helm list no longer shows it, helm "
+            'taken (helm_records = "superseded"): helm list no longer shows it, helm '
             f"uninstall leaves them{still}"
         )
 

@@ -320,9 +320,7 @@ class KubernetesState(Guarded):
         return [
             f"event {kind_of} {reason} ({kind} {name}{f', x{n}' if n > 1 else ''}): "
             f"{message.strip()}"
-            for (kind_of, reason, kind, name, message), (_, n) in list(said.items())[
-                -EVENTS_SHOWN:
-            ]
+            for (kind_of, reason, kind, name, message), (_, n) in list(said.items())[-EVENTS_SHOWN:]
         ]
 
     def _log_tail(self, pod: str, container: str | None) -> list[str]:
@@ -380,6 +378,7 @@ class KubernetesState(Guarded):
             render.INSTANCE: render.instance_of(self.app.name, self.slot.name),
             **extra_labels,
         }
+
         def live(resource: type[Any], before: LiveSet | None) -> LiveSet:
             return LiveSet(
                 loop,

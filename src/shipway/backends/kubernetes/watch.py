@@ -240,8 +240,10 @@ class LiveSet:
                 gone = (found := status_of(exc)) is not None and found[0] == 410
                 if gone:
                     self._resume = None  # too old to resume: list again
-                again = "listing and watching again" if self._resume is None else (
-                    f"watching again from version {self._resume}"
+                again = (
+                    "listing and watching again"
+                    if self._resume is None
+                    else (f"watching again from version {self._resume}")
                 )
                 with self.changes.cond:
                     self.down = fault.why

@@ -54,6 +54,7 @@ from shipway.backends.protocol import GenerationBackend, ViewsLogs
 from shipway.release.artifact import Artifact
 from shipway.release.model import Release
 from shipway.spec.model import App, Slot
+from shipway.spec.tls import refuse_unserved
 
 
 class LocalBackend(
@@ -78,6 +79,8 @@ def connect(app: App, slot: Slot) -> LocalBackend:
     """What :func:`shipway.backends.open_backend` calls. It does no I/O: the state directory,
     supervisord and the router are created or started only by the first mutating step, so
     ``plan`` and ``status`` never start anything."""
+    routes = slot.routes if slot.routes is not None else app.routes
+    refuse_unserved("local", routes, slot.name, app.spec_file)  # tls = "auto": docker only
     return LocalBackend(app, slot)
 
 
