@@ -134,11 +134,13 @@ class Overview:
     """The overview document, served from the last read and read again in the background
     when that read is older than ``fresh_for`` seconds (one reader at a time, however many
     pages poll): a page never waits for 150 slots to be read, and sees them at most one
-    read late. Only the first read, made when the server starts, is waited for."""
+    read late. Only the first read, made when the server starts, is waited for. A slow read
+    is made less often (``fresh_for`` becomes twice the last read's time), so the reads
+    never take more than a third of one core, however slow the machine or many the slots."""
 
     def __init__(self, catalogue: Catalogue, fresh_for: float = FRESH_FOR) -> None:
         self.catalogue = catalogue
-        self.fresh_for = fresh_for
+        self.fresh_for = self.at_least = fresh_for
         self._lock = threading.Lock()
         self._doc: dict[str, Any] | None = None
         self._at = 0.0
@@ -157,6 +159,7 @@ class Overview:
         return doc
 
     def _refresh(self) -> None:
+        started = time.monotonic()
         try:
             doc = self.read()
         finally:
@@ -164,6 +167,7 @@ class Overview:
                 self._reading = None
         with self._lock:
             self._doc, self._at = doc, time.monotonic()
+            self.fresh_for = max(self.at_least, 2 * (self._at - started))
 
     def read(self) -> dict[str, Any]:
         started = time.perf_counter()
@@ -194,6 +198,8 @@ class Overview:
         doc = {
             "apps": [{"app": name, "slots": slots} for name, slots in apps.items()],
             "problems": problems,
+            # when this read was made (epoch seconds) and how long it took
+            "read_at": time.time(),
             "read_ms": round((time.perf_counter() - started) * 1000, 1),
         }
         return masked(doc, masker_of(app for _, app in specs))

@@ -41,9 +41,9 @@ function stateClass(word) {
   return "state " + String(word || "unknown").split(" ")[0];
 }
 
-function stamped() {
-  document.getElementById("updated").textContent =
-    "updated " + new Date().toLocaleTimeString();
+function stamped(readAt) {
+  const when = readAt ? new Date(readAt * 1000) : new Date();
+  document.getElementById("updated").textContent = "read " + when.toLocaleTimeString();
 }
 
 function slotHref(app, slot) {
@@ -84,7 +84,7 @@ function drawOverview(doc) {
     el("section", { class: "card", "data-app": app.app },
       el("h2", { text: app.app }), app.slots.map(slotLine)))));
   main.replaceChildren(...parts);
-  stamped();
+  stamped(doc.read_at);
 }
 
 // -- a slot's page -----------------------------------------------------------------------
