@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from shipway.cli.common import Context, pass_obj, run_body
+from shipway.cli.common import Context, pass_obj, run_body, state_dirs_option
 
 #: the port the page is served on unless --port says otherwise
 DEFAULT_PORT = 7450
@@ -23,14 +23,7 @@ DEFAULT_PORT = 7450
     help="A spec whose slots to show (repeatable; also the -f given before the command). "
     "Without any, the spec of this directory when there is one.",
 )
-@click.option(
-    "--state-dir",
-    "state_dirs",
-    multiple=True,
-    type=click.Path(file_okay=False, path_type=Path),
-    help="A local state directory whose apps to show (repeatable; default: the one "
-    "`shipway ls` lists).",
-)
+@state_dirs_option
 @click.option(
     "--port",
     type=click.IntRange(0, 65535),
