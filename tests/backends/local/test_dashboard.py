@@ -197,6 +197,8 @@ def test_the_slot_page_shows_the_diff_of_two_releases_and_no_secret_anywhere(
     )
     assert browser.find_element(By.ID, "live-release").text == "r2"
     browser.save_screenshot(str(artifacts / "slot-page.png"))
+    browser.execute_script("document.getElementById('diff-text').scrollIntoView();")
+    browser.save_screenshot(str(artifacts / "slot-page-diff.png"))
 
     # … and no secret's value, old or new, is on the page or in any read it makes
     seen = {
@@ -208,6 +210,7 @@ def test_the_slot_page_shows_the_diff_of_two_releases_and_no_secret_anywhere(
     for path in reads:
         seen[path] = request(dashboard.port, path)[2]
     assert json.loads(seen["/api/slot?app=notes&slot=local"])["logs"]["lines"]
+    assert "null" not in seen["page text"]  # nothing missing is drawn as "null"
     for secret in (*SECRETS, new_password):
         leaked = [where for where, text in seen.items() if secret in text]
         assert not leaked, f"a secret's value is in {leaked}"

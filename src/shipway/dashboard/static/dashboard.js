@@ -162,7 +162,7 @@ function drawSlot(doc) {
   const atBottom = !keepScroll ||
     keepScroll.scrollTop + keepScroll.clientHeight >= keepScroll.scrollHeight - 4;
   const oldDiff = document.getElementById("diff");
-  main.replaceChildren(
+  main.replaceChildren(...[
     el("p", {}, el("a", { href: "#/", text: "← every app" })),
     el("h1", {}, `${doc.app} / ${doc.slot} `,
       el("span", { class: stateClass(doc.state), id: "slot-state", text: doc.state })),
@@ -191,7 +191,8 @@ function drawSlot(doc) {
     el("h2", { text: "logs" }),
     doc.logs.about ? el("p", { class: "note", text: doc.logs.about }) : null,
     doc.logs.error ? el("p", { class: "problems", text: doc.logs.error }) : null,
-    el("pre", { id: "logs", text: logs || "(no lines)" }));
+    el("pre", { id: "logs", text: logs || "(no lines)" }),
+  ].filter(Boolean));
   const box = document.getElementById("logs");
   box.scrollTop = atBottom ? box.scrollHeight : keepScroll.scrollTop;
   stamped();
