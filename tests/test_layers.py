@@ -1,5 +1,5 @@
-"""The layers of DESIGN.md, checked on the source: cli → api → engine → plan (pure) →
-spec / guard / release, and backends for I/O only. Nothing imports upward, the engine
+"""The layers of DESIGN.md, checked on the source: cli (and the dashboard) → api → engine →
+plan (pure) → spec / guard / release, and backends for I/O only. Nothing imports upward, the engine
 never names a backend, and the CLI reaches the backends only through the API. Imports made
 only for type checking (``if TYPE_CHECKING:``) are not dependencies and are not counted."""
 
@@ -15,7 +15,9 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "shipway"
 #: package (or module) → prefixes it must never import at run time
 FORBIDDEN = {
     "cli": ("shipway.backends",),
-    "api": ("shipway.cli",),
+    # the dashboard is a client of the API, as the CLI is: it reads through it alone
+    "dashboard": ("shipway.backends", "shipway.engine", "shipway.cli"),
+    "api": ("shipway.cli", "shipway.dashboard"),
     "engine": (
         "shipway.api",
         "shipway.cli",
@@ -37,6 +39,9 @@ FORBIDDEN = {
     "errors": ("shipway.",),
     "exports": ("shipway.",),  # the lazy public names of a package: a leaf
 }
+# nothing below the API imports the dashboard either
+for _below in ("engine", "backends", "plan", "spec", "release", "guard"):
+    FORBIDDEN[_below] += ("shipway.dashboard",)
 
 
 def _layer(path: Path) -> str:

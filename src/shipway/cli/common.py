@@ -106,6 +106,18 @@ def output_option(f: F) -> F:
     )(f)
 
 
+def state_dirs_option(f: F) -> F:
+    """``--state-dir DIR`` (repeatable): the local state directories whose apps to list."""
+    return click.option(
+        "--state-dir",
+        "state_dirs",
+        multiple=True,
+        type=click.Path(file_okay=False, path_type=Path),
+        help="A local state directory to list (repeatable; default: $SHIPWAY_STATE_DIR, "
+        "else $XDG_STATE_HOME/shipway, else ~/.local/state/shipway).",
+    )(f)
+
+
 def confirm_option(f: F) -> F:
     return click.option(
         "--confirm",

@@ -17,6 +17,7 @@ from shipway.cli.build import build
 from shipway.cli.changes import diff, history, plan
 from shipway.cli.common import EXIT_CODES, Context
 from shipway.cli.completion import completion
+from shipway.cli.dashboard import dashboard
 from shipway.cli.deploy import deploy
 from shipway.cli.destroy import destroy
 from shipway.cli.generations import gc, gens, sleep, switch, wake
@@ -89,6 +90,7 @@ def cli(ctx: click.Context, spec_file: str | None) -> None:
       shipway set-image prod Deployment/web REF   roll a workload shipway did not render
       shipway destroy test1 --confirm test1   delete it all but the volumes
       shipway ls                        every app and slot this machine runs
+      shipway dashboard                 the same on a web page, read-only (127.0.0.1:7450)
       shipway completion bash           shell completion (see README)
       shipway helm values RELEASE -n NS values of a Helm release (no helm binary)
     """
@@ -109,6 +111,7 @@ COMMANDS: list[click.Command] = [
     build,
     status,
     list_slots,
+    dashboard,
     history,
     logs,
     rollback,

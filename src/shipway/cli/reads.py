@@ -17,6 +17,7 @@ from shipway.cli.common import (
     pass_obj,
     run_body,
     slot_argument,
+    state_dirs_option,
 )
 
 #: the status columns, in this order (then any other a backend reports)
@@ -68,14 +69,7 @@ def status(obj: Context, slot: str | None) -> None:
 
 
 @click.command(name="ls")
-@click.option(
-    "--state-dir",
-    "state_dirs",
-    multiple=True,
-    type=click.Path(file_okay=False, path_type=Path),
-    help="A local state directory to list (repeatable; default: $SHIPWAY_STATE_DIR, else "
-    "$XDG_STATE_HOME/shipway, else ~/.local/state/shipway).",
-)
+@state_dirs_option
 @output_option
 @pass_obj
 def list_slots(obj: Context, state_dirs: tuple[Path, ...]) -> None:
