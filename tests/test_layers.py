@@ -16,6 +16,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "shipway"
 FORBIDDEN = {
     "cli": ("shipway.backends",),
     "api": ("shipway.cli",),
+    "canary": ("shipway.cli",),  # the canary's API, beside api.py
     "engine": (
         "shipway.api",
         "shipway.cli",

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
+from shipway.backends.canary import canaries_of
 from shipway.backends.protocol import (
     BuildInputs,
     LockHolder,
@@ -33,6 +34,7 @@ from shipway.engine.sources import Workloads
 from shipway.engine.timeouts import DEFAULT_ROLLBACK_TIMEOUT, DEFAULT_TIMEOUT
 from shipway.errors import ImageMetadataMissing, InputError, SecretUnavailable, StalePlan
 from shipway.guard import Clearance
+from shipway.plan.canary import canary_steps
 from shipway.plan.change import Diff
 from shipway.plan.diff import drift, plan_diff
 from shipway.plan.model import NoOp, Observed, Plan, changes_between
@@ -182,7 +184,7 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
         target = app.slots.target(slot_name)
         self._claim_hosts(self.backend, target, self.backend.hosts(view, slot), take_host)
         release = replace(release, artifact=self.backend.render(view, slot, release))
-        return rollout_plan(
+        plan = rollout_plan(
             operation=operation,
             backend=self.backend.name,
             release=release,
@@ -191,6 +193,11 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
             batch=slot.batch,
             release_timeout=view.release_deadline,
         )
+        if slot.canary is None:
+            return plan
+        steps, why_not = canary_steps(plan.steps, release.artifact, slot.canary)
+        notes = [why_not] if why_not else slot.canary.rules()
+        return replace(plan, steps=tuple(steps), notes=(*plan.notes, *notes))
 
     def _altered(
         self, target: Target, anchor: Release, app: App, secrets: Mapping[str, Secret]
@@ -265,6 +272,8 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
         blue_green = slot.strategy == "blue-green"
         if blue_green:
             self._generations()  # refused before the lock: nothing is created or touched
+        if slot.canary is not None:
+            canaries_of(self.backend)  # the same: refused before anything is touched
         if slot.source is not None:  # a source that can only be compared: refused here
             refusal = sources_of(self.backend).undeployable(app, slot)
             if refusal is not None:
