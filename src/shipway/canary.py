@@ -6,7 +6,9 @@ is a note that names the canary (``app.slot.r<N>``); the deploy reads it at its 
 (every 0.1 s) and acts as if its test had decided: an abort takes the canary's share to 0
 first. When no deploy runs the canary any more (it was killed), an abort is the recovery the
 next operation would do anyway — under the lock, every request back to the deployed release
-and the canary's processes removed; a promotion cannot be done then, and says why.
+and the canary's processes removed; a promotion finishes what the deploy would have done —
+under the lock, the switch to 100 %, the stable drained and removed, the release recorded
+deployed.
 """
 
 from __future__ import annotations
@@ -115,15 +117,15 @@ def decide(
                 return Decided(verdict, counts.canary, pid=pid, line=said)
             time.sleep(0.05)
         canaries.canary_note(clearance, target, "decision", None)  # nobody took it
-        if verdict == "promote":
-            raise InputError(
-                f"no deploy runs canary {counts.canary} any more (it was interrupted), so it "
-                f"cannot be promoted (hint: shipway canary abort {slot} puts every request "
-                "back on the deployed release; then deploy again)"
-            )
         with _engine(app, slot, b, reporter) as engine:
-            outcome = engine.repair(clearance, app, slot)
-        said = f"canary {counts.canary} was left behind: every request back to the deployed release"
+            if verdict == "promote":
+                outcome = engine.finish_canary(clearance, app, slot)
+                said = f"canary {counts.canary} was left behind: promoted to 100% here"
+            else:
+                outcome = engine.repair(clearance, app, slot)
+                said = (
+                    f"canary {counts.canary} was left behind: every request to the deployed release"
+                )
         return Decided(verdict, counts.canary, outcome=outcome, line=said)
 
 

@@ -130,7 +130,8 @@ def _decide(verdict: str) -> Any:
 
 promote = canary.command(
     "promote",
-    help="Promote SLOT's canary to its next step now (the deploy running it acts at once).",
+    help="Promote SLOT's canary to its next step now (the deploy running it acts at once). "
+    "A canary left behind by a killed deploy is rolled to 100% here, under the slot's lock.",
 )(_decide("promote"))
 abort = canary.command(
     "abort",
