@@ -18,6 +18,7 @@ FORBIDDEN = {
     # the dashboard is a client of the API, as the CLI is: it reads through it alone
     "dashboard": ("shipway.backends", "shipway.engine", "shipway.cli"),
     "api": ("shipway.cli", "shipway.dashboard"),
+    "canary": ("shipway.cli", "shipway.dashboard"),  # the canary's API, beside api.py
     "engine": (
         "shipway.api",
         "shipway.cli",

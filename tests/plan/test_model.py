@@ -20,7 +20,14 @@ from shipway.plan import (
     WaitRollout,
     changes_between,
 )
-from shipway.plan.model import STEP_TYPES, SetImage, StartAccessory, WaitImage
+from shipway.plan.model import (
+    STEP_TYPES,
+    AnalyseCanary,
+    SetImage,
+    ShiftTraffic,
+    StartAccessory,
+    WaitImage,
+)
 from shipway.release.artifact import Artifact, Unit
 from shipway.release.model import Release, ReleaseStatus
 
@@ -49,6 +56,8 @@ ALL_STEPS = [
         action="create",
         declaration='{"kind": "postgres", "version": "15"}',
     ),
+    ShiftTraffic(percent=10),
+    AnalyseCanary(percent=10, rules='{"steps": [10, 100]}'),
 ]
 
 

@@ -93,6 +93,8 @@ class Reason:
     STEP_FAILED = "StepFailed"  #: a step's engine call failed (the message says which)
     UNDO_FAILED = "UndoFailed"  #: an undo could not be planned or walked
     ENGINE_UNAVAILABLE = "EngineUnavailable"  #: the engine did not answer
+    CANARY_ABORTED = "CanaryAborted"  #: the canary's analysis (or a person) aborted it
+    CANARY_INCONCLUSIVE = "CanaryInconclusive"  #: too little traffic until its time limit
 
 
 @dataclass(frozen=True)

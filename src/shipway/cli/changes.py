@@ -207,6 +207,9 @@ def history(obj: Context, slot: str | None, verbose: bool, wide: bool) -> None:
         releases = api.history(app, name)
         rows = [r.summary() for r in releases]
         columns = list(HISTORY_WIDE if obj.json or wide else HISTORY_COLUMNS)
+        for row, release in zip(rows, releases, strict=True):
+            if obj.json and release.canary:  # a canary's steps: verdicts and their counts
+                row["canary"] = [dict(step) for step in release.canary]
         if verbose:
             from shipway.plan.diff import history_diffs
 

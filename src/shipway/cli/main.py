@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from shipway.cli.build import build
+from shipway.cli.canary import canary
 from shipway.cli.changes import diff, history, plan
 from shipway.cli.common import EXIT_CODES, Context
 from shipway.cli.completion import completion
@@ -127,6 +128,7 @@ COMMANDS: list[click.Command] = [
     sleep,
     wake,
     gc,
+    canary,
     helm,
     completion,
 ]

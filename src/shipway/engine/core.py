@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
+from shipway.backends.canary import canaries_of, canary_id
 from shipway.backends.protocol import (
     BuildInputs,
     LockHolder,
@@ -28,15 +29,18 @@ from shipway.engine.ids import fresh_ids, restart_ids
 from shipway.engine.oneoff import OneOffs
 from shipway.engine.outcome import Outcome
 from shipway.engine.request import DeployRequest
+from shipway.engine.sequence import Planned, Rollout
 from shipway.engine.signals import signals_raise
 from shipway.engine.sources import Workloads
 from shipway.engine.timeouts import DEFAULT_ROLLBACK_TIMEOUT, DEFAULT_TIMEOUT
+from shipway.engine.walk import Walker
 from shipway.errors import ImageMetadataMissing, InputError, SecretUnavailable, StalePlan
 from shipway.guard import Clearance
+from shipway.plan.canary import canary_steps
 from shipway.plan.change import Diff
 from shipway.plan.diff import drift, plan_diff
 from shipway.plan.model import NoOp, Observed, Plan, changes_between
-from shipway.plan.rollout import rollout_plan
+from shipway.plan.rollout import restore_steps, rollout_plan, with_waits
 from shipway.release import history
 from shipway.release.artifact import Artifact
 from shipway.release.model import ImageMeta, Release, ReleaseStatus
@@ -182,7 +186,7 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
         target = app.slots.target(slot_name)
         self._claim_hosts(self.backend, target, self.backend.hosts(view, slot), take_host)
         release = replace(release, artifact=self.backend.render(view, slot, release))
-        return rollout_plan(
+        plan = rollout_plan(
             operation=operation,
             backend=self.backend.name,
             release=release,
@@ -191,6 +195,11 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
             batch=slot.batch,
             release_timeout=view.release_deadline,
         )
+        if slot.canary is None:
+            return plan
+        steps, why_not = canary_steps(plan.steps, release.artifact, slot.canary)
+        notes = [why_not] if why_not else slot.canary.rules()
+        return replace(plan, steps=tuple(steps), notes=(*plan.notes, *notes))
 
     def _altered(
         self, target: Target, anchor: Release, app: App, secrets: Mapping[str, Secret]
@@ -265,6 +274,8 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
         blue_green = slot.strategy == "blue-green"
         if blue_green:
             self._generations()  # refused before the lock: nothing is created or touched
+        if slot.canary is not None:
+            canaries_of(self.backend)  # the same: refused before anything is touched
         if slot.source is not None:  # a source that can only be compared: refused here
             refusal = sources_of(self.backend).undeployable(app, slot)
             if refusal is not None:
@@ -456,6 +467,57 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
         return self._rollout(
             clearance, target, app, secrets, build, self._restore_anchor, timeout, rollback_timeout
         )
+
+    def finish_canary(
+        self,
+        clearance: Clearance,
+        app: App,
+        slot_name: str,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        rollback_timeout: float = DEFAULT_ROLLBACK_TIMEOUT,
+    ) -> Outcome:
+        """Promote a canary its deploy left behind (killed): under the lock, the pending
+        release whose canary the proxy still runs is rolled to 100 % as its own deploy would
+        have — its route applied (the switch), the stable drained and removed — and recorded
+        deployed; a step that fails puts the deployed release back (``rolled-back``)."""
+        target = app.slots.target(slot_name)
+        clearance.require_covers(target)
+        secrets = self.secrets(app, slot_name)
+        canaries = canaries_of(self.backend)
+        with (
+            signals_raise(),
+            self.backend.lock(clearance, target, LockHolder.me(self.lock_ttl), self.reporter),
+        ):
+            records = self.backend.read_records(target)
+            counts = canaries.canary_counts(target)
+            stuck = [
+                r for r in history.pending(records) if counts and canary_id(r) == counts.canary
+            ]
+            if not stuck:
+                raise InputError(
+                    f"no canary is left behind in slot {slot_name!r} to promote (hint: shipway "
+                    f"canary status {slot_name})"
+                )
+            release, anchor = stuck[-1], history.deployed(records)
+            observed = self.observe(target, records).of_generation(None)
+            own = self._secrets_of(release, app, secrets)
+            walker = Walker(self.backend, clearance, target, release, own, self.reporter)
+            plan = Plan(app.name, slot_name, self.backend.name, "canary promote",
+                        tuple(with_waits(restore_steps(release.artifact, observed),
+                                         release.artifact)), observed.summary(),
+                        release)  # fmt: skip
+            for line in plan.describe():
+                self.reporter.line(line)
+            result = walker.run(plan.steps, timeout)
+            if result.ok:
+                rolled = self._succeed(clearance, target, app, records, release, anchor, result)
+                return self._settled(rolled)
+            run = Rollout(clearance, target, app, secrets, self._restore_anchor, rollback_timeout)
+            planned = Planned(
+                records, anchor, plan, walker, self._secrets_of(anchor, app, secrets), None
+            )
+            return self._settled(self._fail_and_undo(run, planned, release, result))
 
     def _repair_plan(
         self,

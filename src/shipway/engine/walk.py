@@ -27,11 +27,14 @@ from shipway.backends.protocol import (
     generations_of,
     sources_of,
 )
+from shipway.engine.canary import CanaryWalk
 from shipway.errors import BackendError, BuildFailed, CleanupFailed, InputError
 from shipway.guard import Clearance
 from shipway.plan.model import (
+    AnalyseCanary,
     ApplyObject,
     Build,
+    CanaryStep,
     DropHost,
     GenerationStep,
     NoOp,
@@ -40,6 +43,7 @@ from shipway.plan.model import (
     RunReleaseCommand,
     Scale,
     SetImage,
+    ShiftTraffic,
     StartAccessory,
     Step,
     WaitImage,
@@ -144,6 +148,7 @@ class Walker:
         self.reporter: Reporter = _Serial(reporter)
         self.width = fan_out_of(backend)
         self.result = WalkResult()  # what the last run did so far, also when interrupted
+        self.canary: CanaryWalk | None = None  # a canary's windows, once its first step ran
 
     def run(self, steps: Sequence[Step], timeout: float, label: str = "") -> WalkResult:
         deadline = time.monotonic() + timeout
@@ -155,6 +160,7 @@ class Walker:
                 i += 1
                 self.reporter.line(f"{label}[{i}/{total}] {step.describe()}")
             result.current = wave[0]
+            began = time.monotonic()
             if len(wave) == 1:
                 failures = [self._attempt(wave[0], deadline, result)]
             else:  # only a wave of several steps (hosts in parallel) needs the pool
@@ -174,6 +180,8 @@ class Walker:
             result.current = None
             if isinstance(wave[0], Build):  # the rollout's budget starts once it is built
                 deadline = time.monotonic() + timeout
+            if isinstance(wave[0], AnalyseCanary):  # a canary's time is its own (its timeout)
+                deadline += time.monotonic() - began
         return result
 
     def _attempt(self, step: Step, deadline: float, result: WalkResult) -> Failure | None:
@@ -226,6 +234,8 @@ class Walker:
             return self._do_generation(step, deadline)
         elif isinstance(step, WorkloadStep):
             return self._do_workload(step, deadline)
+        elif isinstance(step, CanaryStep):
+            return self._do_canary(step)
         elif isinstance(step, StartAccessory):
             return accessories_of(b).start_accessory(c, t, step, deadline, r)
         elif isinstance(step, NoOp):
@@ -275,6 +285,25 @@ class Walker:
         else:  # pragma: no cover - every generation step is handled above
             raise TypeError(f"unknown generation step {step!r}")
         return None
+
+    def _do_canary(self, step: CanaryStep) -> Failure | None:
+        """A canary's share set, or its analysis run until it is promoted or aborted (the
+        pending record says each step's verdict)."""
+        if self.canary is None:
+
+            def record(release: Release) -> None:
+                self.backend.write_records(self.clearance, self.target, [release])
+
+            self.canary = CanaryWalk(
+                self.backend, self.clearance, self.target, self.reporter, record
+            )
+        if isinstance(step, ShiftTraffic):
+            self.canary.shift(self.release, step)
+            return None
+        if isinstance(step, AnalyseCanary):
+            failure, self.release = self.canary.analyse(self.release, step)
+            return failure
+        raise TypeError(f"unknown canary step {step!r}")  # pragma: no cover
 
     def _do_workload(self, step: WorkloadStep, deadline: float) -> Failure | None:
         sb, c, t, r = sources_of(self.backend), self.clearance, self.target, self.reporter

@@ -272,6 +272,39 @@ class DropHost(GenerationStep):
 
 
 @dataclass(frozen=True)
+class CanaryStep(Step):
+    """A step of a canary (``strategy = "canary"``, plan/canary.py): only a backend whose
+    proxy splits and counts requests per release performs its part
+    (:class:`~shipway.backends.canary.Canaries`); the decision is the engine's."""
+
+
+@dataclass(frozen=True)
+class ShiftTraffic(CanaryStep):
+    """Send ``percent`` of the requests of every host the release moves to it (the canary),
+    the rest to the release serving them now; a client keeps its side (a cookie)."""
+
+    name: ClassVar[str] = "shift-traffic"
+    percent: int
+
+    def describe(self) -> str:
+        return f"send {self.percent}% of requests to the new release (the canary), sticky by cookie"
+
+
+@dataclass(frozen=True)
+class AnalyseCanary(CanaryStep):
+    """Hold the share and analyse the counts until the canary is promoted or aborted.
+    ``rules``: the canary's declaration (JSON), so a saved plan applies exactly them."""
+
+    name: ClassVar[str] = "analyse-canary"
+    mutates: ClassVar[bool] = False
+    percent: int
+    rules: str
+
+    def describe(self) -> str:
+        return f"analyse the canary at {self.percent}%: promote, abort (share 0 at once) or hold"
+
+
+@dataclass(frozen=True)
 class WorkloadStep(Step):
     """A step on a workload shipway did not render (``set-image``): only a backend with
     such workloads performs it (:class:`~shipway.backends.protocol.SourceBackend`)."""
@@ -371,6 +404,8 @@ STEP_TYPES: dict[str, type[Step]] = {
         SetImage,
         WaitImage,
         StartAccessory,
+        ShiftTraffic,
+        AnalyseCanary,
     )
 }
 

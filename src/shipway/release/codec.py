@@ -48,6 +48,8 @@ def to_json(release: Release, *, marks: bool = True) -> dict[str, Any]:
         "generation": release.generation,
         "build": release.build.to_json() if release.build else None,
     }
+    if release.canary:
+        out["canary"] = [dict(step) for step in release.canary]
     if marks and release.secret_marks.salt:
         out["secret_marks"] = release.secret_marks.to_json()
     return out
@@ -99,6 +101,7 @@ def from_json(data: dict[str, Any]) -> Release:
             generation=data.get("generation"),
             secret_marks=SecretMarks.from_json(data.get("secret_marks")),
             build=BuildRecord.from_json(data["build"]) if data.get("build") else None,
+            canary=tuple(dict(step) for step in data.get("canary") or ()),
         )
     except (KeyError, ValueError, TypeError) as exc:
         raise RecordError(f"release record is malformed: {exc}") from exc

@@ -156,6 +156,8 @@ class Release:
     secret_marks: SecretMarks = field(default_factory=SecretMarks)
     #: what the build phase made (None: nothing was built, e.g. an image built elsewhere)
     build: BuildRecord | None = None
+    #: a canary's steps as they were decided (share, verdict, why, the counts that made it)
+    canary: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def name(self) -> str:

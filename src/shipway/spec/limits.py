@@ -38,6 +38,8 @@ MAX_DURATION: Mapping[str, float] = {
     "drain_timeout": HOUR,
     "release_timeout": 6 * HOUR,
     "build_timeout": 6 * HOUR,
+    "step_time": HOUR,
+    "canary_timeout": 6 * HOUR,
 }
 # A health gate probes for at most initial_delay + attempts * interval.
 MAX_HEALTH_GATE = HOUR

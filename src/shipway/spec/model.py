@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from shipway.errors import UnknownSlot
 from shipway.spec.accessories import Accessory
+from shipway.spec.canary import Canary
 from shipway.spec.secrets import Secret, SecretRef
 from shipway.spec.source import Source
 from shipway.spec.tls import Acme, RouteTls, route_json
@@ -22,12 +23,12 @@ from shipway.spec.volumes import Volume
 
 BackendName = Literal["local", "docker", "kubernetes"]
 Role = Literal["production", "staging", "test", "preview"]
-Strategy = Literal["rolling", "blue-green"]
+Strategy = Literal["rolling", "blue-green", "canary"]
 ImageType = Literal["dockerfile", "herokuish", "pack"]
 
 BACKENDS: tuple[BackendName, ...] = ("local", "docker", "kubernetes")
 ROLES: tuple[Role, ...] = ("production", "staging", "test", "preview")
-STRATEGIES: tuple[Strategy, ...] = ("rolling", "blue-green")
+STRATEGIES: tuple[Strategy, ...] = ("rolling", "blue-green", "canary")
 IMAGE_TYPES: tuple[ImageType, ...] = ("dockerfile", "herokuish", "pack")
 
 
@@ -158,6 +159,8 @@ class Slot:
     replicas: Mapping[str, int] = field(default_factory=dict)
     env: Mapping[str, str] = field(default_factory=dict)
     routes: tuple[Route, ...] | None = None
+    #: how a canary walks its steps (spec/canary.py); set only with strategy = "canary"
+    canary: Canary | None = None
 
     @property
     def needs_confirmation(self) -> bool:
@@ -348,6 +351,8 @@ def _slot_json(slot: Slot) -> dict[str, Any]:
         "sleep_after": slot.sleep_after,
         "history_limit": slot.history_limit,
     }
+    if slot.canary is not None:
+        out["canary"] = slot.canary.to_json()
     if slot.backend == "kubernetes":
         out.update(_drop_none({"context": slot.context, "namespace": slot.namespace}))
         if slot.source is not None:

@@ -16,6 +16,7 @@ from shipway.errors import SpecInvalid
 from shipway.spec import appfiles
 from shipway.spec.accessories import check_links, parse_accessories
 from shipway.spec.build import parse_build
+from shipway.spec.canary import parse_canary
 from shipway.spec.check import Checker, kind_of, span
 from shipway.spec.limits import MAX_HEALTH_GATE
 from shipway.spec.locate import KeyPath, Locator, no_lines, render_path
@@ -102,6 +103,7 @@ SLOT_KEYS = (
     "routes",
     "source",
     *SLOT_TLS_KEYS,
+    "canary",
 )
 BACKEND_ONLY = {
     **{key: "docker" for key in SLOT_TLS_KEYS},
@@ -596,7 +598,8 @@ def _slot(
                     f"is required: slot {name!r} runs processes locally",
                     'e.g. command = "python app.py"',
                 )
-    if None in (role, strategy, guarded, history):
+    canary = parse_canary(c, s.get("canary"), (*path, "canary"), strategy, backend)
+    if None in (role, strategy, guarded, history) or (strategy == "canary" and canary is None):
         return None
     return Slot(
         name=name,
@@ -620,6 +623,7 @@ def _slot(
         replicas=replicas,
         env=env,
         routes=routes,
+        canary=canary,
     )
 
 

@@ -16,6 +16,7 @@ class is assembled from one part per concern, each a class over the shared state
   commands         LocalCommands: one-off commands (shipway run) in the deployed release
   runtime_files    LocalRuntimeFiles: what a release wrote inside its snapshot
   blue_green       LocalBlueGreen: generations scaled, waited on, pointed, dropped, deleted
+  canary           LocalCanaries: a canary's share in the routes, its counts from the router
   volumes          LocalVolumes: volume directories, placed in snapshots, listed, deleted
   destroy          LocalDestroy: everything of the slot deleted (its volumes when asked)
   accessories      LocalAccessories: postgres/redis beside the app, supervised (servers)
@@ -40,9 +41,11 @@ What must never happen, and where it is prevented:
 from __future__ import annotations
 
 from shipway.backends.accessories import Accessories
+from shipway.backends.canary import Canaries
 from shipway.backends.local import render
 from shipway.backends.local.blue_green import LocalBlueGreen
 from shipway.backends.local.build import LocalBuilds
+from shipway.backends.local.canary import LocalCanaries
 from shipway.backends.local.destroy import LocalDestroy
 from shipway.backends.local.dirs import router_port
 from shipway.backends.local.lock import LocalLock
@@ -62,6 +65,7 @@ class LocalBackend(
     LocalReads,
     LocalDestroy,
     LocalBlueGreen,
+    LocalCanaries,
     LocalReleaseCommand,
     LocalCommands,
     LocalRuntimeFiles,
@@ -87,3 +91,4 @@ def connect(app: App, slot: Slot) -> LocalBackend:
 _: type[GenerationBackend] = LocalBackend  # mypy checks it keeps the whole protocol
 _logs: type[ViewsLogs] = LocalBackend  # and shows logs by time and by release
 _accessories: type[Accessories] = LocalBackend  # and runs accessories
+_canaries: type[Canaries] = LocalBackend  # and runs canaries

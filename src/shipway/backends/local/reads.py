@@ -159,7 +159,9 @@ class LocalReads(LocalLogs, LocalHealth, LocalVolumes):
                 ObservedUnit(
                     key=f"route/{host}",
                     kind="route",
-                    digest=route.unit,
+                    # a canary beside it: not the route any release recorded (an undo or
+                    # the recovery of a killed canary applies it again: 100 % to one release)
+                    digest=route.unit if route.canary is None else None,
                     process=route.process,
                     phase=2,
                 )

@@ -279,15 +279,19 @@ class Route:
     router_port: int
     since: float = 0.0
     unit: str | None = None
+    #: a canary beside the program: {"id", "program", "weight"} (backends/local/canary.py)
+    canary: Mapping[str, Any] | None = None
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> Route:
+        canary = doc.get("canary")
         return cls(
             program=str(doc["program"]),
             process=str(doc.get("process", "")),
             router_port=int(doc["router_port"]),
             since=float(doc.get("since") or 0.0),
             unit=_opt_str(doc.get("unit")),
+            canary=dict(canary) if isinstance(canary, Mapping) else None,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -299,6 +303,8 @@ class Route:
         }
         if self.unit is not None:
             doc["unit"] = self.unit
+        if self.canary is not None:
+            doc["canary"] = dict(self.canary)
         return doc
 
 

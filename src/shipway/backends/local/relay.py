@@ -24,9 +24,10 @@ from collections import Counter
 from typing import Any, Protocol
 
 if __package__:  # imported as part of shipway (tests)
-    from shipway.backends.local import http1, upstreams
+    from shipway.backends.local import http1, split, upstreams
 else:  # run as a script: its own directory is on sys.path, shipway is never imported
     import http1  # type: ignore[import-not-found,no-redef]
+    import split  # type: ignore[import-not-found,no-redef]
     import upstreams  # type: ignore[import-not-found,no-redef]
 
 LIMIT = 64 * 1024  # the longest head accepted; past it a client's reading is paused
@@ -55,8 +56,11 @@ class Routes(Protocol):
     table: dict[str, dict[str, Any]]
     inflight: Counter[str]
     sides: upstreams.Pool[UpstreamSide]
+    tally: split.Tally
 
-    def pick(self, host: str, avoid: frozenset[str] = frozenset()) -> str | None: ...
+    def pick(
+        self, host: str, avoid: frozenset[str] = frozenset(), side: str | None = None
+    ) -> str | None: ...
 
     def hand_over(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """Serve the rest of a client's connection on the stream path."""
@@ -287,12 +291,15 @@ class Relay:
         self.held = False  # the instance's reading paused while the client catches up
         self.head = bytearray()
         self.body: http1.Body | None = None  # where the answer's body ends, once its head is read
+        #: the side of a canary's host this request goes to (None: the host has no canary)
+        self.choice = split.choose(self.router.table[request.host], request.head.named)
 
     # -- sending -------------------------------------------------------------------
 
     def start(self) -> None:
         """Pick an instance (the lookup and the in-flight count in one step) and send."""
-        upstream = self.router.pick(self.request.host, frozenset(self.tried))
+        side = self.choice.side if self.choice else None
+        upstream = self.router.pick(self.request.host, frozenset(self.tried), side)
         if upstream is None:
             status = 502 if self.tried else 503
             self._end_with(status, no_instance(self.request.host), self.request.keep)
@@ -373,8 +380,10 @@ class Relay:
         self.keep = self.keep and framing[0] != "close"
         self.answered = True
         self.body = http1.Body(framing)
+        self.router.tally.answered(self.choice, response.status)
         rest, self.head = bytes(self.head), bytearray()
-        self._body(rest, http1.response_head(response.head, self.keep))
+        head = split.with_cookie(http1.response_head(response.head, self.keep), self.choice)
+        self._body(rest, head)
 
     def _body(self, data: bytes, prefix: bytes = b"") -> None:
         """Bytes of the answer's body (after ``prefix``, its head, when it goes out now)."""
@@ -478,6 +487,7 @@ class Relay:
                 del inflight[upstream]
 
     def _end_with(self, status: int, text: str, keep: bool) -> None:
+        self.router.tally.failed(self.choice)  # only ever an answer of the router's own
         self.client.write(http1.answer(status, text, close=not keep))
         self._end(keep)
 

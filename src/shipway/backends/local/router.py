@@ -25,8 +25,10 @@ never imports shipway).
   ``/reload`` has answered, every request that could still reach an old upstream is already
   counted, and ``POST /drain`` returns only when those requests have finished: this is what
   lets the backend stop an old process without dropping a request.
+* A host's entry may carry a canary: its requests split between two releases by weight,
+  sticky by a cookie, counted per release (:mod:`split`).
 * Control API (unix socket, mode 0600): ``POST /reload``, ``GET /status``,
-  ``POST /drain {"upstreams": [...], "timeout": seconds}``.
+  ``POST /drain {"upstreams": [...], "timeout": seconds}``, ``GET /canary`` (the counts).
 """
 
 from __future__ import annotations
@@ -46,11 +48,12 @@ from pathlib import Path
 from typing import Any
 
 if __package__:  # imported as part of shipway (tests)
-    from shipway.backends.local import http1, relay, routetable, upstreams
+    from shipway.backends.local import http1, relay, routetable, split, upstreams
 else:  # run as a script: its own directory is on sys.path, shipway is never imported
     import http1  # type: ignore[import-not-found,no-redef]
     import relay  # type: ignore[import-not-found,no-redef]
     import routetable  # type: ignore[import-not-found,no-redef]
+    import split  # type: ignore[import-not-found,no-redef]
     import upstreams  # type: ignore[import-not-found,no-redef]
 
 Reader = asyncio.StreamReader
@@ -156,7 +159,8 @@ class Router:
         self.tables = tables
         self.table: dict[str, dict[str, Any]] = {}
         self.inflight: Counter[str] = Counter()
-        self.turns: dict[str, itertools.count[int]] = {}
+        self.turns: dict[tuple[str, str | None], itertools.count[int]] = {}
+        self.tally = split.Tally()  # a canary's counts per release (split.py)
         self.reloaded_at = 0.0
         self.pool: upstreams.Pool[StreamConnection] = upstreams.Pool()  # the stream path's
         self.sides: upstreams.Pool[relay.UpstreamSide] = upstreams.Pool()  # the relay's
@@ -170,6 +174,7 @@ class Router:
         self.table = table  # one assignment: the switch is atomic
         self.turns = {}
         self.reloaded_at = time.time()
+        self.tally.forget({str(e["canary"].get("id")) for e in table.values() if e.get("canary")})
         self.sweep()
         return len(table)
 
@@ -179,16 +184,23 @@ class Router:
         self.sides.sweep(known)
 
     def known(self) -> set[str]:
-        return {str(u) for e in self.table.values() for u in e["upstreams"]}
+        known = {str(u) for e in self.table.values() for u in e["upstreams"]}
+        return known | {
+            str(u) for e in self.table.values() for u in split.upstreams_of(e, split.CANARY)
+        }
 
-    def pick(self, host: str, avoid: frozenset[str] = frozenset()) -> str | None:
+    def pick(
+        self, host: str, avoid: frozenset[str] = frozenset(), side: str | None = None
+    ) -> str | None:
+        """An upstream of the host's program (of its canary's, with ``side`` "canary"),
+        round-robin, none of ``avoid``."""
         entry = self.table.get(host)
         if entry is None:
             return None
-        ups = [u for u in entry["upstreams"] if u not in avoid]
+        ups = [u for u in split.upstreams_of(entry, side) if u not in avoid]
         if not ups:
             return None
-        turn = next(self.turns.setdefault(host, itertools.count()))
+        turn = next(self.turns.setdefault((host, side), itertools.count()))
         return str(ups[turn % len(ups)])
 
     # -- the public side -----------------------------------------------------------
@@ -253,12 +265,14 @@ class Router:
             bodiless = request.framing[0] == "none"
             return self._refuse(writer, 404, relay.no_app(host, self.table), keep and bodiless)
         exchange = Exchange(self, request, ip, reader, writer)
+        choice = exchange.choice
         tried: set[str] = set()
         while True:
-            upstream = self.pick(host, frozenset(tried))
+            upstream = self.pick(host, frozenset(tried), choice.side if choice else None)
             if upstream is None:
                 status = 502 if tried else 503
                 keep_after = keep and not exchange.body_unread
+                self.tally.failed(choice)
                 return self._refuse(writer, status, relay.no_instance(host), keep_after)
             self.inflight[upstream] += 1  # same loop step as the lookup: see the module doc
             try:
@@ -267,11 +281,13 @@ class Router:
                 tried.add(upstream)  # nothing was sent: another instance may take it
             except ClosedEarly:
                 if not exchange.replayable or upstream in tried:
+                    self.tally.failed(choice)
                     return self._refuse(writer, 502, "shipway router: upstream closed\n", False)
                 tried.add(upstream)
             except UPSTREAM_BROKE as exc:
                 if exchange.answered:
                     return False, b""  # part of the answer went out: end the connection
+                self.tally.failed(choice)
                 why = f"shipway router: upstream failed: {exc or type(exc).__name__}\n"
                 return self._refuse(writer, 502, why, False)
             finally:
@@ -296,6 +312,11 @@ class Router:
                 for h, e in self.table.items()
             },
             "inflight": dict(self.inflight),
+            "canaries": {
+                h: {k: v for k, v in e["canary"].items() if k != "upstreams"}
+                for h, e in self.table.items()
+                if e.get("canary")
+            },
             "reloaded_at": self.reloaded_at,
             "loop": type(asyncio.get_running_loop()).__module__.split(".")[0],
         }
@@ -321,6 +342,7 @@ class Router:
             routes: dict[tuple[bytes, bytes], Callable[[], Awaitable[dict[str, Any]]]] = {
                 (b"POST", b"/reload"): self._control_reload,
                 (b"GET", b"/status"): self._control_status,
+                (b"GET", b"/canary"): self._control_canary,
                 (b"POST", b"/drain"): lambda: self.drain(doc if isinstance(doc, dict) else {}),
             }
             handler = routes.get((method, path))
@@ -344,6 +366,9 @@ class Router:
     async def _control_status(self) -> dict[str, Any]:
         return self.status()
 
+    async def _control_canary(self) -> dict[str, Any]:
+        return {"pid": os.getpid(), **self.tally.snapshot()}
+
 
 class Exchange:
     """One request forwarded to one upstream at a time (tried again on another instance
@@ -366,6 +391,7 @@ class Exchange:
         self.upgrade = request.upgrade
         self.replayable = not self.body_unread and method in http1.IDEMPOTENT and not self.upgrade
         self.request_head = http1.request_head(request, ip)
+        self.choice = split.choose(router.table[request.host], request.head.named)
 
     async def _connect(self, upstream: str) -> tuple[Reader, Writer, bool]:
         taken = self.router.pool.take(upstream)
@@ -443,6 +469,8 @@ class Exchange:
             except asyncio.LimitOverrunError:
                 raise Failed("response head too large") from None
             response = http1.read_response(raw[:-4])
+            if response.status >= 200 or response.status == 101:
+                self.router.tally.answered(self.choice, response.status)
             if response.status == 101 and self.upgrade:
                 return await self._upgraded(response.head, up_reader, up_writer)
             if 100 <= response.status < 200:  # 100 Continue, 103 Early Hints: passed on
@@ -453,7 +481,7 @@ class Exchange:
         framing = response.framing(self.method)
         up_keep = response.reusable(framing)
         keep = keep and framing[0] != "close"
-        out = http1.response_head(response.head, keep)
+        out = split.with_cookie(http1.response_head(response.head, keep), self.choice)
         kind, length = framing
         self.answered = True
         if kind == "length":

@@ -65,6 +65,12 @@ class RouterControl:
     def status(self) -> dict[str, Any]:
         return self._request("GET", "/status")
 
+    def canary_counts(self) -> dict[str, Any]:
+        """Every canary's counts per release (``split.Tally``); none while it is down."""
+        if not self.sock.exists():
+            return {}
+        return self._request("GET", "/canary")
+
     def reload(self) -> int:
         return int(self._request("POST", "/reload").get("hosts", 0))
 

@@ -99,11 +99,15 @@ class LocalRoutes(LocalState):
 
         def entry(route: Route) -> dict[str, Any]:
             rec = programs.get(route.program)
-            return {
+            out = {
                 "program": route.program,
                 "upstreams": rec.upstreams if rec else [],
                 "since": route.since,
             }
+            if route.canary is not None:  # split with a canary by weight (split.py)
+                beside = programs.get(str(route.canary["program"]))
+                out["canary"] = {**route.canary, "upstreams": beside.upstreams if beside else []}
+            return out
 
         rolling = {h: entry(r) for h, r in read_routes(d).items() if r.router_port == port}
         router.write_table(d.app, d.slot, rolling)

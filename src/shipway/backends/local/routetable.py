@@ -7,7 +7,8 @@ One JSON file per claimant in ``router/<port>/tables/``, written atomically by t
 generation of a blue-green slot::
 
     {"app": ..., "slot": ..., "generation": ... | null,
-     "hosts": {host: {"program": key, "upstreams": ["127.0.0.1:port", ...], "since": t}}}
+     "hosts": {host: {"program": key, "upstreams": ["127.0.0.1:port", ...], "since": t,
+                      "canary": {...} (optional: split.py)}}}
 
 Several files may claim one host: the *newest* claim (largest ``since``) serves it, ties
 going to the first file by name (files without ``since`` count as 0). So pointing a host at
@@ -43,6 +44,7 @@ def load_table(tables: Path, notes: list[str] | None = None) -> dict[str, dict[s
             claim = {
                 "program": entry.get("program"),
                 "upstreams": list(entry.get("upstreams") or []),
+                "canary": entry.get("canary") or None,  # a split by weight (split.py)
                 "app": doc.get("app"),
                 "slot": doc.get("slot"),
                 "generation": doc.get("generation"),

@@ -1,0 +1,79 @@
+"""The protocol part of a backend whose proxy runs a canary: it splits a host's requests
+between two releases by weight, counts them per release, and keeps what the engine and a
+person say about the canary. The decision is never the backend's: the engine makes it from
+the counts (:mod:`shipway.plan.canary`, pure).
+
+A part of its own, as generations and accessories are: a backend without it (Docker and
+Kubernetes, this version) never sees a canary plan — the spec is refused when it is read
+(:data:`shipway.spec.canary.CANARY_BACKENDS`), and :func:`canaries_of` refuses it again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from shipway.backends.protocol import Backend, Reporter
+from shipway.errors import InputError
+from shipway.guard import Clearance
+from shipway.plan.canary import Tally
+from shipway.release.model import Release
+from shipway.spec.model import Target
+
+
+@dataclass(frozen=True)
+class CanaryCounts:
+    """The proxy's counts of one canary now (since the proxy started counting it)."""
+
+    canary: str  #: the canary's id: app.slot.r<revision>
+    percent: int  #: the share of requests it gets now
+    stable: Tally
+    on_canary: Tally
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "canary": self.canary,
+            "percent": self.percent,
+            "stable": self.stable.to_json(),
+            "on_canary": self.on_canary.to_json(),
+        }
+
+
+def canary_id(release: Release) -> str:
+    return f"{release.app}.{release.slot}.r{release.revision}"
+
+
+@runtime_checkable
+class Canaries(Protocol):
+    def shift_traffic(
+        self, clearance: Clearance, target: Target, release: Release, percent: int, r: Reporter
+    ) -> None:
+        """Send ``percent`` of the requests of every host ``release`` moves to its program,
+        the rest to the program serving the host now; 0 takes every canary of the slot out
+        of the proxy at once (every request to the stable)."""
+        ...
+
+    def canary_counts(self, target: Target) -> CanaryCounts | None:
+        """The counts of the slot's canary (None: no canary runs in the proxy)."""
+        ...
+
+    def canary_note(
+        self, clearance: Clearance, target: Target, name: str, doc: Mapping[str, Any] | None
+    ) -> None:
+        """Keep (or, ``doc`` None, drop) a note about the canary: ``state`` (the engine's
+        last analysis, for ``canary status``) or ``decision`` (a person's promote or abort,
+        for the engine running it). Writing one needs a clearance for the slot."""
+        ...
+
+    def read_canary_note(self, target: Target, name: str) -> dict[str, Any] | None: ...
+
+
+def canaries_of(backend: Backend) -> Canaries:
+    """The backend as one that runs canaries, or an InputError naming those that do."""
+    if not isinstance(backend, Canaries):
+        raise InputError(
+            f"the {backend.name} backend does not run canary releases in this version of "
+            'shipway (they run on local slots) (hint: use strategy = "rolling" for this slot)'
+        )
+    return backend
