@@ -39,8 +39,9 @@ What must never happen, and where it is prevented:
 
 from __future__ import annotations
 
-from shipway.backends.accessories import Accessories
+from shipway.backends.accessories import Accessories, AccessoryBackups
 from shipway.backends.local import render
+from shipway.backends.local.backups import LocalBackups
 from shipway.backends.local.blue_green import LocalBlueGreen
 from shipway.backends.local.build import LocalBuilds
 from shipway.backends.local.destroy import LocalDestroy
@@ -60,6 +61,7 @@ class LocalBackend(
     LocalBuilds,
     LocalReads,
     LocalDestroy,
+    LocalBackups,
     LocalBlueGreen,
     LocalReleaseCommand,
     LocalCommands,
@@ -84,3 +86,4 @@ def connect(app: App, slot: Slot) -> LocalBackend:
 _: type[GenerationBackend] = LocalBackend  # mypy checks it keeps the whole protocol
 _logs: type[ViewsLogs] = LocalBackend  # and shows logs by time and by release
 _accessories: type[Accessories] = LocalBackend  # and runs accessories
+_backups: type[AccessoryBackups] = LocalBackend  # and backs them up
