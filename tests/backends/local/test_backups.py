@@ -8,6 +8,7 @@ and a failed one leaving the old data running. Real processes, real servers, the
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import shutil
 import subprocess
@@ -194,6 +195,53 @@ def test_a_major_upgrade_is_refused_unless_asked_and_a_failed_one_keeps_the_old_
     assert pg.get("/") == (200, "precious by r1\n")
     (db,) = pg.status()["accessories"]
     assert (db["version"], db["healthy"]) == ("15", True)
+
+
+def postgres_16() -> Path | None:
+    """A second major version: Postgres 16.2 as the pgserver wheel ships it (Debian
+    bookworm has no postgresql-16), or None."""
+    found = importlib.util.find_spec("pgserver")
+    for where in (found.submodule_search_locations or []) if found else []:
+        install = Path(where) / "pginstall"
+        if (install / "bin" / "postgres").is_file():
+            return install
+    return None
+
+
+def test_a_major_upgrade_asked_for_is_a_dump_and_restore_into_the_new_server(
+    pg: Slot, tmp_path: Path
+) -> None:
+    pg16 = postgres_16()
+    if pg16 is None:
+        pytest.skip("no postgres 16 on this machine (the pgserver wheel ships one)")
+    root = pg_root(tmp_path, {"15": PG15, "16": pg16})
+    pg.env["SHIPWAY_POSTGRES_ROOT"] = str(root)
+    pg.deploy()
+    for word in ("one", "two"):
+        assert pg.get(f"/write?{word}") == (200, "written\n")
+    (db,) = pg.status()["accessories"]
+    assert db["server_version"].startswith("15.")
+    pg.edit_spec('version = "15"', 'version = "16"')
+    r = pg.run("deploy", "local", "--upgrade-accessory", "db")
+    assert r.code == 0, r.text
+    assert "upgrade accessory db (postgres 16): 15 -> 16" in r.out
+    assert "pg_dump of postgres 15" in r.out
+    assert "postgres 16 answers with the data restored; data.15 deleted" in r.out
+    (db,) = pg.status()["accessories"]
+    assert (db["version"], db["server_version"], db["healthy"]) == ("16", "16.2", True)
+    here = accessory_dir(pg)
+    assert (here / "data" / "PG_VERSION").read_text().strip() == "16"
+    assert not (here / "data.15").exists()
+    assert (here / "upgrade-15-to-16.dump.sha256").is_file()
+    assert eventually(
+        lambda: pg.get("/") == (200, "one by r1\ntwo by r1\n"), what="the rows on postgres 16"
+    )
+    # a backup is now made by 16's own pg_dump
+    doc = backed_up(pg, "db", tmp_path)
+    assert doc["made_by"] == str(root / "16" / "bin" / "pg_dump")
+    assert str(doc["server_version"]) == "16.2"
+    r = pg.deploy()
+    assert "no changes" in r.out and "accessory" not in r.out.split("(made from")[0]
 
 
 def test_a_stopped_accessory_is_started_by_a_deploy_that_is_otherwise_no_changes(
