@@ -7,6 +7,8 @@ standard error with ``-o json``, where standard output is one JSON document.
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from shipway.cli.common import (
@@ -51,17 +53,10 @@ def backup(obj: Context, slot: str, accessory: str, out: str | None) -> None:
 
     def body() -> int:
         from shipway import api
-        from shipway.cli.report import emit_json
 
         app = obj.app()
-        made = api.backup(
-            app, one_slot(app, slot), accessory, out=out, reporter=reporter_of(obj)
-        )
-        if obj.json:
-            emit_json(made.to_json())
-        else:
-            click.echo(made.line())
-        return 0
+        made = api.backup(app, one_slot(app, slot), accessory, out=out, reporter=reporter_of(obj))
+        return _said(obj, made.line(), made.to_json())
 
     run_body(obj, body)
 
@@ -91,21 +86,21 @@ def restore(obj: Context, slot: str, accessory: str, file: str, confirm: str | N
 
     def body() -> int:
         from shipway import api
-        from shipway.cli.report import emit_json
 
         app = obj.app()
-        done = api.restore(
-            app,
-            one_slot(app, slot),
-            accessory,
-            file,
-            confirm=confirm,
-            reporter=reporter_of(obj),
-        )
-        if obj.json:
-            emit_json(done.to_json())
-        else:
-            click.echo(done.line())
-        return 0
+        name = one_slot(app, slot)
+        done = api.restore(app, name, accessory, file, confirm=confirm, reporter=reporter_of(obj))
+        return _said(obj, done.line(), done.to_json())
 
     run_body(obj, body)
+
+
+def _said(obj: Context, line: str, doc: dict[str, Any]) -> int:
+    """The result: its line, or its JSON document with -o json."""
+    if obj.json:
+        from shipway.cli.report import emit_json
+
+        emit_json(doc)
+    else:
+        click.echo(line)
+    return 0
