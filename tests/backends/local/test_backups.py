@@ -17,13 +17,11 @@ from pathlib import Path
 import pytest
 
 from shipway.backends.local.servers import pg_bin
+from tests.backends.local import test_accessories as accessories
 from tests.backends.local.conftest import Slot, eventually
 from tests.backends.local.test_accessories import (
-    MIGRATE,
-    PG_APP,
     REDIS_CLIENT,
     REDIS_SPEC,
-    SPEC,
     accessory_dir,
     password,
     server_pid,
@@ -40,12 +38,8 @@ COUNT = (
 )
 
 
-@pytest.fixture
-def pg(slot: Slot) -> Slot:
-    (slot.app_dir / "pgapp.py").write_text(PG_APP)
-    (slot.app_dir / "migrate.py").write_text(MIGRATE)
-    slot.spec.write_text(SPEC)
-    return slot
+#: the slot of test_accessories: the hello app writing rows to its Postgres accessory
+pg = accessories.pg
 
 
 def another_app(slot: Slot, name: str = "other") -> Path:
