@@ -42,3 +42,17 @@ def test_a_changed_byte_a_missing_checksum_and_another_kind_are_refused(tmp_path
     (tmp_path / "cache.rdb.sha256").unlink()
     with pytest.raises(InputError, match=r"checksum file cache\.rdb\.sha256 is missing"):
         verified(snapshot, "redis", "cache")
+
+
+def test_a_long_dump_says_how_far_it_got(tmp_path: Path) -> None:
+    from shipway.backends.backups import watch_growth
+
+    said: list[str] = []
+    growing = tmp_path / "partial"
+    growing.write_bytes(b"x" * 3 * 1024 * 1024)
+    tick = watch_growth(growing, "pg_dump", said.append, every=0.0)
+    tick()
+    assert len(said) == 1 and said[0].startswith("  pg_dump: 3.0 MiB written, ")
+    quiet = watch_growth(growing, "pg_dump", said.append, every=3600.0)
+    quiet()  # within its interval: nothing said yet
+    assert len(said) == 1
