@@ -30,6 +30,7 @@ from shipway.backends.protocol import (
     Reporter,
     ViewsLogs,
 )
+from shipway.backends.slot_state import NOTHING, SlotState, slot_state
 from shipway.backends.volume_status import VolumeStatus
 from shipway.engine.timeouts import DEFAULT_ROLLBACK_TIMEOUT, DEFAULT_TIMEOUT
 from shipway.errors import InputError, SecretUnavailable
@@ -38,13 +39,15 @@ from shipway.plan.change import Diff
 from shipway.plan.diff import between
 from shipway.plan.model import Plan
 from shipway.release import history as _history
-from shipway.release.model import Release, ReleaseStatus
+from shipway.release.model import Release
 from shipway.spec.model import App, Target
 from shipway.spec.secrets import Masker
 
 if TYPE_CHECKING:
+    from shipway.backends.backups import BackupFile
     from shipway.backends.kubernetes.helm import HelmRelease
     from shipway.engine import Engine, Outcome
+    from shipway.engine.backups import Restored
     from shipway.engine.request import DeployRequest
 
 
@@ -419,6 +422,41 @@ def destroy(
         return engine.destroy(clearance, app, slot, volumes=volumes)
 
 
+def backup(
+    app: App,
+    slot: str,
+    accessory: str,
+    *,
+    out: str | Path | None = None,
+    backend: Backend | None = None,
+    reporter: Reporter | None = None,
+) -> BackupFile:
+    """Write a consistent backup of ``accessory`` in ``slot`` to ``out`` (a file, or a
+    directory; default: the current directory) with its sha256 beside it (``FILE.sha256``).
+    Postgres: the server's own major version of pg_dump, custom format; Redis: an RDB
+    snapshot after a BGSAVE. A read: the server keeps serving, no lock is taken."""
+    with _engine(app, slot, backend, reporter) as engine:
+        return engine.backup(app, slot, accessory, Path(out) if out is not None else None)
+
+
+def restore(
+    app: App,
+    slot: str,
+    accessory: str,
+    path: str | Path,
+    *,
+    confirm: str | None = None,
+    backend: Backend | None = None,
+    reporter: Reporter | None = None,
+) -> Restored:
+    """Put the backup at ``path`` back as ``accessory``'s whole data in ``slot``, once its
+    checksum matches the ``.sha256`` beside it (a corrupted file is refused, exit 2, nothing
+    touched). ``confirm`` (the slot's name) is needed on every slot."""
+    clearance = clear(app, slot, confirm)
+    with _engine(app, slot, backend, reporter) as engine:
+        return engine.restore(clearance, app, slot, accessory, Path(path))
+
+
 def run(
     app: App,
     slot: str,
@@ -527,74 +565,6 @@ def _logs_then_close(
 ) -> Iterator[str]:
     with _backend(app, slot, None) as b:
         yield from b.logs(app.slots.target(slot), process, follow, lines)
-
-
-# -- what a slot is doing -------------------------------------------------------------
-#
-# In one word and one line, from its records and what runs: ``nothing deployed``,
-# ``deploying`` (a pending release: someone's deploy holds the slot), ``stopped`` (a
-# deployed release, nothing of it running), ``failed rN`` (the newest release failed; the
-# line says what serves instead), ``degraded`` (fewer ready than desired), ``running``.
-# Every backend keeps records and reports processes alike, so all say the same words.
-
-
-@dataclass(frozen=True)
-class SlotState:
-    word: str
-    line: str
-    #: the newest release's revision when it failed (``failed rN``)
-    failed: int | None = None
-    #: who deploys now, when a release is pending
-    held_by: str | None = None
-
-
-NOTHING = SlotState("nothing deployed", "nothing deployed")
-
-
-def slot_state(records: Sequence[Release], processes: Sequence[ProcessStatus]) -> SlotState:
-    ordered = _history.ordered(records)
-    if not ordered:
-        return NOTHING
-    newest = ordered[-1]
-    deployed = _history.deployed(ordered)
-    serving = f"r{deployed.revision}" if deployed else "nothing"
-    if newest.status == ReleaseStatus.PENDING:
-        return SlotState(
-            "deploying",
-            f"deploying r{newest.revision} (held by {newest.actor} since "
-            f"{newest.created_at}); {serving} is the deployed release",
-            held_by=newest.actor,
-        )
-    running = [p for p in processes if p.ready > 0]
-    if deployed is not None and not running:
-        return SlotState(
-            "stopped",
-            f"stopped: r{deployed.revision} is the deployed release, nothing of it runs "
-            "(shipway deploy or restart brings it back)",
-        )
-    if newest.status == ReleaseStatus.FAILED:
-        why = _first_line(newest.description)
-        serves = f"r{deployed.revision} serves" if deployed else "nothing serves"
-        return SlotState(
-            f"failed r{newest.revision}",
-            f"failed r{newest.revision} ({why}); {serves}",
-            failed=newest.revision,
-        )
-    if deployed is None:
-        return NOTHING
-    short = [p for p in processes if p.ready < p.desired]
-    word = "degraded" if short else "running"
-    detail = ", ".join(f"{p.process} {p.ready}/{p.desired} ready" for p in short)
-    return SlotState(
-        word,
-        f"{word} r{deployed.revision}, deployed {deployed.updated_at}"
-        + (f" ({detail})" if detail else "")
-        + f" — {_first_line(deployed.description)}",
-    )
-
-
-def _first_line(text: str) -> str:
-    return text.splitlines()[0] if text else ""
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,7 @@ def test_slots_and_processes_complete_from_the_spec(tmp_path: Path) -> None:
     assert bash_complete("shipway deploy ", env, tmp_path) == ["test1", "prod"]
     assert bash_complete("shipway status p", env, tmp_path) == ["prod"]
     assert bash_complete("shipway restart prod ", env, tmp_path) == ["web", "worker"]
-    assert bash_complete("shipway re", env, tmp_path) == ["repair", "restart"]
+    assert bash_complete("shipway re", env, tmp_path) == ["repair", "restart", "restore"]
     # -f (and SHIPWAY_FILE) name the spec completion reads
     elsewhere = tmp_path / "sub"
     elsewhere.mkdir()

@@ -14,7 +14,7 @@ from shipway import api
 from shipway.backends.accessories import AccessoryStatus, link_name
 from shipway.backends.memory import MemoryBackend
 from shipway.backends.protocol import Failure, Reporter
-from shipway.engine import Rolled, RolledBack
+from shipway.engine import Rolled, RolledBack, Unchanged
 from shipway.errors import InputError
 from shipway.guard import Clearance
 from shipway.plan.model import StartAccessory
@@ -57,13 +57,22 @@ class WithAccessories(MemoryBackend):
         self.running: dict[str, Accessory] = {}
         self.made = 0
         self.fail = fail
+        self.down: set[str] = set()
 
     def accessory_problems(self, app: App, slot: Slot) -> list[str]:
         return []
 
     def accessories(self, target: Target) -> list[AccessoryStatus]:
         return [
-            AccessoryStatus(n, a.kind, a.version, "running", True, a.digest(), a.to_json())
+            AccessoryStatus(
+                n,
+                a.kind,
+                a.version,
+                "down" if n in self.down else "running",
+                n not in self.down,
+                a.digest(),
+                a.to_json(),
+            )
             for n, a in self.running.items()
         ]
 
@@ -95,6 +104,7 @@ class WithAccessories(MemoryBackend):
 
             return Failure(Reason.STEP_FAILED, f"db did not answer ({PASSWORD})")
         self.running[step.accessory] = Accessory("db", "postgres", step.version)
+        self.down.discard(step.accessory)
         return None
 
 
@@ -138,3 +148,29 @@ def test_a_backend_that_runs_no_accessories_refuses_the_spec_with_exit_2() -> No
     assert err.value.exit_code == 2
     assert "does not run accessories" in str(err.value)
     assert "local" in str(err.value)
+
+
+def test_a_stopped_accessory_is_started_and_the_unchanged_app_is_no_changes() -> None:
+    backend = WithAccessories()
+    app = app_from_toml(SPEC)
+    assert isinstance(api.deploy(app, "test1", backend=backend), Rolled)
+    backend.down.add("db")  # its server stopped (a crash, a reboot, by hand)
+    plan = api.plan(app, "test1", backend=backend)
+    assert [(type(s).__name__, getattr(s, "action", "")) for s in plan.steps] == [
+        ("StartAccessory", "start")
+    ]
+    assert plan.unchanged and plan.release is None
+    assert plan.describe()[0].endswith(": no changes to the app")
+    assert "start accessory db (postgres 15)" in plan.describe()[1]
+    outcome = api.deploy(app, "test1", backend=backend)
+    assert isinstance(outcome, Unchanged), outcome
+    assert outcome.accessories_started == ("db",)
+    assert "started accessory db" in outcome.line()
+    assert outcome.to_json()["accessories_started"] == ["db"]
+    assert backend.started == [("db", "create"), ("db", "start")]
+    assert [r.revision for r in api.history(app, "test1", backend=backend)] == [1]
+    # running again: a plain "no changes", nothing started
+    again = api.deploy(app, "test1", backend=backend)
+    assert isinstance(again, Unchanged) and again.accessories_started == ()
+    assert api.plan(app, "test1", backend=backend).describe()[0].endswith(": no changes")
+    assert backend.started == [("db", "create"), ("db", "start")]

@@ -42,13 +42,36 @@ def test_a_stopped_one_is_started_and_a_changed_declaration_costs_a_restart() ->
     assert "lose their connections" in restart.describe()
 
 
-def test_a_major_version_change_is_refused_saying_the_upgrade_is_not_done() -> None:
+def test_a_major_version_change_is_refused_naming_the_flag_that_asks_for_it() -> None:
     with pytest.raises(InputError) as err:
         accessory_steps({"db": Accessory("db", "postgres", "16")}, {"db": seen(DB)}, "shipway.toml")
     text = str(err.value)
     assert err.value.exit_code == 2
     assert "shipway.toml: accessories.db.version" in text
-    assert "does not do yet" in text and 'keep version = "15"' in text
+    assert "--upgrade-accessory db" in text and 'keep version = "15"' in text
+    assert "dump and restore" in text
+
+
+def test_an_upgrade_asked_for_is_planned_as_a_dump_and_restore() -> None:
+    pg16 = Accessory("db", "postgres", "16")
+    (step,) = accessory_steps({"db": pg16}, {"db": seen(DB)}, "shipway.toml", upgrade=("db",))
+    assert (step.action, step.version) == ("upgrade", "16")
+    assert "15 -> 16" in step.why and "--upgrade-accessory db" in step.why
+    assert "old data directory kept until the new server answers" in step.describe()
+    assert step_from_json(step.to_json()) == step
+
+
+def test_a_downgrade_a_redis_major_change_and_an_unknown_name_are_refused_even_asked() -> None:
+    pg14 = Accessory("db", "postgres", "14")
+    with pytest.raises(InputError, match="never downgraded"):
+        accessory_steps({"db": pg14}, {"db": seen(DB)}, "shipway.toml", upgrade=("db",))
+    r6, r7 = Accessory("cache", "redis", "6"), Accessory("cache", "redis", "7")
+    with pytest.raises(InputError, match="upgrades a postgres accessory only"):
+        accessory_steps({"cache": r7}, {"cache": seen(r6)}, "shipway.toml", upgrade=("cache",))
+    with pytest.raises(InputError, match=r"--upgrade-accessory dbb: shipway\.toml declares no"):
+        accessory_steps({"db": DB}, {"db": seen(DB)}, "shipway.toml", upgrade=("dbb",))
+    # asked for, but nothing changes: nothing is planned
+    assert accessory_steps({"db": DB}, {"db": seen(DB)}, "shipway.toml", upgrade=("db",)) == []
 
 
 def test_another_kind_on_the_same_data_is_refused() -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from shipway.backends.protocol import Backend, Failure, Reporter
@@ -39,6 +40,8 @@ class AccessoryStatus:
     address: str | None = None
     data_path: str | None = None
     data_bytes: int | None = None
+    #: the running server's own version, asked over its protocol (``15.18``, ``7.0.15``)
+    server_version: str | None = None
 
     def seen(self) -> SeenAccessory:
         return SeenAccessory(
@@ -54,13 +57,15 @@ class AccessoryStatus:
         health = "healthy" if self.healthy else "not answering"
         size = f", data {human_bytes(self.data_bytes)}" if self.data_bytes is not None else ""
         where = f" on {self.address}" if self.address else ""
-        return f"{self.name}: {self.kind} {self.version} {self.state} ({health}){where}{size}"
+        version = self.server_version or self.version
+        return f"{self.name}: {self.kind} {version} {self.state} ({health}){where}{size}"
 
     def to_json(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "kind": self.kind,
             "version": self.version,
+            "server_version": self.server_version,
             "state": self.state,
             "healthy": self.healthy,
             "address": self.address,
@@ -105,6 +110,47 @@ class Accessories(Protocol):
         """Make it run as the step declares (data made once, never deleted), and wait until
         it answers: its failure, or None."""
         ...
+
+
+@runtime_checkable
+class AccessoryBackups(Protocol):
+    """What a backend adds that backs its accessories up and puts a backup back (local,
+    this version). Where the file goes, its checksum and the checks before a restore are
+    the engine's (:mod:`shipway.backends.backups`): a backend writes the bytes and puts
+    them back."""
+
+    def backup_accessory(
+        self, target: Target, accessory: Accessory, into: Path, reporter: Reporter
+    ) -> tuple[str, str]:
+        """A consistent snapshot of the accessory's data written to ``into`` (a partial
+        name the caller renames once its checksum is beside it) while the server keeps
+        serving: Postgres by the server's own major version of ``pg_dump`` (custom format)
+        and never another's; Redis its RDB after a ``BGSAVE``. Returns (the server's
+        version, the program that made it). Reads only."""
+        ...
+
+    def restore_accessory(
+        self,
+        clearance: Clearance,
+        target: Target,
+        accessory: Accessory,
+        source: Path,
+        reporter: Reporter,
+    ) -> str:
+        """Make ``source`` (a checked backup of the accessory's kind) the accessory's whole
+        data; what was there stays until the restored data is in place and the server
+        answers, and is put back when it does not. Returns a line saying what was done."""
+        ...
+
+
+def backups_of(backend: Backend) -> AccessoryBackups:
+    """The backend as one that backs accessories up, or an InputError saying it does not."""
+    if not isinstance(backend, AccessoryBackups):
+        raise InputError(
+            f"the {backend.name} backend does not back accessories up in this version of "
+            "shipway (hint: use the server's own tools, e.g. pg_dump, against it)"
+        )
+    return backend
 
 
 def runs_accessories(backend: Backend) -> bool:

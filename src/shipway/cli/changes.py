@@ -26,6 +26,7 @@ from shipway.cli.common import (
     revision_of,
     run_body,
     slot_argument,
+    upgrade_accessory_option,
 )
 from shipway.cli.completion import complete_revision
 
@@ -77,6 +78,7 @@ EXIT_CHANGES = 6
     is_flag=True,
     help=f"Exit 0 when there are no changes, {EXIT_CHANGES} when there are (errors as usual).",
 )
+@upgrade_accessory_option
 @build_option
 @output_option
 @pass_obj
@@ -90,6 +92,7 @@ def plan(
     take_over: bool,
     force: bool,
     detailed_exitcode: bool,
+    upgrade_accessories: tuple[str, ...],
     build: bool,
 ) -> None:
     """Show what a deploy to SLOT would change and do. Touches nothing, starts nothing.
@@ -104,7 +107,12 @@ def plan(
     from shipway.engine.request import DeployRequest
 
     asked = DeployRequest(
-        image=image, take_host=take_host, take_over=take_over, force=force, build=build
+        image=image,
+        take_host=take_host,
+        take_over=take_over,
+        force=force,
+        build=build,
+        upgrade_accessories=tuple(upgrade_accessories),
     )
 
     def body() -> int:
@@ -143,7 +151,8 @@ def show_plan(
         if out:
             verb = "repair" if repair else "deploy"
             click.echo(f"saved to {out}; apply with: shipway {verb} {slot} --plan {out}")
-    return 0 if the_plan.unchanged else EXIT_CHANGES
+    # an accessory to start is a change, though not one of the app
+    return 0 if the_plan.unchanged and not the_plan.mutates else EXIT_CHANGES
 
 
 @click.command()

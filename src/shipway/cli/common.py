@@ -302,6 +302,18 @@ def take_host_option(f: F) -> F:
     )(f)
 
 
+def upgrade_accessory_option(f: F) -> F:
+    return click.option(
+        "--upgrade-accessory",
+        "upgrade_accessories",
+        metavar="NAME",
+        multiple=True,
+        help="Change accessory NAME's major version as the spec now declares it (postgres: "
+        "a dump and restore into a new cluster, the old data kept until the new server "
+        "answers). Without it a major-version change is refused.",
+    )(f)
+
+
 def take_over_option(f: F) -> F:
     return click.option(
         "--take-over",

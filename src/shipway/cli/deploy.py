@@ -24,6 +24,7 @@ from shipway.cli.common import (
     take_host_option,
     take_over_option,
     timeout_options,
+    upgrade_accessory_option,
 )
 
 if TYPE_CHECKING:
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
 @confirm_option
 @take_host_option
 @take_over_option
+@upgrade_accessory_option
 @build_option
 @timeout_options
 @output_option
@@ -69,6 +71,7 @@ def deploy(
     confirm: str | None,
     take_host: bool,
     take_over: bool,
+    upgrade_accessories: tuple[str, ...],
     build: bool,
     timeout: float,
     rollback_timeout: float,
@@ -91,6 +94,7 @@ def deploy(
         build=build,
         timeout=timeout,
         rollback_timeout=rollback_timeout,
+        upgrade_accessories=tuple(upgrade_accessories),
     )
     if dry_run:
         if plan_file:

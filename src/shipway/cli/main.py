@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from shipway.cli.backup import backup, restore
 from shipway.cli.build import build
 from shipway.cli.canary import canary
 from shipway.cli.changes import diff, history, plan
@@ -87,6 +88,8 @@ def cli(ctx: click.Context, spec_file: str | None) -> None:
       shipway promote staging           roll staging's release to the next slot
       shipway logs local web -f         follow a process's log
       shipway run prod -- CMD ARGS      a one-off command in the deployed release
+      shipway backup prod db            an accessory's data to a file (+ its .sha256)
+      shipway restore staging db FILE --confirm staging   and back, checksum first
       shipway stop local                stop what runs in a slot (records stay)
       shipway set-image prod Deployment/web REF   roll a workload shipway did not render
       shipway destroy test1 --confirm test1   delete it all but the volumes
@@ -120,6 +123,8 @@ COMMANDS: list[click.Command] = [
     promote,
     repair,
     run,
+    backup,
+    restore,
     stop,
     set_image,
     destroy,

@@ -9,15 +9,17 @@ no accessory): invariant 16. The engine knows no backend: the part it asks is
 
 from __future__ import annotations
 
+import time
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 
 from shipway.backends.accessories import accessories_of, runs_accessories
-from shipway.backends.protocol import Backend
-from shipway.errors import InputError, SecretUnavailable
+from shipway.backends.protocol import Backend, Reporter
+from shipway.errors import BackendError, InputError, SecretUnavailable
 from shipway.guard import Clearance
 from shipway.plan.accessories import accessory_steps, undeclared_notes
-from shipway.plan.model import Plan, StartAccessory
-from shipway.spec.model import App
+from shipway.plan.model import Plan, StartAccessory, Step
+from shipway.spec.model import App, Target
 from shipway.spec.secrets import Secret
 
 
@@ -33,11 +35,16 @@ class AccessoryPlan:
         return replace(plan, steps=(*self.steps, *plan.steps), notes=(*plan.notes, *self.notes))
 
 
-def accessory_plan(backend: Backend, app: App, slot_name: str) -> AccessoryPlan:
+def accessory_plan(
+    backend: Backend, app: App, slot_name: str, upgrade: Collection[str] = ()
+) -> AccessoryPlan:
     """What a deploy of ``slot_name`` starts of the app's accessories (reads only). Raises
     InputError when the backend runs none, this machine lacks a declared version, or a
-    major version would change."""
+    major version would change and ``upgrade`` does not name the accessory."""
     if not app.accessories and not runs_accessories(backend):
+        if upgrade:
+            name = sorted(upgrade)[0]
+            raise InputError(f"--upgrade-accessory {name}: the spec declares no accessory")
         return AccessoryPlan()
     part = accessories_of(backend)
     slot = app.slots.get(slot_name)
@@ -45,7 +52,7 @@ def accessory_plan(backend: Backend, app: App, slot_name: str) -> AccessoryPlan:
     if problems:
         raise InputError("\n".join(problems))
     seen = {s.name: s.seen() for s in part.accessories(app.slots.target(slot_name))}
-    steps = accessory_steps(app.accessories, seen, app.spec_file.name)
+    steps = accessory_steps(app.accessories, seen, app.spec_file.name, upgrade)
     return AccessoryPlan(tuple(steps), tuple(undeclared_notes(app.accessories, seen)))
 
 
@@ -80,3 +87,28 @@ def accessory_secrets(
                 f"{slot_name} yet (hint: shipway deploy {slot_name} makes them)"
             )
     return out
+
+
+def start_accessories(
+    backend: Backend,
+    clearance: Clearance,
+    target: Target,
+    steps: Sequence[Step],
+    timeout: float,
+    reporter: Reporter,
+) -> tuple[str, ...]:
+    """The accessory steps of a "no changes" deploy, walked (the app is left as it runs):
+    the names started. One that fails is a BackendError: no release was made, so there is
+    nothing to roll back."""
+    deadline = time.monotonic() + timeout
+    started = []
+    for step in steps:
+        if not isinstance(step, StartAccessory):
+            continue
+        part = accessories_of(backend)
+        reporter.line(step.describe())
+        failure = part.start_accessory(clearance, target, step, deadline, reporter)
+        if failure is not None:
+            raise BackendError("\n".join(failure.lines()))
+        started.append(step.accessory)
+    return tuple(started)

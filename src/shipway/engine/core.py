@@ -20,6 +20,7 @@ from shipway.backends.protocol import (
     sources_of,
 )
 from shipway.engine.accessories import accessory_plan
+from shipway.engine.backups import Backups
 from shipway.engine.blue_green import BlueGreen
 from shipway.engine.build import builds_its_image, planned, refuse_source_build, with_build
 from shipway.engine.context import marked
@@ -52,7 +53,7 @@ from shipway.spec.secrets import Masker, Secret, placeholder
 ASKED = DeployRequest()
 
 
-class Engine(Workloads, BlueGreen, Destruction, OneOffs):
+class Engine(Workloads, BlueGreen, Destruction, OneOffs, Backups):
     """Drives one backend for one app's slots. Knows nothing of which backend it drives."""
 
     def plan_deploy(
@@ -97,7 +98,7 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
         inputs: BuildInputs | None = None
         data_notes: list[str] = []
         # the accessories first: missing, down, or declared anew (never on a rollback)
-        accessories = accessory_plan(self.backend, app, slot_name)
+        accessories = accessory_plan(self.backend, app, slot_name, request.upgrade_accessories)
         if slot.source is not None:  # the team's manifests or a chart (engine/sources.py)
             if request.build:
                 raise refuse_source_build(slot_name)
@@ -157,12 +158,16 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
                 plan = plan_of(seen)
                 diff = diff_of(plan, seen)
                 plan = replace(plan, observed=observed.summary())  # what a saved plan checks
-        if diff.empty and not request.force and not accessories.steps:
+        if diff.empty and not request.force:
             plan = self._unchanged_plan(
                 plan, diff, f"this {operation} would run what r{diff.before} runs"
                 + (" (--force redeploys anyway)" if operation == "deploy" else ""),
             )  # fmt: skip
-            return self._noted(replace(plan, notes=accessories.notes), app, slot_name)
+            # an accessory that is down is started, and the app is left as it runs: "no
+            # changes" to the app, no revision (a stopped accessory rolled every process)
+            steps = accessories.steps or plan.steps
+            plan = replace(plan, steps=steps, notes=accessories.notes)
+            return self._noted(plan, app, slot_name)
         plan = accessories.applied(replace(with_build(plan, inputs), diff=diff))
         if data_notes:
             plan = replace(plan, notes=(*plan.notes, *data_notes))

@@ -88,6 +88,8 @@ class Unchanged(Outcome):
     target: str
     revision: int
     operation: str = "deploy"
+    #: accessories that were down and were started (the app itself left as it runs)
+    accessories_started: tuple[str, ...] = ()
 
     def line(self) -> str:
         if self.operation == "repair":
@@ -95,7 +97,11 @@ class Unchanged(Outcome):
         else:
             what = f"already runs what this {self.operation} would run (r{self.revision})"
         hint = " (deploy --force redeploys anyway)" if self.operation == "deploy" else ""
-        return f"no changes: {self.target} {what}; nothing applied, no revision recorded{hint}"
+        applied = "nothing applied"
+        if self.accessories_started:
+            names = ", ".join(self.accessories_started)
+            applied = f"started accessory {names} (it was not running), nothing else applied"
+        return f"no changes: {self.target} {what}; {applied}, no revision recorded{hint}"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -103,6 +109,7 @@ class Unchanged(Outcome):
             "target": self.target,
             "revision": self.revision,
             "operation": self.operation,
+            "accessories_started": list(self.accessories_started),
         }
 
 
@@ -226,7 +233,12 @@ def outcome_from_json(data: dict[str, Any]) -> Outcome:
     if kind == Rolled.kind:
         return Rolled(data["target"], data["from"], data["to"], warnings, behind)
     if kind == Unchanged.kind:
-        return Unchanged(data["target"], data["revision"], data.get("operation", "deploy"))
+        return Unchanged(
+            data["target"],
+            data["revision"],
+            data.get("operation", "deploy"),
+            tuple(data.get("accessories_started") or ()),
+        )
     failure = _failure(data["failure"])
     if kind == RolledBack.kind:
         return RolledBack(

@@ -34,6 +34,8 @@ class DeployRequest:
     description: str = ""
     timeout: float = DEFAULT_TIMEOUT
     rollback_timeout: float = DEFAULT_ROLLBACK_TIMEOUT
+    #: accessories whose major-version change is asked for (``--upgrade-accessory NAME``)
+    upgrade_accessories: tuple[str, ...] = ()
 
     def check_saved(self, slot: str) -> None:
         """A saved plan is applied exactly as it was made: an option that would change it
@@ -41,15 +43,15 @@ class DeployRequest:
         if self.saved is None:
             return
         given = [
-            (self.image is not None, "--image"),
-            (self.take_host, "--take-host"),
-            (self.force, "--force"),
-            (self.build, "--build"),
+            (self.image is not None, "--image", " REF"),
+            (self.take_host, "--take-host", ""),
+            (self.force, "--force", ""),
+            (self.build, "--build", ""),
+            (bool(self.upgrade_accessories), "--upgrade-accessory", " NAME"),
         ]
-        flag = next((name for on, name in given if on), None)
+        flag = next(((name, value) for on, name, value in given if on), None)
         if flag is not None:
             raise InputError(
-                f"a saved plan is applied exactly as it was made: it takes no {flag} "
-                f"(hint: make a new one: shipway plan {slot} {flag}"
-                f"{' REF' if self.image is not None else ''} --out FILE)"
+                f"a saved plan is applied exactly as it was made: it takes no {flag[0]} "
+                f"(hint: make a new one: shipway plan {slot} {flag[0]}{flag[1]} --out FILE)"
             )

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from shipway.backends.protocol import LockHolder, image_pruner_of
+from shipway.engine.accessories import start_accessories
 from shipway.engine.build import BuildPhase
 from shipway.engine.context import Build, Undo, marked
 from shipway.engine.data_loss import WrittenInside
@@ -97,7 +98,7 @@ class RolloutSequence(Recovery, BuildPhase):
         run = Rollout(clearance, target, app, secrets, undo, rollback_timeout, restores)
         holder = LockHolder.me(self.lock_ttl)
         with signals_raise(), self.backend.lock(clearance, target, holder, self.reporter):
-            planned = self._plan_locked(run, build, check_data)
+            planned = self._plan_locked(run, build, check_data, timeout)
             if isinstance(planned, Unchanged):
                 return self._settled(planned)
             result = self._walk_plan(run, planned, timeout)
@@ -112,10 +113,13 @@ class RolloutSequence(Recovery, BuildPhase):
                     return self._settled(rolled)
             return self._settled(self._fail_and_undo(run, planned, release, result))
 
-    def _plan_locked(self, run: Rollout, build: Build, check_data: bool) -> Planned | Unchanged:
+    def _plan_locked(
+        self, run: Rollout, build: Build, check_data: bool, timeout: float
+    ) -> Planned | Unchanged:
         """Records first (a pending one left by a dead deploy resolved), the anchor read
-        before anything is patched, then the plan. "No changes" is an answer: nothing is
-        applied and no revision recorded; the lock was held for the check only."""
+        before anything is patched, then the plan. "No changes" is an answer: nothing of
+        the app is applied and no revision recorded (an accessory that was down is started
+        first, under the lock)."""
         clearance, target, secrets = run.clearance, run.target, run.secrets
         records = self.backend.read_records(target)
         records = self._recover(clearance, target, run.app, records, secrets, run.rollback_timeout)
@@ -126,7 +130,10 @@ class RolloutSequence(Recovery, BuildPhase):
             observed = self.observe(target, records)
             plan = build(records, observed)
             if plan.unchanged and plan.diff is not None and plan.diff.before is not None:
-                return Unchanged(str(target), plan.diff.before, plan.operation)
+                started = start_accessories(
+                    self.backend, clearance, target, plan.steps, timeout, self.reporter
+                )
+                return Unchanged(str(target), plan.diff.before, plan.operation, started)
             if plan.release is None:
                 raise InputError("the plan records no release")
             # the marks of the secret values this release is applied with, now

@@ -2,15 +2,19 @@
 
 An accessory is the slot's: only a deploy plans it, and only when it is missing, down, or
 its own declaration changed (then at the cost of a restart, said in the step). A change of
-its major version is refused: the server's data belongs to its major version, and the
-dump-and-restore upgrade is not done yet. An accessory the spec no longer declares keeps
-running with its data (a note says so); only ``destroy --volumes`` deletes it.
+its major version is refused unless the deploy names the accessory in ``upgrade``
+(``--upgrade-accessory NAME``): the server's data belongs to its major version, so a
+Postgres upgrade is a dump and restore into a new cluster, with the old data kept until
+the new server answers (dokku-postgres#264: an upgrade no one asked for broke a database).
+A downgrade, and a Redis major change, are refused either way. An accessory the spec no
+longer declares keeps running with its data (a note says so); only ``destroy --volumes``
+deletes it.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,11 +44,25 @@ def summary(seen: Mapping[str, SeenAccessory]) -> dict[str, str]:
     return {f"accessory/{name}": s.signature() for name, s in sorted(seen.items())}
 
 
+#: the flag that asks for a major-version change (said in the refusal)
+UPGRADE_FLAG = "--upgrade-accessory"
+
+
 def accessory_steps(
-    declared: Mapping[str, Accessory], seen: Mapping[str, SeenAccessory], spec_file: str
+    declared: Mapping[str, Accessory],
+    seen: Mapping[str, SeenAccessory],
+    spec_file: str,
+    upgrade: Collection[str] = (),
 ) -> list[StartAccessory]:
     """The steps that make every declared accessory run as declared; none when each one
-    runs as declared. Raises InputError for a major-version change."""
+    runs as declared. Raises InputError for a major-version change not asked for in
+    ``upgrade`` (accessory names), and for an ``upgrade`` name not declared."""
+    unknown = sorted(set(upgrade) - set(declared))
+    if unknown:
+        raise InputError(
+            f"{UPGRADE_FLAG} {unknown[0]}: {spec_file} declares no such accessory "
+            f"(accessories: {', '.join(declared) or 'none'})"
+        )
     steps = []
     for name, accessory in declared.items():
         now = seen.get(name)
@@ -60,19 +78,44 @@ def accessory_steps(
                 f"the new one another name, or destroy the slot with --volumes first)"
             )
         if now.version and accessory.version and now.version != accessory.version:
-            raise InputError(
-                f"{spec_file}: accessories.{name}.version: {accessory.kind} {now.version} "
-                f"runs in this slot with its data, and the spec asks for {accessory.version}: "
-                "a major-version change needs a dump and restore, which shipway does not do "
-                f'yet (hint: keep version = "{now.version}"; to move by hand, dump the data, '
-                "destroy the slot with --volumes, deploy, and restore the dump)"
-            )
+            steps.append(_upgrade(spec_file, accessory, now, name in upgrade, declaration))
+            continue
         if now.digest != accessory.digest():
             why = _changed(now.declared, accessory.to_json())
             steps.append(StartAccessory(name, accessory.kind, version, "restart", declaration, why))
         elif not now.running:
             steps.append(StartAccessory(name, accessory.kind, version, "start", declaration))
     return steps
+
+
+def _upgrade(
+    spec_file: str, accessory: Accessory, now: SeenAccessory, asked: bool, declaration: str
+) -> StartAccessory:
+    """The step of a major-version change asked for, or the InputError that refuses it."""
+    key = f"{spec_file}: accessories.{accessory.name}.version"
+    old, new = now.version or "", accessory.version or ""
+    runs = f"{accessory.kind} {old} runs in this slot with its data, and the spec asks for {new}"
+    if accessory.kind != "postgres":
+        raise InputError(
+            f"{key}: {runs}: shipway upgrades a postgres accessory only (hint: keep "
+            f'version = "{old}", or back it up, destroy the slot with --volumes, deploy and '
+            "restore the backup)"
+        )
+    if int(new) < int(old):
+        raise InputError(
+            f"{key}: {runs}: a major version is never downgraded (a newer cluster's data "
+            f'cannot be read by an older server) (hint: keep version = "{old}")'
+        )
+    if not asked:
+        raise InputError(
+            f"{key}: {runs}: a major-version change is done only when asked for, as a dump "
+            f"and restore into a new postgres {new} cluster, with the {old} data kept until "
+            f"the new server answers (hint: {UPGRADE_FLAG} {accessory.name} on plan and "
+            f'deploy; back it up first: shipway backup SLOT {accessory.name}; or keep '
+            f'version = "{old}")'
+        )
+    why = f"{old} -> {new}, asked by {UPGRADE_FLAG} {accessory.name}"
+    return StartAccessory(accessory.name, accessory.kind, new, "upgrade", declaration, why)
 
 
 def undeclared_notes(

@@ -354,15 +354,16 @@ class Remove(Step):
 @dataclass(frozen=True)
 class StartAccessory(Step):
     """An accessory made to run as declared (spec/accessories.py): created (credentials and
-    data made once), started again (it was down), or restarted (its own declaration
-    changed). Never a step of an app's rollback, restart or switch. ``declaration``: the
+    data made once), started again (it was down), restarted (its own declaration changed),
+    or upgraded to another major version (asked for: a dump and restore). Never a step of
+    an app's rollback, restart or switch. ``declaration``: the
     accessory's JSON form, so a saved plan starts exactly what it showed."""
 
     name: ClassVar[str] = "accessory"
     accessory: str
     kind: str
     version: str
-    action: Literal["create", "start", "restart"]
+    action: Literal["create", "start", "restart", "upgrade"]
     declaration: str
     why: str = ""
 
@@ -372,6 +373,12 @@ class StartAccessory(Step):
             return f"create {what}: credentials made once, data kept across releases"
         if self.action == "start":
             return f"start {what}: it is not running{self.why and f' ({self.why})'}"
+        if self.action == "upgrade":
+            return (
+                f"upgrade {what}: {self.why}: dumped, restored into a new cluster, the old "
+                "data directory kept until the new server answers (and put back if it does "
+                "not); its clients lose their connections meanwhile"
+            )
         return (
             f"restart {what}: its declaration changed ({self.why}); its clients lose "
             "their connections while it restarts"
@@ -462,7 +469,8 @@ class Plan:
             if self.release.image:
                 head += f", image {self.release.image}"
         elif self.unchanged:
-            head += ": no changes"
+            # an accessory to start is not a change of the app (no revision is made)
+            head += ": no changes to the app" if self.mutates else ": no changes"
         lines = [head]
         if self.diff is not None and not self.unchanged:
             lines += [f"  {line}" for line in self.diff.describe()]

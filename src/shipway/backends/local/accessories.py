@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from shipway.backends.accessories import AccessoryStatus, link_name
-from shipway.backends.local import servers
+from shipway.backends.local import servers, wire
 from shipway.backends.local.dirs import (
     SlotDirs,
     private_dir,
@@ -58,6 +58,14 @@ LOOK = 0.1
 
 def program_name(target: Target, name: str) -> str:
     return f"acc.{target.app}.{target.slot}.{name}"
+
+
+def accessory_conf(name: str, command: list[str], here: Path, stopsignal: str) -> str:
+    """The supervised program of an accessory whose directory is ``here``."""
+    log = here / "server.log"
+    return program_conf(
+        name, command, here, log, startsecs=1, stopwaitsecs=30, stopsignal=stopsignal
+    )
 
 
 class LocalAccessories(LocalState):
@@ -114,8 +122,9 @@ class LocalAccessories(LocalState):
         kind = str(meta.get("kind", "custom"))
         data = self._accessory_dir(d, name) / "data"
         creds = self._accessory_credentials(d, name)
-        healthy = creds is not None and state == "RUNNING" and servers.answers(kind, creds)
+        healthy = creds is not None and state == "RUNNING" and wire.answers(kind, creds)
         version = servers.data_version(data) if kind == "postgres" else None
+        real = wire.server_version(kind, creds) if healthy and creds is not None else None
         shown = (
             "running"
             if healthy
@@ -127,6 +136,7 @@ class LocalAccessories(LocalState):
             name=name,
             kind=kind,
             version=version or meta.get("version"),
+            server_version=real,
             state=shown,
             healthy=healthy,
             digest=meta.get("digest"),
@@ -190,15 +200,20 @@ class LocalAccessories(LocalState):
         here = self._accessory_dir(d, accessory.name)
         log = here / "server.log"
         private_log(log)
-        command, stopsignal = self._accessory_server(accessory, here, creds, log, reporter)
         name = program_name(target, accessory.name)
-        state = state_of(self.supervisor.info().get(name))
         self.supervisor.ensure()
-        conf = program_conf(
-            name, command, here, log, startsecs=1, stopwaitsecs=30, stopsignal=stopsignal
-        )
-        if step.action == "start" and state in ("RUNNING", "STARTING"):
-            pass  # up already: only waited on
+        found = servers.data_version(here / "data") if accessory.kind == "postgres" else None
+        if step.action == "upgrade" and found not in (None, accessory.version):
+            from shipway.backends.local.upgrades import upgrade  # it builds on backups
+
+            failure = upgrade(self, target, accessory, creds, here, deadline, reporter)
+            if failure is not None:
+                return failure  # the old server runs on its data; nothing recorded
+        command, stopsignal = self._accessory_server(accessory, here, creds, log, reporter)
+        state = state_of(self.supervisor.info().get(name))
+        conf = accessory_conf(name, command, here, stopsignal)
+        if step.action in ("start", "upgrade") and state in ("RUNNING", "STARTING"):
+            pass  # up already (or upgraded just now): only waited on
         elif step.action == "start" and state != "ABSENT":
             self.supervisor.start(name)
         else:  # created, declared anew, or unknown to supervisord: (re)placed
@@ -228,7 +243,8 @@ class LocalAccessories(LocalState):
             elif found != version:
                 raise BackendError(
                     f"{data} holds postgres {found} data, and postgres {version} cannot run it "
-                    "(a major-version change is a dump and restore, not done yet)"
+                    f"(a major-version change is a dump and restore: deploy with "
+                    f"--upgrade-accessory {accessory.name})"
                 )
             # INT: Postgres' fast shutdown (TERM would wait for every client to leave)
             return servers.pg_command(version, data, creds.port, self.environ), "INT"
@@ -259,7 +275,7 @@ class LocalAccessories(LocalState):
         until = min(deadline, time.monotonic() + START_LIMIT)
         while True:
             state = state_of(self.supervisor.info().get(name))
-            if state == "RUNNING" and servers.answers(accessory.kind, creds):
+            if state == "RUNNING" and wire.answers(accessory.kind, creds):
                 reporter.line(
                     f"  accessory {accessory.describe()} answers on 127.0.0.1:{creds.port}"
                 )

@@ -40,9 +40,10 @@ What must never happen, and where it is prevented:
 
 from __future__ import annotations
 
-from shipway.backends.accessories import Accessories
+from shipway.backends.accessories import Accessories, AccessoryBackups
 from shipway.backends.canary import Canaries
 from shipway.backends.local import render
+from shipway.backends.local.backups import LocalBackups
 from shipway.backends.local.blue_green import LocalBlueGreen
 from shipway.backends.local.build import LocalBuilds
 from shipway.backends.local.canary import LocalCanaries
@@ -64,6 +65,7 @@ class LocalBackend(
     LocalBuilds,
     LocalReads,
     LocalDestroy,
+    LocalBackups,
     LocalBlueGreen,
     LocalCanaries,
     LocalReleaseCommand,
@@ -92,3 +94,4 @@ _: type[GenerationBackend] = LocalBackend  # mypy checks it keeps the whole prot
 _logs: type[ViewsLogs] = LocalBackend  # and shows logs by time and by release
 _accessories: type[Accessories] = LocalBackend  # and runs accessories
 _canaries: type[Canaries] = LocalBackend  # and runs canaries
+_backups: type[AccessoryBackups] = LocalBackend  # and backs them up

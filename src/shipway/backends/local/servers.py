@@ -17,8 +17,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
-import struct
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -28,11 +26,9 @@ from shipway.errors import BackendError
 from shipway.spec.accessories import Accessory
 
 PG_ROOT = Path("/usr/lib/postgresql")
+#: a directory laid out as Debian's (``<major>/bin/postgres``) to find Postgres in instead
+ROOT_VARIABLE = "SHIPWAY_POSTGRES_ROOT"
 USER = "shipway"
-#: Postgres' SSLRequest: a server answers it with one byte (``S`` or ``N``) before any
-#: authentication, so a probe needs no credentials and no client library
-_SSL_REQUEST = struct.pack("!ii", 8, 80877103)
-PROBE_TIMEOUT = 2.0
 
 
 @dataclass(frozen=True)
@@ -56,14 +52,21 @@ class Credentials:
         return cls(str(doc["password"]), int(str(doc["port"])), str(doc["database"]))
 
 
-def pg_bin(version: str) -> Path:
-    return PG_ROOT / version / "bin"
+def pg_root(environ: Mapping[str, str] | None = None) -> Path:
+    """Where the Postgres majors are: ``$SHIPWAY_POSTGRES_ROOT``, else Debian's place."""
+    given = (os.environ if environ is None else environ).get(ROOT_VARIABLE)
+    return Path(given) if given else PG_ROOT
 
 
-def pg_installed() -> list[str]:
+def pg_bin(version: str, environ: Mapping[str, str] | None = None) -> Path:
+    return pg_root(environ) / version / "bin"
+
+
+def pg_installed(environ: Mapping[str, str] | None = None) -> list[str]:
     """The Postgres major versions installed here (Debian's layout), oldest first."""
+    root = pg_root(environ)
     try:
-        found = [p.name for p in PG_ROOT.iterdir() if (p / "bin" / "postgres").is_file()]
+        found = [p.name for p in root.iterdir() if (p / "bin" / "postgres").is_file()]
     except OSError:
         return []
     return sorted(found, key=lambda v: int(v) if v.isdigit() else 0)
@@ -78,13 +81,13 @@ def problem(accessory: Accessory, environ: Mapping[str, str], spec_file: str) ->
     key = f"{spec_file}: accessories.{accessory.name}.version"
     if accessory.kind == "postgres":
         version = accessory.version or ""
-        if (pg_bin(version) / "postgres").is_file():
+        if (pg_bin(version, environ) / "postgres").is_file():
             return _needs_unshare(environ, spec_file, accessory.name)
-        have = pg_installed()
+        have = pg_installed(environ)
         other = f'; or version = "{have[-1]}", installed here' if have else ""
         return (
             f"{key}: postgres {version} is not installed on this machine "
-            f"({pg_bin(version) / 'postgres'} is missing) (hint: apt-get install "
+            f"({pg_bin(version, environ) / 'postgres'} is missing) (hint: apt-get install "
             f"postgresql-{version}{other})"
         )
     if accessory.kind == "redis":
@@ -118,7 +121,7 @@ def as_server(environ: Mapping[str, str]) -> list[str]:
 def pg_command(version: str, data: Path, port: int, environ: Mapping[str, str]) -> list[str]:
     return [
         *as_server(environ),
-        str(pg_bin(version) / "postgres"),
+        str(pg_bin(version, environ) / "postgres"),
         "-D",
         str(data),
         "-c",
@@ -150,7 +153,7 @@ def initdb(
         _run(
             [
                 *as_server(environ),
-                str(pg_bin(version) / "initdb"),
+                str(pg_bin(version, environ) / "initdb"),
                 "-D",
                 str(partial),
                 "-U",
@@ -168,7 +171,8 @@ def initdb(
         pwfile.unlink(missing_ok=True)
     create = f'CREATE DATABASE "{creds.database}";\n'
     if creds.database != "postgres":
-        single = [str(pg_bin(version) / "postgres"), "--single", "-D", str(partial), "postgres"]
+        postgres = str(pg_bin(version, environ) / "postgres")
+        single = [postgres, "--single", "-D", str(partial), "postgres"]
         _run([*as_server(environ), *single], env, log, "create the database", create)
     partial.rename(data)
 
@@ -198,8 +202,10 @@ def data_version(data: Path) -> str | None:
         return None
 
 
-def redis_conf(data: Path, creds: Credentials) -> str:
-    """redis.conf of an accessory (0600: it holds the password)."""
+def redis_conf(data: Path, creds: Credentials, appendonly: bool = True) -> str:
+    """redis.conf of an accessory (0600: it holds the password). ``appendonly`` False: for
+    the start that loads a restored RDB (with the append-only file on, Redis would load
+    that instead)."""
     return "\n".join(
         [
             "bind 127.0.0.1",
@@ -207,7 +213,7 @@ def redis_conf(data: Path, creds: Credentials) -> str:
             f"port {creds.port}",
             f'dir "{data}"',
             "daemonize no",
-            "appendonly yes",
+            f"appendonly {'yes' if appendonly else 'no'}",
             "save 60 1",
             f'requirepass "{creds.password}"',
             "",
@@ -222,27 +228,3 @@ def redis_version(binary: str) -> str | None:
     )
     found = re.search(r"v=(\d+)\.", done.stdout)
     return found.group(1) if found else None
-
-
-def answers(kind: str, creds: Credentials) -> bool:
-    """Whether the server on the accessory's port answers in its own protocol: Postgres
-    its SSLRequest; Redis a PING after AUTH."""
-    try:
-        with socket.create_connection(("127.0.0.1", creds.port), PROBE_TIMEOUT) as sock:
-            sock.settimeout(PROBE_TIMEOUT)
-            if kind == "postgres":
-                sock.sendall(_SSL_REQUEST)
-                return sock.recv(1) in (b"S", b"N")
-            password = creds.password.encode()
-            sock.sendall(
-                b"*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n*1\r\n$4\r\nPING\r\n" % (len(password), password)
-            )
-            got = b""
-            while b"PONG" not in got and len(got) < 256:
-                chunk = sock.recv(256)
-                if not chunk:
-                    break
-                got += chunk
-            return got.startswith(b"+OK") and b"+PONG" in got
-    except OSError:
-        return False

@@ -1,0 +1,179 @@
+"""An accessory's backup as a file, on every backend: what it holds (told by its first bytes),
+its checksum beside it, and how a restore checks both before anything is touched.
+
+The file is what the server's own tools read back — a Postgres custom-format archive
+(``pg_dump -Fc``: it starts ``PGDMP``) or a Redis RDB snapshot (it starts ``REDIS``) — so it
+restores without shipway too. Its SHA-256 is written beside it as ``FILE.sha256``, in the
+format ``sha256sum -c FILE.sha256`` checks (``<hex>  <name>``); a header inside the file
+would have made it unreadable to ``pg_restore`` and ``redis-server``.
+
+What must never happen: a file left under the asked name that is not whole (the backend
+writes a partial name, renamed once its checksum is written), a restore from a file whose
+checksum is missing or does not match, or from a file of another kind (a Redis snapshot
+into Postgres) — each refused before the slot is touched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from shipway.backends.volume_status import human_bytes
+from shipway.errors import BackendError, InputError
+
+CHECKSUM_SUFFIX = ".sha256"
+#: a file's kind by its first bytes, and the suffix a backup of that kind gets by default
+MAGIC = {"postgres": b"PGDMP", "redis": b"REDIS"}
+SUFFIX = {"postgres": ".dump", "redis": ".rdb"}
+#: how often a long dump or copy says how far it got
+PROGRESS_EVERY = 2.0
+
+
+@dataclass(frozen=True)
+class BackupFile:
+    """A backup written whole, with its checksum beside it."""
+
+    accessory: str
+    kind: str
+    #: the version of the server it was taken from (``15.18``, ``7.0.15``)
+    server_version: str
+    path: Path
+    size_bytes: int
+    sha256: str
+    seconds: float
+    #: the program that made it (``/usr/lib/postgresql/15/bin/pg_dump``, ``BGSAVE``)
+    made_by: str
+
+    @property
+    def checksum_path(self) -> Path:
+        return checksum_path(self.path)
+
+    def line(self) -> str:
+        return (
+            f"backed up accessory {self.accessory} ({self.kind} {self.server_version}) to "
+            f"{self.path}: {human_bytes(self.size_bytes)} in {self.seconds:.1f}s, sha256 "
+            f"{self.sha256[:16]}… in {self.checksum_path.name}"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "accessory": self.accessory,
+            "kind": self.kind,
+            "server_version": self.server_version,
+            "path": str(self.path),
+            "bytes": self.size_bytes,
+            "sha256": self.sha256,
+            "checksum_file": str(self.checksum_path),
+            "seconds": round(self.seconds, 3),
+            "made_by": self.made_by,
+        }
+
+
+def checksum_path(path: Path) -> Path:
+    return path.with_name(path.name + CHECKSUM_SUFFIX)
+
+
+def partial_path(path: Path) -> Path:
+    """Where a backup is written until it is whole (then renamed to ``path``)."""
+    return path.with_name(f".{path.name}.{os.getpid()}.partial")
+
+
+def default_name(app: str, slot: str, accessory: str, kind: str) -> str:
+    """``<app>-<slot>-<accessory>-<UTC time>.dump`` (``.rdb`` for Redis)."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    return f"{app}-{slot}-{accessory}-{stamp}{SUFFIX.get(kind, '.backup')}"
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def kind_of(path: Path) -> str | None:
+    """``postgres`` or ``redis`` by the file's first bytes, or None."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8)
+    except OSError:
+        return None
+    return next((kind for kind, magic in MAGIC.items() if head.startswith(magic)), None)
+
+
+def seal(partial: Path, path: Path) -> tuple[str, int]:
+    """The partial file's checksum written beside ``path``, then the file renamed into
+    place: the asked name holds a whole backup or nothing. Returns (sha256, bytes)."""
+    try:
+        digest = sha256_of(partial)
+        size = partial.stat().st_size
+        sidecar = checksum_path(path)
+        text = f"{digest}  {path.name}\n"
+        fd = os.open(sidecar, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(partial, path)
+    except OSError as exc:
+        partial.unlink(missing_ok=True)
+        raise BackendError(f"could not write the backup {path}: {exc.strerror or exc}") from exc
+    return digest, size
+
+
+def verified(path: Path, kind: str, accessory: str) -> str:
+    """The file's sha256 once it matches the one beside it and it is a backup of ``kind``;
+    an InputError (exit 2, nothing touched) otherwise."""
+    sidecar = checksum_path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: no such backup file")
+    try:
+        words = sidecar.read_text().split()
+    except OSError:
+        raise InputError(
+            f"{path}: its checksum file {sidecar.name} is missing beside it, so the file "
+            "cannot be checked; nothing was restored (hint: keep the .sha256 that "
+            "shipway backup wrote with the file, or make one with: sha256sum FILE > "
+            "FILE.sha256 if you trust the file)"
+        ) from None
+    expected = words[0].lower() if words else ""
+    found = sha256_of(path)
+    if found != expected:
+        raise InputError(
+            f"{path}: its sha256 is {found}, and {sidecar.name} says {expected or '(empty)'}: "
+            "the file is corrupted or not the one that was backed up; nothing was restored"
+        )
+    is_kind = kind_of(path)
+    if is_kind != kind:
+        what = f"a {is_kind} backup" if is_kind else "not a backup shipway can restore"
+        raise InputError(
+            f"{path}: is {what}, and accessory {accessory} is {kind}; nothing was restored "
+            f"(hint: restore it into a {is_kind or kind} accessory)"
+        )
+    return found
+
+
+def watch_growth(
+    path: Path, what: str, say: Callable[[str], None], every: float = PROGRESS_EVERY
+) -> Callable[[], None]:
+    """A tick to call while waiting on a program that writes ``path``: every ``every``
+    seconds it says how much was written so far (``pg_dump: 12.3 MiB written, 6s``)."""
+    started = time.monotonic()
+    last = [started]
+
+    def tick() -> None:
+        now = time.monotonic()
+        if now - last[0] < every:
+            return
+        last[0] = now
+        try:
+            size = path.stat().st_size
+        except OSError:
+            size = 0
+        say(f"  {what}: {human_bytes(size)} written, {now - started:.0f}s")
+
+    return tick

@@ -1,0 +1,58 @@
+"""The backup file on every backend: its checksum beside it, and what a restore refuses
+before anything is touched (a file not whole, without its checksum, of another kind)."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from shipway.backends.backups import partial_path, seal, verified
+from shipway.errors import InputError
+
+
+def made(tmp_path: Path, body: bytes, name: str = "db.dump") -> Path:
+    path = tmp_path / name
+    partial = partial_path(path)
+    partial.write_bytes(body)
+    digest, size = seal(partial, path)
+    assert (digest, size) == (hashlib.sha256(body).hexdigest(), len(body))
+    assert not partial.exists()
+    return path
+
+
+def test_a_sealed_backup_verifies_and_its_checksum_reads_as_sha256sum_writes_it(
+    tmp_path: Path,
+) -> None:
+    path = made(tmp_path, b"PGDMP\x01\x0e rest of a dump")
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    assert (tmp_path / "db.dump.sha256").read_text() == f"{digest}  db.dump\n"
+    assert verified(path, "postgres", "db") == digest
+
+
+def test_a_changed_byte_a_missing_checksum_and_another_kind_are_refused(tmp_path: Path) -> None:
+    path = made(tmp_path, b"PGDMP\x01\x0e rest of a dump")
+    path.write_bytes(b"PGDMP\x01\x0e rest of a dumq")
+    with pytest.raises(InputError, match="corrupted"):
+        verified(path, "postgres", "db")
+    snapshot = made(tmp_path, b"REDIS0011\xfa", "cache.rdb")
+    with pytest.raises(InputError, match="is a redis backup, and accessory db is postgres"):
+        verified(snapshot, "postgres", "db")
+    (tmp_path / "cache.rdb.sha256").unlink()
+    with pytest.raises(InputError, match=r"checksum file cache\.rdb\.sha256 is missing"):
+        verified(snapshot, "redis", "cache")
+
+
+def test_a_long_dump_says_how_far_it_got(tmp_path: Path) -> None:
+    from shipway.backends.backups import watch_growth
+
+    said: list[str] = []
+    growing = tmp_path / "partial"
+    growing.write_bytes(b"x" * 3 * 1024 * 1024)
+    tick = watch_growth(growing, "pg_dump", said.append, every=0.0)
+    tick()
+    assert len(said) == 1 and said[0].startswith("  pg_dump: 3.0 MiB written, ")
+    quiet = watch_growth(growing, "pg_dump", said.append, every=3600.0)
+    quiet()  # within its interval: nothing said yet
+    assert len(said) == 1
