@@ -142,6 +142,7 @@ class Slot:
     known_hosts: str | None = None
     proxy_image: str | None = None
     proxy_port: int | None = None
+    #: docker: how long old containers may drain; kubernetes: a serving pod's preStop sleep
     drain_timeout: float | None = None
     #: hosts rolled at a time (Kamal's boot limit); None: every host at once
     batch: int | None = None
@@ -343,7 +344,15 @@ def _slot_json(slot: Slot) -> dict[str, Any]:
         "history_limit": slot.history_limit,
     }
     if slot.backend == "kubernetes":
-        out.update(_drop_none({"context": slot.context, "namespace": slot.namespace}))
+        out.update(
+            _drop_none(
+                {
+                    "context": slot.context,
+                    "namespace": slot.namespace,
+                    "drain_timeout": slot.drain_timeout,
+                }
+            )
+        )
         if slot.source is not None:
             out["source"] = slot.source.to_json()
     elif slot.backend == "docker":
