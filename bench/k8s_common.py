@@ -41,10 +41,16 @@ def admin() -> Client:
     return Client(KubeConfig.from_file(kubeconfig()), field_manager="shipway-bench")
 
 
+#: the label that puts a namespace's pods on the test plane's real node (scripts/k8s-testenv)
+REAL_NODE = {"shipway.io/real-node": "true"}
+
+
 @contextmanager
-def namespace(client: Client, prefix: str) -> Iterator[str]:
+def namespace(client: Client, prefix: str, real: bool = False) -> Iterator[str]:
+    """A fresh namespace (``real``: its pods run on the real node), deleted afterwards."""
     name = f"bench-{prefix}-{uuid.uuid4().hex[:6]}"
-    client.create(Namespace(metadata=ObjectMeta(name=name)))
+    labels = REAL_NODE if real else None
+    client.create(Namespace(metadata=ObjectMeta(name=name, labels=labels)))
     # pods need the default ServiceAccount, made by the controller manager
     for _, sa in client.watch(ServiceAccount, namespace=name, server_timeout=30):
         if sa.metadata.name == "default":
@@ -55,17 +61,29 @@ def namespace(client: Client, prefix: str) -> Iterator[str]:
         client.delete(Namespace, name)
 
 
-def write_spec(directory: Path, ns: str, processes: int = 1, replicas: int = 2) -> Path:
-    lines = [
-        "[app]",
-        'name = "bench"',
-        'image = "registry.example/bench:1"',
-        'image_type = "dockerfile"',
-        "",
-    ]
+def registry_image(tag: str) -> str:
+    """An image of the Docker test registry (scripts/docker-testenv), which the real node
+    pulls: ``web:v1`` serves, ``web:crash`` exits 3 at once."""
+    prefix = os.environ.get("SHIPWAY_TEST_IMAGE_PREFIX")
+    if not prefix:
+        sys.exit('set SHIPWAY_TEST_IMAGE_PREFIX: eval "$(scripts/docker-testenv env)"')
+    return f"{prefix}/web:{tag}"
+
+
+def write_spec(
+    directory: Path, ns: str, processes: int = 1, replicas: int = 2, real: bool = False
+) -> Path:
+    """The bench app; ``real``: the test image's own server (port 8080, ``/up`` probed)
+    instead of a command kwok never runs."""
+    image = registry_image("v1") if real else "registry.example/bench:1"
+    lines = ["[app]", 'name = "bench"', f'image = "{image}"', 'image_type = "dockerfile"', ""]
     names = ["web"] if processes == 1 else [f"p{i}" for i in range(processes)]
     for i, name in enumerate(names):
-        lines += [f"[processes.{name}]", f'command = "serve {i}"', f"port = {8000 + i}"]
+        lines += [f"[processes.{name}]"]
+        if real:
+            lines += ["port = 8080", 'healthcheck = { path = "/up", interval = "1s" }']
+        else:
+            lines += [f'command = "serve {i}"', f"port = {8000 + i}"]
         lines += [f"replicas = {replicas}", ""]
     lines += ["[env]", 'MESSAGE = "hello"', ""]
     lines += ["[slots.bench]", 'backend = "kubernetes"', f'namespace = "{ns}"', ""]
@@ -116,7 +134,8 @@ class DoomWatch:
 
     def _doomed(self, pod: Any) -> bool:
         spec = pod.spec
-        if not spec or not any(c.image.endswith(":" + self.tag) for c in spec.containers):
+        tagged = (c.image.split("@")[0] for c in spec.containers) if spec else ()
+        if not any(image.endswith(":" + self.tag) for image in tagged):  # pinned or not
             return False
         for cs in (pod.status.containerStatuses or []) if pod.status else []:
             state = cs.state

@@ -145,6 +145,7 @@ class Slot:
     known_hosts: str | None = None
     proxy_image: str | None = None
     proxy_port: int | None = None
+    #: docker: how long old containers may drain; kubernetes: a serving pod's preStop sleep
     drain_timeout: float | None = None
     #: HTTPS (spec/tls.py): the ACME CA of ``tls = "auto"`` routes, the HTTPS port, HSTS
     acme: Acme | None = None
@@ -354,7 +355,15 @@ def _slot_json(slot: Slot) -> dict[str, Any]:
     if slot.canary is not None:
         out["canary"] = slot.canary.to_json()
     if slot.backend == "kubernetes":
-        out.update(_drop_none({"context": slot.context, "namespace": slot.namespace}))
+        out.update(
+            _drop_none(
+                {
+                    "context": slot.context,
+                    "namespace": slot.namespace,
+                    "drain_timeout": slot.drain_timeout,
+                }
+            )
+        )
         if slot.source is not None:
             out["source"] = slot.source.to_json()
     elif slot.backend == "docker":

@@ -114,7 +114,6 @@ BACKEND_ONLY = {
     "known_hosts": "docker",
     "proxy_image": "docker",
     "proxy_port": "docker",
-    "drain_timeout": "docker",
     "batch": "docker",
     "state_dir": "local",
     "router_port": "local",
@@ -527,6 +526,12 @@ def _slot(
                 f"applies to {only} slots only, this slot's backend is {backend}",
                 f'remove it, or set backend = "{only}"',
             )
+    if "drain_timeout" in s and backend == "local":  # docker: the drain; kubernetes: preStop
+        c.error(
+            (*path, "drain_timeout"),
+            "applies to docker and kubernetes slots only, this slot's backend is local",
+            "remove it: a local slot has no use for it",
+        )
     promotes_to = c.string(s["promotes_to"], (*path, "promotes_to")) if "promotes_to" in s else None
     context = c.string(s["context"], (*path, "context")) if "context" in s else None
     namespace = (

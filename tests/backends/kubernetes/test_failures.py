@@ -95,9 +95,11 @@ def test_the_same_event_recorded_twice_is_one_line_with_its_count(slot: Slot) ->
 
 def test_a_failed_rollback_says_the_slot_may_be_down(slot: Slot) -> None:
     """The anchor cannot come back: a quota added since it was deployed refuses pods
-    without a memory limit, and rolling back needs a new pod of the anchor's template."""
+    without a memory limit, and rolling back needs a new pod of the anchor's template — the
+    worker's: it serves no traffic, so it keeps the cluster's default strategy, which takes
+    one of its 4 old pods away at once (web keeps its old pods: maxUnavailable 0)."""
     app = slot.write()
-    app = slot.edit("replicas = 2", "replicas = 4")
+    app = slot.edit('command = "work"', 'command = "work"\nreplicas = 4')
     outcome, lines = slot.deploy(app)
     assert isinstance(outcome, Rolled), lines.text
     slot.client.create(
@@ -107,7 +109,10 @@ def test_a_failed_rollback_says_the_slot_may_be_down(slot: Slot) -> None:
         ),
         namespace=slot.namespace,
     )
-    limited = slot.append('[processes.web.resources]\nlimits = { memory = "256Mi" }\n')
+    limited = slot.append(
+        '[processes.web.resources]\nlimits = { memory = "256Mi" }\n'
+        '[processes.worker.resources]\nlimits = { memory = "256Mi" }\n'
+    )
     outcome, lines = slot.deploy(
         limited,
         image="registry.example/shop:crashloop",

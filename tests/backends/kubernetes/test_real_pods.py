@@ -2,24 +2,29 @@
 
 kwok plays every other pod from stages; these tests are about what only a running container
 gives: HTTP answered through a Service, a command's own output and exit code, the
-container's log lines, a crash loop with the process's real exit. Images are the Docker
-testenv's (``web:*`` in the test registry, pulled by the node's containerd).
+container's log lines, and each doomed rollout failing fast with the kubelet's own reason
+and rolling back (a crash loop with the process's real exit, an image tag the registry never
+had, an OOM kill, a readiness probe that never passes), and the release command's Job with
+its real output and exit code. Images are the Docker testenv's (``web:*`` in the test
+registry, pulled by the node's containerd). Traffic through rollouts: test_real_traffic.py.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import os
-import threading
 import time
 import urllib.request
+import uuid
 
 import pytest
 from lightkube.resources.core_v1 import Pod, Service
 
+from shipway.backends.protocol import Reason
 from shipway.engine.outcome import Rolled, RolledBack
+from shipway.spec import App
 
-from .conftest import Slot
+from .conftest import Lines, Slot
 
 pytestmark = [pytest.mark.k8s, pytest.mark.real_node]
 
@@ -126,42 +131,103 @@ def get_version_through_service(slot: Slot, name: str) -> tuple[int, str]:
             time.sleep(0.2)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="found on real pods: an old pod gets SIGTERM and stops listening before kube-proxy "
-    "drops it from the Service (no preStop delay), so requests are refused mid-rollout",
-)
-def test_a_rolling_update_under_load_fails_no_request(real_slot: Slot) -> None:
-    name = app_name(real_slot)
-    app = real_slot.write(WEB.replace("replicas = 1", "replicas = 2"), name=name, image=image("v1"))
+def said(outcome: RolledBack, lines: Lines) -> str:
+    """Everything a failed deploy told its user: the failure and the lines it printed."""
+    failure = outcome.failure
+    return "\n".join([failure.message, *failure.details, lines.text])
+
+
+def deployed_v1(slot: Slot, text: str = WEB) -> App:
+    app = slot.write(text, name=app_name(slot), image=image("v1"))
+    outcome, lines = slot.deploy(app)
+    assert isinstance(outcome, Rolled), lines.text
+    return app
+
+
+def still_v1(slot: Slot, app: App) -> None:
+    """Rolled back: the Deployment runs v1 again and v1 answers through the Service."""
+    running = slot.images()
+    assert list(running) == [f"{app.name}-web"], running
+    assert running[f"{app.name}-web"].split("@")[0] == image("v1"), running  # pinned or not
+    assert get_version_through_service(slot, app.name) == (200, "v1")
+
+
+def test_an_image_that_cannot_be_pulled_fails_at_once_with_the_registrys_answer(
+    real_slot: Slot,
+) -> None:
+    app = deployed_v1(real_slot)
+    missing = image(f"missing-{uuid.uuid4().hex[:8]}")  # a tag the test registry never had
+    started = time.monotonic()
+    outcome, lines = real_slot.deploy(app, image=missing)
+    took = time.monotonic() - started
+    assert isinstance(outcome, RolledBack), lines.text
+    assert outcome.failure.reason in ("ErrImagePull", "ImagePullBackOff"), outcome.failure
+    assert "not found" in outcome.failure.message, outcome.failure  # containerd's words
+    assert "Failed to pull image" in said(outcome, lines)  # the kubelet's event
+    assert took < 60, took  # at the first pull error, not at the deploy's timeout
+    still_v1(real_slot, app)
+
+
+OOM = """\
+replicas = 1
+command = ["sh", "-c", "echo taking 96 MiB; exec dd if=/dev/zero of=/dev/null bs=96M count=1"]
+resources = { limits = { memory = "32Mi" } }
+"""
+
+
+def test_an_oom_kill_fails_fast_with_the_real_reason(real_slot: Slot) -> None:
+    app = deployed_v1(real_slot)
+    app = real_slot.edit("replicas = 1\n", OOM)  # a process that outgrows its memory limit
+    outcome, lines = real_slot.deploy(app)
+    assert isinstance(outcome, RolledBack), lines.text
+    assert outcome.failure.reason == "OOMKilled", outcome.failure
+    assert outcome.failure.exit_code == 137, outcome.failure  # SIGKILL, from the kernel
+    assert "taking 96 MiB" in said(outcome, lines)  # the container's own log
+    still_v1(real_slot, app)
+
+
+def test_a_readiness_probe_that_never_passes_fails_after_its_budget(real_slot: Slot) -> None:
+    app = deployed_v1(real_slot)
+    started = time.monotonic()
+    outcome, lines = real_slot.deploy(app, image=image("unhealthy"))  # /up answers 500
+    took = time.monotonic() - started
+    assert isinstance(outcome, RolledBack), lines.text
+    assert outcome.failure.reason == "NotReady", outcome.failure
+    # the kubelet's own probe event, with the status the app answered
+    assert "Readiness probe failed: HTTP probe failed with statuscode: 500" in said(outcome, lines)
+    # the probe's budget (3 attempts, 1 s apart, 1 s timeout) + 10 s: not the deploy's timeout
+    assert took < 60, took
+    still_v1(real_slot, app)
+
+
+RELEASE = 'image_type = "dockerfile"\nrelease_command = ["sh", "-c", "{script}"]'
+MIGRATE = "echo migrating the schema for $APP_VERSION; echo 2 tables made >&2"
+BROKEN = "echo migrating for $APP_VERSION; echo migration 7 failed: no such table >&2; exit 4"
+
+
+def test_the_release_job_runs_and_a_failing_one_stops_the_release(real_slot: Slot) -> None:
+    text = WEB.replace('image_type = "dockerfile"', RELEASE.format(script=MIGRATE))
+    app = real_slot.write(text, name=app_name(real_slot), image=image("v1"))
     outcome, lines = real_slot.deploy(app)
     assert isinstance(outcome, Rolled), lines.text
-    assert get_version_through_service(real_slot, name) == (200, "v1")
-    service = real_slot.client.get(Service, f"{name}-web", namespace=real_slot.namespace)
-    assert service.spec is not None and service.spec.ports
-    url = f"http://{service.spec.clusterIP}:{service.spec.ports[0].port}/version"
-    seen: dict[str, int] = {}
-    failures: list[str] = []
-    stop = threading.Event()
+    # its output, stdout and stderr, as the Docker and local backends show it
+    assert "release command: migrating the schema for v1" in lines.text
+    assert "release command: 2 tables made" in lines.text
 
-    def load() -> None:  # one client, back to back, until the rollout is over (bounded)
-        for _ in range(20_000):
-            if stop.is_set():
-                return
-            try:
-                status, body = get(url)
-                seen[f"{status} {body.strip()}"] = seen.get(f"{status} {body.strip()}", 0) + 1
-            except OSError as error:
-                failures.append(repr(error))
-
-    loader = threading.Thread(target=load)
-    loader.start()
-    try:
-        outcome, lines = real_slot.deploy(app, image=image("v2"))
-    finally:
-        stop.set()
-        loader.join(timeout=30)
-    assert isinstance(outcome, Rolled), lines.text
-    assert failures == [], (len(failures), failures[:3], seen)
-    assert seen.get("200 v1") and seen.get("200 v2"), seen  # the loop spanned the switch
-    assert get_version_through_service(real_slot, name) == (200, "v2")
+    app = real_slot.edit(MIGRATE, BROKEN)
+    outcome, lines = real_slot.deploy(app, image=image("v2"))
+    assert isinstance(outcome, RolledBack), lines.text
+    failure = outcome.failure
+    assert failure.reason == Reason.RELEASE_COMMAND_FAILED, failure
+    assert failure.exit_code == 4, failure  # the command's own exit code
+    assert "migration 7 failed: no such table" in "\n".join(failure.details), failure
+    assert "migrating for v2" in "\n".join(failure.details)  # it ran in the new image
+    # nothing new ran: no pod of v2 but the Job's, and v1 serves as before
+    pods = real_slot.client.list(Pod, namespace=real_slot.namespace)
+    v2 = [
+        str(p.metadata.name if p.metadata else "")
+        for p in pods
+        if p.spec and p.spec.containers[0].image.startswith(image("v2"))
+    ]
+    assert v2 and all("-release-" in name for name in v2), v2
+    still_v1(real_slot, app)

@@ -120,5 +120,71 @@ def test_the_release_command_job_starts_like_the_image_type_wants(
     assert container.get("command") == command
     assert container["args"] == args
     assert "readinessProbe" not in container and "ports" not in container
+    assert "lifecycle" not in container  # no traffic to drain: no preStop sleep
+    assert "terminationGracePeriodSeconds" not in job["spec"]["template"]["spec"]
     assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
     assert render.COMPONENT not in job["spec"]["template"]["metadata"]["labels"]
+
+
+TRAFFIC = """
+[app]
+name = "shop"
+image = "r/shop:1"
+[processes.web]
+port = 8000
+[processes.api]
+port = 9000
+healthcheck = {{ path = "/up" }}
+[processes.worker]
+command = "work"
+[slots.prod]
+backend = "kubernetes"
+{extra}
+"""
+
+
+def pod_parts(extra: str = "") -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
+    """Per process: its Deployment's spec and its container, as rendered."""
+    app = parse(tomllib.loads(TRAFFIC.format(extra=extra)))
+    slot = app.slots.get("prod")
+    release = Release(
+        app="shop", slot="prod", revision=1, status=ReleaseStatus.PENDING, image="r/shop:1",
+        image_meta=ImageMeta("dockerfile", "/"), deployment_ids=dict.fromkeys(app.processes, "a"),
+    )  # fmt: skip
+    return {
+        u.process or "": (u.body["spec"], u.body["spec"]["template"]["spec"]["containers"][0])
+        for u in render.render(app.in_slot("prod"), slot, release)
+        if u.kind == "Deployment"
+    }
+
+
+def test_a_serving_pod_drains_before_its_sigterm_and_is_ready_only_once_it_listens() -> None:
+    parts = pod_parts()
+    for process in ("web", "api"):
+        spec, container = parts[process]
+        assert container["lifecycle"] == {"preStop": {"sleep": {"seconds": 5}}}
+        assert spec["template"]["spec"]["terminationGracePeriodSeconds"] == 35  # 5 + 30
+        assert spec["strategy"] == {
+            "type": "RollingUpdate",
+            "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": 0},
+        }
+    # a port and no healthcheck: ready once the port accepts connections
+    assert parts["web"][1]["readinessProbe"]["tcpSocket"] == {"port": 8000}
+    assert parts["web"][1]["readinessProbe"]["failureThreshold"] == 30
+    assert parts["api"][1]["readinessProbe"]["httpGet"]["path"] == "/up"
+    # a worker gets no traffic: nothing to drain, no probe, the cluster's default strategy
+    spec, container = parts["worker"]
+    assert "lifecycle" not in container and "readinessProbe" not in container
+    assert "terminationGracePeriodSeconds" not in spec["template"]["spec"]
+    assert "strategy" not in spec
+
+
+@pytest.mark.parametrize(("given", "sleep"), [('"12s"', 12), ("0.2", 1), ("0", 0)])
+def test_the_slots_drain_timeout_is_the_prestop_sleep(given: str, sleep: int) -> None:
+    spec, container = pod_parts(f"drain_timeout = {given}")["web"]
+    if sleep:
+        assert container["lifecycle"]["preStop"]["sleep"]["seconds"] == sleep
+        assert spec["template"]["spec"]["terminationGracePeriodSeconds"] == sleep + 30
+    else:  # no drain: no preStop, Kubernetes' own grace period
+        assert "lifecycle" not in container
+        assert "terminationGracePeriodSeconds" not in spec["template"]["spec"]

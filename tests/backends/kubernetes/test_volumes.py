@@ -235,7 +235,7 @@ backend = "kubernetes"
         "resources": {"requests": {"storage": "1Gi"}},
     }
     web = units["Deployment/shop-web"].body["spec"]
-    assert "strategy" not in web  # ReadWriteMany: rolling updates stay
+    assert web["strategy"]["type"] == "RollingUpdate"  # ReadWriteMany: rolling updates stay
     assert "affinity" not in web["template"]["spec"]
     assert web["template"]["spec"]["containers"][0]["volumeMounts"] == [
         {"name": "volume-uploads", "mountPath": "/srv/app/uploads"}

@@ -74,7 +74,19 @@ class KubernetesReleaseCommand(KubernetesHealth):
         elif failure is not None and failure.reason != Reason.RELEASE_COMMAND_FAILED:
             # its pod can never run (unschedulable, an image not found): not left pending
             self._delete_job(name, reporter, f"stopped: it cannot run ({failure.reason})")
+        elif failure is None:  # its own output, as the Docker and local backends show it
+            mask = self._masker()
+            for pod in self._job_pods(name)[:1]:
+                for line in self._log_tail(pod.metadata.name, "release"):
+                    reporter.line(mask(f"  release command: {line.removeprefix('log: ')}"))
         return failure
+
+    def _job_pods(self, name: str) -> list[Any]:
+        """The pods of the Job ``name`` (none when they cannot be listed: best effort)."""
+        try:
+            return list(self.client.list(Pod, namespace=self.namespace, labels={"job-name": name}))
+        except (ApiError, httpx2.HTTPError):
+            return []
 
     def _wait_job(self, target: Target, name: str, deadline: float) -> Failure | None:
         """Until the Job ``name`` is Complete (→ None) or Failed, or the deadline passes,
@@ -190,11 +202,7 @@ class KubernetesReleaseCommand(KubernetesHealth):
     def _job_failure(self, name: str, condition: Mapping[str, Any]) -> Failure:
         details: list[str] = []
         exit_code = None
-        try:
-            pods = list(self.client.list(Pod, namespace=self.namespace, labels={"job-name": name}))
-        except (ApiError, httpx2.HTTPError):
-            pods = []
-        for pod in pods[:1]:
+        for pod in self._job_pods(name)[:1]:
             for cs in (pod.status.containerStatuses or []) if pod.status else []:
                 term = cs.state.terminated if cs.state else None
                 if term is not None:

@@ -67,6 +67,17 @@ REPLICAS = "shipway.io/replicas"  # on a generation's Deployment: the declared c
 FILES_VOLUME = "shipway-files"
 DEFAULT_WORKING_DIR = "/"
 
+#: How long a pod behind a Service keeps serving once it is marked for deletion, before its
+#: process gets SIGTERM (a preStop sleep): the endpoints controller, every node's kube-proxy
+#: and an ingress controller take that long to stop sending it new connections. Without it
+#: a stopping pod closes its port while traffic still reaches it (docs/kubernetes.md).
+DRAIN_SECONDS = 5
+#: What the process itself is given after SIGTERM: Kubernetes' default grace period.
+STOP_SECONDS = 30
+#: A process with a port and no healthcheck is ready once its port accepts connections,
+#: probed as an HTTP check's defaults are (every second, 30 attempts).
+PORT_CHECK = Healthcheck(path=None)
+
 PHASES = {
     "Namespace": PREREQUISITE,
     "PersistentVolumeClaim": PREREQUISITE,
@@ -218,7 +229,8 @@ def render(app: App, slot: Slot, release: Release) -> Artifact:
         body = _files_object("Secret", app, namespace, labels, secret, release)
         units.append(_unit(body, None, gen))
     for name, process in app.processes.items():
-        units.append(_unit(_deployment(app, namespace, labels, process, release), name, gen))
+        body = _deployment(app, namespace, labels, process, release, drain_seconds(slot))
+        units.append(_unit(body, name, gen))
         ports = _service_ports(process, app.routes)
         if ports:
             units.append(_unit(_service(app, namespace, labels, process, ports, gen), name, gen))
@@ -319,7 +331,7 @@ def _files_volume(
 
 
 def _container(
-    app: App, process: Process, release: Release, mounts: list[dict[str, Any]]
+    app: App, process: Process, release: Release, mounts: list[dict[str, Any]], drain: int
 ) -> dict[str, Any]:
     container: dict[str, Any] = {"name": process.name, "image": image_of(release)}
     container.update(_start(release, process.name, expanded(app, process)))
@@ -330,6 +342,8 @@ def _container(
     probe = _readiness_probe(process.healthcheck, process.port, app.probe_host(process.name))
     if probe is not None:
         container["readinessProbe"] = probe
+    if drain:
+        container["lifecycle"] = {"preStop": {"sleep": {"seconds": drain}}}
     resources = _resources(process)
     if resources:
         container["resources"] = resources
@@ -384,14 +398,21 @@ def _readiness_probe(
     health: Healthcheck | None, port: int | None, host: str | None
 ) -> dict[str, Any] | None:
     """The kubelet's probe; it sends the process's route host name as ``Host`` (the pod's
-    address where no route names the process), as the Docker and local checks do."""
-    if health is None or health.path is None or port is None:
+    address where no route names the process), as the Docker and local checks do. A port
+    and no healthcheck: the port must accept connections (as on Docker and local), so no
+    pod gets traffic before it listens."""
+    if port is None or (health is not None and health.path is None):
         return None
-    get: dict[str, Any] = {"path": health.path, "port": port}
-    if host is not None:
-        get["httpHeaders"] = [{"name": "Host", "value": host}]
+    check: dict[str, Any]
+    if health is None:
+        health, check = PORT_CHECK, {"tcpSocket": {"port": port}}
+    else:
+        get: dict[str, Any] = {"path": health.path, "port": port}
+        if host is not None:
+            get["httpHeaders"] = [{"name": "Host", "value": host}]
+        check = {"httpGet": get}
     return {
-        "httpGet": get,
+        **check,
         "initialDelaySeconds": _seconds(health.initial_delay, 0),
         "periodSeconds": _seconds(health.interval),
         "timeoutSeconds": _seconds(health.timeout),
@@ -412,18 +433,32 @@ def _resources(process: Process) -> dict[str, Any]:
     return out
 
 
+def drain_seconds(slot: Slot) -> int:
+    """The preStop sleep of a slot's pods that serve traffic (0: none)."""
+    return DRAIN_SECONDS if slot.drain_timeout is None else math.ceil(slot.drain_timeout)
+
+
 def _deployment(
-    app: App, namespace: str, labels: Mapping[str, str], process: Process, release: Release
+    app: App,
+    namespace: str,
+    labels: Mapping[str, str],
+    process: Process,
+    release: Release,
+    drain: int,
 ) -> dict[str, Any]:
     gen = release.generation
     name = workload_name(app.name, process.name, gen)
     own = {**labels, COMPONENT: process.name}
     selector = {k: v for k, v in own.items() if k != MANAGED_BY}
     volume, mounts = _files_volume(app, gen)
+    serves = bool(_service_ports(process, app.routes))
+    drain = drain if serves else 0
     pod_spec: dict[str, Any] = {
-        "containers": [_container(app, process, release, mounts)],
+        "containers": [_container(app, process, release, mounts, drain)],
         "enableServiceLinks": False,
     }
+    if drain:  # the sleep counts in the grace period: the process keeps its own 30 s
+        pod_spec["terminationGracePeriodSeconds"] = drain + STOP_SECONDS
     instance = {INSTANCE: labels[INSTANCE]}
     claims, _, marks, affinity = volumes.pod_parts(app, process.name, instance, None)
     if volume is not None or claims:
@@ -450,6 +485,11 @@ def _deployment(
     }
     if marks and not gen:  # a ReadWriteOnce claim: the old pods let go of it first
         spec["strategy"] = {"type": "Recreate"}
+    elif serves:  # no old pod stops before a new one is ready: never less capacity
+        spec["strategy"] = {
+            "type": "RollingUpdate",
+            "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": 0},
+        }
     meta = _meta(name, namespace, own)
     if gen:
         # The count of a generation is set by Scale steps through the scale subresource:
@@ -595,9 +635,10 @@ def one_off_template(
     container.pop("command", None)
     container.pop("args", None)
     container.update(_start(release, process or container_name, command))
-    for key in ("readinessProbe", "livenessProbe", "startupProbe", "ports"):
+    for key in ("readinessProbe", "livenessProbe", "startupProbe", "ports", "lifecycle"):
         container.pop(key, None)
     template["spec"]["containers"] = [container]
+    template["spec"].pop("terminationGracePeriodSeconds", None)  # no traffic to drain
     template["spec"]["restartPolicy"] = "Never"
     own = {k: v for k, v in template["metadata"]["labels"].items() if k not in (COMPONENT,)}
     template["metadata"] = {"labels": {**own, **labels}}
