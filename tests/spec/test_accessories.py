@@ -89,7 +89,7 @@ def test_bad_accessories_are_refused_with_their_key_and_fix(
     assert words in text
 
 
-def test_a_docker_or_kubernetes_slot_refuses_accessories_this_version() -> None:
+def test_a_kubernetes_slot_refuses_accessories_this_version_a_docker_one_runs_them() -> None:
     text = problems(
         '[app]\nname = "shop"\nimage = "i"\n[processes.web]\ncommand = "x"\nport = 8000\n'
         + DB
@@ -98,8 +98,8 @@ def test_a_docker_or_kubernetes_slot_refuses_accessories_this_version() -> None:
         + '[slots.prod]\nbackend = "docker"\nhosts = ["unix:///var/run/docker.sock"]\n'
         + '[slots.k]\nbackend = "kubernetes"\n'
     )
-    assert "slots.prod.backend" in text and "slots.k.backend" in text
-    assert "runs on the local backend only" in text
+    assert "slots.k.backend" in text and "slots.prod" not in text
+    assert "runs on the local and docker backends only" in text
     assert "slots.test" not in text
 
 

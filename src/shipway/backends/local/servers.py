@@ -18,42 +18,18 @@ import os
 import re
 import shutil
 import socket
-import struct
 import subprocess
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
+from shipway.backends import accessories
+from shipway.backends.accessories import Credentials
 from shipway.errors import BackendError
 from shipway.spec.accessories import Accessory
 
 PG_ROOT = Path("/usr/lib/postgresql")
-USER = "shipway"
-#: Postgres' SSLRequest: a server answers it with one byte (``S`` or ``N``) before any
-#: authentication, so a probe needs no credentials and no client library
-_SSL_REQUEST = struct.pack("!ii", 8, 80877103)
+USER = accessories.PG_USER
 PROBE_TIMEOUT = 2.0
-
-
-@dataclass(frozen=True)
-class Credentials:
-    """What an accessory's clients need: made once, kept 0600 in the slot's directory."""
-
-    password: str
-    port: int
-    database: str
-
-    def link(self, kind: str) -> str:
-        if kind == "postgres":
-            return f"postgresql://{USER}:{self.password}@127.0.0.1:{self.port}/{self.database}"
-        return f"redis://:{self.password}@127.0.0.1:{self.port}/0"
-
-    def to_json(self) -> dict[str, object]:
-        return {"password": self.password, "port": self.port, "database": self.database}
-
-    @classmethod
-    def from_json(cls, doc: Mapping[str, object]) -> Credentials:
-        return cls(str(doc["password"]), int(str(doc["port"])), str(doc["database"]))
 
 
 def pg_bin(version: str) -> Path:
@@ -225,24 +201,10 @@ def redis_version(binary: str) -> str | None:
 
 
 def answers(kind: str, creds: Credentials) -> bool:
-    """Whether the server on the accessory's port answers in its own protocol: Postgres
-    its SSLRequest; Redis a PING after AUTH."""
+    """Whether the server on the accessory's port answers in its own protocol."""
     try:
         with socket.create_connection(("127.0.0.1", creds.port), PROBE_TIMEOUT) as sock:
             sock.settimeout(PROBE_TIMEOUT)
-            if kind == "postgres":
-                sock.sendall(_SSL_REQUEST)
-                return sock.recv(1) in (b"S", b"N")
-            password = creds.password.encode()
-            sock.sendall(
-                b"*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n*1\r\n$4\r\nPING\r\n" % (len(password), password)
-            )
-            got = b""
-            while b"PONG" not in got and len(got) < 256:
-                chunk = sock.recv(256)
-                if not chunk:
-                    break
-                got += chunk
-            return got.startswith(b"+OK") and b"+PONG" in got
+            return accessories.answers(kind, sock, creds.password)
     except OSError:
         return False
