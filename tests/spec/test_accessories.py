@@ -89,8 +89,8 @@ def test_bad_accessories_are_refused_with_their_key_and_fix(
     assert words in text
 
 
-def test_a_kubernetes_slot_refuses_accessories_this_version_a_docker_one_runs_them() -> None:
-    text = problems(
+def test_local_docker_and_kubernetes_slots_run_accessories() -> None:
+    app = app_from_toml(
         '[app]\nname = "shop"\nimage = "i"\n[processes.web]\ncommand = "x"\nport = 8000\n'
         + DB
         + LINK
@@ -98,9 +98,7 @@ def test_a_kubernetes_slot_refuses_accessories_this_version_a_docker_one_runs_th
         + '[slots.prod]\nbackend = "docker"\nhosts = ["unix:///var/run/docker.sock"]\n'
         + '[slots.k]\nbackend = "kubernetes"\n'
     )
-    assert "slots.k.backend" in text and "slots.prod" not in text
-    assert "runs on the local and docker backends only" in text
-    assert "slots.test" not in text
+    assert set(app.accessories) == {"db"} and set(app.slots.names()) == {"test", "prod", "k"}
 
 
 def test_a_command_accessory_parses_but_runs_on_no_backend_yet() -> None:

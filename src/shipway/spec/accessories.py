@@ -48,8 +48,8 @@ KNOWN_VERSIONS: dict[str, tuple[str, ...]] = {
 }
 #: the backends that run each kind this version; the others come in later ones
 SUPPORTED: dict[str, tuple[str, ...]] = {
-    "postgres": ("local", "docker"),
-    "redis": ("local", "docker"),
+    "postgres": ("local", "docker", "kubernetes"),
+    "redis": ("local", "docker", "kubernetes"),
     "custom": (),
 }
 #: keys that apply to one backend only
