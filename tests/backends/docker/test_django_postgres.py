@@ -22,7 +22,8 @@ from tests.backends.local.test_django_postgres import ADD_USER, make_project
 from tests.testenv.docker import DockerHost
 from tests.testenv.wheelhouse import Wheelhouse
 
-pytestmark = pytest.mark.xdist_group("docker_django_postgres")
+#: a build (pip from the wheelhouse) and two deploys on two hosts: longer than the default
+pytestmark = [pytest.mark.xdist_group("docker_django_postgres"), pytest.mark.timeout(900)]
 
 DOCKERFILE = """\
 ARG PYTHON_IMAGE
