@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import http.client
 import threading
+import urllib.parse
 from collections.abc import Iterator
 
 import pytest
@@ -160,7 +161,8 @@ def test_django_on_a_postgres_accessory_serves_the_same_rows_from_both_hosts(
         assert get(d, host, "/count/") == (200, "users: 0")
 
     # a row written from host B is in the one database both hosts read
-    code = api.run(d.app(), SLOT, ["python", "manage.py", "shell", "-c", ADD_USER], host=env.b.name)
+    host_b = urllib.parse.urlsplit(env.b.url).hostname  # its short name in the slot
+    code = api.run(d.app(), SLOT, ["python", "manage.py", "shell", "-c", ADD_USER], host=host_b)
     assert code == 0
     for host in (env.a, env.b):
         assert get(d, host, "/count/") == (200, "users: 1")
