@@ -41,7 +41,9 @@ def a_address(d: Deployment) -> str:
     return d.env.registry.split(":", 1)[0]
 
 
-def write(d: Deployment, *, kind: str = "postgres", version: str = "15", extra: str = "") -> None:
+def write(
+    d: Deployment, *, kind: str = "postgres", version: str = "15", extra: str = "", where: str = ""
+) -> None:
     link = "DATABASE_URL" if kind == "postgres" else "REDIS_URL"
     d.hosts = [d.env.a, d.env.b]
     d.spec_file.write_text(
@@ -54,6 +56,7 @@ image = "{d.env.images.v1}"
 [accessories.db]
 kind = "{kind}"
 version = "{version}"
+{where}
 
 [secrets]
 {link} = {{ from_accessory = "db" }}
@@ -176,10 +179,18 @@ def test_a_redis_accessory_answers_with_its_password_on_host_a(
     assert (shown.kind, shown.state, shown.healthy) == ("redis", "running", True)
     creds = volume_labels(d)
     assert creds is not None
+    password = creds["org.shipway.accessory.password"]
     host, port = str(shown.address).rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=5) as sock:
         sock.sendall(b"*1\r\n$4\r\nPING\r\n")
         assert sock.recv(64).startswith(b"-NOAUTH")  # a password is required
+
+    # moved to host B, away from its data on A: refused when planned, nothing touched
+    write(d, kind="redis", version="7", where=f'host = "{d.env.b.url}"')
+    with pytest.raises(InputError) as refused:
+        api.plan(d.app(), SLOT)
+    assert "does not move an accessory's data" in str(refused.value)
+    assert password not in str(refused.value)
 
 
 def test_an_accessory_on_a_unix_host_without_an_address_in_a_two_host_slot_is_refused(

@@ -174,6 +174,7 @@ def test_django_on_a_postgres_accessory_serves_the_same_rows_from_both_hosts(
         outcome = api.deploy(d.app(), SLOT, build=True, reporter=lines, timeout=400)
     assert isinstance(outcome, Rolled), outcome.line() + "\n" + lines.text()
     assert loop.done > 20 and loop.failed == 0, (loop.done, loop.failures[:5])
+    print(f"redeploy under a request loop: {loop.done} requests, {loop.failed} failed")
     after = accessory(d)
     assert (after.id, after.attrs["State"]["StartedAt"]) == (
         before.id,
