@@ -140,6 +140,13 @@ def test_a_postgres_accessory_is_published_on_its_hosts_address_only_and_outlive
     again = accessory(d)
     assert (again.id, again.attrs["State"]["StartedAt"]) == (c.id, started)
     assert "accessory" not in lines.text()
+    # ... and so do a rollback and a restart of the app
+    outcome = api.rollback(d.app(), SLOT, 1, reporter=lines)
+    assert isinstance(outcome, Rolled), outcome.line() + "\n" + lines.text()
+    outcome = api.restart(d.app(), SLOT, reporter=lines)
+    assert isinstance(outcome, Rolled), outcome.line() + "\n" + lines.text()
+    again = accessory(d)
+    assert (again.id, again.attrs["State"]["StartedAt"]) == (c.id, started)
 
     status = api.status(d.app(), SLOT)
     [shown] = status.accessories
