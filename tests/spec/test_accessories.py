@@ -122,3 +122,24 @@ def test_validate_exits_2_naming_the_file_key_and_fix(tmp_path: Path) -> None:
     out = done.stdout + done.stderr
     assert "shipway.toml" in out and "accessories.db.version" in out
     assert 'version = "17"' in out
+
+
+DOCKER = (
+    '[app]\nname = "shop"\nimage = "i"\n[processes.web]\ncommand = "x"\nport = 8000\n'
+    + DB
+    + LINK
+    + '[slots.prod]\nbackend = "docker"\n'
+)
+
+
+def test_a_docker_hosts_address_is_an_ip_kept_in_the_snapshot() -> None:
+    app = app_from_toml(
+        DOCKER + 'hosts = [{ url = "unix:///var/run/docker.sock", address = "10.0.0.5" }, '
+        '"ssh://deploy@web1"]\n'
+    )
+    slot = app.slots.get("prod")
+    assert [h.address for h in slot.hosts] == ["10.0.0.5", None]
+    again = from_snapshot(app.snapshot(slot), Path("."))
+    assert [h.address for h in again.slots.get("prod").hosts] == ["10.0.0.5", None]
+    text = problems(DOCKER + 'hosts = [{ url = "ssh://deploy@db1", address = "db1" }]\n')
+    assert "slots.prod.hosts[0].address" in text and "is not an IP address" in text
