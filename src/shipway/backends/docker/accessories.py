@@ -148,6 +148,8 @@ class DockerAccessories(DockerState):
     # -- reads -------------------------------------------------------------------------
 
     def accessory_problems(self, app: App, slot: Slot) -> list[str]:
+        if not app.accessories:  # nothing to ask the hosts
+            return []
         out = []
         spec = app.spec_file.name
         for accessory in app.accessories.values():
