@@ -396,6 +396,102 @@ def proxy_variant(binary: Path, version: str) -> Variant:
     return Variant("proxy", f"caddy-{version}", "proxy", dockerfile, ctx)
 
 
+PG_ENTRYPOINT = r"""#!/bin/sh
+# The test image's stand-in for the official postgres image's entrypoint, as far as shipway
+# uses it: the same environment (POSTGRES_USER, POSTGRES_PASSWORD, POSTGRES_DB, PGDATA) and
+# the same behaviour (initdb when the data directory is empty, then the server as the
+# postgres user, listening on every address of the container, password required).
+set -eu
+if [ "${1:-}" = postgres ] && [ "$(id -u)" = 0 ]; then
+  mkdir -p "$PGDATA"
+  chown -R postgres:postgres "$PGDATA"
+  chmod 700 "$PGDATA"
+  exec setpriv --reuid=postgres --regid=postgres --init-groups "$0" "$@"
+fi
+if [ "${1:-}" = postgres ] && [ ! -s "$PGDATA/PG_VERSION" ]; then
+  : "${POSTGRES_PASSWORD:?the official image refuses to start without it, and so does this one}"
+  user=${POSTGRES_USER:-postgres}
+  pw=$(mktemp)
+  printf '%s\n' "$POSTGRES_PASSWORD" >"$pw"
+  initdb -D "$PGDATA" -U "$user" --auth=scram-sha-256 --pwfile="$pw" \
+    --encoding=UTF8 --locale=C.UTF-8
+  rm -f "$pw"
+  printf "listen_addresses = '*'\n" >>"$PGDATA/postgresql.conf"
+  printf 'host all all all scram-sha-256\n' >>"$PGDATA/pg_hba.conf"
+  db=${POSTGRES_DB:-$user}
+  if [ "$db" != postgres ]; then
+    echo "CREATE DATABASE \"$db\";" | postgres --single -D "$PGDATA" postgres >/dev/null
+  fi
+  echo "initdb done: database $db, user $user"
+fi
+exec "$@"
+"""
+
+REDIS_ENTRYPOINT = r"""#!/bin/sh
+# The test image's stand-in for the official redis image's entrypoint: options alone run
+# redis-server with them; redis-server runs as the redis user, its data in /data.
+set -eu
+if [ "${1#-}" != "${1:-}" ] || [ "${1%.conf}" != "${1:-}" ]; then
+  set -- redis-server "$@"
+fi
+if [ "${1:-}" = redis-server ] && [ "$(id -u)" = 0 ]; then
+  chown -R redis:redis .
+  exec setpriv --reuid=redis --regid=redis --init-groups "$0" "$@"
+fi
+exec "$@"
+"""
+
+#: the official images' interface each accessory image keeps (what shipway relies on)
+ACCESSORY_TAILS = {
+    "postgres": (
+        "ENV PATH=/usr/lib/postgresql/{version}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:"
+        "/usr/bin:/sbin:/bin PGDATA=/var/lib/postgresql/data LANG=C.UTF-8\n"
+        # the package's own cluster (made by its postinst) is not the image's
+        "RUN rm -rf /var/lib/postgresql/{version}/main /etc/postgresql/{version}/main \\\n"
+        " && mkdir -p /var/lib/postgresql/data /var/run/postgresql \\\n"
+        " && chown postgres:postgres /var/lib/postgresql/data /var/run/postgresql\n"
+        "VOLUME /var/lib/postgresql/data\n"
+        "STOPSIGNAL SIGINT\n"
+        "EXPOSE 5432\n"
+        'CMD ["postgres"]\n'
+    ),
+    "redis": (
+        "RUN mkdir -p /data && chown redis:redis /data\n"
+        "VOLUME /data\n"
+        "WORKDIR /data\n"
+        "EXPOSE 6379\n"
+        'CMD ["redis-server"]\n'
+    ),
+}
+
+
+def accessory_variant(repo: str, tag: str, debs: Path) -> Variant:
+    """An accessory's server for tests, in place of the official image of the same name and
+    tag (``postgres:15``, ``redis:7``: nothing can be pulled here): built FROM the Python base
+    (Debian bookworm) with Debian's own packages — the .deb files in ``debs``, downloaded by
+    docker-testenv with this machine's apt (the package and what it needs beyond the base),
+    installed offline — and an entrypoint taking what the official image's takes."""
+    ctx = Tree()
+    for deb in sorted(debs.glob("*.deb")):
+        ctx.file(f"debs/{deb.name}", deb.read_bytes())
+    ctx.file("policy-rc.d", "#!/bin/sh\nexit 101\n", 0o755)
+    ctx.file("docker-entrypoint.sh", PG_ENTRYPOINT if repo == "postgres" else REDIS_ENTRYPOINT, 0o755)
+    dockerfile = (
+        "FROM {base}\n"
+        "COPY debs/ /tmp/debs/\n"
+        # no package's service is started in a build (Debian's policy-rc.d convention)
+        "COPY policy-rc.d /usr/sbin/policy-rc.d\n"
+        "RUN DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "
+        "/tmp/debs/*.deb \\\n"
+        " && rm -rf /tmp/debs /usr/sbin/policy-rc.d /var/lib/apt/lists/* /var/cache/apt/*.bin\n"
+        "COPY docker-entrypoint.sh /usr/local/bin/docker-entrypoint.sh\n"
+        'ENTRYPOINT ["docker-entrypoint.sh"]\n'
+        + ACCESSORY_TAILS[repo].format(version=tag)
+        + f"LABEL org.shipway.testenv.debs={json.dumps(' '.join(sorted(p.name for p in debs.glob('*.deb'))))}\n"
+    )
+    return Variant(repo, tag, "accessory", dockerfile, ctx)
+
+
 def variants() -> list[Variant]:
     return [
         app_variant("v1"),
@@ -492,7 +588,7 @@ class Images:
         self.push("base", "latest")
         return ref, want
 
-    def ensure_python_base(self, rootfs: Path) -> str:
+    def ensure_python_base(self, rootfs: Path) -> tuple[str, str]:
         """``python-base:bookworm`` from the debootstrap tar (hashed by its bytes, so a warm
         ``up`` neither imports nor pushes it again)."""
         h = hashlib.sha256(RECIPE_VERSION.encode())
@@ -503,7 +599,7 @@ class Images:
         repo, tag = "python-base", "bookworm"
         ref = f"{self.prefix}/{repo}:{tag}"
         if self.up_to_date(ref, repo, tag, want):
-            return ref
+            return ref, want
         if (img := self.local(ref)) is None or img.labels.get(HASH_LABEL) != want:
             log(f"importing {ref} ({rootfs.stat().st_size // (1 << 20)} MiB root filesystem)")
             changes = [
@@ -520,7 +616,7 @@ class Images:
                 raise RuntimeError(f"import of {ref} did not produce the expected image")
         log(f"pushing {ref}")
         self.push(repo, tag)
-        return ref
+        return ref, want
 
     def ensure_variant(self, v: Variant, base_ref: str, base_hash: str) -> str:
         dockerfile = v.dockerfile.replace("{base}", base_ref)
@@ -559,6 +655,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--caddy", type=Path, help="the caddy binary the proxy image holds")
     ap.add_argument("--caddy-version", default="", help="its version (the image's tag)")
     ap.add_argument("--python-base", type=Path, help="tar of a Debian root fs with python3")
+    ap.add_argument(
+        "--accessory",
+        action="append",
+        default=[],
+        metavar="REPO:TAG:DEBS",
+        help="an accessory image (postgres:15) FROM the Python base, from the .debs in DEBS",
+    )
     args = ap.parse_args(argv)
 
     client = docker.DockerClient(base_url=args.docker, timeout=300)
@@ -567,7 +670,12 @@ def main(argv: list[str] | None = None) -> int:
     base_ref, base_hash = images.ensure_base(args.busybox)
     refs: dict[str, Any] = {"base": base_ref}
     if args.python_base:
-        refs["python-base:bookworm"] = images.ensure_python_base(args.python_base)
+        python_ref, python_hash = images.ensure_python_base(args.python_base)
+        refs["python-base:bookworm"] = python_ref
+        for item in args.accessory:
+            repo, tag, debs = item.split(":", 2)
+            variant = accessory_variant(repo, tag, Path(debs))
+            refs[f"{repo}:{tag}"] = images.ensure_variant(variant, python_ref, python_hash)
     extra = [proxy_variant(args.caddy, args.caddy_version)] if args.caddy else []
     for v in [*variants(), *extra]:
         refs[f"{v.repo}:{v.tag}"] = images.ensure_variant(v, base_ref, base_hash)

@@ -89,8 +89,8 @@ def test_bad_accessories_are_refused_with_their_key_and_fix(
     assert words in text
 
 
-def test_a_docker_or_kubernetes_slot_refuses_accessories_this_version() -> None:
-    text = problems(
+def test_local_docker_and_kubernetes_slots_run_accessories() -> None:
+    app = app_from_toml(
         '[app]\nname = "shop"\nimage = "i"\n[processes.web]\ncommand = "x"\nport = 8000\n'
         + DB
         + LINK
@@ -98,9 +98,7 @@ def test_a_docker_or_kubernetes_slot_refuses_accessories_this_version() -> None:
         + '[slots.prod]\nbackend = "docker"\nhosts = ["unix:///var/run/docker.sock"]\n'
         + '[slots.k]\nbackend = "kubernetes"\n'
     )
-    assert "slots.prod.backend" in text and "slots.k.backend" in text
-    assert "runs on the local backend only" in text
-    assert "slots.test" not in text
+    assert set(app.accessories) == {"db"} and set(app.slots.names()) == {"test", "prod", "k"}
 
 
 def test_a_command_accessory_parses_but_runs_on_no_backend_yet() -> None:
@@ -124,3 +122,24 @@ def test_validate_exits_2_naming_the_file_key_and_fix(tmp_path: Path) -> None:
     out = done.stdout + done.stderr
     assert "shipway.toml" in out and "accessories.db.version" in out
     assert 'version = "17"' in out
+
+
+DOCKER = (
+    '[app]\nname = "shop"\nimage = "i"\n[processes.web]\ncommand = "x"\nport = 8000\n'
+    + DB
+    + LINK
+    + '[slots.prod]\nbackend = "docker"\n'
+)
+
+
+def test_a_docker_hosts_address_is_an_ip_kept_in_the_snapshot() -> None:
+    app = app_from_toml(
+        DOCKER + 'hosts = [{ url = "unix:///var/run/docker.sock", address = "10.0.0.5" }, '
+        '"ssh://deploy@web1"]\n'
+    )
+    slot = app.slots.get("prod")
+    assert [h.address for h in slot.hosts] == ["10.0.0.5", None]
+    again = from_snapshot(app.snapshot(slot), Path("."))
+    assert [h.address for h in again.slots.get("prod").hosts] == ["10.0.0.5", None]
+    text = problems(DOCKER + 'hosts = [{ url = "ssh://deploy@db1", address = "db1" }]\n')
+    assert "slots.prod.hosts[0].address" in text and "is not an IP address" in text

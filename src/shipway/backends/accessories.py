@@ -1,14 +1,17 @@
 """The protocol part of a backend that runs accessories (spec/accessories.py): which ones
-this machine can run, what runs, the links the app gets, and starting one.
+this machine can run, what runs, the links the app gets, and starting one — and what every
+backend's servers share: the link's form, the image a container runs, the probe that asks a
+server in its own protocol whether it answers.
 
-A part of its own, as generations and sources are: a backend that does not have it (Docker
-and Kubernetes, this version) refuses a spec that gives one of its slots an accessory
-(:func:`accessories_of`, exit 2) — and the spec is refused before that, when it is read
-(:data:`shipway.spec.accessories.SUPPORTED`).
+A part of its own, as generations and sources are: a backend that does not have it refuses
+a spec that gives one of its slots an accessory (:func:`accessories_of`, exit 2) — and the
+spec is refused before that, when it is read (:data:`shipway.spec.accessories.SUPPORTED`).
 """
 
 from __future__ import annotations
 
+import struct
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +26,80 @@ from shipway.plan.model import StartAccessory
 from shipway.spec.accessories import SUPPORTED, Accessory
 from shipway.spec.model import App, Slot, Target
 from shipway.spec.secrets import Secret
+
+#: the database user shipway makes on a Postgres accessory (its superuser)
+PG_USER = "shipway"
+#: where a container's server listens, by kind (the official images' ports)
+SERVER_PORTS = {"postgres": 5432, "redis": 6379}
+#: the environment variable naming a registry that mirrors the official images
+#: (``registry.example.com/library``: ``postgres:15`` is pulled as
+#: ``registry.example.com/library/postgres:15``)
+MIRROR_ENV = "SHIPWAY_ACCESSORY_MIRROR"
+#: Postgres' SSLRequest: a server answers it with one byte (``S`` or ``N``) before any
+#: authentication, so a probe needs no credentials and no client library
+_SSL_REQUEST = struct.pack("!ii", 8, 80877103)
+
+
+def link(kind: str, password: str, host: str, port: int, database: str) -> str:
+    """The URL an app is given for an accessory (its ``from_accessory`` secret)."""
+    secret = urllib.parse.quote(password, safe="")
+    if kind == "postgres":
+        return f"postgresql://{PG_USER}:{secret}@{host}:{port}/{database}"
+    return f"redis://:{secret}@{host}:{port}/0"
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """What an accessory's clients need: made once, kept in the target (local: a 0600
+    file; docker: its data volume's labels; kubernetes: a Secret)."""
+
+    password: str
+    port: int
+    database: str
+
+    def link(self, kind: str, host: str = "127.0.0.1") -> str:
+        return link(kind, self.password, host, self.port, self.database)
+
+    def to_json(self) -> dict[str, object]:
+        return {"password": self.password, "port": self.port, "database": self.database}
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, object]) -> Credentials:
+        return cls(str(doc["password"]), int(str(doc["port"])), str(doc["database"]))
+
+
+def server_image(accessory: Accessory, environ: Mapping[str, str]) -> str:
+    """The image a container of ``accessory`` runs: the official one of its kind and major
+    version (``postgres:15``, ``redis:7``), or the same name under the mirror
+    ``$SHIPWAY_ACCESSORY_MIRROR`` names (a private registry; the tests' images)."""
+    name = f"{accessory.kind}:{accessory.version}"
+    mirror = environ.get(MIRROR_ENV, "").strip().rstrip("/")
+    return f"{mirror}/{name}" if mirror else name
+
+
+class Stream(Protocol):
+    """A connection to a server: a socket, or an SSH channel to a container."""
+
+    def sendall(self, data: bytes) -> Any: ...
+
+    def recv(self, n: int) -> bytes: ...
+
+
+def answers(kind: str, stream: Stream, password: str) -> bool:
+    """Whether the server at the other end of ``stream`` answers in its own protocol:
+    Postgres its SSLRequest; Redis a PING after AUTH. Raises OSError as the stream does."""
+    if kind == "postgres":
+        stream.sendall(_SSL_REQUEST)
+        return stream.recv(1) in (b"S", b"N")
+    secret = password.encode()
+    stream.sendall(b"*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n*1\r\n$4\r\nPING\r\n" % (len(secret), secret))
+    got = b""
+    while b"PONG" not in got and len(got) < 256:
+        chunk = stream.recv(256)
+        if not chunk:
+            break
+        got += chunk
+    return got.startswith(b"+OK") and b"+PONG" in got
 
 
 @dataclass(frozen=True)
@@ -42,6 +119,8 @@ class AccessoryStatus:
     data_bytes: int | None = None
     #: the running server's own version, asked over its protocol (``15.18``, ``7.0.15``)
     server_version: str | None = None
+    #: the machine it runs on, where a backend has several (a docker slot's host)
+    host: str | None = None
 
     def seen(self) -> SeenAccessory:
         return SeenAccessory(
@@ -71,12 +150,13 @@ class AccessoryStatus:
             "address": self.address,
             "data_path": self.data_path,
             "data_bytes": self.data_bytes,
+            "host": self.host,
         }
 
 
 @runtime_checkable
 class Accessories(Protocol):
-    """What a backend adds that runs accessories (local, this version)."""
+    """What a backend adds that runs accessories (local and docker, this version)."""
 
     def accessory_problems(self, app: App, slot: Slot) -> list[str]:
         """What this machine cannot run of what the spec declares (a version not

@@ -47,7 +47,11 @@ KNOWN_VERSIONS: dict[str, tuple[str, ...]] = {
     "redis": ("6", "7"),
 }
 #: the backends that run each kind this version; the others come in later ones
-SUPPORTED: dict[str, tuple[str, ...]] = {"postgres": ("local",), "redis": ("local",), "custom": ()}
+SUPPORTED: dict[str, tuple[str, ...]] = {
+    "postgres": ("local", "docker", "kubernetes"),
+    "redis": ("local", "docker", "kubernetes"),
+    "custom": (),
+}
 #: keys that apply to one backend only
 BACKEND_KEYS = {"host": "docker", "size": "kubernetes"}
 #: the environment variable the link is usually given as, by kind (for hints)
@@ -237,7 +241,8 @@ def _check_backends(
     what = "an accessory of your own (command or image)" if kind == "custom" else f"a {kind}"
     for slot in slots.values():
         if slot.backend not in runs:
-            where = f"the {' and '.join(runs)} backend only" if runs else "no backend yet"
+            plural = "s" if len(runs) > 1 else ""
+            where = f"the {' and '.join(runs)} backend{plural} only" if runs else "no backend yet"
             c.error(
                 ("slots", slot.name, "backend"),
                 f"slot {slot.name} is a {slot.backend} slot, and {what} accessory "

@@ -90,6 +90,9 @@ class DockerHost:
 
     url: str
     processes: tuple[str, ...] | None = None
+    #: the IP address the slot's other hosts reach this one at (an accessory's port is
+    #: published there only); None: an ssh:// host's own address, a unix:// host has none
+    address: str | None = None
 
     def runs(self, process: str) -> bool:
         return self.processes is None or process in self.processes
@@ -368,7 +371,15 @@ def _slot_json(slot: Slot) -> dict[str, Any]:
             out["source"] = slot.source.to_json()
     elif slot.backend == "docker":
         out["hosts"] = [
-            h.url if h.processes is None else {"url": h.url, "processes": list(h.processes)}
+            h.url
+            if h.processes is None and h.address is None
+            else _drop_none(
+                {
+                    "url": h.url,
+                    "processes": list(h.processes) if h.processes is not None else None,
+                    "address": h.address,
+                }
+            )
             for h in slot.hosts
         ]
         out.update(

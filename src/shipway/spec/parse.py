@@ -6,6 +6,7 @@ Unknown keys are errors: a typo must never be silently ignored.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Mapping
 from dataclasses import replace
@@ -678,8 +679,11 @@ def _docker_hosts(
     for i, item in enumerate(raw):
         hpath = (*path, i)
         roles: tuple[str, ...] | None = None
+        address: str | None = None
         if isinstance(item, Mapping):
-            h = c.table(item, hpath, ("url", "processes")) or {}
+            h = c.table(item, hpath, ("url", "processes", "address")) or {}
+            if "address" in h:
+                address = _host_address(c, h["address"], (*hpath, "address"))
             url = c.string(
                 h.get("url"), (*hpath, "url"), pattern=url_pattern, what="host", hint=hint
             )
@@ -699,8 +703,25 @@ def _docker_hosts(
         else:
             url = c.string(item, hpath, pattern=url_pattern, what="host", hint=hint)
         if url:
-            out.append(DockerHost(url=url, processes=roles))
+            out.append(DockerHost(url=url, processes=roles, address=address))
     return tuple(out)
+
+
+def _host_address(c: Checker, raw: Any, path: KeyPath) -> str | None:
+    """The IP address the slot's other hosts reach a host at (an accessory is published
+    there, and nowhere else)."""
+    text = c.string(raw, path, what="address")
+    if text is None:
+        return None
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        c.error(
+            path,
+            f"{text!r} is not an IP address",
+            'the address the slot\'s other hosts reach this one at, e.g. address = "10.0.0.5"',
+        )
+        return None
 
 
 def _check_chain(c: Checker, slots: Mapping[str, Slot], declared: list[str]) -> None:

@@ -15,6 +15,8 @@ did there. Where each concern lives:
   :mod:`.runtime_files` — what a release's containers wrote inside themselves;
 * :mod:`.health` — the health gate a wait checks; :mod:`.lock` — the slot's lock;
 * :mod:`.certificates` — the certificates its routes are served with (status);
+* :mod:`.accessories` — the slot's accessories (a container and its data volume on one
+  host, published on that host's address only);
 * :mod:`.hosts` — who else serves a host name (another slot's proxy on these hosts);
 * :mod:`.edge` — library exceptions become shipway's errors there, and only there.
 
@@ -24,6 +26,7 @@ Docker keeps no generations: it is a :class:`~shipway.backends.protocol.Backend`
 
 from __future__ import annotations
 
+from shipway.backends.accessories import Accessories
 from shipway.backends.docker import render
 from shipway.backends.docker.certificates import DockerCertificates
 from shipway.backends.docker.destroy import DockerDestroy
@@ -83,3 +86,4 @@ def connect(app: App, slot: Slot) -> DockerBackend:
 _: type[Backend] = DockerBackend  # mypy checks it keeps the protocol (no generations)
 _fans_out: type[FansOut] = DockerBackend  # and that its hosts take their steps at once
 _prunes: type[PrunesImages] = DockerBackend  # and prunes its images after a deploy
+_accessories: type[Accessories] = DockerBackend  # and runs accessories

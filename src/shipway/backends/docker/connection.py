@@ -341,6 +341,16 @@ class HostConnection:
         channel.settimeout(timeout)
         return channel
 
+    def peer(self) -> str | None:
+        """The IP address this machine reaches the host at over SSH (None: a local
+        socket): what a server of the slot is published on when the spec names none."""
+        if not self.address.over_ssh:
+            return None
+        transport = self._ssh_client().get_transport()
+        if transport is None:
+            raise OSError(f"host {self.name}: the SSH connection is closed")
+        return str(transport.getpeername()[0])
+
     def unix(self, path: str, timeout: float) -> Stream:
         """A connection to the unix socket ``path`` on the host: here, for an engine on a
         local socket; through the SSH connection (:mod:`.streamlocal`) for an SSH host.

@@ -33,7 +33,8 @@ class ContainerSpec:
     network: str | None = None
     aliases: Sequence[str] = ()
     mounts: Sequence[docker.types.Mount] = ()
-    ports: Mapping[int, int] = field(default_factory=dict)  # container port -> host port
+    #: container port -> host port, or (host address, port): published there only
+    ports: Mapping[int, int | tuple[str, int]] = field(default_factory=dict)
     restart: str = "no"
     stop_timeout: int | None = None
     memory: int | None = None

@@ -1,7 +1,8 @@
 """``destroy`` on the Docker hosts: every container, volume and network labelled as the
 slot's, on every host — the app's containers first, its release records last, so a destroy
 cut short leaves records that still name what is left; the lock goes when it is released.
-The data volumes stay unless asked. The images the slot's releases ran go too, unless
+The data volumes (the app's, its accessories') stay unless asked; an accessory's
+container goes after the app's. The images the slot's releases ran go too, unless
 another slot (or app) on the host still uses them (:mod:`.images`).
 
 Its routes leave the host's shared proxies first (the other slots' routes there stay, and
@@ -20,6 +21,7 @@ import docker.errors
 from docker.models.volumes import Volume
 
 from shipway.backends.docker import caddy, labels
+from shipway.backends.docker.accessories import DockerAccessories
 from shipway.backends.docker.connection import HostConnection
 from shipway.backends.docker.containers import remove
 from shipway.backends.docker.edge import edge
@@ -33,13 +35,14 @@ from shipway.spec.model import Target
 _KINDS = {
     labels.APP_CONTAINER: "container",
     labels.RELEASE_COMMAND: "release command",
+    labels.ACCESSORY: "accessory",
     labels.PROXY: "proxy",
     labels.FILES: "files holder",
     labels.RECORD_KIND: "release record",
 }
 
 
-class DockerDestroy(DockerImages):
+class DockerDestroy(DockerImages, DockerAccessories):
     """The protocol's Destroys."""
 
     def leftovers(self, target: Target) -> list[Leftover]:
@@ -57,14 +60,18 @@ class DockerDestroy(DockerImages):
             out += [
                 Leftover("volume", f"{v.name} on {conn.name} (config)")
                 for v in self._slot_volumes(client)
-                if (v.attrs.get("Labels") or {}).get(labels.KIND) != labels.VOLUME
+                if (v.attrs.get("Labels") or {}).get(labels.KIND) not in labels.DATA_KINDS
             ]
             out += self._shared_leftovers(client, conn.name)
             out += [
                 Leftover("network", f"{n.name} on {conn.name}")
                 for n in client.networks.list(names=[labels.network(self.app.name, self.slot.name)])
             ]
-            return out + self._volume_leftovers(client, conn.name)
+            return (
+                out
+                + self._volume_leftovers(client, conn.name)
+                + self._accessory_leftovers(client, conn.name)
+            )
 
     def _shared_leftovers(self, client: docker.DockerClient, host: str) -> list[Leftover]:
         """This slot's routes in the host's shared proxies, and a shared proxy only this
@@ -120,7 +127,7 @@ class DockerDestroy(DockerImages):
                         remove(client.containers.get(name), 10)
                         removed += 1
                 for v in self._slot_volumes(client):
-                    data = (v.attrs.get("Labels") or {}).get(labels.KIND) == labels.VOLUME
+                    data = (v.attrs.get("Labels") or {}).get(labels.KIND) in labels.DATA_KINDS
                     if not data or volumes:
                         with contextlib.suppress(docker.errors.NotFound):
                             v.remove(force=True)

@@ -60,6 +60,17 @@ VOLUME = "volume"  #: a volume of the app's data (never removed but by destroy -
 VOLUME_NAME = PREFIX + "volume"
 ONE_OFF = "one-off"
 PROXY_LOCK = "proxy-lock"
+ACCESSORY = "accessory"  #: an accessory's container (the slot's: no app operation touches it)
+ACCESSORY_DATA = "accessory-data"  #: its data volume, holding its credentials as labels
+#: the volume kinds that are data: deleted by ``destroy --volumes`` only
+DATA_KINDS = (VOLUME, ACCESSORY_DATA)
+#: on an accessory's container and volume: its name in the spec
+ACCESSORY_NAME = PREFIX + "accessory"
+#: on an accessory's data volume: its credentials, made once with it (a volume's labels
+#: never change, and of two creators of one volume the first one's are kept)
+ACCESSORY_PASSWORD = PREFIX + "accessory.password"
+ACCESSORY_PORT = PREFIX + "accessory.port"
+ACCESSORY_DATABASE = PREFIX + "accessory.database"
 
 HOLDER_IMAGE = "shipway-holder:1"
 HOLDER_LABEL = PREFIX + "holder"
@@ -148,6 +159,16 @@ def data_volume(app: str, slot: str, name: str) -> str:
     """A volume of the app's data: one per app, slot and volume on each host that runs a
     process mounting it, the same name on every host and in every release."""
     return f"{prefix(app, slot)}-data-{name}"
+
+
+def accessory(app: str, slot: str, name: str) -> str:
+    """An accessory's container: one per app, slot and accessory."""
+    return f"{prefix(app, slot)}-acc-{name}"
+
+
+def accessory_volume(app: str, slot: str, name: str) -> str:
+    """An accessory's data: kept across every release and every container of it."""
+    return f"{prefix(app, slot)}-acc-{name}-data"
 
 
 def record(app: str, slot: str, revision: int, sequence: int) -> str:

@@ -9,6 +9,7 @@ the one preamble :meth:`~shipway.backends.guarded.Guarded._guard`).
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Callable, Collection, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -61,6 +62,8 @@ class DockerState(Guarded):
 
     def __init__(self, app: App, slot: Slot, environ: Mapping[str, str] | None = None) -> None:
         self.app, self.slot = app, slot
+        #: the environment shipway runs in (an accessory's image mirror is read from it)
+        self.environ: Mapping[str, str] = environ if environ is not None else os.environ
         self.settings = render.Settings.of(slot)
         self.host_addresses: list[HostAddress] = addresses(slot.hosts)
         if not self.host_addresses:

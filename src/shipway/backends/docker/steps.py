@@ -371,8 +371,8 @@ class DockerSteps(DockerProxy, DockerVolumes):
                 for v in client.volumes.list(
                     filters=labels.slot_filter(self.app.name, self.slot.name)
                 ):
-                    if (v.attrs.get("Labels") or {}).get(labels.KIND) == labels.VOLUME:
-                        continue  # the app's data: kept (invariant 11)
+                    if (v.attrs.get("Labels") or {}).get(labels.KIND) in labels.DATA_KINDS:
+                        continue  # the app's and its accessories' data: kept (invariant 11)
                     with contextlib.suppress(docker.errors.APIError):
                         v.remove()
                 for n in client.networks.list(

@@ -31,7 +31,7 @@ from shipway.spec.model import App, Slot, Target
 from shipway.spec.secrets import Secret
 
 
-def _sizes(client: docker.DockerClient) -> dict[str, int]:
+def volume_sizes(client: docker.DockerClient) -> dict[str, int]:
     """Volume name -> bytes on disk, from the engine's disk usage (``docker system df -v``);
     -1 (the engine could not tell) is left out."""
     usage = client.api.df().get("Volumes") or []
@@ -41,6 +41,19 @@ def _sizes(client: docker.DockerClient) -> dict[str, int]:
         if isinstance(size, int) and size >= 0:
             out[str(v.get("Name"))] = size
     return out
+
+
+def _trap(app: App, volume: str, hosts: int, host: str | None) -> str:
+    command = " ".join(app.release_command or ())
+    where = f"on {host}" if host else "on the first host"
+    return (
+        f"warning: the release command ({command}) runs once, {where}, and writes volume "
+        f"{volume} there only: the other {hosts - 1} host(s) keep their own copy of {volume} "
+        "and never see what it did (a database migrated on one host, not on the others). "
+        "A database every host shares is an accessory: [accessories.db] kind = \"postgres\", "
+        'version = "15", and DATABASE_URL = { from_accessory = "db" } in [secrets] '
+        "(README, Accessories)"
+    )
 
 
 class DockerVolumes(DockerState):
@@ -92,19 +105,27 @@ class DockerVolumes(DockerState):
     # -- the protocol's Volumes ----------------------------------------------------------
 
     def volume_notes(self, app: App, slot: Slot, plan: Plan) -> list[str]:
-        """Pure: a volume used on several hosts is one volume on each of them."""
+        """Pure: a volume used on several hosts is one volume on each of them — and the
+        release command, run once on one host, writes that host's only (the multi-host
+        trap: a database migrated on one host, the others answering from their own copy)."""
         notes = []
+        units = plan.release.artifact if plan.release is not None else ()
+        first = next((u for u in units if u.kind == "container"), None)
         for name, volume in sorted(app.volumes.items()):
             hosts = [
                 h.url
                 for h in slot.hosts
                 if any(h.runs(p) for p in app.processes if volume.mounted_by(p))
             ]
-            if len(hosts) > 1:
-                notes.append(
-                    f"note: volume {name} is a separate Docker volume on each of its "
-                    f"{len(hosts)} hosts: they do not share its data"
-                )
+            if len(hosts) < 2:
+                continue
+            notes.append(
+                f"note: volume {name} is a separate Docker volume on each of its "
+                f"{len(hosts)} hosts: they do not share its data"
+            )
+            runs_it = first is None or first.process is None or volume.mounted_by(first.process)
+            if app.release_command and runs_it:
+                notes.append(_trap(app, name, len(hosts), first.host if first else None))
         return notes
 
     def volumes(self, target: Target) -> list[VolumeStatus]:
@@ -122,7 +143,7 @@ class DockerVolumes(DockerState):
         with edge(f"host {conn.name}: list volumes"):
             client = conn.client()
             found = self._data_volumes(client)
-            sizes = _sizes(client) if found else {}
+            sizes = volume_sizes(client) if found else {}
         by_name = {
             str((v.attrs.get("Labels") or {}).get(labels.VOLUME_NAME) or n): n
             for n, v in found.items()
@@ -144,7 +165,7 @@ class DockerVolumes(DockerState):
 
     def _volume_leftovers(self, client: docker.DockerClient, host: str) -> list[Leftover]:
         found = self._data_volumes(client)
-        sizes = _sizes(client) if found else {}
+        sizes = volume_sizes(client) if found else {}
         return [
             Leftover(
                 "volume",

@@ -14,7 +14,9 @@ overrides another:
   * :mod:`.lock` — the slot's Lease held for an operation;
   * :mod:`.drift` — objects changed outside shipway (a server-side dry run of the record);
   * :mod:`.volumes` (pure) and :mod:`.claims` — a PersistentVolumeClaim per volume, its
-    status; :mod:`.destroy` — every object of the slot deleted (claims only when asked).
+    status; :mod:`.destroy` — every object of the slot deleted (claims only when asked);
+  * :mod:`.accessories` — the slot's accessories: a StatefulSet with a claim, a ClusterIP
+    Service and a Secret each, which no app operation lists or touches.
 
 What a slot whose objects come from a source (manifests, a chart) does differently is one
 object the backend holds, ``self.source`` (:mod:`.source_slot`: render, observe, claim,
@@ -25,6 +27,7 @@ calls it. :mod:`.helm_records` is what ``--take-over`` does to a Helm release's 
 
 from __future__ import annotations
 
+from shipway.backends.accessories import Accessories
 from shipway.backends.imagebuild import ImageBuilds
 from shipway.backends.kubernetes.blue_green import KubernetesBlueGreen
 from shipway.backends.kubernetes.destroy import KubernetesDestroy
@@ -87,3 +90,4 @@ def connect(app: App, slot: Slot) -> KubernetesBackend:
 _: type[GenerationBackend] = KubernetesBackend  # mypy checks it keeps the whole protocol
 _drifts: type[Drifts] = KubernetesBackend  # and that it finds out-of-band changes
 _sources: type[SourceBackend] = KubernetesBackend  # and the part a source slot needs
+_accessories: type[Accessories] = KubernetesBackend  # and runs accessories

@@ -18,6 +18,7 @@ from lightkube.resources.batch_v1 import Job
 from lightkube.resources.coordination_v1 import Lease
 from lightkube.types import CascadeType
 
+from shipway.backends.kubernetes.accessories import KubernetesAccessories
 from shipway.backends.kubernetes.lease import lease_name
 from shipway.backends.kubernetes.records import record_name
 from shipway.backends.kubernetes.state import RESOURCES
@@ -31,7 +32,7 @@ KINDS = ("Ingress", "Service", "Deployment", "Job", "ConfigMap", "Secret")
 _TYPES: dict[str, type[Any]] = {**RESOURCES, "Job": Job}
 
 
-class KubernetesDestroy(KubernetesSteps):
+class KubernetesDestroy(KubernetesSteps, KubernetesAccessories):
     """The protocol's Destroys."""
 
     def _found(self) -> list[tuple[str, str]]:
@@ -50,6 +51,7 @@ class KubernetesDestroy(KubernetesSteps):
             found = self._objects()
             revisions = [r.revision for r in self._store().read()]
             lease = self._live_lease()
+            accessories = self._accessory_leftovers()
         out = [
             Leftover(kind, f"{name} (namespace {self.namespace})", kind == "PersistentVolumeClaim")
             for kind, name in found
@@ -63,7 +65,7 @@ class KubernetesDestroy(KubernetesSteps):
             )
         if lease is not None:
             out.append(Leftover("Lease", lease_name(self.app.name, self.slot.name)))
-        return self.source.leftovers(out)
+        return self.source.leftovers(out) + accessories
 
     def _objects(self) -> list[tuple[str, str]]:
         """What :meth:`_found` lists, for this app (an app that declares no volume may be
@@ -113,6 +115,7 @@ class KubernetesDestroy(KubernetesSteps):
                 self._guard(clearance, target)  # the Lease still ours, before each delete
                 self._delete(kind, name)
                 reporter.line(f"  deleted {kind} {name}")
+            self._destroy_accessories(volumes, reporter)
             for revision in sorted(r.revision for r in self._store().read()):
                 self._delete("Secret", record_name(self.app.name, revision))
             reporter.line(f"  deleted the release records of {target}")

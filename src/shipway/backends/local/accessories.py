@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from shipway.backends.accessories import AccessoryStatus, link_name
+from shipway.backends.accessories import AccessoryStatus, Credentials, link_name
 from shipway.backends.local import servers, wire
 from shipway.backends.local.dirs import (
     SlotDirs,
@@ -39,7 +39,6 @@ from shipway.backends.local.dirs import (
     write_atomic,
     write_json,
 )
-from shipway.backends.local.servers import Credentials
 from shipway.backends.local.state import LocalState
 from shipway.backends.local.supervisor import program_conf, state_of
 from shipway.backends.local.volumes import disk_usage

@@ -32,10 +32,11 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from shipway.backends import backups as files
+from shipway.backends.accessories import PG_USER as USER
+from shipway.backends.accessories import Credentials
 from shipway.backends.local import servers, wire
 from shipway.backends.local.accessories import START_LIMIT, LocalAccessories, program_name
 from shipway.backends.local.dirs import SlotDirs, private_dir, write_atomic
-from shipway.backends.local.servers import USER, Credentials
 from shipway.backends.local.supervisor import state_of
 from shipway.backends.protocol import Reporter
 from shipway.errors import BackendError, InputError

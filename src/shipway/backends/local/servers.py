@@ -19,37 +19,17 @@ import re
 import shutil
 import subprocess
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
+from shipway.backends import accessories
+from shipway.backends.accessories import Credentials
 from shipway.errors import BackendError
 from shipway.spec.accessories import Accessory
 
 PG_ROOT = Path("/usr/lib/postgresql")
 #: a directory laid out as Debian's (``<major>/bin/postgres``) to find Postgres in instead
 ROOT_VARIABLE = "SHIPWAY_POSTGRES_ROOT"
-USER = "shipway"
-
-
-@dataclass(frozen=True)
-class Credentials:
-    """What an accessory's clients need: made once, kept 0600 in the slot's directory."""
-
-    password: str
-    port: int
-    database: str
-
-    def link(self, kind: str) -> str:
-        if kind == "postgres":
-            return f"postgresql://{USER}:{self.password}@127.0.0.1:{self.port}/{self.database}"
-        return f"redis://:{self.password}@127.0.0.1:{self.port}/0"
-
-    def to_json(self) -> dict[str, object]:
-        return {"password": self.password, "port": self.port, "database": self.database}
-
-    @classmethod
-    def from_json(cls, doc: Mapping[str, object]) -> Credentials:
-        return cls(str(doc["password"]), int(str(doc["port"])), str(doc["database"]))
+USER = accessories.PG_USER
 
 
 def pg_root(environ: Mapping[str, str] | None = None) -> Path:

@@ -19,10 +19,10 @@ import time
 from pathlib import Path
 
 from shipway.backends import backups as files
+from shipway.backends.accessories import Credentials
 from shipway.backends.local import servers, wire
 from shipway.backends.local.accessories import LocalAccessories, accessory_conf, program_name
 from shipway.backends.local.backups import pg_dump, pg_restore, pg_tool
-from shipway.backends.local.servers import Credentials
 from shipway.backends.protocol import Failure, Reason, Reporter
 from shipway.errors import BackendError
 from shipway.spec.accessories import Accessory

@@ -20,11 +20,10 @@ import secrets as _random
 import socket
 import struct
 
-from shipway.backends.local.servers import USER, Credentials
+from shipway.backends import accessories
+from shipway.backends.accessories import PG_USER as USER
+from shipway.backends.accessories import Credentials
 
-#: Postgres' SSLRequest: a server answers it with one byte (``S`` or ``N``) before any
-#: authentication, so a probe needs no credentials and no client library
-_SSL_REQUEST = struct.pack("!ii", 8, 80877103)
 PROBE_TIMEOUT = 2.0
 
 
@@ -34,11 +33,7 @@ def answers(kind: str, creds: Credentials) -> bool:
     try:
         with socket.create_connection(("127.0.0.1", creds.port), PROBE_TIMEOUT) as sock:
             sock.settimeout(PROBE_TIMEOUT)
-            if kind == "postgres":
-                sock.sendall(_SSL_REQUEST)
-                return sock.recv(1) in (b"S", b"N")
-            got = redis_call(sock, creds, b"PING")
-            return got.startswith(b"+OK") and b"+PONG" in got
+            return accessories.answers(kind, sock, creds.password)
     except OSError:
         return False
 
