@@ -13,12 +13,14 @@ from typing import Any
 
 import click
 
+from shipway.cli.audit import audit
 from shipway.cli.build import build
 from shipway.cli.changes import diff, history, plan
 from shipway.cli.common import EXIT_CODES, Context
 from shipway.cli.completion import completion
 from shipway.cli.deploy import deploy
 from shipway.cli.destroy import destroy
+from shipway.cli.freeze import freeze, unfreeze
 from shipway.cli.generations import gc, gens, sleep, switch, wake
 from shipway.cli.helm import helm
 from shipway.cli.init import init
@@ -110,6 +112,7 @@ COMMANDS: list[click.Command] = [
     status,
     list_slots,
     history,
+    audit,
     logs,
     rollback,
     restart,
@@ -119,6 +122,8 @@ COMMANDS: list[click.Command] = [
     stop,
     set_image,
     destroy,
+    freeze,
+    unfreeze,
     gens,
     switch,
     sleep,

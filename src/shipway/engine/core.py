@@ -301,7 +301,7 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs):
         undo = self._sleep_new if blue_green else self._restore_anchor
         return self._rollout(
             clearance, target, app, secrets, make_plan, undo, request.timeout,
-            request.rollback_timeout, check_data=True,
+            request.rollback_timeout, check_data=True, taken=request.taken(),
         )  # fmt: skip
 
     def rollback(

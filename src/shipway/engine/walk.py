@@ -28,6 +28,8 @@ from shipway.backends.protocol import (
     sources_of,
 )
 from shipway.errors import BackendError, BuildFailed, CleanupFailed, InputError
+from shipway.events.model import Event, StepBegun
+from shipway.events.sink import tell
 from shipway.guard import Clearance
 from shipway.plan.model import (
     ApplyObject,
@@ -89,6 +91,10 @@ class _Serial:
         with self.lock:
             self.reporter.progress(process, counts, note)
 
+    def emit(self, event: Event) -> None:
+        with self.lock:
+            tell(self.reporter, event)
+
 
 def _wave_key(step: Step) -> tuple[str, str] | None:
     """Steps with one key, on different hosts, may run at once; None: never with another."""
@@ -141,7 +147,7 @@ class Walker:
         self.target = target
         self.release = release
         self.secrets = secrets
-        self.reporter: Reporter = _Serial(reporter)
+        self.reporter = _Serial(reporter)
         self.width = fan_out_of(backend)
         self.result = WalkResult()  # what the last run did so far, also when interrupted
 
@@ -153,7 +159,7 @@ class Walker:
         for wave in waves(steps, self.width):
             for step in wave:
                 i += 1
-                self.reporter.line(f"{label}[{i}/{total}] {step.describe()}")
+                self.reporter.emit(StepBegun(i, total, step.describe(), label))
             result.current = wave[0]
             if len(wave) == 1:
                 failures = [self._attempt(wave[0], deadline, result)]

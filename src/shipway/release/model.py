@@ -9,6 +9,7 @@ from enum import StrEnum
 from typing import Any, Literal
 
 from shipway.release.artifact import Artifact
+from shipway.release.audit import Audit
 
 SourceType = Literal["dockerfile", "herokuish", "pack", "local"]
 SOURCE_TYPES: tuple[SourceType, ...] = ("dockerfile", "herokuish", "pack", "local")
@@ -156,6 +157,8 @@ class Release:
     secret_marks: SecretMarks = field(default_factory=SecretMarks)
     #: what the build phase made (None: nothing was built, e.g. an image built elsewhere)
     build: BuildRecord | None = None
+    #: who made it, under which clearance, what it changed (release/audit.py)
+    audit: Audit | None = None
 
     @property
     def name(self) -> str:
@@ -192,4 +195,5 @@ class Release:
             "actor": self.actor,
             "generation": self.generation,
             "build": self.build.to_json() if self.build else None,
+            "audit": self.audit.to_json() if self.audit else None,
         }

@@ -15,6 +15,8 @@ from typing import Any, Literal
 
 from shipway.errors import UnknownSlot
 from shipway.spec.accessories import Accessory
+from shipway.spec.freeze import Window
+from shipway.spec.notify import Receiver
 from shipway.spec.secrets import Secret, SecretRef
 from shipway.spec.source import Source
 from shipway.spec.volumes import Volume
@@ -152,6 +154,9 @@ class Slot:
     replicas: Mapping[str, int] = field(default_factory=dict)
     env: Mapping[str, str] = field(default_factory=dict)
     routes: tuple[Route, ...] | None = None
+    #: declared freeze windows (spec/freeze.py) and notification receivers (spec/notify.py)
+    freeze: tuple[Window, ...] = ()
+    notify: tuple[Receiver, ...] = ()
 
     @property
     def needs_confirmation(self) -> bool:

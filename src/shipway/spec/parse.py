@@ -36,6 +36,7 @@ from shipway.spec.model import (
     SlotRegistry,
     Strategy,
 )
+from shipway.spec.notify import with_freeze, with_notify
 from shipway.spec.procfile import Procfile
 from shipway.spec.secret_refs import parse_secrets
 from shipway.spec.secrets import SecretRef, names_in
@@ -62,6 +63,7 @@ TOP_KEYS = (
     "build",
     "source",
     "accessories",
+    "notify",
 )
 APP_KEYS = (
     "name",
@@ -100,6 +102,8 @@ SLOT_KEYS = (
     "env",
     "routes",
     "source",
+    "freeze",
+    "notify",
 )
 BACKEND_ONLY = {
     "context": "kubernetes",
@@ -186,6 +190,7 @@ def parse(
     slots = _slots(
         c, top.get("slots"), processes, routes, name or "app", default_source, base_dir, check_files
     )
+    slots = with_notify(c, top.get("notify"), top.get("slots"), slots, secrets)
     build = parse_build(c, top.get("build"), app_t.get("build"))
     volumes = parse_volumes(c, top.get("volumes", {}), processes, files)
     check_volume_slots(c, volumes, slots)
@@ -463,7 +468,7 @@ def _slots(
         s = c.table(sraw, path, SLOT_KEYS)
         if s is None:
             continue
-        slot = _slot(c, sname, s, path, processes, app_name)
+        slot = with_freeze(c, _slot(c, sname, s, path, processes, app_name), s, path)
         if slot is not None and slot.backend == "kubernetes":
             own = (
                 parse_source(c, s["source"], (*path, "source"), base_dir, check_files=check_files)

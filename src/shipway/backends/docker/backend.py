@@ -16,6 +16,7 @@ did there. Where each concern lives:
 * :mod:`.health` — the health gate a wait checks; :mod:`.lock` — the slot's lock;
 * :mod:`.hosts` — who else serves a host name (another slot's proxy on these hosts);
 * :mod:`.edge` — library exceptions become shipway's errors there, and only there.
+* :mod:`.freezes` — the slot's freeze (shipway freeze), a holder container on the first host.
 
 Docker keeps no generations: it is a :class:`~shipway.backends.protocol.Backend`, not a
 ``GenerationBackend`` (a blue-green slot on it is refused by the engine with a hint).
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 from shipway.backends.docker import render
 from shipway.backends.docker.destroy import DockerDestroy
+from shipway.backends.docker.freezes import DockerFreezes
 from shipway.backends.docker.hosts import DockerOwners
 from shipway.backends.docker.lock import DockerLock
 from shipway.backends.docker.oneoff import DockerCommands
@@ -48,6 +50,7 @@ class DockerBackend(
     DockerRuntimeFiles,
     DockerLock,
     DockerOwners,
+    DockerFreezes,
 ):
     """An app's processes as containers on one or many Docker engines."""
 
