@@ -59,7 +59,16 @@ def test_every_release_records_who_from_where_and_what_changed(slot: Slot) -> No
     commit = committed(slot)
     slot.env.update(GITHUB_ACTIONS="true", GITHUB_ACTOR="octocat", GITHUB_REPOSITORY="o/hello")
     slot.env.update(GITHUB_RUN_ID="42", GITHUB_TOKEN="ghs_never_recorded")
-    slot.deploy()
+    stream = slot.app_dir.parent / "events.jsonl"
+    slot.env["SHIPWAY_EVENTS"] = str(stream)
+    first = slot.deploy()
+    events = [json.loads(line) for line in stream.read_text().splitlines()]
+    kinds = [e["event"] for e in events]
+    assert kinds[:2] == ["started", "planned"] and kinds[-1] == "ended"
+    assert kinds.count("ended") == 1 and "step" in kinds and "waiting" in kinds
+    assert events[0]["who"]["ci"]["actor"] == "octocat"
+    # the outcome the terminal printed is the stream's ``ended`` line, word for word
+    assert events[-1]["line"] in first.out.splitlines()
     slot.edit_spec('GREETING = "hello"', 'GREETING = "hi"')
     slot.deploy()
     rows = audit(slot)

@@ -165,6 +165,10 @@ def reporter_of(obj: Context) -> Any:
     from shipway.cli.report import TerminalReporter
 
     reporter = TerminalReporter(sys.stderr if obj.json else sys.stdout)
+    if os.environ.get("SHIPWAY_EVENTS"):  # every event, as JSON lines (docs/events.md)
+        from shipway.events.sink import JsonLines
+
+        reporter.also.append(JsonLines(os.environ["SHIPWAY_EVENTS"]))
     obj.reporters.append(reporter)
     return reporter
 

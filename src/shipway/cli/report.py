@@ -25,6 +25,7 @@ from shipway.cli.term import colour_on, paint
 if TYPE_CHECKING:
     from shipway.cli.live import LiveWaits
     from shipway.events.model import Ended, Event
+    from shipway.events.sink import Sink
 
 #: the longest a wait goes without a line saying what it waits for (plain output)
 HEARTBEAT = 5.0
@@ -87,11 +88,15 @@ class TerminalReporter:
         self._closed = threading.Event()
         #: the operation's outcome, as the stream told it
         self.ended: Ended | None = None
+        #: where the events also go (``SHIPWAY_EVENTS``: a file of JSON lines)
+        self.also: list[Sink] = []
 
     def emit(self, event: Event) -> None:
         from shipway.events.model import Ended
         from shipway.events.sink import render
 
+        for sink in self.also:
+            sink.emit(event)
         if isinstance(event, Ended):
             self.ended = event
             return

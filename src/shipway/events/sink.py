@@ -108,3 +108,26 @@ class Recorded:
 
     def of(self, kind: type[Event]) -> list[Event]:
         return [e for e in self.events if isinstance(e, kind)]
+
+
+class JsonLines:
+    """Each event as one line of JSON appended to ``path`` (made 0600): the stream a
+    dashboard or a log shipper reads (the command line writes it when ``SHIPWAY_EVENTS``
+    names a file). One write per line, in append mode, so concurrent commands interleave
+    whole lines."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+
+    def emit(self, event: Event) -> None:
+        import json
+        import os
+
+        line = json.dumps(event.to_json(), sort_keys=True, default=str) + "\n"
+        with self._lock:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                os.write(fd, line.encode())
+            finally:
+                os.close(fd)
