@@ -9,21 +9,9 @@ from dataclasses import replace
 import pytest
 
 from shipway.errors import ClearanceError
-from shipway.release.audit import Audit
 from shipway.spec.freeze import Freeze
 from tests.backends.docker.conftest import Deployment
-
-AUDIT = Audit(
-    user="ada",
-    host="build-3",
-    commit="0f06048b5eda1c2d3e4f5a6b7c8d9e0f1a2b3c4d",
-    author="Ada Lovelace <ada@example.org>",
-    ci={"system": "gitlab", "actor": "ada", "url": "https://ci.example/p/1"},
-    clearance=("confirm", "take-host", "break-glass"),
-    break_glass="incident 4711",
-    summary="image 1a2b…→3c4d…, env ~GREETING",
-    operation="deploy",
-)
+from tests.release.test_audit import AUDIT
 
 
 def test_the_audit_round_trips_through_the_record_containers(deployment: Deployment) -> None:

@@ -11,21 +11,10 @@ from lightkube.resources.core_v1 import ConfigMap
 
 from shipway.errors import ClearanceError
 from shipway.guard import Guard
-from shipway.release.audit import Audit
 from shipway.release.model import Release, ReleaseStatus
 from shipway.spec.freeze import Freeze
 from tests.backends.kubernetes.conftest import Slot
-
-AUDIT = Audit(
-    user="ada",
-    host="build-3",
-    commit="0f06048b5eda1c2d3e4f5a6b7c8d9e0f1a2b3c4d+dirty",
-    author="Ada Lovelace <ada@example.org>",
-    ci={"system": "github-actions", "actor": "octocat", "project": "o/shop"},
-    clearance=("take-over",),
-    summary="first release",
-    operation="set-image",
-)
+from tests.release.test_audit import AUDIT
 
 
 def test_the_audit_and_the_freeze_round_trip_through_the_namespace(slot: Slot) -> None:
