@@ -130,3 +130,29 @@ def test_planned_carries_the_change_summary(app: App, backend: MemoryBackend) ->
     _, events = run(app, backend, image="reg/shop:2")
     planned = next(e for e in events if isinstance(e, Planned))
     assert planned.revision == 2 and "image" in planned.summary
+
+
+def test_an_operation_that_died_is_told_by_the_run_that_recovers_it(
+    app: App, backend: MemoryBackend
+) -> None:
+    from dataclasses import replace
+
+    from shipway.events.model import Recovered
+    from shipway.release.audit import Audit
+
+    run(app, backend)
+    # a deploy died half-way: r2 left pending, with who started it
+    plan = Engine(backend, Recorded(), environ=ENV).plan_deploy(
+        app, "test1", DeployRequest(image="reg/shop:2")
+    )
+    assert plan.release is not None
+    backend.records[2] = replace(plan.release, audit=Audit("bob", "laptop"))
+    _, events = run(app, backend, image="reg/shop:3")
+    assert [e.kind for e in events if e.kind in ("started", "recovered", "ended")] == [
+        "started",
+        "recovered",
+        "ended",
+    ]
+    told = next(e for e in events if isinstance(e, Recovered))
+    assert (told.revision, told.result) == (2, "failed")
+    assert told.who is not None and told.who.user == "bob"

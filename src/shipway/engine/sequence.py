@@ -32,7 +32,6 @@ from shipway.engine.outcome import (
 )
 from shipway.engine.recovery import Recovery
 from shipway.engine.signals import settle, signals_deferred, signals_raise
-from shipway.engine.telling import Telling
 from shipway.engine.walk import Walker, WalkResult
 from shipway.errors import BackendError, InputError, Interrupted
 from shipway.guard import Clearance
@@ -77,7 +76,7 @@ class Planned:
     lost: str | None
 
 
-class RolloutSequence(Recovery, BuildPhase, Telling):
+class RolloutSequence(Recovery, BuildPhase):
     """The shared sequence of every mutating operation."""
 
     def _rollout(

@@ -16,7 +16,7 @@ from shipway.engine.context import EngineContext
 from shipway.engine.outcome import Outcome
 from shipway.engine.who import who_acts
 from shipway.errors import Interrupted, ShipwayError
-from shipway.events.model import Ended, Event, Planned, Started
+from shipway.events.model import Ended, Event, Planned, Recovered, Started
 from shipway.events.notify import Notifier, budget
 from shipway.events.sink import Fanout, Sink
 from shipway.guard import Clearance
@@ -45,6 +45,27 @@ class Telling(EngineContext):
     _told: Sink | None = None
     #: the last operation's notifier (tests wait on its messages)
     notifier: Notifier | None = None
+    #: earlier operations this one recovered, told once it has started (its receivers known)
+    _recoveries: tuple[Recovered, ...] = ()
+
+    def _recovered(self, target: Target, stuck: list[Release], deployed: Release | None) -> None:
+        """Earlier operations that died, resolved now: ``deployed`` recorded as deployed,
+        every other one marked failed. Told after this operation's ``started``."""
+        for release in stuck:
+            ok = deployed is not None and release.revision == deployed.revision
+            line = (
+                f"r{release.revision} of {target}, left pending by an interrupted operation, "
+                + ("runs whole: recorded deployed" if ok else "was marked failed")
+            )
+            told = Recovered(
+                target.app,
+                target.slot,
+                release.revision,
+                "deployed" if ok else "failed",
+                line,
+                release.audit,
+            )
+            self._recoveries = (*self._recoveries, told)
 
     def _begin(
         self,
@@ -70,6 +91,9 @@ class Telling(EngineContext):
         self._begun = Started(plan.operation, target.app, target.slot, self.backend.name, who)
         self._told = self._notified(app, target.slot, secrets)
         self._tell(self._begun)
+        for told in self._recoveries:
+            self._tell(told)
+        self._recoveries = ()
         if not plan.unchanged:  # "no changes" is said by the outcome alone
             revision = plan.release.revision if plan.release is not None else None
             self._tell(Planned(plan.operation, revision, summary, tuple(plan.describe())))

@@ -162,4 +162,29 @@ class Ended(Event):
         }
 
 
-KINDS: tuple[type[Event], ...] = (Started, Planned, StepBegun, Said, Waiting, Ended)
+@dataclass(frozen=True)
+class Recovered(Event):
+    """An earlier operation that died (its release left pending) was resolved by this one:
+    its release recorded ``deployed`` (it runs whole) or ``failed`` (the anchor put back).
+    Its own ``ended`` never came; this is how it is told. ``who``: who started it."""
+
+    kind: ClassVar[str] = "recovered"
+    app: str
+    slot: str
+    revision: int
+    result: str
+    line: str
+    who: Audit | None = None
+
+    def fields(self) -> dict[str, Any]:
+        return {
+            "app": self.app,
+            "slot": self.slot,
+            "revision": self.revision,
+            "result": self.result,
+            "line": self.line,
+            "who": self.who.to_json() if self.who else None,
+        }
+
+
+KINDS: tuple[type[Event], ...] = (Started, Planned, StepBegun, Said, Waiting, Ended, Recovered)

@@ -39,7 +39,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from shipway.events.model import Ended, Event, Started
+from shipway.events.model import Ended, Event, Recovered, Started
 from shipway.spec.notify import Receiver
 from shipway.spec.secrets import Masker, Secret
 
@@ -71,7 +71,7 @@ def slack_text(event: Event) -> str:
             f"shipway: {event.operation} {event.app}/{event.slot} started by "
             f"{event.who.who()}{glass}"
         )
-    if isinstance(event, Ended):
+    if isinstance(event, Ended | Recovered):
         return f"shipway: {event.line}"
     return f"shipway: {event.kind}"
 
@@ -117,7 +117,7 @@ class Notifier:
         if isinstance(event, Started):
             self._started = event
         name = event.outcome if isinstance(event, Ended) else event.kind
-        if not isinstance(event, Ended | Started):
+        if not isinstance(event, Ended | Started | Recovered):
             return
         for receiver in self.receivers:
             if receiver.wants(name):

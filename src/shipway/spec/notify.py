@@ -7,7 +7,8 @@ how each operation ended. Each receiver is a webhook:
 * ``secret`` — a ``[secrets]`` name whose value signs the body: the request carries
   ``X-Shipway-Signature: sha256=HEX``, the HMAC-SHA256 of the body under that value;
 * ``events`` — which: outcome kinds (``rolled``, ``unchanged``, ``rolled-back``,
-  ``rollback-failed``, ``no-anchor``, ``error``), ``started``, or the groups ``outcomes``
+  ``rollback-failed``, ``no-anchor``, ``error``, ``recovered``: an operation that died,
+  resolved by a later run), ``started``, or the groups ``outcomes``
   (every outcome; the default) and ``failures`` (every outcome but rolled and unchanged).
 
 A slot's receivers are the app's followed by its own.
@@ -24,7 +25,8 @@ from shipway.spec.locate import KeyPath
 
 NOTIFY_KEYS = ("url", "url_secret", "form", "secret", "events")
 FAILURES = ("rolled-back", "rollback-failed", "no-anchor", "error")
-OUTCOMES = ("rolled", "unchanged", *FAILURES)
+#: ``recovered``: an earlier operation that died, resolved (and told) by a later one
+OUTCOMES = ("rolled", "unchanged", *FAILURES, "recovered")
 GROUPS = {"outcomes": OUTCOMES, "failures": FAILURES}
 EVENT_NAMES = ("started", *OUTCOMES)
 
