@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import copy
 import pickle
+from typing import Any
 
 import pytest
 
@@ -91,3 +92,102 @@ def test_a_forged_clearance_covers_nothing() -> None:
     object.__setattr__(forged, "_confirmed", True)
     with pytest.raises(ClearanceError, match="not issued by the guard"):
         forged.require_covers(Target("shop", "prod", "local"))
+
+
+# -- freezes (spec/freeze.py): the Guard refuses a frozen slot, break-glass overrides ----
+
+FROZEN_SPEC = """
+[app]
+name = "shop"
+image = "reg/shop:1"
+
+[processes.web]
+command = "serve"
+port = 8000
+
+[slots.prod]
+role = "production"
+freeze = [
+  { start = "fri 18:00", end = "mon 08:00", timezone = "Europe/Berlin", reason = "weekend" },
+  { start = "2026-12-24", end = "2026-12-26", reason = "holidays" },
+]
+
+[slots.test1]
+freeze = [{ start = "22:00", end = "06:00", timezone = "UTC", reason = "nightly batch" }]
+"""
+
+
+def _frozen_app() -> Any:
+    from tests.conftest import app_from_toml
+
+    return app_from_toml(FROZEN_SPEC)
+
+
+def _at(text: str) -> Any:
+    from datetime import datetime
+
+    return datetime.fromisoformat(text)
+
+
+@pytest.mark.parametrize(
+    ("slot", "now", "frozen_until"),
+    [
+        # Friday 18:30 in Berlin (UTC+1 in winter) is 17:30 UTC: frozen until Monday 07:00 UTC
+        ("prod", "2026-12-04T17:30:00+00:00", "2026-12-07T07:00:00+00:00"),
+        ("prod", "2026-12-04T16:59:00+00:00", None),  # 17:59 Berlin, Friday: not yet
+        ("prod", "2026-12-07T06:59:00+00:00", "2026-12-07T07:00:00+00:00"),  # Monday 07:59
+        ("prod", "2026-12-07T07:00:00+00:00", None),  # Monday 08:00 Berlin: over
+        ("prod", "2026-12-24T10:00:00+00:00", "2026-12-27T00:00:00+00:00"),  # through the 26th
+        ("test1", "2026-12-02T23:00:00+00:00", "2026-12-03T06:00:00+00:00"),
+        ("test1", "2026-12-03T05:00:00+00:00", "2026-12-03T06:00:00+00:00"),  # past midnight
+        ("test1", "2026-12-03T12:00:00+00:00", None),
+    ],
+)
+def test_declared_windows_freeze_the_slot_at_their_times(
+    slot: str, now: str, frozen_until: str | None
+) -> None:
+    from shipway.errors import SlotFrozen
+
+    app = _frozen_app()
+    guard = Guard(app.slots)
+    confirm = slot if slot == "prod" else None
+    if frozen_until is None:
+        assert guard.clear(slot, confirm, kept=list, now=_at(now)).slot == slot
+        return
+    with pytest.raises(SlotFrozen) as refused:
+        guard.clear(slot, confirm, kept=list, now=_at(now))
+    assert refused.value.exit_code == 8
+    assert f"frozen until {frozen_until}" in str(refused.value)
+
+
+def test_a_kept_freeze_is_refused_with_its_reason_and_end_until_the_glass_is_broken() -> None:
+    from shipway.errors import SlotFrozen
+    from shipway.guard import breaking_glass
+    from shipway.spec.freeze import Freeze
+
+    app = _frozen_app()
+    kept = [Freeze("incident 4711", "2026-12-03T15:00:00+00:00", by="ops@desk")]
+    now = _at("2026-12-03T12:00:00+00:00")
+    with pytest.raises(SlotFrozen, match="incident 4711") as refused:
+        Guard(app.slots).clear("test1", kept=lambda: kept, now=now)
+    assert "until 2026-12-03T15:00:00+00:00" in str(refused.value)
+    assert "--break-glass" in str(refused.value)
+    # over once it ends
+    assert Guard(app.slots).clear("test1", kept=lambda: kept, now=_at("2026-12-03T15:00:01+00:00"))
+    with breaking_glass("rollback of the bad release"):
+        clearance = Guard(app.slots).clear("test1", kept=lambda: kept, now=now)
+    assert clearance.break_glass == "rollback of the bad release"
+    # confirmation is still asked first, frozen or not: nothing is read before it
+    read: list[int] = []
+    with pytest.raises(ConfirmationRequired):
+        Guard(app.slots).clear("prod", kept=lambda: read.append(1) or kept, now=now)
+    assert read == []
+
+
+def test_break_glass_on_a_slot_that_is_not_frozen_records_nothing() -> None:
+    from shipway.guard import breaking_glass
+
+    app = _frozen_app()
+    with breaking_glass("just in case"):
+        clearance = Guard(app.slots).clear("test1", kept=list, now=_at("2026-12-03T12:00:00+00:00"))
+    assert clearance.break_glass is None

@@ -36,6 +36,7 @@ FORBIDDEN = {
         "shipway.backends",
         "shipway.plan",
     ),
+    "events": ("shipway.api", "shipway.cli", "shipway.engine", "shipway.backends", "shipway.plan"),
     "guard": ("shipway.api", "shipway.cli", "shipway.engine", "shipway.backends", "shipway.plan"),
     "errors": ("shipway.",),
     "exports": ("shipway.",),  # the lazy public names of a package: a leaf

@@ -18,6 +18,7 @@ from shipway import spec as _spec
 from shipway.backends import open_backend
 from shipway.backends.accessories import AccessoryStatus, accessories_of, runs_accessories
 from shipway.backends.certificate_status import CertificateStatus, ServesCertificates
+from shipway.backends.freezes import keep_freeze, kept_in
 from shipway.backends.logs import LogLine, LogQuery, LogView
 from shipway.backends.protocol import (
     Backend,
@@ -40,6 +41,7 @@ from shipway.plan.diff import between
 from shipway.plan.model import Plan
 from shipway.release import history as _history
 from shipway.release.model import Release
+from shipway.spec.freeze import Freeze
 from shipway.spec.model import App, Target
 from shipway.spec.secrets import Masker
 
@@ -56,9 +58,19 @@ def load(path: str | Path | None = None) -> App:
     return _spec.load(path)
 
 
-def clear(app: App, slot: str, confirm: str | None = None) -> Clearance:
-    """Ask the guard for a clearance for ``slot`` (raises GuardRefused)."""
-    return Guard(app.slots).clear(slot, confirm)
+def clear(
+    app: App, slot: str, confirm: str | None = None, backend: Backend | None = None
+) -> Clearance:
+    """The guard's clearance for ``slot`` (GuardRefused; SlotFrozen: guard.py, spec/freeze.py)."""
+    return Guard(app.slots).clear(slot, confirm, kept=lambda: kept_in(app, slot, backend))
+
+
+def freeze(
+    app: App, slot: str, frozen: Freeze | None, *, confirm: str | None = None,
+    backend: Backend | None = None,
+) -> list[Freeze]:  # fmt: skip
+    """Keep ``frozen`` (None: lift it) in ``slot``'s target; the freezes that hold now."""
+    return keep_freeze(app, slot, Guard(app.slots).clear(slot, confirm), frozen, backend)
 
 
 @contextmanager
@@ -202,7 +214,7 @@ def deploy(
         timeout=timeout,
         rollback_timeout=rollback_timeout,
     )
-    clearance = clear(app, slot, confirm)
+    clearance = clear(app, slot, confirm, backend)
     with _engine(app, slot, backend, reporter) as engine:
         return engine.deploy(clearance, app, slot, request)
 
@@ -218,7 +230,7 @@ def build(
     """Build what a deploy of ``slot`` would run — an image, pushed to the registry
     ``app.image`` names; a local dependency environment — without deploying it. The same
     inputs are never built twice (``Built.reused``)."""
-    clearance = clear(app, slot, confirm)
+    clearance = clear(app, slot, confirm, backend)
     if app.slots.get(slot).source is not None:
         from shipway.engine.build import refuse_source_build
 
@@ -249,7 +261,7 @@ def repair(
     reporter: Reporter | None = None,
 ) -> Outcome:
     """Re-assert the deployed release as recorded: only what drifted changes."""
-    clearance = clear(app, slot, confirm)
+    clearance = clear(app, slot, confirm, backend)
     with _engine(app, slot, backend, reporter) as engine:
         return engine.repair(
             clearance,
@@ -272,7 +284,7 @@ def rollback(
     backend: Backend | None = None,
     reporter: Reporter | None = None,
 ) -> Outcome:
-    clearance = clear(app, slot, confirm)
+    clearance = clear(app, slot, confirm, backend)
     with _engine(app, slot, backend, reporter) as engine:
         return engine.rollback(
             clearance, app, slot, revision, timeout=timeout, rollback_timeout=rollback_timeout
@@ -290,7 +302,7 @@ def restart(
     backend: Backend | None = None,
     reporter: Reporter | None = None,
 ) -> Outcome:
-    clearance = clear(app, slot, confirm)
+    clearance = clear(app, slot, confirm, backend)
     with _engine(app, slot, backend, reporter) as engine:
         return engine.restart(
             clearance, app, slot, process, timeout=timeout, rollback_timeout=rollback_timeout
@@ -313,7 +325,7 @@ def promote(
     dest = app.slots.get(slot).promotes_to
     if dest is None:
         raise InputError(f"slot {slot!r} promotes nowhere (hint: set slots.{slot}.promotes_to)")
-    clearance = clear(app, dest, confirm)
+    clearance = clear(app, dest, confirm, backend)
     source_target = app.slots.target(slot)
     with _backend(app, slot, source_backend) as src:
         deployed = _history.deployed(src.read_records(source_target))
@@ -377,7 +389,7 @@ def set_image(
         )
     if not image.strip() or any(c.isspace() for c in image):
         raise InputError(f"{image!r} is not an image reference")
-    clearance = clear(app, slot, confirm)
+    clearance = clear(app, slot, confirm, backend)
     with _engine(app, slot, backend, reporter) as engine:
         return engine.set_image(
             clearance, app, slot, ref, image, timeout=timeout, rollback_timeout=rollback_timeout
@@ -394,7 +406,7 @@ def stop(
 ) -> None:
     """Stop the slot's processes under its lock. The release records stay, so the deployed
     release is still the anchor: ``deploy`` or ``restart`` brings it back."""
-    clearance = clear(app, slot, confirm)
+    clearance = clear(app, slot, confirm, backend)
     with _engine(app, slot, backend, reporter) as engine:
         engine.stop(clearance, app, slot)
 
@@ -417,7 +429,7 @@ def destroy(
     """Delete everything shipway made for the app in ``slot`` — what runs, routes, files,
     snapshots, release records, the lock — and, with ``volumes``, its volumes. ``confirm``
     (the slot's name) is needed on every slot, guarded or not. Returns what was deleted."""
-    clearance = clear(app, slot, confirm)
+    clearance = clear(app, slot, confirm, backend)
     with _engine(app, slot, backend, reporter) as engine:
         return engine.destroy(clearance, app, slot, volumes=volumes)
 
@@ -479,7 +491,7 @@ def run(
     it on; ``env``: variables over the release's, for this command only. The command's
     output goes to this process's standard output and error. A SIGTERM or SIGHUP while it
     runs elsewhere (a container, a pod) removes it and returns 128 + the signal's number."""
-    clearance = clear(app, slot, confirm)
+    clearance = clear(app, slot, confirm, backend)
     with _engine(app, slot, backend, reporter) as engine:
         return engine.run_command(
             clearance, app, slot, command, process=process, stdin=stdin, tty=tty, host=host,
@@ -622,14 +634,7 @@ def recorded_app(app_name: str, slot: str, state_dir: Path | None = None) -> App
     from shipway.backends.local import listing
 
     root = (state_dir or listing.default_root()).resolve()
-    app = listing.recorded_app(root, app_name, slot)
-    if app is None:
-        have = ", ".join(f"{a}/{s}" for a, s in listing.known(root)) or "none"
-        raise InputError(
-            f"no app {app_name!r} with a local slot {slot!r} in {root} (have: {have}; hint: "
-            "shipway ls lists them, SHIPWAY_STATE_DIR names another state directory)"
-        )
-    return app
+    return listing.recorded_app_or_refuse(root, app_name, slot)
 
 
 def ls(state_dirs: Sequence[Path] = ()) -> list[SlotStatus]:
@@ -679,7 +684,7 @@ def switch(
     reporter: Reporter | None = None,
 ) -> Outcome:
     """Switch the slot to a kept generation: wake → wait → point → drop → sleep the old."""
-    clearance = clear(app, slot, confirm)
+    clearance = clear(app, slot, confirm, backend)
     with _engine(app, slot, backend, reporter) as engine:
         return engine.switch_to(
             clearance,
@@ -702,7 +707,7 @@ def sleep(
     reporter: Reporter | None = None,
 ) -> None:
     """Put a generation that is not live to sleep (scaled to zero, kept)."""
-    clearance = clear(app, slot, confirm)
+    clearance = clear(app, slot, confirm, backend)
     with _engine(app, slot, backend, reporter) as engine:
         engine.sleep(clearance, app, slot, generation)
 
@@ -718,7 +723,7 @@ def wake(
     reporter: Reporter | None = None,
 ) -> None:
     """Wake an asleep generation and wait until it is ready; no traffic moves."""
-    clearance = clear(app, slot, confirm)
+    clearance = clear(app, slot, confirm, backend)
     with _engine(app, slot, backend, reporter) as engine:
         engine.wake(clearance, app, slot, generation, timeout)
 
@@ -733,7 +738,7 @@ def gc(
     reporter: Reporter | None = None,
 ) -> list[str]:
     """Delete asleep generations beyond the ``keep`` newest; never the live one."""
-    clearance = clear(app, slot, confirm)
+    clearance = clear(app, slot, confirm, backend)
     with _engine(app, slot, backend, reporter) as engine:
         return engine.gc(clearance, app, slot, keep)
 

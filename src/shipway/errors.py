@@ -158,6 +158,23 @@ class ClearanceError(GuardRefused):
     """A clearance was presented for a target it does not cover, or was not issued by Guard."""
 
 
+class SlotFrozen(GuardRefused):
+    """A freeze holds the slot (declared in the spec, or set by ``shipway freeze`` and kept
+    in the target): names why and until when. ``--break-glass REASON`` overrides it."""
+
+    exit_code = 8
+
+    def __init__(self, slot: str, lines: Sequence[str]) -> None:
+        self.slot = slot
+        self.lines = tuple(lines)
+        super().__init__(
+            f"slot {slot!r} is frozen; nothing was changed: "
+            + "; ".join(self.lines)
+            + " (hint: wait for its end, shipway unfreeze the slot, or override with "
+            "--break-glass REASON, which is recorded and notified)"
+        )
+
+
 class SlotLocked(ShipwayError):
     """Another operation holds the slot's lock. Names the holder and since when."""
 

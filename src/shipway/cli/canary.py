@@ -106,17 +106,20 @@ def _decide(verdict: str) -> Any:
 
             app = obj.app()
             name = one_slot(app, slot)
+            reporter = reporter_of(obj)
             done = api.decide(
                 app,
                 name,
                 verdict,  # type: ignore[arg-type]
                 confirm=confirmation(app, name, confirm),
-                reporter=reporter_of(obj),
+                reporter=reporter,
             )
             if done.outcome is not None:
+                if reporter.ended is None:  # every operation ends in the stream: a bug otherwise
+                    raise RuntimeError(f"the {done.outcome.kind} outcome was not told as an event")
                 if not obj.json:
                     click.echo(done.line)
-                return print_outcome(obj, done.outcome, {"canary": done.to_json()})
+                return print_outcome(obj, reporter.ended, {"canary": done.to_json()})
             if obj.json:
                 emit_json(done.to_json())
             else:

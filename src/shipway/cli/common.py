@@ -22,6 +22,7 @@ from shipway.cli.completion import complete_slot
 if TYPE_CHECKING:
     from shipway.backends.protocol import Reporter
     from shipway.engine.outcome import Outcome
+    from shipway.events.model import Ended
     from shipway.spec.model import App
 
 EXIT_CODES = """\b
@@ -34,6 +35,8 @@ Exit codes:
   5   the saved plan is stale: the slot changed since it was made
   6   plan --detailed-exitcode: the plan has changes (0: no changes)
   7   a file shipway keeps could not be written (a full disk): the message names it
+  8   the slot is frozen (shipway freeze, or a window in the spec): the message says why
+      and until when; --break-glass REASON overrides, recorded
   10  rolled-back: the new release failed; the previous one serves again
   11  rollback-failed: the new release failed and so did the rollback; the slot MAY BE DOWN
   12  no-anchor: the new release failed and nothing ran before it; nothing was restored
@@ -49,6 +52,8 @@ class Context:
         self.spec_file = spec_file
         self.json = False
         self.reporters: list[Any] = []
+        #: --break-glass REASON: a frozen slot is cleared anyway (guard.breaking_glass)
+        self.break_glass: str | None = None
 
     def app(self) -> App:
         """The spec, read and validated. From the spec layer itself, not through the API:
@@ -119,6 +124,20 @@ def state_dirs_option(f: F) -> F:
 
 
 def confirm_option(f: F) -> F:
+    """--confirm SLOT, and --break-glass REASON (every command that needs a clearance)."""
+
+    def set_glass(ctx: click.Context, _: click.Parameter, value: str | None) -> str | None:
+        ctx.ensure_object(Context).break_glass = value
+        return value
+
+    f = click.option(
+        "--break-glass",
+        metavar="REASON",
+        expose_value=False,
+        callback=set_glass,
+        help="Change a frozen slot anyway; the reason is recorded in the release and told "
+        "in its events (and notifications).",
+    )(f)
     return click.option(
         "--confirm",
         metavar="SLOT",
@@ -158,6 +177,10 @@ def reporter_of(obj: Context) -> Any:
     from shipway.cli.report import TerminalReporter
 
     reporter = TerminalReporter(sys.stderr if obj.json else sys.stdout)
+    if os.environ.get("SHIPWAY_EVENTS"):  # every event, as JSON lines (docs/events.md)
+        from shipway.events.sink import JsonLines
+
+        reporter.also.append(JsonLines(os.environ["SHIPWAY_EVENTS"]))
     obj.reporters.append(reporter)
     return reporter
 
@@ -203,10 +226,12 @@ def fail(
 def run_body(obj: Context, action: Callable[[], int | None]) -> None:
     """Run a command body, turning shipway's errors into their exit codes."""
     from shipway.errors import Interrupted, ShipwayError, SpecInvalid
+    from shipway.guard import breaking_glass
 
     try:
         try:
-            code = action()
+            with breaking_glass(obj.break_glass):
+                code = action()
         finally:
             close_reporters(obj)
     except SpecInvalid as exc:
@@ -253,8 +278,10 @@ def roll(
         app = obj.app()
         outcome = operation(app, reporter)
         close_reporters(obj)  # the live view goes before the outcome is printed
+        if reporter.ended is None:  # every operation ends in the stream: a bug otherwise
+            raise RuntimeError(f"the {outcome.kind} outcome was not told as an event")
         extra = more_json(app, outcome) if more_json is not None and obj.json else {}
-        return print_outcome(obj, outcome, extra)
+        return print_outcome(obj, reporter.ended, extra)
 
     # once the engine has settled the outcome, a signal while it is printed is said and
     # the exit code stays the outcome's
@@ -262,20 +289,22 @@ def roll(
         run_body(obj, body)
 
 
-def print_outcome(obj: Context, outcome: Outcome, extra: dict[str, Any] | None = None) -> int:
+def print_outcome(obj: Context, ended: Ended, extra: dict[str, Any] | None = None) -> int:
+    """The outcome as the event stream told it (its ``ended`` event): the JSON document,
+    or the headline and details."""
     from shipway.cli.report import emit_json
 
     if obj.json:
-        emit_json({**outcome.to_json(), **(extra or {})})
+        emit_json({**ended.data, **(extra or {})})
     else:
         from shipway.cli.hints import pasteable
         from shipway.cli.term import colour_on, paint
 
         on = colour_on(sys.stdout)
-        click.echo(paint(pasteable(outcome.line()), outcome.kind, on))
-        for line in map(pasteable, outcome.details()):
+        click.echo(paint(pasteable(ended.line), ended.outcome, on))
+        for line in map(pasteable, ended.details):
             click.echo(f"  {paint(line, 'warn', on) if line.startswith('warning:') else line}")
-    return outcome.exit_code
+    return ended.exit_code
 
 
 pass_obj = click.make_pass_decorator(Context, ensure=True)

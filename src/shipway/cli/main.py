@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from shipway.cli.audit import audit
 from shipway.cli.backup import backup, restore
 from shipway.cli.build import build
 from shipway.cli.canary import canary
@@ -22,6 +23,7 @@ from shipway.cli.completion import completion
 from shipway.cli.dashboard import dashboard
 from shipway.cli.deploy import deploy
 from shipway.cli.destroy import destroy
+from shipway.cli.freeze import freeze, unfreeze
 from shipway.cli.generations import gc, gens, sleep, switch, wake
 from shipway.cli.helm import helm
 from shipway.cli.init import init
@@ -117,6 +119,7 @@ COMMANDS: list[click.Command] = [
     list_slots,
     dashboard,
     history,
+    audit,
     logs,
     rollback,
     restart,
@@ -128,6 +131,8 @@ COMMANDS: list[click.Command] = [
     stop,
     set_image,
     destroy,
+    freeze,
+    unfreeze,
     gens,
     switch,
     sleep,

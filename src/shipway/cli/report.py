@@ -24,6 +24,8 @@ from shipway.cli.term import colour_on, paint
 
 if TYPE_CHECKING:
     from shipway.cli.live import LiveWaits
+    from shipway.events.model import Ended, Event
+    from shipway.events.sink import Sink
 
 #: the longest a wait goes without a line saying what it waits for (plain output)
 HEARTBEAT = 5.0
@@ -62,8 +64,10 @@ def finished(counts: Mapping[str, int]) -> bool:
 
 
 class TerminalReporter:
-    """Lines as they come; the waits in progress live on a terminal, plain lines (with a
-    heartbeat) otherwise. :meth:`close` ends the live view and the heartbeat."""
+    """The command line's subscriber to the event stream (events/): each event's lines as
+    they come; the waits in progress live on a terminal, plain lines (with a heartbeat)
+    otherwise; the ``ended`` event kept, for the outcome the command prints last (from it,
+    and from nothing else). :meth:`close` ends the live view and the heartbeat."""
 
     def __init__(
         self,
@@ -82,6 +86,21 @@ class TerminalReporter:
         self._live: LiveWaits | None = None
         self._ticker: threading.Thread | None = None
         self._closed = threading.Event()
+        #: the operation's outcome, as the stream told it
+        self.ended: Ended | None = None
+        #: where the events also go (``SHIPWAY_EVENTS``: a file of JSON lines)
+        self.also: list[Sink] = []
+
+    def emit(self, event: Event) -> None:
+        from shipway.events.model import Ended
+        from shipway.events.sink import render
+
+        for sink in self.also:
+            sink.emit(event)
+        if isinstance(event, Ended):
+            self.ended = event
+            return
+        render(event, self)
 
     def line(self, text: str) -> None:
         if self.quiet:

@@ -172,8 +172,9 @@ class BlueGreen(RolloutSequence):
             return self._noted(plan, recorded, slot_name)
 
         return self._rollout(
-            clearance, target, app, secrets, build, self._sleep_new, timeout, rollback_timeout
-        )
+            clearance, target, app, secrets, build, self._sleep_new, timeout, rollback_timeout,
+            taken=("take-host",) * take_host,
+        )  # fmt: skip
 
     @staticmethod
     def _generation_release(

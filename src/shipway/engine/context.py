@@ -17,10 +17,11 @@ import socket
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
-from shipway.backends.protocol import Backend, NullReporter, Reporter, report_retries_to
+from shipway.backends.protocol import Backend, Reporter, report_retries_to
 from shipway.engine.accessories import accessory_secrets
 from shipway.engine.walk import WalkResult
 from shipway.errors import BackendError, InputError, SecretUnavailable
+from shipway.events.sink import Saying, Sink, as_sink
 from shipway.guard import Clearance
 from shipway.plan.model import Observed, Plan, Step
 from shipway.release import history
@@ -69,21 +70,26 @@ def marked(release: Release, secrets: Mapping[str, Secret], records: Sequence[Re
 
 
 class EngineContext:
-    """The backend, the reporter, the actor, and the primitives every operation uses."""
+    """The backend, where events go, the actor, and the primitives every operation uses.
+
+    ``reporter``: an event sink (events/sink.py: the command line's reporter is one), or a
+    plain line reporter, given every event rendered as lines. ``events`` is where the engine
+    emits; ``reporter`` says lines and progress (the backends') as events on it."""
 
     def __init__(
         self,
         backend: Backend,
-        reporter: Reporter | None = None,
+        reporter: Reporter | Sink | None = None,
         *,
         actor: str | None = None,
         lock_ttl: float = 60.0,
         environ: Mapping[str, str] | None = None,
     ) -> None:
         self.backend = backend
-        self.reporter = reporter or NullReporter()
+        self.events: Sink = as_sink(reporter)
+        self.reporter: Reporter = Saying(self.events)
         if reporter is not None:
-            report_retries_to(backend, reporter)
+            report_retries_to(backend, self.reporter)
         self.actor = actor or default_actor()
         self.lock_ttl = lock_ttl
         self.environ = environ

@@ -317,7 +317,7 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs, Backups):
         undo = self._sleep_new if blue_green else self._restore_anchor
         return self._rollout(
             clearance, target, app, secrets, make_plan, undo, request.timeout,
-            request.rollback_timeout, check_data=True,
+            request.rollback_timeout, check_data=True, taken=request.taken(),
         )  # fmt: skip
 
     def rollback(
@@ -512,6 +512,7 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs, Backups):
                         tuple(with_waits(restore_steps(release.artifact, observed),
                                          release.artifact)), observed.summary(),
                         release)  # fmt: skip
+            release = self._audited(release, self._begin(clearance, target, app, plan, (), own))
             for line in plan.describe():
                 self.reporter.line(line)
             result = walker.run(plan.steps, timeout)

@@ -16,7 +16,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from shipway.backends.protocol import Failure, Reason, generations_of
-from shipway.engine.context import EngineContext, Undo
+from shipway.engine.context import Undo
+from shipway.engine.telling import Telling
 from shipway.engine.walk import Walker, WalkResult
 from shipway.errors import BackendError, ShipwayError
 from shipway.guard import Clearance
@@ -37,7 +38,7 @@ UNDO_ATTEMPTS = 3
 VERIFY_WINDOW = 5.0
 
 
-class Recovery(EngineContext):
+class Recovery(Telling):
     """Undo a rollout and recover from an interrupted one."""
 
     def _walk_back(
@@ -186,6 +187,7 @@ class Recovery(EngineContext):
                 f"r{newest.revision} is what runs, whole and ready: recorded as deployed "
                 "(its record was behind)"
             )
+            self._recovered(target, stuck, newest)
             return self.backend.read_records(target)
         anchor = history.deployed(records)
         if anchor is None:
@@ -216,6 +218,7 @@ class Recovery(EngineContext):
                 clearance, target, release, "interrupted: its operation stopped before finishing"
             )
             self.reporter.line(f"r{release.revision} marked failed")
+        self._recovered(target, stuck, None)
         return self.backend.read_records(target)
 
     def _runs_whole(

@@ -37,6 +37,10 @@ class DeployRequest:
     #: accessories whose major-version change is asked for (``--upgrade-accessory NAME``)
     upgrade_accessories: tuple[str, ...] = ()
 
+    def taken(self) -> tuple[str, ...]:
+        """What it takes beyond its clearance, as the audit names it."""
+        return ("take-host",) * self.take_host + ("take-over",) * self.take_over
+
     def check_saved(self, slot: str) -> None:
         """A saved plan is applied exactly as it was made: an option that would change it
         is refused, naming the command that makes a new one."""

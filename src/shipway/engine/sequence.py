@@ -59,6 +59,8 @@ class Rollout:
     undo: Undo
     rollback_timeout: float
     restores: Callable[[], str] | None = None
+    #: what the request took besides the clearance (``take-host``, ``take-over``): audited
+    taken: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)
@@ -90,28 +92,40 @@ class RolloutSequence(Recovery, BuildPhase):
         rollback_timeout: float,
         check_data: bool = False,
         restores: Callable[[], str] | None = None,
+        taken: tuple[str, ...] = (),
     ) -> Outcome:
         """The algorithm: under the slot's lock, plan (records and anchor first), walk the
         plan, then record it rolled — or, when a step failed, undo it and say which of the
         failed outcomes it is. ``check_data``: warn, once rolled, about files the anchor
         wrote inside its own copy of the app (:mod:`.data_loss`)."""
-        run = Rollout(clearance, target, app, secrets, undo, rollback_timeout, restores)
+        run = Rollout(clearance, target, app, secrets, undo, rollback_timeout, restores, taken)
         holder = LockHolder.me(self.lock_ttl)
         with signals_raise(), self.backend.lock(clearance, target, holder, self.reporter):
-            planned = self._plan_locked(run, build, check_data, timeout)
-            if isinstance(planned, Unchanged):
-                return self._settled(planned)
-            result = self._walk_plan(run, planned, timeout)
-            release = planned.walker.release  # the build phase names what it built
-            if result.ok:
-                if planned.lost:
-                    result.warnings.append(redact(planned.lost, secrets))
-                with signals_deferred(self.reporter.line):  # never cut the record in half
-                    rolled = self._succeed(
-                        clearance, target, app, planned.records, release, planned.anchor, result
-                    )
-                    return self._settled(rolled)
-            return self._settled(self._fail_and_undo(run, planned, release, result))
+            try:
+                return self._rollout_locked(run, build, timeout, check_data)
+            except BaseException as exc:  # a started operation ends once, even so
+                self._end_stopped(exc, secrets)
+                raise
+
+    def _rollout_locked(
+        self, run: Rollout, build: Build, timeout: float, check_data: bool
+    ) -> Outcome:
+        """The rollout under the lock (:meth:`_rollout`)."""
+        clearance, target, app, secrets = run.clearance, run.target, run.app, run.secrets
+        planned = self._plan_locked(run, build, check_data, timeout)
+        if isinstance(planned, Unchanged):
+            return self._settled(planned)
+        result = self._walk_plan(run, planned, timeout)
+        release = planned.walker.release  # the build phase names what it built
+        if result.ok:
+            if planned.lost:
+                result.warnings.append(redact(planned.lost, secrets))
+            with signals_deferred(self.reporter.line):  # never cut the record in half
+                rolled = self._succeed(
+                    clearance, target, app, planned.records, release, planned.anchor, result
+                )
+                return self._settled(rolled)
+        return self._settled(self._fail_and_undo(run, planned, release, result))
 
     def _plan_locked(
         self, run: Rollout, build: Build, check_data: bool, timeout: float
@@ -129,6 +143,7 @@ class RolloutSequence(Recovery, BuildPhase):
         try:
             observed = self.observe(target, records)
             plan = build(records, observed)
+            who = self._begin(clearance, target, run.app, plan, run.taken, secrets)
             if plan.unchanged and plan.diff is not None and plan.diff.before is not None:
                 started = start_accessories(
                     self.backend, clearance, target, plan.steps, timeout, self.reporter
@@ -137,9 +152,7 @@ class RolloutSequence(Recovery, BuildPhase):
             if plan.release is None:
                 raise InputError("the plan records no release")
             # the marks of the secret values this release is applied with, now
-            release = marked(plan.release, secrets, records)
-            for line in plan.describe():
-                self.reporter.line(line)
+            release = self._audited(marked(plan.release, secrets, records), who)
             builder = self._builder(clearance, target, run.app, secrets)
             walker = Walker(
                 self.backend, clearance, target, release, secrets, self.reporter, builder
@@ -245,6 +258,7 @@ class RolloutSequence(Recovery, BuildPhase):
         """The outcome is recorded: from here on (releasing the lock, printing it) a signal
         is said and cannot turn it into an interruption."""
         settle(outcome.line(), self.reporter.line)
+        self._end(outcome)
         return outcome
 
     def _succeed(

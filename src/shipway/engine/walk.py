@@ -29,6 +29,8 @@ from shipway.backends.protocol import (
 )
 from shipway.engine.canary import CanaryWalk
 from shipway.errors import BackendError, BuildFailed, CleanupFailed, InputError
+from shipway.events.model import Event, StepBegun
+from shipway.events.sink import tell
 from shipway.guard import Clearance
 from shipway.plan.model import (
     AnalyseCanary,
@@ -93,6 +95,10 @@ class _Serial:
         with self.lock:
             self.reporter.progress(process, counts, note)
 
+    def emit(self, event: Event) -> None:
+        with self.lock:
+            tell(self.reporter, event)
+
 
 def _wave_key(step: Step) -> tuple[str, str] | None:
     """Steps with one key, on different hosts, may run at once; None: never with another."""
@@ -145,7 +151,7 @@ class Walker:
         self.target = target
         self.release = release
         self.secrets = secrets
-        self.reporter: Reporter = _Serial(reporter)
+        self.reporter = _Serial(reporter)
         self.width = fan_out_of(backend)
         self.result = WalkResult()  # what the last run did so far, also when interrupted
         self.canary: CanaryWalk | None = None  # a canary's windows, once its first step ran
@@ -158,7 +164,7 @@ class Walker:
         for wave in waves(steps, self.width):
             for step in wave:
                 i += 1
-                self.reporter.line(f"{label}[{i}/{total}] {step.describe()}")
+                self.reporter.emit(StepBegun(i, total, step.describe(), label))
             result.current = wave[0]
             began = time.monotonic()
             if len(wave) == 1:

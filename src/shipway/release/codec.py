@@ -7,7 +7,8 @@ Schema history (records of every older schema are migrated on read):
 
 Optional keys added without a schema change, so records stay readable both ways (an older
 shipway ignores them, a newer one reads their absence as "none"): ``build`` (what the build
-phase made) and ``image_meta.exposed_port``.
+phase made), ``image_meta.exposed_port`` and ``audit`` (who made the release, under which
+clearance, what it changed: release/audit.py).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 
 from shipway.errors import RecordError
 from shipway.release.artifact import Artifact
+from shipway.release.audit import Audit
 from shipway.release.model import BuildRecord, ImageMeta, Release, ReleaseStatus, SecretMarks
 
 SCHEMA_VERSION = 2
@@ -47,6 +49,7 @@ def to_json(release: Release, *, marks: bool = True) -> dict[str, Any]:
         "actor": release.actor,
         "generation": release.generation,
         "build": release.build.to_json() if release.build else None,
+        "audit": release.audit.to_json() if release.audit else None,
     }
     if release.canary:
         out["canary"] = [dict(step) for step in release.canary]
@@ -102,6 +105,7 @@ def from_json(data: dict[str, Any]) -> Release:
             secret_marks=SecretMarks.from_json(data.get("secret_marks")),
             build=BuildRecord.from_json(data["build"]) if data.get("build") else None,
             canary=tuple(dict(step) for step in data.get("canary") or ()),
+            audit=Audit.from_json(data.get("audit")),
         )
     except (KeyError, ValueError, TypeError) as exc:
         raise RecordError(f"release record is malformed: {exc}") from exc

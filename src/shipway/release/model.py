@@ -9,6 +9,7 @@ from enum import StrEnum
 from typing import Any, Literal
 
 from shipway.release.artifact import Artifact
+from shipway.release.audit import Audit
 
 SourceType = Literal["dockerfile", "herokuish", "pack", "local"]
 SOURCE_TYPES: tuple[SourceType, ...] = ("dockerfile", "herokuish", "pack", "local")
@@ -158,6 +159,8 @@ class Release:
     build: BuildRecord | None = None
     #: a canary's steps as they were decided (share, verdict, why, the counts that made it)
     canary: tuple[Mapping[str, Any], ...] = ()
+    #: who made it, under which clearance, what it changed (release/audit.py)
+    audit: Audit | None = None
 
     @property
     def name(self) -> str:
@@ -194,4 +197,5 @@ class Release:
             "actor": self.actor,
             "generation": self.generation,
             "build": self.build.to_json() if self.build else None,
+            "audit": self.audit.to_json() if self.audit else None,
         }

@@ -16,6 +16,8 @@ from typing import Any, Literal
 from shipway.errors import UnknownSlot
 from shipway.spec.accessories import Accessory
 from shipway.spec.canary import Canary
+from shipway.spec.freeze import Window
+from shipway.spec.notify import Receiver
 from shipway.spec.secrets import Secret, SecretRef
 from shipway.spec.source import Source
 from shipway.spec.tls import Acme, RouteTls, route_json
@@ -165,6 +167,9 @@ class Slot:
     routes: tuple[Route, ...] | None = None
     #: how a canary walks its steps (spec/canary.py); set only with strategy = "canary"
     canary: Canary | None = None
+    #: declared freeze windows (spec/freeze.py) and notification receivers (spec/notify.py)
+    freeze: tuple[Window, ...] = ()
+    notify: tuple[Receiver, ...] = ()
 
     @property
     def needs_confirmation(self) -> bool:

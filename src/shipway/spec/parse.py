@@ -38,6 +38,7 @@ from shipway.spec.model import (
     SlotRegistry,
     Strategy,
 )
+from shipway.spec.notify import with_freeze, with_notify
 from shipway.spec.procfile import Procfile
 from shipway.spec.secret_refs import parse_secrets
 from shipway.spec.secrets import SecretRef, names_in
@@ -65,6 +66,7 @@ TOP_KEYS = (
     "build",
     "source",
     "accessories",
+    "notify",
 )
 APP_KEYS = (
     "name",
@@ -105,6 +107,8 @@ SLOT_KEYS = (
     "source",
     *SLOT_TLS_KEYS,
     "canary",
+    "freeze",
+    "notify",
 )
 BACKEND_ONLY = {
     **{key: "docker" for key in SLOT_TLS_KEYS},
@@ -192,6 +196,7 @@ def parse(
         c, top.get("slots"), processes, routes, name or "app", default_source, base_dir,
         check_files, secrets,
     )  # fmt: skip
+    slots = with_notify(c, top.get("notify"), top.get("slots"), slots, secrets)
     build = parse_build(c, top.get("build"), app_t.get("build"))
     volumes = parse_volumes(c, top.get("volumes", {}), processes, files)
     check_volume_slots(c, volumes, slots)
@@ -475,7 +480,9 @@ def _slots(
         s = c.table(sraw, path, SLOT_KEYS)
         if s is None:
             continue
-        slot = _slot(c, sname, s, path, processes, app_name, secrets or {})
+        slot = with_freeze(
+            c, _slot(c, sname, s, path, processes, app_name, secrets or {}), s, path
+        )
         if slot is not None and slot.backend == "docker":
             acme, tls_port, hsts = parse_slot_tls(c, s, path, base_dir, check_files)
             slot = replace(slot, acme=acme, proxy_tls_port=tls_port, hsts=hsts)

@@ -19,6 +19,7 @@ did there. Where each concern lives:
   host, published on that host's address only);
 * :mod:`.hosts` — who else serves a host name (another slot's proxy on these hosts);
 * :mod:`.edge` — library exceptions become shipway's errors there, and only there.
+* :mod:`.freezes` — the slot's freeze (shipway freeze), a holder container on the first host.
 
 Docker keeps no generations: it is a :class:`~shipway.backends.protocol.Backend`, not a
 ``GenerationBackend`` (a blue-green slot on it is refused by the engine with a hint).
@@ -30,6 +31,7 @@ from shipway.backends.accessories import Accessories
 from shipway.backends.docker import render
 from shipway.backends.docker.certificates import DockerCertificates
 from shipway.backends.docker.destroy import DockerDestroy
+from shipway.backends.docker.freezes import DockerFreezes
 from shipway.backends.docker.hosts import DockerOwners
 from shipway.backends.docker.https import issuer_of
 from shipway.backends.docker.lock import DockerLock
@@ -56,6 +58,7 @@ class DockerBackend(
     DockerLock,
     DockerOwners,
     DockerCertificates,
+    DockerFreezes,
 ):
     """An app's processes as containers on one or many Docker engines."""
 

@@ -32,6 +32,7 @@ from shipway.backends.imagebuild import ImageBuilds
 from shipway.backends.kubernetes.blue_green import KubernetesBlueGreen
 from shipway.backends.kubernetes.destroy import KubernetesDestroy
 from shipway.backends.kubernetes.drift import KubernetesDrift
+from shipway.backends.kubernetes.freezes import KubernetesFreezes
 from shipway.backends.kubernetes.lock import KubernetesLock
 from shipway.backends.kubernetes.oneoff import KubernetesCommands
 from shipway.backends.kubernetes.reads import KubernetesReads
@@ -57,6 +58,7 @@ class KubernetesBackend(
     KubernetesCommands,
     KubernetesLock,
     KubernetesDrift,
+    KubernetesFreezes,
 ):
     """One app's slot in one namespace of one cluster."""
 

@@ -21,6 +21,7 @@ class is assembled from one part per concern, each a class over the shared state
   destroy          LocalDestroy: everything of the slot deleted (its volumes when asked)
   accessories      LocalAccessories: postgres/redis beside the app, supervised (servers)
   lock             LocalLock: the slot's flock
+  freezes          LocalFreezes: the slot's freeze (shipway freeze), kept in its state dir
 
 What must never happen, and where it is prevented:
   * a half-written state file — every write is a rename (:mod:`.dirs`);
@@ -49,6 +50,7 @@ from shipway.backends.local.build import LocalBuilds
 from shipway.backends.local.canary import LocalCanaries
 from shipway.backends.local.destroy import LocalDestroy
 from shipway.backends.local.dirs import router_port
+from shipway.backends.local.freezes import LocalFreezes
 from shipway.backends.local.lock import LocalLock
 from shipway.backends.local.oneoff import LocalCommands
 from shipway.backends.local.reads import LocalReads
@@ -72,6 +74,7 @@ class LocalBackend(
     LocalCommands,
     LocalRuntimeFiles,
     LocalLock,
+    LocalFreezes,
 ):
     """This machine's own processes, supervised, behind an HTTP router (docs/local.md)."""
 

@@ -62,3 +62,15 @@ def recorded_app(root: Path, app: str, slot: str) -> App | None:
         here = replace(parsed.slots.get(slot), state_dir=str(root))
         return replace(parsed, slots=SlotRegistry(app=parsed.name, slots={slot: here}))
     return None
+
+
+def recorded_app_or_refuse(root: Path, app_name: str, slot: str) -> App:
+    """:func:`recorded_app`, or an input error naming the apps and slots ``root`` knows."""
+    app = recorded_app(root, app_name, slot)
+    if app is None:
+        have = ", ".join(f"{a}/{s}" for a, s in known(root)) or "none"
+        raise InputError(
+            f"no app {app_name!r} with a local slot {slot!r} in {root} (have: {have}; hint: "
+            "shipway ls lists them, SHIPWAY_STATE_DIR names another state directory)"
+        )
+    return app
