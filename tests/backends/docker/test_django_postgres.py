@@ -8,7 +8,6 @@ container running as it was."""
 from __future__ import annotations
 
 import http.client
-import threading
 import urllib.parse
 from collections.abc import Iterator
 
@@ -20,6 +19,7 @@ from tests.backends.docker.conftest import SLOT, Deployment, Lines
 from tests.backends.docker.test_accessories import a_address, accessory
 from tests.backends.docker.test_build import bridge_address
 from tests.backends.local.test_django_postgres import ADD_USER, make_project
+from tests.loops import RequestLoop
 from tests.testenv.docker import DockerHost
 from tests.testenv.wheelhouse import Wheelhouse
 
@@ -113,39 +113,6 @@ def get(d: Deployment, host: DockerHost, path: str) -> tuple[int, str]:
         conn.close()
 
 
-class RequestLoop:
-    """GET /count/ on both hosts in turn until stopped (at most ``limit``); every answer
-    that is not a 200 (or no answer) is a failure."""
-
-    def __init__(self, d: Deployment, limit: int = 5_000) -> None:
-        self.d, self.limit = d, limit
-        self.done = self.failed = 0
-        self.failures: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> RequestLoop:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=30)
-
-    def _run(self) -> None:
-        hosts = self.d.hosts
-        while not self._stop.is_set() and self.done < self.limit:
-            host = hosts[self.done % len(hosts)]
-            try:
-                status, body = get(self.d, host, "/count/")
-            except OSError as exc:
-                status, body = 0, repr(exc)
-            self.done += 1
-            if status != 200:
-                self.failed += 1
-                self.failures.append(f"{host.name}: {status} {body[:200]}")
-
-
 def test_django_on_a_postgres_accessory_serves_the_same_rows_from_both_hosts(
     deployment: Deployment, mysite: Wheelhouse
 ) -> None:
@@ -170,11 +137,12 @@ def test_django_on_a_postgres_accessory_serves_the_same_rows_from_both_hosts(
     before = accessory(d)
     write(d, mysite, edition=2)
     lines = Lines()
-    with RequestLoop(d) as loop:
+    hosts = d.hosts
+    with RequestLoop(lambda i: get(d, hosts[i % len(hosts)], "/count/"), limit=5_000) as loop:
         outcome = api.deploy(d.app(), SLOT, build=True, reporter=lines, timeout=400)
     assert isinstance(outcome, Rolled), outcome.line() + "\n" + lines.text()
-    assert loop.done > 20 and loop.failed == 0, (loop.done, loop.failures[:5])
-    print(f"redeploy under a request loop: {loop.done} requests, {loop.failed} failed")
+    assert loop.done > 20 and loop.failed() == [], (loop.done, loop.failed()[:5])
+    print(f"redeploy under a request loop: {loop.done} requests, {len(loop.failed())} failed")
     after = accessory(d)
     assert (after.id, after.attrs["State"]["StartedAt"]) == (
         before.id,

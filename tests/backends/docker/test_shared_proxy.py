@@ -5,8 +5,8 @@ routes nor fails its requests; an unknown host gets 404, a route whose release i
 
 from __future__ import annotations
 
+import functools
 import http.client
-import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +22,7 @@ from shipway.engine import Rolled
 from shipway.release.artifact import digest_of
 from tests.backends.docker.conftest import SLOT, Deployment, Lines
 from tests.backends.local.conftest import eventually
+from tests.loops import RequestLoop
 from tests.testenv.docker import DockerEnv, DockerHost
 
 ROUTE = '[[routes]]\nhost = "{host}"\nprocess = "web"\n'
@@ -61,34 +62,6 @@ def answers(d: Deployment, host: DockerHost, name: str) -> tuple[int, str] | Non
         return None
 
 
-class Loop:
-    """Requests for one name, one after another, until stopped (at most BOUND)."""
-
-    def __init__(self, d: Deployment, host: DockerHost, name: str) -> None:
-        self.d, self.host, self.name = d, host, name
-        self.answers: list[tuple[int, str]] = []
-        self.stopped = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self.stopped.is_set() and len(self.answers) < BOUND:
-            try:
-                self.answers.append(get(self.d, self.host, self.name))
-            except OSError as exc:
-                self.answers.append((0, repr(exc)))
-
-    def __enter__(self) -> Loop:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.stopped.set()
-        self.thread.join(timeout=30)
-
-    def failed(self, expected: str) -> list[tuple[int, str]]:
-        return [a for a in self.answers if a != (200, expected)]
-
-
 def test_two_apps_share_the_proxy_and_never_fail_each_other(
     deployment: Deployment, other: Deployment
 ) -> None:
@@ -114,7 +87,8 @@ def test_two_apps_share_the_proxy_and_never_fail_each_other(
         (deployment, shop, other, blog, "v1\n"),
         (other, blog, deployment, shop, "v2\n"),
     ):
-        with Loop(still, env.a, still_name) as loop:
+        fetch = functools.partial(lambda _, d, name: get(d, env.a, name), d=still, name=still_name)
+        with RequestLoop(fetch, limit=BOUND) as loop:
             assert isinstance(moving.deploy(image=env.images.v2), Rolled)
         assert len(loop.answers) > 10 and loop.failed(serves) == [], loop.answers[-5:]
         assert get(moving, env.a, moving_name) == (200, "v2\n")
@@ -126,7 +100,7 @@ def test_two_apps_share_the_proxy_and_never_fail_each_other(
     assert sorted(parts) == sorted([f"{deployment.name}/{SLOT}", f"{other.name}/{SLOT}"])
 
     # stopping one leaves the other's routes and answers; its own name is no app's now
-    with Loop(other, env.a, blog) as loop:
+    with RequestLoop(lambda _: get(other, env.a, blog), limit=BOUND) as loop:
         api.stop(deployment.app(), SLOT, reporter=Lines())
     assert loop.failed("v2\n") == [], loop.answers[-5:]
     assert get(deployment, env.a, shop) == (404, f"404: no app serves {shop} on this host\n")

@@ -10,8 +10,6 @@ import json
 import os
 import shutil
 import signal
-import threading
-import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.backends.local.conftest import Slot, eventually, slot_of
+from tests.loops import RequestLoop
 
 APP = '''\
 """A web app whose / fails (BROKEN=1) or is slow (DELAY seconds) on purpose."""
@@ -121,38 +120,10 @@ def get(slot: Slot, headers: dict[str, str] | None = None) -> tuple[int, str, st
         conn.close()
 
 
-class Load:
-    """A bounded request loop (at most ``limit`` requests, ``rate`` a second) in a thread:
-    the status and release of every answer, in order."""
-
-    def __init__(self, slot: Slot, rate: float = 100.0, limit: int = 20_000) -> None:
-        self.slot, self.rate, self.limit = slot, rate, limit
-        self.answers: list[tuple[float, int, str]] = []
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        for _ in range(self.limit):
-            if self.stop.is_set():
-                return
-            began = time.monotonic()
-            try:
-                status, release, _ = get(self.slot)
-            except OSError:
-                status, release = 0, ""
-            self.answers.append((began, status, release))
-            self.stop.wait(max(0.0, 1 / self.rate - (time.monotonic() - began)))
-
-    def __enter__(self) -> Load:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        self.thread.join(timeout=30)
-
-    def failed(self) -> list[tuple[float, int, str]]:
-        return [a for a in self.answers if a[1] != 200]
+def released(slot: Slot) -> tuple[int, str]:
+    """(status, the release that answered): one request of a loop."""
+    status, release, _ = get(slot)
+    return status, release
 
 
 def routes(slot: Slot) -> dict[str, dict[str, object]]:
@@ -169,7 +140,7 @@ def test_a_fully_broken_canary_is_aborted_within_a_few_failed_requests(
     assert get(slot)[:2] == (200, "r1")
     stable = set(slot.programs())
     slot.edit_spec('BROKEN = "0"', 'BROKEN = "1"')
-    with Load(slot) as load:
+    with RequestLoop(lambda _: released(slot), rate=100) as load:
         eventually(lambda: len(load.answers) > 20, what="the request loop")
         r = slot.deploy(expect=10)
         after = len(load.answers)
@@ -178,11 +149,11 @@ def test_a_fully_broken_canary_is_aborted_within_a_few_failed_requests(
     assert "aborted at 10%" in r.text
     failed = load.failed()
     assert failed, "the broken canary got no request: the split did not happen"
-    assert all(release == "r2" for _, _, release in failed)
+    assert all(a.body == "r2" for a in failed)
     assert len(failed) <= 10, failed
     # after the abort: the stable alone, the canary's processes gone
-    assert {rel for _, code, rel in load.answers[after:]} == {"r1"}
-    assert all(code == 200 for _, code, _ in load.answers[after:])
+    assert {a.body for a in load.answers[after:]} == {"r1"}
+    assert all(a.status == 200 for a in load.answers[after:])
     eventually(lambda: set(slot.programs()) == stable, what="only the stable's programs")
     status = slot.json("canary", "status", "local")
     assert status["running"] is False
@@ -200,16 +171,16 @@ def test_a_good_canary_walks_its_steps_and_the_stable_goes(canary_slot: Slot) ->
     plan = slot.run("plan", "local")
     assert "send 10% of requests to the new release" in plan.out, plan.text
     assert "analyse the canary at 50%" in plan.out and "false aborts: at most 0.01" in plan.out
-    with Load(slot) as load:
+    with RequestLoop(lambda _: released(slot), rate=100) as load:
         eventually(lambda: len(load.answers) > 20, what="the request loop")
         r = slot.deploy()
         after = len(load.answers)
         eventually(lambda: len(load.answers) > after + 30, what="requests after the switch")
     assert "rolled" in r.text and "canary 10%" in r.text and "canary 50%" in r.text, r.text
     assert load.failed() == []
-    served = Counter(rel for _, _, rel in load.answers)
+    served = Counter(a.body for a in load.answers)
     assert served["r1"] > 0 and served["r2"] > 0
-    assert {rel for _, _, rel in load.answers[after:]} == {"r2"}
+    assert {a.body for a in load.answers[after:]} == {"r2"}
     assert not (before & set(slot.programs())), "the stable's programs still run"
     r2 = slot.history()[-1]
     assert r2["status"] == "deployed"

@@ -10,7 +10,6 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from shipway.backends.local.servers import pg_bin
 from tests.backends.local.conftest import Slot, built_slot
 from tests.backends.local.test_accessories import password, server_pid
 from tests.backends.local.test_django import django_lib, next_edition
+from tests.loops import RequestLoop
 from tests.testenv.wheelhouse import ensure_wheels
 
 pytestmark = [
@@ -117,37 +117,6 @@ def get(slot: Slot, path: str) -> tuple[int, str]:
         conn.close()
 
 
-class RequestLoop:
-    """GET /count/ through the router, over and over, until stopped (at most ``limit``):
-    every answer that is not a 200 (or no answer) is counted as a failure."""
-
-    def __init__(self, slot: Slot, limit: int = 20_000) -> None:
-        self.slot, self.limit = slot, limit
-        self.done = self.failed = 0
-        self.failures: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> RequestLoop:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=30)
-
-    def _run(self) -> None:
-        while not self._stop.is_set() and self.done < self.limit:
-            try:
-                status, body = get(self.slot, "/count/")
-            except OSError as exc:
-                status, body = 0, repr(exc)
-            self.done += 1
-            if status != 200:
-                self.failed += 1
-                self.failures.append(f"{status} {body[:200]}")
-
-
 def users(slot: Slot) -> str:
     status, body = get(slot, "/count/")
     assert status == 200, body
@@ -170,10 +139,10 @@ def test_django_on_postgres_keeps_its_rows_and_fails_no_request_on_redeploy(
         assert users(s) == "users: 1"
 
         next_edition(s)
-        with RequestLoop(s) as loop:
+        with RequestLoop(lambda _: get(s, "/count/")) as loop:
             r = s.deploy()
         assert "rolled mysite/local from r1 to r2" in r.out, r.text
-        assert loop.done > 20 and loop.failed == 0, (loop.done, loop.failures[:5])
+        assert loop.done > 20 and loop.failed() == [], (loop.done, loop.failed()[:5])
         assert "accessory" not in r.out.split("(made from")[0]
         assert users(s) == "users: 1"
         assert server_pid(s, "db", "mysite") == pid

@@ -1,0 +1,61 @@
+"""A bounded request loop in a thread, the one the zero-failed-requests tests run beside a
+redeploy, a switch or a canary: ``fetch(i)`` gives the i-th request's ``(status, body)``,
+one request after another (at most ``limit``, at most ``rate`` a second when given) until
+the ``with`` block ends; every answer is kept in order with the time it was asked, and a
+request that raised ``OSError`` (refused, reset, timed out) is an answer with status 0."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import NamedTuple
+
+
+class Answer(NamedTuple):
+    began: float
+    status: int
+    body: str
+
+
+class RequestLoop:
+    def __init__(
+        self,
+        fetch: Callable[[int], tuple[int, str]],
+        *,
+        limit: int = 20_000,
+        rate: float | None = None,
+    ) -> None:
+        self.fetch, self.limit, self.rate = fetch, limit, rate
+        self.answers: list[Answer] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        for i in range(self.limit):
+            if self._stop.is_set():
+                return
+            began = time.monotonic()
+            try:
+                status, body = self.fetch(i)
+            except OSError as exc:
+                status, body = 0, repr(exc)
+            self.answers.append(Answer(began, status, body))
+            if self.rate:
+                self._stop.wait(max(0.0, 1 / self.rate - (time.monotonic() - began)))
+
+    def __enter__(self) -> RequestLoop:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+    @property
+    def done(self) -> int:
+        return len(self.answers)
+
+    def failed(self, body: str | None = None) -> list[Answer]:
+        """The answers that are not a 200 (with ``body``, when given)."""
+        return [a for a in self.answers if a.status != 200 or (body is not None and a.body != body)]
