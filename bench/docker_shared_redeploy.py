@@ -19,7 +19,8 @@ Load: a bounded loop of requests against each app's host name through its proxy 
 connection per request, as users' clients make; ``--clients`` threads per app, a pause of
 ``--pace`` s after each, at most ``--bound`` requests each), all the while. Every request that
 is not a 200 with a release's body is kept: its status or exception, when it started, and how
-far that is from the nearest reload of the proxy (each switch's "switched ... to ..." line).
+far that is from the nearest switch (the route step, in which the proxy reloads), and the
+proxies' own log lines around it.
 
 Figures: failed requests of shared-a, shared-b and per-slot (goal 0 each); the redeploy time of
 shared-a and of per-slot (median, min-max) and the median of the rounds' ratios.
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import itertools
 import json
 import os
 import subprocess
@@ -43,6 +45,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import docker.errors
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
@@ -53,6 +57,8 @@ from tests.testenv.docker import DockerEnv, ensure_docker_env  # noqa: E402
 
 SLOT = "bench"
 BODIES = ("v1\n", "v2\n")
+#: how far from a failed request the proxies' log lines are shown with it (s)
+LOG_NEAR = 1.0
 
 #: the worker: one process per code, which deploys (or destroys) as told on stdin, one JSON
 #: job a line, and answers with the time the deploy took in it and its lines' wall times
@@ -219,25 +225,63 @@ def old_tree(commit: str, where: Path) -> Path:
     return where / "src"
 
 
-def reloads(apps: list[App]) -> list[tuple[float, str]]:
-    """When each redeploy's switch happened (its reporter's line, once the proxy loaded)."""
-    return sorted(
-        (at, f"{a.label} #{i + 1}: {text[:80]}")
-        for a in apps
-        for i, r in enumerate(a.redeploys)
-        for at, text in r["lines"]
-        if "switched" in text
-    )
+def switches(apps: list[App]) -> list[tuple[float, float, str]]:
+    """Each redeploy's switch: from the start of its route step (the walk's "[i/n] update
+    route/..." line) to the start of the next step (or the redeploy's end); the proxy's
+    reload happens in between."""
+    out = []
+    for a in apps:
+        for i, r in enumerate(a.redeploys):
+            lines = r["lines"] + [[r["start"] + r["seconds"], "(end)"]]
+            for (at, text), (until, _) in itertools.pairwise(lines):
+                if "route/" in text:
+                    out.append((at, until, f"{a.label} #{i + 1} {text.split('] ')[-1]}"))
+    return sorted(out)
 
 
-def placed(failures: list[dict[str, Any]], switches: list[tuple[float, str]]) -> list[str]:
-    """Each failure with the nearest switch, in seconds from it (negative: before it)."""
+def placed(
+    failures: list[dict[str, Any]],
+    windows: list[tuple[float, float, str]],
+    log: list[tuple[float, str]],
+) -> list[str]:
+    """Each failure with the nearest switch: in it, or seconds before or after it."""
     out = []
     for f in failures:
-        near = min(switches, key=lambda s: abs(s[0] - f["start"]), default=None)
-        where = f"{f['start'] - near[0]:+.3f}s from {near[1]}" if near else "no switch"
-        out.append(f"{f['answer']} (took {f['s']}s; started {where})")
+        t = f["start"]
+        near = min(windows, key=lambda w: 0 if w[0] <= t <= w[1] else min(abs(t - w[0]),
+                   abs(t - w[1])), default=None)  # fmt: skip
+        if near is None:
+            where = "no switch"
+        elif near[0] <= t <= near[1]:
+            where = f"during {near[2]} ({t - near[0]:.3f}s into its {near[1] - near[0]:.3f}s)"
+        else:
+            gap = t - near[1] if t > near[1] else t - near[0]
+            where = f"{gap:+.3f}s from {near[2]}"
+        nearby = [f"{at - t:+.3f}s {text}" for at, text in log if abs(at - t) <= LOG_NEAR]
+        out.append(f"{f['answer']} (took {f['s']}s; started {where}); the proxies' log "
+                   f"within {LOG_NEAR}s: {nearby}")  # fmt: skip
     return out
+
+
+def proxy_log(env: DockerEnv, names: list[str]) -> list[tuple[float, str]]:
+    """The proxies' own log lines (Caddy's JSON: its time and message), to place failures."""
+    client = env.local_client(env.a)
+    out = []
+    try:
+        for name in names:
+            try:
+                raw = client.containers.get(name).logs().decode(errors="replace")
+            except docker.errors.NotFound:
+                continue
+            for line in raw.splitlines():
+                try:
+                    entry = json.loads(line)
+                    out.append((float(entry["ts"]), f"{name}: {entry.get('msg', '')}"))
+                except (ValueError, KeyError, TypeError):
+                    continue
+    finally:
+        client.close()
+    return sorted(out)
 
 
 def cleanup(env: DockerEnv, apps: list[App]) -> None:
@@ -296,6 +340,7 @@ def main() -> int:
                       f"{ {k: len(v) for k, v in load.failed.items()} }",
                       file=sys.stderr)  # fmt: skip
     finally:
+        log = proxy_log(env, [f"shipway-proxy-{shared_port}", f"shipway-{c.name}-{SLOT}-proxy"])
         for app in apps:
             with_destroy = app.worker.run("destroy", app.spec)
             if not with_destroy["ok"]:
@@ -303,14 +348,14 @@ def main() -> int:
         new.close()
         old.close()
         cleanup(env, apps)
-    switches = reloads([a, c])
+    windows = switches([a, c])
     ratios = [s / p for s, p in zip(a.times, c.times, strict=True)]
     figures = {
         "code": {"shared": new.code, "per_slot": old.code, "per_slot_commit": args.old},
         "redeploys": args.redeploys,
         "requests_ok": load.ok,
         "requests_failed": {k: len(v) for k, v in load.failed.items()},
-        "failures": {k: placed(v, switches) for k, v in load.failed.items() if v},
+        "failures": {k: placed(v, windows, log) for k, v in load.failed.items() if v},
         "redeploy_s": {
             app.label: {
                 "median": round(median(app.times), 2),
