@@ -19,6 +19,7 @@ Run (root, test hosts up):  .venv/bin/python bench/caddy_reload.py [--reloads 60
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import io
 import json
@@ -35,7 +36,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from benchlib import Run  # noqa: E402
+from benchlib import Run, Threads  # noqa: E402
 from tests.testenv.docker import ensure_docker_env  # noqa: E402
 
 CONFIG = "/etc/caddy-bench.json"
@@ -57,13 +58,13 @@ def put(container: Any, data: bytes) -> None:
     container.put_archive(CONFIG.rsplit("/", 1)[0], buf.getvalue())
 
 
-class Loops:
+class Loops(Threads):
     """``clients`` request loops against one address, keeping every failure."""
 
     def __init__(self, address: str, clients: int) -> None:
+        super().__init__()
         self.address, self.ok = address, 0
         self.failed: list[tuple[float, str]] = []
-        self.stop = threading.Event()
         self.lock = threading.Lock()
         self.threads = [threading.Thread(target=self.loop, daemon=True) for _ in range(clients)]
 
@@ -101,13 +102,15 @@ def main() -> int:
     proxies: dict[str, Any] = {}
     loops: dict[str, Loops] = {}
     marks: dict[str, list[float]] = {}
-    try:
+    with contextlib.ExitStack() as running:
+        running.callback(client.close)
         for migrate in ("1", "0"):
             c = client.containers.create(
                 env.images.proxy, ["caddy", "run", "--config", CONFIG],
                 name=f"shipway-bench-reload-{migrate}-{tag}",
                 sysctls={"net.ipv4.tcp_migrate_req": migrate},
             )  # fmt: skip
+            running.callback(c.remove, force=True)
             put(c, config("ok"))
             c.start()
             c.reload()
@@ -119,8 +122,7 @@ def main() -> int:
                 assert time.monotonic() < deadline, f"proxy {migrate} does not answer"
                 time.sleep(0.2)
         for each in loops.values():
-            for t in each.threads:
-                t.start()
+            running.enter_context(each)
         for i in range(args.reloads):
             for migrate, c in proxies.items():
                 put(c, config(f"ok {i}"))
@@ -129,15 +131,6 @@ def main() -> int:
                                    "--address", "localhost:2019"])  # fmt: skip
                 assert done.exit_code == 0, done.output
                 time.sleep(args.pause)
-    finally:
-        for each in loops.values():
-            each.stop.set()
-            for t in each.threads:
-                if t.is_alive():
-                    t.join(timeout=15)
-        for c in proxies.values():
-            c.remove(force=True)
-        client.close()
     figures: dict[str, Any] = {}
     for migrate, each in loops.items():
         kinds = Counter(e.split(":")[0] for _, e in each.failed)

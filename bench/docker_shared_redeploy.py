@@ -51,7 +51,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from benchlib import Run, median  # noqa: E402
+from benchlib import Run, Threads, median  # noqa: E402
 from docker_proxy import free_port  # noqa: E402
 from tests.testenv.docker import DockerEnv, ensure_docker_env  # noqa: E402
 
@@ -161,14 +161,14 @@ drain_timeout = "1s"
 """)
 
 
-class Load:
+class Load(Threads):
     """A loop of requests per app (a new connection each), bounded, keeping every failure."""
 
     def __init__(self, address: str, apps: list[App], clients: int, pace: float, bound: int):
+        super().__init__()
         self.address, self.pace, self.bound = address, pace, bound
         self.ok: dict[str, int] = {a.label: 0 for a in apps}
         self.failed: dict[str, list[dict[str, Any]]] = {a.label: [] for a in apps}
-        self.stop = threading.Event()
         self.lock = threading.Lock()
         self.threads = [
             threading.Thread(target=self.loop, args=(a,), daemon=True)
@@ -205,16 +205,6 @@ class Load:
                     took = round(time.monotonic() - t0, 3)
                     self.failed[app.label].append({"start": start, "s": took, "answer": answer})
             time.sleep(self.pace)
-
-    def __enter__(self) -> Load:
-        for t in self.threads:
-            t.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        for t in self.threads:
-            t.join(timeout=30)
 
 
 def old_tree(commit: str, where: Path) -> Path:
