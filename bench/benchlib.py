@@ -16,10 +16,11 @@ import os
 import platform
 import statistics
 import sys
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -111,3 +112,22 @@ def _compare(previous: Mapping[str, Any], current: Mapping[str, Any]) -> None:
     for key in shared:
         print(f"  {key}: {before[key]:.2f} -> {now[key]:.2f}")
     sys.stdout.flush()
+
+
+class Threads:
+    """Request loops (``self.threads``, each looping until ``self.stop`` is set): started on
+    entering, stopped and joined on leaving."""
+
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+        self.threads: list[threading.Thread] = []
+
+    def __enter__(self) -> Self:
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join(timeout=30)

@@ -46,7 +46,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 import requests  # noqa: E402
-from benchlib import Run, median  # noqa: E402
+from benchlib import Run, Threads, median  # noqa: E402
 from tests.testenv.docker import DockerEnv, ensure_docker_env  # noqa: E402
 
 from shipway import api  # noqa: E402
@@ -133,11 +133,11 @@ drain_timeout = "{DRAIN}s"
 """
 
 
-class Load:
+class Load(Threads):
     def __init__(self, urls: list[str], per_url: int, limit: float) -> None:
+        super().__init__()
         self.ok: Counter[str] = Counter()
         self.failed: Counter[str] = Counter()
-        self.stop = threading.Event()
         self.deadline = time.monotonic() + limit
         self.threads = [
             threading.Thread(target=self.loop, args=(u,), daemon=True)
@@ -153,16 +153,6 @@ class Load:
             except (urllib.error.URLError, OSError) as exc:
                 self.failed[f"{type(exc).__name__}: {exc}"[:120]] += 1
             time.sleep(0.005)
-
-    def __enter__(self) -> Load:
-        for t in self.threads:
-            t.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        for t in self.threads:
-            t.join(timeout=15)
 
 
 def _start_one(client: Any, name: str, image: str) -> Any:
@@ -221,10 +211,17 @@ def direct_redeploy(
             conn.close()
 
 
-def cleanup(clients: list[Any], name: str) -> None:
-    """Remove everything the benchmark's app left on every host (records included)."""
+def cleanup(clients: list[Any], name: str, port: int) -> None:
+    """Remove everything the benchmark's app left on every host (records included), and
+    the shared proxy on its port (no other app uses that port: the bench chose it free),
+    which is on the app's network until it goes."""
     label = {"label": [f"org.shipway.app={name}"]}
+    proxy = f"shipway-proxy-{port}"
     for client in clients:
+        for c in client.containers.list(all=True, filters={"name": proxy}):
+            c.remove(force=True)
+        for v in client.volumes.list(filters={"name": proxy}):
+            v.remove(force=True)
         for c in client.containers.list(all=True, filters=label):
             c.remove(force=True)
         for v in client.volumes.list(filters=label):
@@ -353,7 +350,7 @@ def main() -> int:
     finally:
         for client, cid in zip(clients, floor_running, strict=False):
             client.api.remove_container(cid, force=True)
-        cleanup(clients, name)
+        cleanup(clients, name, port)
         for conn in connections:
             conn.close()
     ratios = [t / f for t, f in zip(times, floors, strict=True)]
