@@ -464,7 +464,7 @@ def restore(
     """Put the backup at ``path`` back as ``accessory``'s whole data in ``slot``, once its
     checksum matches the ``.sha256`` beside it (a corrupted file is refused, exit 2, nothing
     touched). ``confirm`` (the slot's name) is needed on every slot."""
-    clearance = clear(app, slot, confirm)
+    clearance = clear(app, slot, confirm, backend)
     with _engine(app, slot, backend, reporter) as engine:
         return engine.restore(clearance, app, slot, accessory, Path(path))
 

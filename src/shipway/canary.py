@@ -97,7 +97,7 @@ def decide(
     from shipway.release.model import now_utc
 
     _canary_slot(app, slot)
-    clearance = clear(app, slot, confirm)
+    clearance = clear(app, slot, confirm, backend)
     target = app.slots.target(slot)
     with _backend(app, slot, backend) as b:
         canaries = canaries_of(b)

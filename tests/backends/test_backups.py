@@ -56,3 +56,24 @@ def test_a_long_dump_says_how_far_it_got(tmp_path: Path) -> None:
     quiet = watch_growth(growing, "pg_dump", said.append, every=3600.0)
     quiet()  # within its interval: nothing said yet
     assert len(said) == 1
+
+
+@pytest.mark.parametrize("backend", ["docker", "kubernetes"])
+def test_an_upgrade_step_is_refused_where_only_a_restart_would_run(backend: str) -> None:
+    """Docker and Kubernetes would start the new major's server on the old major's data (a
+    server that refuses it): their start_accessory refuses the step before touching it."""
+    import inspect
+
+    from shipway.backends.accessories import refuse_upgrade
+    from shipway.backends.docker.accessories import DockerAccessories
+    from shipway.backends.kubernetes.accessories import KubernetesAccessories
+    from shipway.plan.model import StartAccessory
+
+    upgrade = StartAccessory("db", "postgres", "16", "upgrade", "{}")
+    with pytest.raises(InputError, match="--upgrade-accessory is done on local slots only"):
+        refuse_upgrade(upgrade, backend)
+    refuse_upgrade(StartAccessory("db", "postgres", "16", "restart", "{}"), backend)
+    part = {"docker": DockerAccessories, "kubernetes": KubernetesAccessories}[backend]
+    body = inspect.getsource(part.start_accessory)
+    first = body.index("refuse_upgrade(step")
+    assert first < body.index("from_json("), "refused before the accessory is read or touched"

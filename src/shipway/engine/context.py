@@ -151,11 +151,11 @@ class EngineContext:
         runs (a recorded one for a rollback or restart); one that declares no volume costs
         no look (``status`` lists every volume the slot still holds)."""
         slot = app.slots.get(slot_name)
-        if slot.backend == "docker":  # the certificates it asks for (spec/tls.py)
-            https = certificate_notes(
-                app.in_slot(slot_name).routes, slot.acme, [h.url for h in slot.hosts]
-            )
-            plan = replace(plan, notes=(*plan.notes, *https)) if https else plan
+        # the certificates its routes ask for (spec/tls.py; none where no route asks)
+        https = certificate_notes(
+            app.in_slot(slot_name).routes, slot.acme, [h.url for h in slot.hosts]
+        )
+        plan = replace(plan, notes=(*plan.notes, *https)) if https else plan
         if not app.volumes:
             return plan
         target = app.slots.target(slot_name)

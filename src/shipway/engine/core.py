@@ -31,7 +31,7 @@ from shipway.engine.oneoff import OneOffs
 from shipway.engine.outcome import Outcome
 from shipway.engine.request import DeployRequest
 from shipway.engine.sequence import Planned, Rollout
-from shipway.engine.signals import signals_raise
+from shipway.engine.signals import signals_deferred, signals_raise
 from shipway.engine.sources import Workloads
 from shipway.engine.timeouts import DEFAULT_ROLLBACK_TIMEOUT, DEFAULT_TIMEOUT
 from shipway.engine.walk import Walker
@@ -513,17 +513,24 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs, Backups):
                                          release.artifact)), observed.summary(),
                         release)  # fmt: skip
             release = self._audited(release, self._begin(clearance, target, app, plan, (), own))
-            for line in plan.describe():
-                self.reporter.line(line)
-            result = walker.run(plan.steps, timeout)
-            if result.ok:
-                rolled = self._succeed(clearance, target, app, records, release, anchor, result)
-                return self._settled(rolled)
-            run = Rollout(clearance, target, app, secrets, self._restore_anchor, rollback_timeout)
-            planned = Planned(
-                records, anchor, plan, walker, self._secrets_of(anchor, app, secrets), None
-            )
-            return self._settled(self._fail_and_undo(run, planned, release, result))
+            try:
+                result = walker.run(plan.steps, timeout)
+                if result.ok:
+                    with signals_deferred(self.reporter.line):  # never cut the record in half
+                        rolled = self._succeed(
+                            clearance, target, app, records, release, anchor, result
+                        )
+                        return self._settled(rolled)
+                run = Rollout(
+                    clearance, target, app, secrets, self._restore_anchor, rollback_timeout
+                )
+                planned = Planned(
+                    records, anchor, plan, walker, self._secrets_of(anchor, app, secrets), None
+                )
+                return self._settled(self._fail_and_undo(run, planned, release, result))
+            except BaseException as exc:  # a started operation ends once, even so
+                self._end_stopped(exc, own)
+                raise
 
     def _repair_plan(
         self,

@@ -198,4 +198,5 @@ class Release:
             "generation": self.generation,
             "build": self.build.to_json() if self.build else None,
             "audit": self.audit.to_json() if self.audit else None,
+            **({"canary": [dict(step) for step in self.canary]} if self.canary else {}),
         }

@@ -49,6 +49,7 @@ from shipway.backends.accessories import (
     Credentials,
     answers,
     link_name,
+    refuse_upgrade,
     server_image,
 )
 from shipway.backends.docker import container_logs, labels
@@ -367,6 +368,7 @@ class DockerAccessories(DockerState):
         reporter: Reporter,
     ) -> Failure | None:
         self._guard(clearance, target)
+        refuse_upgrade(step, "docker")
         accessory = from_json(step.accessory, json.loads(step.declaration))
         host = self._accessory_host(accessory)
         conn = self._conn(host.name)

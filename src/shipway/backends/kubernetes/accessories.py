@@ -46,6 +46,7 @@ from shipway.backends.accessories import (
     AccessoryStatus,
     Credentials,
     link_name,
+    refuse_upgrade,
     server_image,
 )
 from shipway.backends.kubernetes import render
@@ -249,6 +250,7 @@ class KubernetesAccessories(KubernetesState):
         reporter: Reporter,
     ) -> Failure | None:
         self._guard(clearance, target)
+        refuse_upgrade(step, "kubernetes")
         accessory = from_json(step.accessory, json.loads(step.declaration))
         with self._edge(f"starting accessory {accessory.name} in {target}"):
             creds = self._credentials(accessory, True)
