@@ -59,3 +59,17 @@ class RequestLoop:
     def failed(self, body: str | None = None) -> list[Answer]:
         """The answers that are not a 200 (with ``body``, when given)."""
         return [a for a in self.answers if a.status != 200 or (body is not None and a.body != body)]
+
+
+#: The one failure a request through the Docker hosts' Caddy may meet at a config reload:
+#: the old server, shutting down, closes a connection it accepted and read without answering
+#: (Go's net/http, golang/go#75591; docs/docker.md, *What is not zero-downtime*). Tests of
+#: the shared proxy allow it once per reload and no other failure; issue 32 keeps it open.
+RELOAD_RACE = "RemoteDisconnected"
+
+
+def beyond_reload_race(failures: list[str], reloads: int) -> list[str]:
+    """The failures that are not the known reload race, and the race's beyond one a reload."""
+    race = [f for f in failures if RELOAD_RACE in f]
+    other = [f for f in failures if RELOAD_RACE not in f]
+    return other + race[reloads:]

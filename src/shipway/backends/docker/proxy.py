@@ -374,9 +374,17 @@ class DockerProxy(DockerState):
 
     def _shared_proxies(self, client: docker.DockerClient) -> list[Container]:
         """The shared proxies on this host (this slot's port first): where its routes are."""
-        found: list[Container] = client.containers.list(
-            all=True, filters={"label": [f"{labels.KIND}={labels.PROXY}", labels.SHARED_PORT]}
-        )
+        filters: dict[str, str | list[str] | bool] = {
+            "label": [f"{labels.KIND}={labels.PROXY}", labels.SHARED_PORT]
+        }
+        for _ in range(2):
+            try:  # another app's proxy removed between the list and its inspect: list again
+                found: list[Container] = client.containers.list(all=True, filters=filters)
+                break
+            except docker.errors.NotFound:
+                continue
+        else:
+            found = client.containers.list(all=True, filters=filters)
         mine = labels.shared_proxy(self.settings.proxy_port)
         return sorted(found, key=lambda c: (c.name != mine, str(c.name)))
 
