@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +19,7 @@ from shipway import spec as _spec
 from shipway.backends import open_backend
 from shipway.backends.accessories import AccessoryStatus, accessories_of, runs_accessories
 from shipway.backends.certificate_status import CertificateStatus, ServesCertificates
-from shipway.backends.freezes import keep_freeze, kept_in
+from shipway.backends.freezes import kept_freezes, kept_in
 from shipway.backends.logs import LogLine, LogQuery, LogView
 from shipway.backends.protocol import (
     Backend,
@@ -41,7 +42,7 @@ from shipway.plan.diff import between
 from shipway.plan.model import Plan
 from shipway.release import history as _history
 from shipway.release.model import Release
-from shipway.spec.freeze import Freeze
+from shipway.spec.freeze import Freeze, active
 from shipway.spec.model import App, Target
 from shipway.spec.secrets import Masker
 
@@ -67,10 +68,13 @@ def clear(
 
 def freeze(
     app: App, slot: str, frozen: Freeze | None, *, confirm: str | None = None,
-    backend: Backend | None = None,
+    backend: Backend | None = None, reporter: Reporter | None = None,
 ) -> list[Freeze]:  # fmt: skip
-    """Keep ``frozen`` (None: lift it) in ``slot``'s target; the freezes that hold now."""
-    return keep_freeze(app, slot, Guard(app.slots).clear(slot, confirm), frozen, backend)
+    """Keep ``frozen`` (None: lift it) in ``slot``'s target, under the slot's lock, told
+    as an operation; the freezes that hold now."""
+    clearance = Guard(app.slots).clear(slot, confirm)
+    with _engine(app, slot, backend, reporter) as engine:
+        return engine.keep_freeze(clearance, app, slot, frozen)
 
 
 @contextmanager
@@ -593,6 +597,8 @@ class SlotStatus:
     accessories: list[AccessoryStatus] = field(default_factory=list)
     #: the certificates its routes are served with (docker: names, issuer, expiry)
     certificates: list[CertificateStatus] = field(default_factory=list)
+    #: the freezes that hold it now: kept in its target (shipway freeze) or declared
+    freezes: list[Freeze] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -607,6 +613,7 @@ class SlotStatus:
             "volumes": [v.to_json() for v in self.volumes],
             "accessories": [a.to_json() for a in self.accessories],
             "certificates": [c.to_json() for c in self.certificates],
+            "freezes": [f.to_json() for f in self.freezes],
         }
 
 
@@ -625,6 +632,7 @@ def status(app: App, slot: str, *, backend: Backend | None = None) -> SlotStatus
             state=slot_state(records, processes),
             accessories=accessories_of(b).accessories(target) if runs_accessories(b) else [],
             certificates=b.certificates(target) if isinstance(b, ServesCertificates) else [],
+            freezes=active(app.slots.get(slot).freeze, kept_freezes(b, target), datetime.now(UTC)),
         )
 
 
