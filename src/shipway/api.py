@@ -9,7 +9,7 @@ slot's own backend is opened.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,8 +26,6 @@ from shipway.backends.protocol import (
     Built,
     GenerationInfo,
     Leftover,
-    MaskingReporter,
-    NullReporter,
     ProcessStatus,
     Reporter,
     ViewsLogs,
@@ -35,7 +33,7 @@ from shipway.backends.protocol import (
 from shipway.backends.slot_state import NOTHING, SlotState, slot_state
 from shipway.backends.volume_status import VolumeStatus
 from shipway.engine.timeouts import DEFAULT_ROLLBACK_TIMEOUT, DEFAULT_TIMEOUT
-from shipway.errors import InputError, SecretUnavailable
+from shipway.errors import InputError
 from shipway.guard import Clearance, Guard
 from shipway.plan.change import Diff
 from shipway.plan.diff import between
@@ -44,7 +42,6 @@ from shipway.release import history as _history
 from shipway.release.model import Release
 from shipway.spec.freeze import Freeze, active
 from shipway.spec.model import App, Target
-from shipway.spec.secrets import Masker
 
 if TYPE_CHECKING:
     from shipway.backends.backups import BackupFile
@@ -235,22 +232,8 @@ def build(
     ``app.image`` names; a local dependency environment — without deploying it. The same
     inputs are never built twice (``Built.reused``)."""
     clearance = clear(app, slot, confirm, backend)
-    if app.slots.get(slot).source is not None:
-        from shipway.engine.build import refuse_source_build
-
-        raise refuse_source_build(slot)
-    target = app.slots.target(slot)
-    view = app.in_slot(slot)
-    values = []  # what the build streams is masked with the secrets that resolve here
-    for ref in app.secrets.values():
-        with suppress(SecretUnavailable):
-            values.append(ref.resolve())
-    masked = MaskingReporter(reporter or NullReporter(), Masker(values))
-    with _backend(app, slot, backend) as b:
-        inputs = b.build_inputs(target, view, None, True)
-        if inputs is None:
-            raise InputError(f"nothing to build for {target} on the {b.name} backend")
-        return b.build(clearance, target, view, inputs, masked)
+    with _engine(app, slot, backend, reporter) as engine:
+        return engine.build_only(clearance, app, slot)
 
 
 def repair(

@@ -78,7 +78,8 @@ def test_signed_masked_and_a_4xx_is_not_retried(
     for _, _, sent in got:
         assert DB_PASSWORD.reveal().encode() not in sent and KEY.reveal().encode() not in sent
     # each message is sent from a thread of its own: they may arrive in either order
-    chat = sorted((json.loads(b)["text"] for _, b in by_path["/chat"]), key=lambda t: "started" in t)
+    texts = [json.loads(b)["text"] for _, b in by_path["/chat"]]
+    chat = sorted(texts, key=lambda t: "started by" in t)
     assert "started by ada@desk — BREAK-GLASS: incident 9" in chat[1]
     assert chat[0].startswith("shipway: rolled back shop/prod") and "BREAK-GLASS" in chat[0]
     assert [d.delivered for d in notifier.deliveries if d.receiver.endswith(str(port))].count(
