@@ -1,4 +1,4 @@
-"""Operations that record no release — freeze, stop, run, unfreeze, destroy — are told as a
+"""Operations that record no release — freeze, stop, run, build, unfreeze, destroy — are told as a
 deploy is, on the local backend with real processes and a real HTTP receiver: one
 ``started`` and one ``ended`` in the event stream each, exactly one message per outcome, the
 command's text and ``-o json`` printed from that ``ended`` event; ``--break-glass`` on a
@@ -40,6 +40,7 @@ def ended_of(events: list[dict[str, Any]], operation: str) -> dict[str, Any]:
 def test_each_operation_is_told_once_from_one_stream_and_break_glass_is_told(
     slot: Slot, receiver: Receiver
 ) -> None:
+    slot.edit_spec('name = "hello"\n', 'name = "hello"\nbuild = "true"\n')  # a build command
     slot.deploy()
     with_receivers(slot, receiver, None, "/hook")
     events = slot.app_dir.parent / "events.jsonl"
@@ -80,6 +81,11 @@ def test_each_operation_is_told_once_from_one_stream_and_break_glass_is_told(
     assert told["outcome"] == "failed" and told["exit_code"] == 3
     assert told["line"] in ran.err.splitlines()
 
+    built = slot.run("build", "local", "--break-glass", "build 5", "-o", "json")
+    assert built.code == 0, built.text
+    assert json.loads(built.out) == ended_of(stream(events), "build")["result"]
+    assert json.loads(built.out)["kind"] == "environment"
+
     lifted = slot.run("unfreeze", "local", "-o", "json")
     assert lifted.code == 0, lifted.text
     assert json.loads(lifted.out) == ended_of(stream(events), "unfreeze")["result"]
@@ -92,23 +98,24 @@ def test_each_operation_is_told_once_from_one_stream_and_break_glass_is_told(
 
     # exactly one message per outcome, signed, in the order the commands ran
     bodies = eventually(
-        lambda: b if len(b := receiver.bodies("/hook")) >= 5 else None, what="five messages"
+        lambda: b if len(b := receiver.bodies("/hook")) >= 6 else None, what="six messages"
     )
     assert [(b["operation"], b["outcome"]) for b in bodies] == [
         ("freeze", "done"),
         ("stop", "done"),
         ("run", "failed"),
+        ("build", "done"),
         ("unfreeze", "done"),
         ("destroy", "done"),
     ]
     ids = [h["X-Shipway-Delivery"] for _, h, _ in receiver.got]
-    assert len(ids) == len(set(ids)) == 5
+    assert len(ids) == len(set(ids)) == 6
     assert all(signed(h, body) for _, h, body in receiver.got)
     who = {b["operation"]: b["started"]["who"] for b in bodies}
     assert who["stop"]["break_glass"] == "drain for 5" and who["stop"]["clearance"] == [
         "break-glass"
     ]
-    assert who["run"]["break_glass"] == "look 5"
+    assert who["run"]["break_glass"] == "look 5" and who["build"]["break_glass"] == "build 5"
     assert who["freeze"]["break_glass"] is None and who["destroy"]["break_glass"] is None
     assert who["destroy"]["clearance"] == ["confirm"]
     assert all(w["user"] == getpass.getuser() for w in who.values())

@@ -1,6 +1,8 @@
 """``shipway freeze SLOT --for 2h --reason TEXT`` and ``shipway unfreeze SLOT``: a freeze
 kept in the slot's target, so every machine's Guard refuses changes to it (exit 8) until it
-ends or is lifted — ``--break-glass REASON`` on a command overrides it, recorded."""
+ends or is lifted — ``--break-glass REASON`` on a command overrides it, recorded. Setting
+or lifting it takes the slot's lock and is told like any operation (docs/events.md); what
+it prints is the stream's ``ended`` event."""
 
 from __future__ import annotations
 

@@ -28,10 +28,6 @@ class Done:
     exit_code: int = 0
     kind: str = DONE
 
-    @property
-    def ok(self) -> bool:
-        return self.exit_code == 0
-
     def line(self) -> str:
         return self.headline
 

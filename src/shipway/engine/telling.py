@@ -3,8 +3,13 @@ plan is known under the lock (who, what, where), ``planned``, and exactly one ``
 its outcome, or the error or signal that stopped it after it started. The steps, the waits
 and every line come from the walker and the backends, through the same sink.
 
+An operation that records no release (stop, destroy, restore, run, sleep, wake, gc,
+freeze, unfreeze, build) is told here too, the same way: :meth:`Telling._telling` around its
+work, its ``ended`` made from a :class:`~shipway.engine.done.Done`.
+
 Who acts is read here, once per operation, and kept in the release it records: the
-audit trail in the target is the ``started`` event's ``who`` plus the change summary.
+audit trail in the target is the ``started`` event's ``who`` plus the change summary (for
+an operation that records no release, the ``started`` event and its notifications carry it).
 """
 
 from __future__ import annotations
