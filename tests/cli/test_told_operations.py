@@ -37,6 +37,15 @@ def ended_of(events: list[dict[str, Any]], operation: str) -> dict[str, Any]:
     return ended[0]
 
 
+def told_to(receiver: Receiver, count: int) -> list[tuple[str, str]]:
+    """(operation, outcome) of the messages at ``/hook``, once ``count`` have come."""
+    bodies = eventually(
+        lambda: b if len(b := receiver.bodies("/hook")) >= count else None,
+        what=f"{count} messages",
+    )
+    return [(b["operation"], b["outcome"]) for b in bodies]
+
+
 def test_each_operation_is_told_once_from_one_stream_and_break_glass_is_told(
     slot: Slot, receiver: Receiver
 ) -> None:
@@ -97,10 +106,7 @@ def test_each_operation_is_told_once_from_one_stream_and_break_glass_is_told(
     assert doc == ended_of(stream(events), "destroy")["result"] and doc["deleted"]
 
     # exactly one message per outcome, signed, in the order the commands ran
-    bodies = eventually(
-        lambda: b if len(b := receiver.bodies("/hook")) >= 6 else None, what="six messages"
-    )
-    assert [(b["operation"], b["outcome"]) for b in bodies] == [
+    assert told_to(receiver, 6) == [
         ("freeze", "done"),
         ("stop", "done"),
         ("run", "failed"),
@@ -111,7 +117,7 @@ def test_each_operation_is_told_once_from_one_stream_and_break_glass_is_told(
     ids = [h["X-Shipway-Delivery"] for _, h, _ in receiver.got]
     assert len(ids) == len(set(ids)) == 6
     assert all(signed(h, body) for _, h, body in receiver.got)
-    who = {b["operation"]: b["started"]["who"] for b in bodies}
+    who = {b["operation"]: b["started"]["who"] for b in receiver.bodies("/hook")}
     assert who["stop"]["break_glass"] == "drain for 5" and who["stop"]["clearance"] == [
         "break-glass"
     ]

@@ -11,7 +11,7 @@ from tests.backends.local.conftest import Slot, eventually
 from tests.backends.local.test_backups import backed_up, redis, redis_slot
 from tests.backends.local.test_generations import BLUE_GREEN, deploy_greeting, gens, states
 from tests.cli.test_notify import KEY, Receiver, receiver, signed, with_receivers
-from tests.cli.test_told_operations import ended_of, stream
+from tests.cli.test_told_operations import ended_of, stream, told_to
 
 __all__ = ["receiver"]  # the fixture, used by name
 
@@ -33,15 +33,8 @@ def test_wake_sleep_and_gc_are_told_once_each(slot: Slot, receiver: Receiver) ->
         if verb == "wake":
             assert states(slot)[old] == "awake"
     assert old not in states(slot)  # gc deleted it
-    bodies = eventually(
-        lambda: b if len(b := receiver.bodies("/hook")) >= 3 else None, what="three messages"
-    )
-    assert [(b["operation"], b["outcome"]) for b in bodies] == [
-        ("wake", "done"),
-        ("sleep", "done"),
-        ("gc", "done"),
-    ]
-    assert bodies[2]["result"]["deleted"] == [old]
+    assert told_to(receiver, 3) == [("wake", "done"), ("sleep", "done"), ("gc", "done")]
+    assert receiver.bodies("/hook")[2]["result"]["deleted"] == [old]
     assert len({h["X-Shipway-Delivery"] for _, h, _ in receiver.got}) == 3
 
 
@@ -65,9 +58,5 @@ def test_a_restore_is_told_once(slot: Slot, receiver: Receiver, tmp_path: Path) 
     doc = json.loads(r.out)
     assert doc == ended_of(stream(events), "restore")["result"] and doc["accessory"] == "cache"
     assert "kept" in redis(slot, "GET", "greeting")  # it was done (a one-off: told too)
-    bodies = eventually(
-        lambda: b if len(b := receiver.bodies("/hook")) >= 2 else None, what="two messages"
-    )
-    told = [(b["operation"], b["outcome"]) for b in bodies]
-    assert told == [("restore", "done"), ("run", "done")]
+    assert told_to(receiver, 2) == [("restore", "done"), ("run", "done")]
     assert signed(*receiver.got[0][1:])
