@@ -9,8 +9,9 @@ slot's own backend is opened.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,15 +19,13 @@ from shipway import spec as _spec
 from shipway.backends import open_backend
 from shipway.backends.accessories import AccessoryStatus, accessories_of, runs_accessories
 from shipway.backends.certificate_status import CertificateStatus, ServesCertificates
-from shipway.backends.freezes import keep_freeze, kept_in
+from shipway.backends.freezes import kept_freezes, kept_in
 from shipway.backends.logs import LogLine, LogQuery, LogView
 from shipway.backends.protocol import (
     Backend,
     Built,
     GenerationInfo,
     Leftover,
-    MaskingReporter,
-    NullReporter,
     ProcessStatus,
     Reporter,
     ViewsLogs,
@@ -34,16 +33,15 @@ from shipway.backends.protocol import (
 from shipway.backends.slot_state import NOTHING, SlotState, slot_state
 from shipway.backends.volume_status import VolumeStatus
 from shipway.engine.timeouts import DEFAULT_ROLLBACK_TIMEOUT, DEFAULT_TIMEOUT
-from shipway.errors import InputError, SecretUnavailable
+from shipway.errors import InputError
 from shipway.guard import Clearance, Guard
 from shipway.plan.change import Diff
 from shipway.plan.diff import between
 from shipway.plan.model import Plan
 from shipway.release import history as _history
 from shipway.release.model import Release
-from shipway.spec.freeze import Freeze
+from shipway.spec.freeze import Freeze, active
 from shipway.spec.model import App, Target
-from shipway.spec.secrets import Masker
 
 if TYPE_CHECKING:
     from shipway.backends.backups import BackupFile
@@ -67,10 +65,13 @@ def clear(
 
 def freeze(
     app: App, slot: str, frozen: Freeze | None, *, confirm: str | None = None,
-    backend: Backend | None = None,
+    backend: Backend | None = None, reporter: Reporter | None = None,
 ) -> list[Freeze]:  # fmt: skip
-    """Keep ``frozen`` (None: lift it) in ``slot``'s target; the freezes that hold now."""
-    return keep_freeze(app, slot, Guard(app.slots).clear(slot, confirm), frozen, backend)
+    """Keep ``frozen`` (None: lift it) in ``slot``'s target, under the slot's lock, told
+    as an operation; the freezes that hold now."""
+    clearance = Guard(app.slots).clear(slot, confirm)
+    with _engine(app, slot, backend, reporter) as engine:
+        return engine.keep_freeze(clearance, app, slot, frozen)
 
 
 @contextmanager
@@ -231,22 +232,8 @@ def build(
     ``app.image`` names; a local dependency environment — without deploying it. The same
     inputs are never built twice (``Built.reused``)."""
     clearance = clear(app, slot, confirm, backend)
-    if app.slots.get(slot).source is not None:
-        from shipway.engine.build import refuse_source_build
-
-        raise refuse_source_build(slot)
-    target = app.slots.target(slot)
-    view = app.in_slot(slot)
-    values = []  # what the build streams is masked with the secrets that resolve here
-    for ref in app.secrets.values():
-        with suppress(SecretUnavailable):
-            values.append(ref.resolve())
-    masked = MaskingReporter(reporter or NullReporter(), Masker(values))
-    with _backend(app, slot, backend) as b:
-        inputs = b.build_inputs(target, view, None, True)
-        if inputs is None:
-            raise InputError(f"nothing to build for {target} on the {b.name} backend")
-        return b.build(clearance, target, view, inputs, masked)
+    with _engine(app, slot, backend, reporter) as engine:
+        return engine.build_only(clearance, app, slot)
 
 
 def repair(
@@ -593,6 +580,8 @@ class SlotStatus:
     accessories: list[AccessoryStatus] = field(default_factory=list)
     #: the certificates its routes are served with (docker: names, issuer, expiry)
     certificates: list[CertificateStatus] = field(default_factory=list)
+    #: the freezes that hold it now: kept in its target (shipway freeze) or declared
+    freezes: list[Freeze] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -607,6 +596,7 @@ class SlotStatus:
             "volumes": [v.to_json() for v in self.volumes],
             "accessories": [a.to_json() for a in self.accessories],
             "certificates": [c.to_json() for c in self.certificates],
+            "freezes": [f.to_json() for f in self.freezes],
         }
 
 
@@ -625,6 +615,7 @@ def status(app: App, slot: str, *, backend: Backend | None = None) -> SlotStatus
             state=slot_state(records, processes),
             accessories=accessories_of(b).accessories(target) if runs_accessories(b) else [],
             certificates=b.certificates(target) if isinstance(b, ServesCertificates) else [],
+            freezes=active(app.slots.get(slot).freeze, kept_freezes(b, target), datetime.now(UTC)),
         )
 
 

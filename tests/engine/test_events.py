@@ -11,6 +11,7 @@ import pytest
 from shipway.backends.memory import MemoryBackend
 from shipway.engine import Engine, Interrupted
 from shipway.engine.request import DeployRequest
+from shipway.errors import BuildFailed
 from shipway.events.model import Ended, Event, Planned, Started, StepBegun
 from shipway.events.sink import Recorded
 from shipway.guard import Guard, breaking_glass
@@ -156,3 +157,32 @@ def test_an_operation_that_died_is_told_by_the_run_that_recovers_it(
     told = next(e for e in events if isinstance(e, Recovered))
     assert (told.revision, told.result) == (2, "failed")
     assert told.who is not None and told.who.user == "bob"
+
+
+def test_an_operation_without_a_release_is_told_once_done_or_stopped(
+    app: App, backend: MemoryBackend
+) -> None:
+    """stop, build …: ``started`` then exactly one ``ended`` — ``done``, or ``error`` when
+    it fails after it started (the same telling as a deploy's: engine/telling.py)."""
+    run(app, backend)
+    sink = Recorded()
+    engine = Engine(backend, sink, actor="tester@test", environ=ENV)
+    clearance = Guard(app.slots).clear("test1")
+    with breaking_glass("not frozen: recorded nowhere"):
+        engine.stop(clearance, app, "test1")
+    assert kinds(sink.events) == ["started", "ended"]
+    started, ended = sink.of(Started)[0], sink.of(Ended)[0]
+    assert isinstance(started, Started) and isinstance(ended, Ended)
+    assert started.operation == "stop" and started.who.break_glass is None
+    assert (ended.outcome, ended.exit_code, ended.operation) == ("done", 0, "stop")
+    assert ended.data["stopped"] == "shop/test1" and backend.live == {}
+
+    backend.build_source = "FROM scratch"
+    backend.failing_build_log = ("step 2/3: RUN make", "make: *** failed")
+    sink.events.clear()
+    with pytest.raises(BuildFailed):
+        engine.build_only(clearance, app, "test1")
+    assert kinds(sink.events) == ["started", "ended"]
+    (ended,) = sink.of(Ended)
+    assert isinstance(ended, Ended) and ended.outcome == "error" and ended.operation == "build"
+    assert ended.exit_code == BuildFailed.exit_code and "build shop/test1 stopped" in ended.line

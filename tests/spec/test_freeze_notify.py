@@ -41,7 +41,8 @@ events = ["failures", "started"]
     test1, prod = app.slots.get("test1"), app.slots.get("prod")
     assert [r.url for r in test1.notify] == ["https://hooks.example/shipway"]
     assert test1.notify[0].events == (
-        "rolled", "unchanged", "rolled-back", "rollback-failed", "no-anchor", "error", "recovered",
+        "rolled", "unchanged", "done", "rolled-back", "rollback-failed", "no-anchor", "error",
+        "failed", "recovered",
     )  # fmt: skip
     assert [r.form for r in prod.notify] == ["json", "slack"]
     assert prod.notify[1].events == (
@@ -49,6 +50,7 @@ events = ["failures", "started"]
         "rollback-failed",
         "no-anchor",
         "error",
+        "failed",
         "started",
     )
     assert prod.notify[1].shown() == "the URL in secret SLACK_URL"

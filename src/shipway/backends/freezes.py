@@ -9,12 +9,11 @@ A freeze is no secret, and holds none.
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
 
-from shipway.errors import InputError, RecordError
+from shipway.errors import RecordError
 from shipway.guard import Clearance
-from shipway.spec.freeze import Freeze, active
+from shipway.spec.freeze import Freeze
 from shipway.spec.model import App, Target
 
 
@@ -60,21 +59,3 @@ def kept_in(app: App, slot: str, given: object | None) -> list[Freeze]:
         return kept_freezes(opened, target)
     finally:
         opened.close()
-
-
-def keep_freeze(
-    app: App, slot: str, clearance: Clearance, frozen: Freeze | None, given: object | None
-) -> list[Freeze]:
-    """Set (or, None, lift) the freeze ``slot``'s target keeps; the freezes that hold now."""
-    from shipway.backends import open_backend
-
-    target = app.slots.target(slot)
-    b = given if given is not None else open_backend(app, app.slots.get(slot))
-    try:
-        if not isinstance(b, KeepsFreezes):
-            raise InputError(f"the {target.backend} backend keeps no freeze in its target")
-        b.write_freeze(clearance, target, frozen)
-        return active(app.slots.get(slot).freeze, kept_freezes(b, target), datetime.now(UTC))
-    finally:
-        if given is None:
-            b.close()  # type: ignore[attr-defined]

@@ -19,6 +19,7 @@ from shipway.cli.common import (
     pass_obj,
     reporter_of,
     run_body,
+    told,
 )
 from shipway.cli.completion import complete_slot
 
@@ -89,8 +90,9 @@ def restore(obj: Context, slot: str, accessory: str, file: str, confirm: str | N
 
         app = obj.app()
         name = one_slot(app, slot)
-        done = api.restore(app, name, accessory, file, confirm=confirm, reporter=reporter_of(obj))
-        return _said(obj, done.line(), done.to_json())
+        reporter = reporter_of(obj)
+        api.restore(app, name, accessory, file, confirm=confirm, reporter=reporter)
+        return told(obj, reporter)
 
     run_body(obj, body)
 

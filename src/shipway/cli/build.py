@@ -14,6 +14,7 @@ from shipway.cli.common import (
     reporter_of,
     run_body,
     slot_argument,
+    told,
 )
 
 
@@ -34,32 +35,11 @@ def build(obj: Context, slot: str | None, confirm: str | None) -> None:
 
     def body() -> int:
         from shipway import api
-        from shipway.cli.report import emit_json
 
         app = obj.app()
         name = one_slot(app, slot)
-        built = api.build(
-            app, name, confirm=confirmation(app, name, confirm), reporter=reporter_of(obj)
-        )
-        doc = {
-            "slot": name,
-            "kind": built.kind,
-            "what": built.what,
-            "inputs": built.inputs,
-            "result": built.result,
-            "reused": built.reused,
-            "duration": round(built.duration, 3),
-            "image_meta": built.meta.to_json() if built.meta else None,
-        }
-        if obj.json:
-            emit_json(doc)
-            return 0
-        verb = "reused (same inputs)" if built.reused else f"built in {built.duration:.1f}s"
-        click.echo(f"{built.kind} {built.what} {verb}: {built.result}")
-        if built.meta is not None:
-            m = built.meta
-            port = f", exposes {m.exposed_port}" if m.exposed_port else ""
-            click.echo(f"  {m.source_type} image, working dir {m.working_dir or '/'}{port}")
-        return 0
+        reporter = reporter_of(obj)
+        api.build(app, name, confirm=confirmation(app, name, confirm), reporter=reporter)
+        return told(obj, reporter)
 
     run_body(obj, body)

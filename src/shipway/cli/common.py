@@ -172,11 +172,12 @@ def timeout_options(f: F) -> F:
     )(f)
 
 
-def reporter_of(obj: Context) -> Any:
-    """Progress for this command (stderr with -o json); closed when the command ends."""
+def reporter_of(obj: Context, stream: Any = None) -> Any:
+    """Progress for this command (stderr with -o json, or ``stream``); closed when the
+    command ends."""
     from shipway.cli.report import TerminalReporter
 
-    reporter = TerminalReporter(sys.stderr if obj.json else sys.stdout)
+    reporter = TerminalReporter(stream or (sys.stderr if obj.json else sys.stdout))
     if os.environ.get("SHIPWAY_EVENTS"):  # every event, as JSON lines (docs/events.md)
         from shipway.events.sink import JsonLines
 
@@ -277,16 +278,22 @@ def roll(
         reporter = reporter_of(obj)
         app = obj.app()
         outcome = operation(app, reporter)
-        close_reporters(obj)  # the live view goes before the outcome is printed
-        if reporter.ended is None:  # every operation ends in the stream: a bug otherwise
-            raise RuntimeError(f"the {outcome.kind} outcome was not told as an event")
         extra = more_json(app, outcome) if more_json is not None and obj.json else {}
-        return print_outcome(obj, reporter.ended, extra)
+        return told(obj, reporter, extra)
 
     # once the engine has settled the outcome, a signal while it is printed is said and
     # the exit code stays the outcome's
     with signals_raise():
         run_body(obj, body)
+
+
+def told(obj: Context, reporter: Any, extra: dict[str, Any] | None = None) -> int:
+    """Print how the operation ``reporter`` followed ended — from its ``ended`` event, the
+    one source of every command's result — once its live view is closed; its exit code."""
+    close_reporters(obj)  # the live view goes before the outcome is printed
+    if reporter.ended is None:  # every operation ends in the stream: a bug otherwise
+        raise RuntimeError("the operation's outcome was not told as an event")
+    return print_outcome(obj, reporter.ended, extra)
 
 
 def print_outcome(obj: Context, ended: Ended, extra: dict[str, Any] | None = None) -> int:

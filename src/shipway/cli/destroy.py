@@ -23,6 +23,7 @@ from shipway.cli.common import (
     reporter_of,
     run_body,
     slot_argument,
+    told,
 )
 
 if TYPE_CHECKING:
@@ -75,23 +76,13 @@ def destroy(obj: Context, slot: str | None, volumes: bool, confirm: str | None) 
                 )
                 or None
             )
-        gone = (
-            api.destroy(app, name, volumes=volumes, confirm=answer, reporter=reporter_of(obj))
-            if doomed
-            else []
-        )
-        if obj.json:
-            emit_json(
-                {
-                    "slot": name,
-                    "deleted": [item.to_json() for item in gone],
-                    "kept": [item.to_json() for item in kept],
-                }
-            )
-        elif doomed:
-            left = f"; kept {len(kept)} volume(s)" if kept else ""
-            click.echo(f"destroyed {app.name}/{name}: deleted {len(gone)}{left}")
-        return 0
+        if not doomed:  # nothing to do: nothing started, nothing told
+            if obj.json:
+                emit_json({"slot": name, "deleted": [], "kept": [i.to_json() for i in kept]})
+            return 0
+        reporter = reporter_of(obj)
+        api.destroy(app, name, volumes=volumes, confirm=answer, reporter=reporter)
+        return told(obj, reporter)
 
     run_body(obj, body)
 

@@ -1,11 +1,13 @@
 """``shipway freeze SLOT --for 2h --reason TEXT`` and ``shipway unfreeze SLOT``: a freeze
 kept in the slot's target, so every machine's Guard refuses changes to it (exit 8) until it
-ends or is lifted — ``--break-glass REASON`` on a command overrides it, recorded."""
+ends or is lifted — ``--break-glass REASON`` on a command overrides it, recorded. Setting
+or lifting it takes the slot's lock and is told like any operation (docs/events.md); what
+it prints is the stream's ``ended`` event."""
 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
@@ -15,12 +17,11 @@ from shipway.cli.common import (
     one_slot,
     output_option,
     pass_obj,
+    reporter_of,
     run_body,
     slot_argument,
+    told,
 )
-
-if TYPE_CHECKING:
-    from shipway.spec.freeze import Freeze
 
 _SPAN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)\s*$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -42,20 +43,6 @@ def seconds_of(text: str) -> float:
             "longer freeze is a window in the spec: [slots.NAME] freeze = [...])"
         )
     return span
-
-
-def _said(obj: Context, slot: str, held: list[Freeze], what: str) -> int:
-    if obj.json:
-        from shipway.cli.report import emit_json
-
-        emit_json({"slot": slot, "action": what, "freezes": [f.to_json() for f in held]})
-        return 0
-    click.echo(f"{slot}: {what}")
-    for f in held:
-        click.echo(f"  {f.line()}")
-    if not held:
-        click.echo(f"  no freeze holds {slot} now")
-    return 0
 
 
 def _confirm_option(f: Any) -> Any:
@@ -103,8 +90,9 @@ def freeze(obj: Context, slot: str | None, span: str, reason: str, confirm: str 
             by=f"{os_user()}@{socket.gethostname()}",
             since=now.isoformat(timespec="seconds"),
         )
-        held = api.freeze(app, name, made, confirm=confirmation(app, name, confirm))
-        return _said(obj, name, held, f"frozen until {until}")
+        reporter = reporter_of(obj)
+        api.freeze(app, name, made, confirm=confirmation(app, name, confirm), reporter=reporter)
+        return told(obj, reporter)
 
     run_body(obj, body)
 
@@ -123,7 +111,8 @@ def unfreeze(obj: Context, slot: str | None, confirm: str | None) -> None:
 
         app = obj.app()
         name = one_slot(app, slot)
-        held = api.freeze(app, name, None, confirm=confirmation(app, name, confirm))
-        return _said(obj, name, held, "unfrozen")
+        reporter = reporter_of(obj)
+        api.freeze(app, name, None, confirm=confirmation(app, name, confirm), reporter=reporter)
+        return told(obj, reporter)
 
     run_body(obj, body)

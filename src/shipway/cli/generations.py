@@ -23,6 +23,7 @@ from shipway.cli.common import (
     slot_argument,
     take_host_option,
     timeout_options,
+    told,
 )
 from shipway.cli.completion import complete_generation
 
@@ -119,20 +120,13 @@ def _generation_command(verb: str, doc: str) -> click.Command:
     ) -> None:
         def body() -> int:
             from shipway import api
-            from shipway.cli.report import emit_json
 
             app = obj.app()
             name, gen = _slot_and_generation(app, slot, generation)
             action = api.sleep if verb == "sleep" else api.wake
-            action(
-                app, name, gen, confirm=confirmation(app, name, confirm), reporter=reporter_of(obj)
-            )
-            state = "asleep" if verb == "sleep" else "awake (no traffic moved)"
-            if obj.json:
-                emit_json({"slot": name, "generation": gen, "state": state})
-            else:
-                click.echo(f"{gen} is {state}")
-            return 0
+            reporter = reporter_of(obj)
+            action(app, name, gen, confirm=confirmation(app, name, confirm), reporter=reporter)
+            return told(obj, reporter)
 
         run_body(obj, body)
 
@@ -152,18 +146,12 @@ def gc(obj: Context, slot: str | None, keep: int, confirm: str | None) -> None:
 
     def body() -> int:
         from shipway import api
-        from shipway.cli.report import emit_json
 
         app = obj.app()
         name = one_slot(app, slot)
-        deleted = api.gc(
-            app, name, keep, confirm=confirmation(app, name, confirm), reporter=reporter_of(obj)
-        )
-        if obj.json:
-            emit_json({"slot": name, "deleted": deleted})
-        else:
-            click.echo(f"deleted {len(deleted)} generation(s): {', '.join(deleted) or '-'}")
-        return 0
+        reporter = reporter_of(obj)
+        api.gc(app, name, keep, confirm=confirmation(app, name, confirm), reporter=reporter)
+        return told(obj, reporter)
 
     run_body(obj, body)
 

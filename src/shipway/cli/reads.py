@@ -48,6 +48,8 @@ def status(obj: Context, slot: str | None) -> None:
         word = paint(state.word, state.word.split(" ")[0], on)
         click.echo(f"{result.app}/{result.slot} ({result.backend}): {word}")
         click.echo(f"  {state.line}")
+        for frozen in result.freezes:  # every change refused (exit 8) until it ends
+            click.echo(f"  {paint(frozen.line(), 'warn', on)}")
         rows = [p.to_json() for p in result.processes]
         present = {k for r in rows for k in r if r.get(k) is not None}
         columns = [c for c in STATUS_COLUMNS if c in present]

@@ -16,10 +16,12 @@ import click
 
 from shipway.cli.common import (
     Context,
+    close_reporters,
     confirm_option,
     confirmation,
     one_slot,
     pass_obj,
+    reporter_of,
     run_body,
 )
 from shipway.cli.completion import complete_slot
@@ -102,7 +104,6 @@ def run(
 
     def body() -> int:
         from shipway import api
-        from shipway.cli.report import TerminalReporter
 
         app = obj.app()
         picked, argv = _slot_and_command(app.slots.names(), slot, command)
@@ -114,7 +115,8 @@ def run(
         if (tty if tty is not None else terminal) and "TERM" not in env:
             # the command's terminal is this one: it says what it is, as ssh and docker do
             env["TERM"] = os.environ.get("TERM") or "xterm"
-        return api.run(
+        reporter = reporter_of(obj, sys.stderr)  # stdout is the command's own
+        api.run(
             app,
             name,
             argv,
@@ -124,8 +126,13 @@ def run(
             host=host,
             env=env,
             confirm=confirmation(app, name, confirm),
-            reporter=TerminalReporter(sys.stderr),
+            reporter=reporter,
         )
+        close_reporters(obj)
+        if reporter.ended is None:  # every operation ends in the stream: a bug otherwise
+            raise RuntimeError("the command's outcome was not told as an event")
+        click.echo(reporter.ended.line, err=True)  # its exit code: the stream's, the command's
+        return int(reporter.ended.exit_code)
 
     run_body(obj, body)
 

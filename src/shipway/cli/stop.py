@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import click
 
 from shipway.cli.common import (
@@ -16,10 +14,8 @@ from shipway.cli.common import (
     reporter_of,
     run_body,
     slot_argument,
+    told,
 )
-
-if TYPE_CHECKING:
-    pass
 
 
 @click.command()
@@ -60,13 +56,8 @@ def stop(obj: Context, slot: str | None, app_name: str | None, confirm: str | No
                     "--app NAME (shipway ls lists them)"
                 ) from exc
         name = one_slot(app, slot)
-        api.stop(app, name, confirm=confirmation(app, name, confirm), reporter=reporter_of(obj))
-        if obj.json:
-            from shipway.cli.report import emit_json
-
-            emit_json({"stopped": f"{app.name}/{name}"})
-        else:
-            click.echo(f"stopped {app.name}/{name}; its release records stay (shipway history)")
-        return 0
+        reporter = reporter_of(obj)
+        api.stop(app, name, confirm=confirmation(app, name, confirm), reporter=reporter)
+        return told(obj, reporter)
 
     run_body(obj, body)

@@ -25,8 +25,9 @@ from shipway.backends.backups import (
     verified,
 )
 from shipway.backends.protocol import LockHolder
-from shipway.engine.context import EngineContext
+from shipway.engine.done import Done
 from shipway.engine.signals import signals_raise
+from shipway.engine.telling import Telling
 from shipway.errors import ConfirmationRequired, InputError
 from shipway.guard import Clearance
 from shipway.spec.accessories import Accessory
@@ -58,7 +59,7 @@ class Restored:
         }
 
 
-class Backups(EngineContext):
+class Backups(Telling):
     """``backup`` and ``restore`` of the slot's accessories."""
 
     def backup(
@@ -108,9 +109,16 @@ class Backups(EngineContext):
         self.reporter.line(f"{source}: sha256 matches {source.name}.sha256")
         started = time.monotonic()
         holder = LockHolder.me(self.lock_ttl)
-        with signals_raise(), self.backend.lock(clearance, target, holder, self.reporter):
+        what = f"restore accessory {name} from {source.name}"
+        with (
+            signals_raise(),
+            self.backend.lock(clearance, target, holder, self.reporter),
+            self._telling(clearance, target, app, "restore", what),
+        ):
             said = part.restore_accessory(clearance, target, accessory, source, self.reporter)
-        return Restored(str(target), name, source, digest, time.monotonic() - started, said)
+            done = Restored(str(target), name, source, digest, time.monotonic() - started, said)
+            self._done(Done("restore", str(target), done.line(), done.to_json()))
+            return done
 
 
 def declared(app: App, name: str) -> Accessory:

@@ -17,6 +17,7 @@ from shipway.backends.protocol import (
     LockHolder,
     generations_of,
 )
+from shipway.engine.done import Done
 from shipway.engine.outcome import Outcome
 from shipway.engine.sequence import RolloutSequence
 from shipway.engine.signals import signals_raise
@@ -224,6 +225,7 @@ class BlueGreen(RolloutSequence):
         clearance.require_covers(target)
         gb = self._generations()
         holder = LockHolder.me(self.lock_ttl)
+        verb = "wake" if wake else "sleep"
         with signals_raise(), gb.lock(clearance, target, holder, self.reporter):
             records = gb.read_records(target)
             gens = gb.generations(target)
@@ -240,9 +242,14 @@ class BlueGreen(RolloutSequence):
                     WaitReplicas(process=n, replicas=p.replicas, generation=generation)
                     for n, p in processes.items()
                 ]
-            result = Walker(gb, clearance, target, source, {}, self.reporter).run(steps, timeout)
-            if result.failure is not None:
-                raise BackendError(result.failure.headline())
+            with self._telling(clearance, target, app, verb, f"{verb} generation {generation}"):
+                walker = Walker(gb, clearance, target, source, {}, self.reporter)
+                result = walker.run(steps, timeout)
+                if result.failure is not None:
+                    raise BackendError(result.failure.headline())
+                state = "awake (no traffic moved)" if wake else "asleep"
+                doc = {"slot": slot_name, "generation": generation, "state": state}
+                self._done(Done(verb, str(target), f"{generation} is {state}", doc))
 
     def gc(self, clearance: Clearance, app: App, slot_name: str, keep: int) -> list[str]:
         """Delete asleep generations beyond the ``keep`` newest; never the live one."""
@@ -251,14 +258,18 @@ class BlueGreen(RolloutSequence):
         gb = self._generations()
         holder = LockHolder.me(self.lock_ttl)
         with signals_raise(), gb.lock(clearance, target, holder, self.reporter):
-            # the backend lists oldest first (its clock may tie two generations made in
-            # one second, its order does not): all but the ``keep`` newest asleep ones go
-            asleep = [g for g in gb.generations(target) if g.state == "asleep"]
-            doomed = asleep[: max(len(asleep) - max(keep, 0), 0)]
-            for gen in doomed:
-                self.reporter.line(f"deleting asleep generation {gen.name}")
-                gb.delete_generation(clearance, target, gen.name, self.reporter)
-            return [g.name for g in doomed]
+            what = f"delete asleep generations beyond the {keep} newest"
+            with self._telling(clearance, target, app, "gc", what):
+                # the backend lists oldest first (its clock may tie two generations made in
+                # one second, its order does not): all but the ``keep`` newest asleep go
+                asleep = [g for g in gb.generations(target) if g.state == "asleep"]
+                doomed = [g.name for g in asleep[: max(len(asleep) - max(keep, 0), 0)]]
+                for name in doomed:
+                    self.reporter.line(f"deleting asleep generation {name}")
+                    gb.delete_generation(clearance, target, name, self.reporter)
+                line = f"deleted {len(doomed)} generation(s): {', '.join(doomed) or '-'}"
+                self._done(Done("gc", str(target), line, {"slot": slot_name, "deleted": doomed}))
+                return doomed
 
     def _sleep_new(self, target: Target, result: WalkResult, anchor: Release | None) -> list[Step]:
         """Undo for a generation switch: put back what this switch moved.

@@ -21,7 +21,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from shipway.backends.protocol import BuildInputs, Built, MaskingReporter, ResolvedImage
-from shipway.engine.context import EngineContext
+from shipway.engine.done import Done
+from shipway.engine.telling import Telling, reachable_secrets
 from shipway.engine.walk import Builder
 from shipway.errors import InputError
 from shipway.guard import Clearance
@@ -90,8 +91,46 @@ def record_of(built: Built) -> BuildRecord:
     )
 
 
-class BuildPhase(EngineContext):
-    """Planning the build phase, and running it as the walk's first step."""
+class BuildPhase(Telling):
+    """Planning the build phase, and running it as the walk's first step; a build alone."""
+
+    def build_only(self, clearance: Clearance, app: App, slot_name: str) -> Built:
+        """Build what a deploy of the slot would run (``shipway build``) — an image pushed
+        to its registry, a local dependency environment — without deploying it; told as an
+        operation. The slot is not locked: nothing in it changes. What the build streams is
+        masked with the secrets that resolve here."""
+        target = app.slots.target(slot_name)
+        clearance.require_covers(target)
+        if app.slots.get(slot_name).source is not None:
+            raise refuse_source_build(slot_name)
+        view = app.in_slot(slot_name)
+        secrets = reachable_secrets(app, self.environ)
+        masked = MaskingReporter(self.reporter, Masker.of(secrets))
+        inputs = self.backend.build_inputs(target, view, None, True)
+        if inputs is None:
+            raise InputError(f"nothing to build for {target} on the {self.backend.name} backend")
+        what = f"build {inputs.kind} {inputs.what}"
+        with self._telling(clearance, target, app, "build", what, secrets):
+            built = self.backend.build(clearance, target, view, inputs, masked)
+            verb = "reused (same inputs)" if built.reused else f"built in {built.duration:.1f}s"
+            more = []
+            if built.meta is not None:
+                m = built.meta
+                port = f", exposes {m.exposed_port}" if m.exposed_port else ""
+                more.append(f"{m.source_type} image, working dir {m.working_dir or '/'}{port}")
+            doc = {
+                "slot": slot_name,
+                "kind": built.kind,
+                "what": built.what,
+                "inputs": built.inputs,
+                "result": built.result,
+                "reused": built.reused,
+                "duration": round(built.duration, 3),
+                "image_meta": built.meta.to_json() if built.meta else None,
+            }
+            line = f"{built.kind} {built.what} {verb}: {built.result}"
+            self._done(Done("build", str(target), line, doc, tuple(more)))
+            return built
 
     def _build_inputs(
         self, target: Target, app: App, image: str | None, build: bool

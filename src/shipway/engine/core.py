@@ -26,6 +26,8 @@ from shipway.engine.build import builds_its_image, planned, refuse_source_build,
 from shipway.engine.context import marked
 from shipway.engine.data_loss import WrittenInside, database_notes
 from shipway.engine.destroy import Destruction
+from shipway.engine.done import Done
+from shipway.engine.freezing import Freezing
 from shipway.engine.ids import fresh_ids, restart_ids
 from shipway.engine.oneoff import OneOffs
 from shipway.engine.outcome import Outcome
@@ -53,7 +55,7 @@ from shipway.spec.secrets import Masker, Secret, placeholder
 ASKED = DeployRequest()
 
 
-class Engine(Workloads, BlueGreen, Destruction, OneOffs, Backups):
+class Engine(Workloads, BlueGreen, Destruction, OneOffs, Backups, Freezing):
     """Drives one backend for one app's slots. Knows nothing of which backend it drives."""
 
     def plan_deploy(
@@ -637,14 +639,20 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs, Backups):
         )
         return self._noted(plan, recorded, slot_name)
 
-    def stop(self, clearance: Clearance, app: App, slot_name: str) -> None:
+    def stop(self, clearance: Clearance, app: App, slot_name: str) -> Done:
         """Stop what runs in a slot, under its lock. Records stay: the deployed release is
         still the anchor, and a deploy or restart brings it back."""
         target = app.slots.target(slot_name)
         clearance.require_covers(target)
         holder = LockHolder.me(self.lock_ttl)
-        with signals_raise(), self.backend.lock(clearance, target, holder, self.reporter):
+        with (
+            signals_raise(),
+            self.backend.lock(clearance, target, holder, self.reporter),
+            self._telling(clearance, target, app, "stop", "stop every process"),
+        ):
             self.backend.stop(clearance, target, self.reporter)
+            line = f"stopped {target}; its release records stay (shipway history)"
+            return self._done(Done("stop", str(target), line, {"stopped": str(target)}))
 
 
 def secret_valued_env(app: App, secrets: Mapping[str, Secret]) -> App:

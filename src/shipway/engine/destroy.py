@@ -8,15 +8,17 @@ slot's role: it deletes the release records too, so nothing can be rolled back a
 
 from __future__ import annotations
 
+from shipway.backends.freezes import kept_freezes
 from shipway.backends.protocol import Leftover, LockHolder
-from shipway.engine.context import EngineContext
+from shipway.engine.done import Done
 from shipway.engine.signals import signals_raise
+from shipway.engine.telling import Telling
 from shipway.errors import ConfirmationRequired
 from shipway.guard import Clearance
 from shipway.spec.model import App
 
 
-class Destruction(EngineContext):
+class Destruction(Telling):
     """``destroy``: under the slot's lock, the backend deletes what it made there."""
 
     def leftovers(self, app: App, slot_name: str) -> list[Leftover]:
@@ -38,5 +40,24 @@ class Destruction(EngineContext):
                 f"records too): confirm by passing --confirm {slot_name}; nothing was deleted"
             )
         holder = LockHolder.me(self.lock_ttl)
-        with signals_raise(), self.backend.lock(clearance, target, holder, self.reporter):
-            return self.backend.destroy(clearance, target, volumes, self.reporter)
+        what = "everything" + (" and its volumes" if volumes else " but its volumes")
+        with (
+            signals_raise(),
+            self.backend.lock(clearance, target, holder, self.reporter),
+            self._telling(clearance, target, app, "destroy", f"delete {what}"),
+        ):
+            kept = [item for item in self.backend.leftovers(target) if item.data]
+            gone = self.backend.destroy(clearance, target, volumes, self.reporter)
+            kept = [] if volumes else kept
+            left = f"; kept {len(kept)} volume(s)" if kept else ""
+            more = [f.line() for f in kept_freezes(self.backend, target)]
+            more = [f"the freeze stays ({m}): shipway unfreeze {slot_name} lifts it"
+                    for m in more]  # fmt: skip
+            result = {
+                "slot": slot_name,
+                "deleted": [item.to_json() for item in gone],
+                "kept": [item.to_json() for item in kept],
+            }
+            line = f"destroyed {target}: deleted {len(gone)}{left}"
+            self._done(Done("destroy", str(target), line, result, tuple(more)))
+            return gone

@@ -18,7 +18,8 @@ from collections.abc import Mapping, Sequence
 
 from shipway.backends.oneoff import Stopped
 from shipway.backends.protocol import OneOffCommand
-from shipway.engine.context import EngineContext
+from shipway.engine.done import DONE, FAILED, Done
+from shipway.engine.telling import Telling
 from shipway.errors import InputError
 from shipway.guard import Clearance
 from shipway.release import history
@@ -27,7 +28,7 @@ from shipway.spec.parse import from_snapshot
 from shipway.spec.secrets import Masker
 
 
-class OneOffs(EngineContext):
+class OneOffs(Telling):
     """``run``: a one-off command in the deployed release's environment."""
 
     def run_command(
@@ -67,20 +68,32 @@ class OneOffs(EngineContext):
         secrets = self._secrets_of(release, app, self.secrets(app, slot_name))
         mask = Masker([s.reveal() for s in secrets.values()])
         where = f" on {host}" if host else ""
+        shown = mask(shlex.join(command))
         self.reporter.line(
-            mask(
-                f"running {shlex.join(command)} in r{release.revision} of {target} "
-                f"(the environment of {chosen}{where})"
-            )
+            f"running {shown} in r{release.revision} of {target} (the environment of "
+            f"{chosen}{where})"
         )
         oneoff = OneOffCommand(
             tuple(command), chosen, stdin=stdin, tty=tty, host=host, env=tuple(extra.items())
         )
-        try:
-            return self.backend.run_command(
-                clearance, target, release, oneoff, secrets, self.reporter
-            )
-        except Stopped as stop:
-            # the backend removed what it made; the exit code is the shell's for the signal
-            self.reporter.line(f"stopped by {stop}: exit {stop.exit_code}")
-            return stop.exit_code
+        what = f"run {shown} in r{release.revision} as {chosen}{where}"
+        with self._telling(clearance, target, app, "run", what, secrets):
+            try:
+                code = self.backend.run_command(
+                    clearance, target, release, oneoff, secrets, self.reporter
+                )
+                ended = f"exit {code}"
+            except Stopped as stop:
+                # the backend removed what it made; the exit code is the shell's for the signal
+                self.reporter.line(f"stopped by {stop}: exit {stop.exit_code}")
+                code, ended = stop.exit_code, f"stopped by {stop}: exit {stop.exit_code}"
+            result = {
+                "command": shown,
+                "revision": release.revision,
+                "process": chosen,
+                "host": host,
+            }
+            line = f"ran {shown} in r{release.revision} of {target}: {ended}"
+            kind = DONE if code == 0 else FAILED
+            self._done(Done("run", str(target), line, result, (), code, kind))
+            return code

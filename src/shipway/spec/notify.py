@@ -6,10 +6,12 @@ how each operation ended. Each receiver is a webhook:
 * ``form`` — ``json`` (default: the event's JSON, signed) or ``slack`` (``{"text": …}``);
 * ``secret`` — a ``[secrets]`` name whose value signs the body: the request carries
   ``X-Shipway-Signature: sha256=HEX``, the HMAC-SHA256 of the body under that value;
-* ``events`` — which: outcome kinds (``rolled``, ``unchanged``, ``rolled-back``,
-  ``rollback-failed``, ``no-anchor``, ``error``, ``recovered``: an operation that died,
-  resolved by a later run), ``started``, or the groups ``outcomes``
-  (every outcome; the default) and ``failures`` (every outcome but rolled and unchanged).
+* ``events`` — which: outcome kinds (``rolled``, ``unchanged``, ``done``: an operation
+  that records no release did what it was asked, ``rolled-back``, ``rollback-failed``,
+  ``no-anchor``, ``error``, ``failed``: a one-off command exited non-zero, ``recovered``: an
+  operation that died, resolved by a later run), ``started``, or the groups ``outcomes``
+  (every outcome; the default) and ``failures`` (every outcome but rolled, unchanged and
+  done).
 
 A slot's receivers are the app's followed by its own.
 """
@@ -24,9 +26,12 @@ from shipway.spec.check import Checker
 from shipway.spec.locate import KeyPath
 
 NOTIFY_KEYS = ("url", "url_secret", "form", "secret", "events")
-FAILURES = ("rolled-back", "rollback-failed", "no-anchor", "error")
-#: ``recovered``: an earlier operation that died, resolved (and told) by a later one
-OUTCOMES = ("rolled", "unchanged", *FAILURES, "recovered")
+#: ``failed``: a one-off command (``shipway run``) that exited non-zero
+FAILURES = ("rolled-back", "rollback-failed", "no-anchor", "error", "failed")
+#: ``recovered``: an earlier operation that died, resolved (and told) by a later one;
+#: ``done``: an operation that records no release (stop, destroy, restore, run, sleep,
+#: wake, gc, freeze, unfreeze, build) that did what it was asked
+OUTCOMES = ("rolled", "unchanged", "done", *FAILURES, "recovered")
 GROUPS = {"outcomes": OUTCOMES, "failures": FAILURES}
 EVENT_NAMES = ("started", *OUTCOMES)
 

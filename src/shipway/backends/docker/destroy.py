@@ -9,7 +9,8 @@ Its routes leave the host's shared proxies first (the other slots' routes there 
 keep answering); a shared proxy no other slot uses goes with the last slot's destroy.
 
 What must never happen: another app's or slot's object removed (everything is found by the
-slot's labels), or a data volume removed without ``volumes``.
+slot's labels), or a data volume removed without ``volumes``. The slot's freeze holder
+stays, as every backend keeps a freeze through a destroy (docs/events.md).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from shipway.backends.docker.accessories import DockerAccessories
 from shipway.backends.docker.connection import HostConnection
 from shipway.backends.docker.containers import remove
 from shipway.backends.docker.edge import edge
+from shipway.backends.docker.freezes import FREEZE_KIND
 from shipway.backends.docker.images import DockerImages
 from shipway.backends.docker.records import read_tree
 from shipway.backends.protocol import Leftover, Reporter
@@ -89,12 +91,13 @@ class DockerDestroy(DockerImages, DockerAccessories):
         return out
 
     def _containers_in_order(self, client: docker.DockerClient) -> list[tuple[str, str]]:
-        """(kind, name) of the slot's containers but its lock, in removal order."""
+        """(kind, name) of the slot's containers but its lock and its freeze (a freeze
+        outlives a destroy: docs/events.md), in removal order."""
         order = list(_KINDS)
         found = [
             (str(c.labels.get(labels.KIND)), str(c.name))
             for c in self._labelled(client)
-            if c.labels.get(labels.KIND) != labels.LOCK
+            if c.labels.get(labels.KIND) not in (labels.LOCK, FREEZE_KIND)
         ]
         return sorted(found, key=lambda kn: (order.index(kn[0]) if kn[0] in order else 0, kn[1]))
 
