@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from shipway.backends.accessories import Accessories
 from shipway.backends.docker import render
+from shipway.backends.docker.backups import DockerBackups
 from shipway.backends.docker.certificates import DockerCertificates
 from shipway.backends.docker.destroy import DockerDestroy
 from shipway.backends.docker.freezes import DockerFreezes
@@ -52,6 +53,7 @@ class DockerBackend(
     ImageBuilds,
     DockerReads,
     DockerDestroy,
+    DockerBackups,
     DockerReleaseCommand,
     DockerCommands,
     DockerRuntimeFiles,
