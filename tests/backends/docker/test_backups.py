@@ -73,6 +73,12 @@ def backed_up(d: Deployment, out: Path) -> dict[str, Any]:
     return doc
 
 
+def trusted(path: Path) -> None:
+    """A checksum made for ``path`` as it is (as a user who trusts a file would)."""
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    path.with_name(path.name + ".sha256").write_text(f"{digest}  {path.name}\n")
+
+
 def helpers(d: Deployment) -> list[Any]:
     """The restore's helper containers left on host A (none, ever)."""
     return d.containers(d.env.a, kind="accessory-restore")
@@ -109,6 +115,16 @@ def test_a_postgres_backup_restores_into_a_fresh_accessory_with_its_rows(
     assert psql(d, password, "select text from notes order by id") == "one\ntwo\nafter"
     assert accessory(d).attrs["State"]["StartedAt"] == before
     assert accessory(d).exec_run(["sh", "-c", "ls /tmp | grep -c restore"]).output == b"0\n"
+    # a dump cut short, with a checksum made for it: it fails to load, in a database of its
+    # own, and the app's is as it was
+    bad.write_bytes(path.read_bytes()[: path.stat().st_size * 2 // 3])
+    trusted(bad)
+    r = shipway(d, "restore", SLOT, "db", str(bad), "--confirm", SLOT)
+    assert r.returncode == 1 and "pg_restore in container" in r.stderr, r.stderr
+    assert psql(d, password, "select text from notes order by id") == "one\ntwo\nafter"
+    dbs = psql(d, password, "select datname from pg_database order by 1").split()
+    assert f"{d.name}.restoring" not in dbs
+    assert accessory(d).attrs["State"]["StartedAt"] == before
 
     # the slot destroyed with its data, deployed anew: a fresh accessory, no table
     r = shipway(d, "destroy", SLOT, "--volumes", "--confirm", SLOT)
@@ -192,6 +208,16 @@ def test_a_redis_snapshot_restores_into_a_fresh_accessory_and_survives_a_restart
     assert accessory(d).attrs["State"]["StartedAt"] == before
     assert redis(address, port, password, "GET", "after") == b"$1\r\n1\r\n"
     assert helpers(d) == []
+    # the same file with a checksum made for it: a server of the image refuses to load it,
+    # and the accessory is never stopped
+    trusted(bad)
+    r = shipway(d, "restore", SLOT, "db", str(bad), "--confirm", SLOT)
+    assert r.returncode == 1 and "did not load the snapshot" in r.stderr, r.stderr
+    assert accessory(d).attrs["State"]["StartedAt"] == before
+    assert redis(address, port, password, "GET", "greeting") == b"$5\r\nhello\r\n"
+    assert helpers(d) == []
+    listed = accessory(d).exec_run(["ls", "-A", "/data"]).output.decode().split()
+    assert not [n for n in listed if n.startswith("shipway-")], listed
 
     # the slot destroyed with its data, deployed anew: a fresh, empty accessory
     r = shipway(d, "destroy", SLOT, "--volumes", "--confirm", SLOT)
