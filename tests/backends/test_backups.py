@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
 
 import pytest
 
-from shipway.backends.backups import partial_path, seal, verified
+from shipway.backends.accessories import backups_of
+from shipway.backends.backups import partial_path, pg_major, seal, verified
+from shipway.backends.protocol import Backend
 from shipway.errors import InputError
 
 
@@ -77,3 +81,19 @@ def test_an_upgrade_step_is_refused_where_only_a_restart_would_run(backend: str)
     body = inspect.getsource(part.start_accessory)
     first = body.index("refuse_upgrade(step")
     assert first < body.index("from_json("), "refused before the accessory is read or touched"
+
+
+def test_a_tools_major_version_is_read_from_its_version_line() -> None:
+    assert pg_major("pg_dump (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)") == "15"
+    assert pg_major("15.18") == "15" and pg_major("16.2") == "16"
+    assert pg_major("pg_dump (PostgreSQL) 9.6.24") == "9.6"
+    assert pg_major("no version here") == ""
+
+
+def test_kubernetes_refuses_backups_saying_why_and_where_the_way_by_hand_is() -> None:
+    kubernetes = cast(Backend, SimpleNamespace(name="kubernetes"))
+    with pytest.raises(InputError) as refused:
+        backups_of(kubernetes)
+    said = str(refused.value)
+    assert "speaks no exec" in said and "nothing was done" in said
+    assert "docs/kubernetes.md, *Backups of accessories*" in said
