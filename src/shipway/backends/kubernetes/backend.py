@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from shipway.backends.accessories import Accessories
 from shipway.backends.imagebuild import ImageBuilds
+from shipway.backends.kubernetes.backups import KubernetesBackups
 from shipway.backends.kubernetes.blue_green import KubernetesBlueGreen
 from shipway.backends.kubernetes.destroy import KubernetesDestroy
 from shipway.backends.kubernetes.drift import KubernetesDrift
@@ -54,6 +55,7 @@ class KubernetesBackend(
     ImageBuilds,
     KubernetesReads,
     KubernetesDestroy,
+    KubernetesBackups,
     KubernetesBlueGreen,
     KubernetesCommands,
     KubernetesLock,
