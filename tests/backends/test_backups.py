@@ -5,14 +5,10 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from types import SimpleNamespace
-from typing import cast
 
 import pytest
 
-from shipway.backends.accessories import backups_of
 from shipway.backends.backups import partial_path, pg_major, seal, verified
-from shipway.backends.protocol import Backend
 from shipway.errors import InputError
 
 
@@ -89,11 +85,3 @@ def test_a_tools_major_version_is_read_from_its_version_line() -> None:
     assert pg_major("pg_dump (PostgreSQL) 9.6.24") == "9.6"
     assert pg_major("no version here") == ""
 
-
-def test_kubernetes_refuses_backups_saying_why_and_where_the_way_by_hand_is() -> None:
-    kubernetes = cast(Backend, SimpleNamespace(name="kubernetes"))
-    with pytest.raises(InputError) as refused:
-        backups_of(kubernetes)
-    said = str(refused.value)
-    assert "speaks no exec" in said and "nothing was done" in said
-    assert "docs/kubernetes.md, *Backups of accessories*" in said

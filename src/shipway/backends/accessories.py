@@ -194,10 +194,10 @@ class Accessories(Protocol):
 
 @runtime_checkable
 class AccessoryBackups(Protocol):
-    """What a backend adds that backs its accessories up and puts a backup back (local and
-    docker, this version; not kubernetes: :func:`backups_of` says why). Where the file goes,
-    its checksum and the checks before a restore are the engine's
-    (:mod:`shipway.backends.backups`): a backend writes the bytes and puts them back."""
+    """What a backend adds that backs its accessories up and puts a backup back (local,
+    docker and kubernetes). Where the file goes, its checksum and the checks before a
+    restore are the engine's (:mod:`shipway.backends.backups`): a backend writes the bytes
+    and puts them back."""
 
     def backup_accessory(
         self, target: Target, accessory: Accessory, into: Path, reporter: Reporter
@@ -224,21 +224,11 @@ class AccessoryBackups(Protocol):
 
 
 def backups_of(backend: Backend) -> AccessoryBackups:
-    """The backend as one that backs accessories up, or an InputError saying it does not
-    (and, on Kubernetes, why: docs/kubernetes.md, *Backups of accessories*)."""
+    """The backend as one that backs accessories up, or an InputError saying it does not."""
     if not isinstance(backend, AccessoryBackups):
-        why = (
-            ": a dump has to be streamed out of the accessory's pod and a backup copied into "
-            "it, and the client shipway reaches a cluster with speaks no exec (nothing of the "
-            "API reads or writes a claim's files); nothing was done (hint: run the server's "
-            "own tool in its pod with the cluster's tools, as docs/kubernetes.md, *Backups of "
-            "accessories*, shows)"
-            if backend.name == "kubernetes"
-            else " (hint: use the server's own tools, e.g. pg_dump, against it)"
-        )
         raise InputError(
             f"the {backend.name} backend does not back accessories up in this version of "
-            f"shipway{why}"
+            "shipway (hint: use the server's own tools, e.g. pg_dump, against it)"
         )
     return backend
 

@@ -10,16 +10,18 @@ test_accessories.py; the images are the test environment's ``postgres:15`` and `
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import io
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from lightkube import AsyncClient
 from lightkube.models.core_v1 import (
     HostPathVolumeSource,
     ObjectReference,
@@ -30,6 +32,7 @@ from lightkube.resources.core_v1 import PersistentVolume, Pod
 
 from .conftest import Slot
 from .test_accessories import mirror
+from .test_rbac import documented_role
 from .test_real_pods import app_name, image
 
 __all__ = ["mirror"]  # the fixture, used by name
@@ -101,18 +104,29 @@ def volumes(real_slot: Slot, tmp_path: Path) -> Iterator[None]:
 
 
 def sh(slot: Slot, pod: str, container: str, script: str) -> str:
-    """``sh -c script`` in the pod (the test's own exec, through lightkube): its output."""
+    """``sh -c script`` in the pod (the test's own exec, through lightkube's asynchronous
+    client, as shipway's: the synchronous one's WebSocket session is unsafe): its output."""
+
+    async def run() -> Any:
+        client = AsyncClient(config=slot.client.config)
+        try:
+            return await client.exec(
+                pod, namespace=slot.namespace, container=container, command=["sh", "-c", script],
+                stdout=out, stderr=err, decode=None, timeout=60,
+            )  # fmt: skip
+        finally:
+            await client.close()
+
     out, err = io.BytesIO(), io.BytesIO()
-    done = slot.client.exec(
-        pod, namespace=slot.namespace, container=container, command=["sh", "-c", script],
-        stdout=out, stderr=err, decode=None, timeout=60,
-    )  # fmt: skip
+    done = asyncio.run(run())
     assert done.exit_code == 0, err.getvalue()
     return out.getvalue().decode().strip()
 
 
-def backed_up(slot: Slot, accessory: str, out: Path) -> dict[str, Any]:
-    r = slot.cli("backup", "test1", accessory, "--out", str(out), "-o", "json")
+def backed_up(
+    slot: Slot, accessory: str, out: Path, env: dict[str, str] | None = None
+) -> dict[str, Any]:
+    r = slot.cli("backup", "test1", accessory, "--out", str(out), "-o", "json", env=env)
     assert r.returncode == 0, r.stderr
     doc: dict[str, Any] = json.loads(r.stdout)
     path = Path(doc["path"])
@@ -138,7 +152,11 @@ def ready_pod(slot: Slot, name: str, not_uid: str | None = None) -> Any:
 
 
 def test_backups_restore_through_exec(
-    real_slot: Slot, volumes: None, mirror: str, tmp_path: Path
+    real_slot: Slot,
+    volumes: None,
+    mirror: str,
+    tmp_path: Path,
+    mint_kubeconfig: Callable[..., Path],
 ) -> None:
     s = real_slot
     name = app_name(s)
@@ -151,7 +169,9 @@ def test_backups_restore_through_exec(
     assert sh(s, cache, "redis", REDIS + "SET greeting hello") == "OK"
     assert sh(s, cache, "redis", REDIS + "RPUSH queue a b c") == "3"
 
-    pg = backed_up(s, "db", tmp_path)
+    # backed up by an identity with the documented Role alone (pods/exec: create)
+    role = mint_kubeconfig(s.namespace, documented_role()["rules"], name="backups")
+    pg = backed_up(s, "db", tmp_path, env={"KUBECONFIG": str(role)})
     rdb = backed_up(s, "cache", tmp_path)
     pg_path, rdb_path = Path(pg["path"]), Path(rdb["path"])
     assert pg_path.read_bytes().startswith(b"PGDMP") and rdb_path.read_bytes().startswith(b"REDIS")
@@ -176,7 +196,9 @@ def test_backups_restore_through_exec(
     assert sh(s, cache, "redis", REDIS + "SET stale x") == "OK"
     r = s.cli("restore", "test1", "db", str(pg_path))
     assert r.returncode == 3 and "--confirm test1" in r.stderr, r.stderr
-    r = s.cli("restore", "test1", "db", str(pg_path), "--confirm", "test1")
+    r = s.cli(
+        "restore", "test1", "db", str(pg_path), "--confirm", "test1", env={"KUBECONFIG": str(role)}
+    )
     assert r.returncode == 0, r.stderr
     assert f"database {name} replaced" in r.stdout
     assert sh(s, db, "postgres", PSQL + "'select text from notes order by id'") == "one\ntwo"
