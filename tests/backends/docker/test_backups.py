@@ -2,9 +2,10 @@
 Postgres accessory on host A of the two-host slot dumped by the ``pg_dump`` of its own image
 (its output streamed out of an exec), the slot destroyed with its volumes and deployed anew
 (a fresh, empty accessory with another password), the file restored, the rows found; a Redis
-snapshot likewise, the restored data still there after the accessory is restarted (its
-append-only file was rewritten from the snapshot); a corrupted file refused with exit 2 and
-nothing touched (the same container, its data as it was, no helper left).
+snapshot likewise (the accessory on host B, reached over SSH), the restored data still there
+after the accessory is restarted (its append-only file was rewritten from the snapshot); a
+corrupted file refused with exit 2 and nothing touched (the same container, its data as it
+was, no helper left).
 
 The images are the test environment's ``postgres:15`` and ``redis:7`` (Debian's packages),
 as a user's private mirror of the official ones (``SHIPWAY_ACCESSORY_MIRROR``)."""
@@ -24,8 +25,9 @@ import pytest
 
 from shipway.engine import Rolled
 from tests.backends.docker.conftest import SLOT, Deployment, Lines
-from tests.backends.docker.test_accessories import accessory, mirror, volume_labels, write
+from tests.backends.docker.test_accessories import accessory, mirror, write
 from tests.backends.local.conftest import eventually
+from tests.testenv.docker import DockerHost
 
 __all__ = ["mirror"]  # the fixture, used by name
 
@@ -39,14 +41,30 @@ def shipway(d: Deployment, *args: str) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
-def deployed(d: Deployment) -> str:
-    """Deploy the slot; the accessory's password."""
+def on(d: Deployment, host: DockerHost) -> Any:
+    """The accessory's container on ``host``."""
+    client = d.local(host)
+    try:
+        return client.containers.get(f"shipway-{d.name}-{SLOT}-acc-db")
+    finally:
+        client.close()
+
+
+def password_on(d: Deployment, host: DockerHost) -> str:
+    client = d.local(host)
+    try:
+        [volume] = client.volumes.list(filters={"name": f"shipway-{d.name}-{SLOT}-acc-db-data"})
+        return str(volume.attrs["Labels"]["org.shipway.accessory.password"])
+    finally:
+        client.close()
+
+
+def deployed(d: Deployment, host: DockerHost | None = None) -> str:
+    """Deploy the slot; the accessory's password (its volume on ``host``: default A)."""
     lines = Lines()
     outcome = d.deploy(lines)
     assert isinstance(outcome, Rolled), outcome.line() + "\n" + lines.text()
-    creds = volume_labels(d)
-    assert creds is not None
-    return creds["org.shipway.accessory.password"]
+    return password_on(d, host or d.env.a)
 
 
 def psql(d: Deployment, password: str, sql: str) -> str:
@@ -79,9 +97,9 @@ def trusted(path: Path) -> None:
     path.with_name(path.name + ".sha256").write_text(f"{digest}  {path.name}\n")
 
 
-def helpers(d: Deployment) -> list[Any]:
-    """The restore's helper containers left on host A (none, ever)."""
-    return d.containers(d.env.a, kind="accessory-restore")
+def helpers(d: Deployment, host: DockerHost) -> list[Any]:
+    """The restore's helper containers left on ``host`` (none, ever)."""
+    return d.containers(host, kind="accessory-restore")
 
 
 def test_a_postgres_backup_restores_into_a_fresh_accessory_with_its_rows(
@@ -175,8 +193,8 @@ def whole(got: bytes) -> bool:
     return len(body) >= int(head[1:]) + 2
 
 
-def published(d: Deployment) -> tuple[str, int]:
-    [binding] = accessory(d).attrs["HostConfig"]["PortBindings"]["6379/tcp"]
+def published(d: Deployment, host: DockerHost) -> tuple[str, int]:
+    [binding] = on(d, host).attrs["HostConfig"]["PortBindings"]["6379/tcp"]
     return binding["HostIp"], int(binding["HostPort"])
 
 
@@ -184,9 +202,10 @@ def test_a_redis_snapshot_restores_into_a_fresh_accessory_and_survives_a_restart
     deployment: Deployment, mirror: str, tmp_path: Path
 ) -> None:
     d = deployment
-    write(d, kind="redis", version="7")
-    password = deployed(d)
-    address, port = published(d)
+    b = d.env.b  # over SSH: exec, get_archive, put_archive and helpers through its connection
+    write(d, kind="redis", version="7", where=f'host = "{b.url}"')
+    password = deployed(d, b)
+    address, port = published(d, b)
     assert redis(address, port, password, "SET", "greeting", "hello") == b"+OK\r\n"
     assert redis(address, port, password, "RPUSH", "queue", "a", "b", "c") == b":3\r\n"
 
@@ -202,28 +221,28 @@ def test_a_redis_snapshot_restores_into_a_fresh_accessory_and_survives_a_restart
     bad.write_bytes(bytes(data))
     (tmp_path / "bad.rdb.sha256").write_text(f"{doc['sha256']}  bad.rdb\n")
     assert redis(address, port, password, "SET", "after", "1") == b"+OK\r\n"
-    before = accessory(d).attrs["State"]["StartedAt"]
+    before = on(d, b).attrs["State"]["StartedAt"]
     r = shipway(d, "restore", SLOT, "db", str(bad), "--confirm", SLOT)
     assert r.returncode == 2 and "corrupted" in r.stderr, r.stderr
-    assert accessory(d).attrs["State"]["StartedAt"] == before
+    assert on(d, b).attrs["State"]["StartedAt"] == before
     assert redis(address, port, password, "GET", "after") == b"$1\r\n1\r\n"
-    assert helpers(d) == []
+    assert helpers(d, b) == []
     # the same file with a checksum made for it: a server of the image refuses to load it,
     # and the accessory is never stopped
     trusted(bad)
     r = shipway(d, "restore", SLOT, "db", str(bad), "--confirm", SLOT)
     assert r.returncode == 1 and "did not load the snapshot" in r.stderr, r.stderr
-    assert accessory(d).attrs["State"]["StartedAt"] == before
+    assert on(d, b).attrs["State"]["StartedAt"] == before
     assert redis(address, port, password, "GET", "greeting") == b"$5\r\nhello\r\n"
-    assert helpers(d) == []
-    listed = accessory(d).exec_run(["ls", "-A", "/data"]).output.decode().split()
+    assert helpers(d, b) == []
+    listed = on(d, b).exec_run(["ls", "-A", "/data"]).output.decode().split()
     assert not [n for n in listed if n.startswith("shipway-")], listed
 
     # the slot destroyed with its data, deployed anew: a fresh, empty accessory
     r = shipway(d, "destroy", SLOT, "--volumes", "--confirm", SLOT)
     assert r.returncode == 0, r.stderr
-    fresh = deployed(d)
-    address, port = published(d)
+    fresh = deployed(d, b)
+    address, port = published(d, b)
     assert redis(address, port, fresh, "DBSIZE") == b":0\r\n"
     assert redis(address, port, fresh, "SET", "stale", "x") == b"+OK\r\n"
     r = shipway(d, "restore", SLOT, "db", str(path), "--confirm", SLOT)
@@ -232,19 +251,19 @@ def test_a_redis_snapshot_restores_into_a_fresh_accessory_and_survives_a_restart
     assert redis(address, port, fresh, "GET", "greeting") == b"$5\r\nhello\r\n"
     assert redis(address, port, fresh, "LLEN", "queue") == b":3\r\n"
     assert redis(address, port, fresh, "EXISTS", "stale") == b":0\r\n"
-    assert helpers(d) == []
-    listed = accessory(d).exec_run(["ls", "-A", "/data"]).output.decode().split()
+    assert helpers(d, b) == []
+    listed = on(d, b).exec_run(["ls", "-A", "/data"]).output.decode().split()
     assert not [n for n in listed if n.startswith("shipway-")], listed
 
     # restarted, it loads its append-only file: the restored data is what that file holds
     assert redis(address, port, fresh, "CONFIG", "GET", "appendonly").endswith(b"yes\r\n")
-    c = accessory(d)
+    c = on(d, b)
     c.restart(timeout=30)
     eventually(
         lambda: redis(address, port, fresh, "GET", "greeting") == b"$5\r\nhello\r\n",
         timeout=60,
         what="the restored key after a restart",
     )
-    assert accessory(d).attrs["State"]["StartedAt"] != c.attrs["State"]["StartedAt"]
+    assert on(d, b).attrs["State"]["StartedAt"] != c.attrs["State"]["StartedAt"]
     for text in (r.stdout, r.stderr, json.dumps(doc)):
         assert password not in text and fresh not in text
