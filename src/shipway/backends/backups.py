@@ -284,3 +284,16 @@ def version_word(version_line: str) -> str:
     """The first word of a version line that is a version (``15.18``), or ``""``."""
     words = version_line.replace("(", " ").replace(")", " ").split()
     return next((w for w in words if w[:1].isdigit()), "")
+
+
+def own_pg_dump(said: str, server: str, where: str) -> str:
+    """``pg_dump 15.18`` when the version line a ``pg_dump`` ``said`` is of the server's
+    major version; an InputError otherwise (nothing done): another major's is never used."""
+    tool, ours = pg_major(said), pg_major(server)
+    if tool != ours:
+        raise InputError(
+            f"{where}: its pg_dump is postgres {tool or '?'} ({said}), and its server is "
+            f"postgres {server}: a pg_dump of another major version is never used; nothing "
+            "was done (hint: run the server's own image)"
+        )
+    return f"pg_dump {version_word(said)}"

@@ -31,7 +31,7 @@ from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import PersistentVolume, Pod
 
 from .conftest import Slot
-from .test_accessories import mirror
+from .test_accessories import WEB, mirror
 from .test_rbac import documented_role
 from .test_real_pods import app_name, image
 
@@ -39,35 +39,10 @@ __all__ = ["mirror"]  # the fixture, used by name
 
 pytestmark = [pytest.mark.k8s, pytest.mark.real_node, pytest.mark.timeout(600)]
 
-SPEC = """
-[app]
-name = "{name}"
-image = "{image}"
-image_type = "dockerfile"
-
-[processes.web]
-port = 8080
-replicas = 1
-healthcheck = {{ path = "/up", interval = "1s", timeout = "1s", attempts = 3 }}
-
-[accessories.db]
-kind = "postgres"
-version = "15"
-size = "1Gi"
-
-[accessories.cache]
-kind = "redis"
-version = "7"
-size = "1Gi"
-
-[secrets]
-DATABASE_URL = {{ from_accessory = "db" }}
-REDIS_URL = {{ from_accessory = "cache" }}
-
-[slots.test1]
-backend = "kubernetes"
-namespace = "{namespace}"
-"""
+#: test_accessories' app and Postgres accessory, and a Redis one beside it
+SPEC = WEB.replace(
+    "[secrets]", '[accessories.cache]\nkind = "redis"\nversion = "7"\nsize = "1Gi"\n\n[secrets]'
+).replace("[slots.test1]", 'REDIS_URL = {{ from_accessory = "cache" }}\n\n[slots.test1]')
 
 PSQL = (
     'PGPASSWORD="$POSTGRES_PASSWORD" psql -h 127.0.0.1 -U "$POSTGRES_USER" -d "$POSTGRES_DB" '

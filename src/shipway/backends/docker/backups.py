@@ -187,17 +187,9 @@ class DockerBackups(DockerAccessories):
 
     @staticmethod
     def _pg_dump_of(c: Container, server: str) -> str:
-        """The image's ``pg_dump`` (``pg_dump 15.18``) once it says the server's major
-        version; an InputError otherwise: another major's is never used in its place."""
+        """The image's ``pg_dump`` (``pg_dump 15.18``), once it is the server's major."""
         said = _exec(c, ["pg_dump", "--version"], {}, "pg_dump --version").decode().strip()
-        tool, ours = files.pg_major(said), files.pg_major(server)
-        if tool != ours:
-            raise InputError(
-                f"container {c.name}: its pg_dump is postgres {tool or '?'} ({said}), and its "
-                f"server is postgres {server}: a pg_dump of another major version is never "
-                "used; nothing was done (hint: run the server's own image)"
-            )
-        return f"pg_dump {files.version_word(said)}"
+        return files.own_pg_dump(said, server, f"container {c.name}")
 
     def _pg_restore(
         self, c: Container, creds: Credentials, version: str, source: Path, reporter: Reporter

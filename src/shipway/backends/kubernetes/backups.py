@@ -280,17 +280,9 @@ class KubernetesBackups(KubernetesAccessories):
     # -- Postgres ------------------------------------------------------------------------
 
     def _pg_dump_of(self, pod: str, server: str) -> str:
-        """The image's ``pg_dump`` once it says the server's major version; an InputError
-        otherwise: another major's is never used in its place."""
+        """The image's ``pg_dump`` (``pg_dump 15.18``), once it is the server's major."""
         said = self._sh(pod, "postgres", "pg_dump --version", "pg_dump --version").strip()
-        tool, ours = files.pg_major(said), files.pg_major(server)
-        if tool != ours:
-            raise InputError(
-                f"pod {pod}: its pg_dump is postgres {tool or '?'} ({said}), and its server is "
-                f"postgres {server}: a pg_dump of another major version is never used; "
-                "nothing was done (hint: run the server's own image)"
-            )
-        return f"pg_dump {files.version_word(said)}"
+        return files.own_pg_dump(said, server, f"pod {pod}")
 
     def _pg_restore(
         self, pod: str, creds: Credentials, version: str, source: Path, reporter: Reporter
