@@ -4,7 +4,10 @@ before anything is touched (a file not whole, without its checksum, of another k
 from __future__ import annotations
 
 import hashlib
+import json
+import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -85,3 +88,18 @@ def test_a_tools_major_version_is_read_from_its_version_line() -> None:
     assert pg_major("pg_dump (PostgreSQL) 9.6.24") == "9.6"
     assert pg_major("no version here") == ""
 
+
+
+def sealed(stdout: str) -> dict[str, Any]:
+    """``shipway backup -o json``'s document, once its file is what it says: its SHA-256
+    and size, the checksum file beside it as ``sha256sum -c`` reads it, the file 0600 (the
+    backend tests' check of every backup they make)."""
+    doc: dict[str, Any] = json.loads(stdout)
+    path = Path(doc["path"])
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    assert doc["sha256"] == digest and doc["bytes"] == path.stat().st_size
+    assert Path(doc["checksum_file"]).read_text() == f"{digest}  {path.name}\n"
+    assert path.stat().st_mode & 0o777 == 0o600
+    check = subprocess.run(["sha256sum", "-c", Path(doc["checksum_file"]).name], cwd=path.parent)
+    assert check.returncode == 0
+    return doc

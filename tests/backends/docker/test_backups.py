@@ -27,6 +27,7 @@ from shipway.engine import Rolled
 from tests.backends.docker.conftest import SLOT, Deployment, Lines
 from tests.backends.docker.test_accessories import accessory, mirror, write
 from tests.backends.local.conftest import eventually
+from tests.backends.test_backups import sealed
 from tests.testenv.docker import DockerHost
 
 __all__ = ["mirror"]  # the fixture, used by name
@@ -80,15 +81,7 @@ def psql(d: Deployment, password: str, sql: str) -> str:
 def backed_up(d: Deployment, out: Path) -> dict[str, Any]:
     r = shipway(d, "backup", SLOT, "db", "--out", str(out), "-o", "json")
     assert r.returncode == 0, r.stderr
-    doc: dict[str, Any] = json.loads(r.stdout)
-    path = Path(doc["path"])
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    assert doc["sha256"] == digest and doc["bytes"] == path.stat().st_size
-    assert Path(doc["checksum_file"]).read_text() == f"{digest}  {path.name}\n"
-    assert path.stat().st_mode & 0o777 == 0o600
-    check = subprocess.run(["sha256sum", "-c", Path(doc["checksum_file"]).name], cwd=path.parent)
-    assert check.returncode == 0
-    return doc
+    return sealed(r.stdout)
 
 
 def trusted(path: Path) -> None:

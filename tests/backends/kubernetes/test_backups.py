@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import hashlib
 import io
 import json
 import time
@@ -29,6 +28,8 @@ from lightkube.models.core_v1 import (
 )
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import PersistentVolume, Pod
+
+from tests.backends.test_backups import sealed
 
 from .conftest import Slot
 from .test_accessories import WEB, mirror
@@ -103,12 +104,7 @@ def backed_up(
 ) -> dict[str, Any]:
     r = slot.cli("backup", "test1", accessory, "--out", str(out), "-o", "json", env=env)
     assert r.returncode == 0, r.stderr
-    doc: dict[str, Any] = json.loads(r.stdout)
-    path = Path(doc["path"])
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    assert doc["sha256"] == digest and doc["bytes"] == path.stat().st_size
-    assert Path(doc["checksum_file"]).read_text() == f"{digest}  {path.name}\n"
-    return doc
+    return sealed(r.stdout)
 
 
 def ready_pod(slot: Slot, name: str, not_uid: str | None = None) -> Any:
