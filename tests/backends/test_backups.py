@@ -4,11 +4,14 @@ before anything is touched (a file not whole, without its checksum, of another k
 from __future__ import annotations
 
 import hashlib
+import json
+import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from shipway.backends.backups import partial_path, seal, verified
+from shipway.backends.backups import partial_path, pg_major, seal, verified
 from shipway.errors import InputError
 
 
@@ -77,3 +80,26 @@ def test_an_upgrade_step_is_refused_where_only_a_restart_would_run(backend: str)
     body = inspect.getsource(part.start_accessory)
     first = body.index("refuse_upgrade(step")
     assert first < body.index("from_json("), "refused before the accessory is read or touched"
+
+
+def test_a_tools_major_version_is_read_from_its_version_line() -> None:
+    assert pg_major("pg_dump (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)") == "15"
+    assert pg_major("15.18") == "15" and pg_major("16.2") == "16"
+    assert pg_major("pg_dump (PostgreSQL) 9.6.24") == "9.6"
+    assert pg_major("no version here") == ""
+
+
+
+def sealed(stdout: str) -> dict[str, Any]:
+    """``shipway backup -o json``'s document, once its file is what it says: its SHA-256
+    and size, the checksum file beside it as ``sha256sum -c`` reads it, the file 0600 (the
+    backend tests' check of every backup they make)."""
+    doc: dict[str, Any] = json.loads(stdout)
+    path = Path(doc["path"])
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    assert doc["sha256"] == digest and doc["bytes"] == path.stat().st_size
+    assert Path(doc["checksum_file"]).read_text() == f"{digest}  {path.name}\n"
+    assert path.stat().st_mode & 0o777 == 0o600
+    check = subprocess.run(["sha256sum", "-c", Path(doc["checksum_file"]).name], cwd=path.parent)
+    assert check.returncode == 0
+    return doc

@@ -195,9 +195,9 @@ class Accessories(Protocol):
 @runtime_checkable
 class AccessoryBackups(Protocol):
     """What a backend adds that backs its accessories up and puts a backup back (local,
-    this version). Where the file goes, its checksum and the checks before a restore are
-    the engine's (:mod:`shipway.backends.backups`): a backend writes the bytes and puts
-    them back."""
+    docker and kubernetes). Where the file goes, its checksum and the checks before a
+    restore are the engine's (:mod:`shipway.backends.backups`): a backend writes the bytes
+    and puts them back."""
 
     def backup_accessory(
         self, target: Target, accessory: Accessory, into: Path, reporter: Reporter

@@ -32,6 +32,17 @@ MAGIC = {"postgres": b"PGDMP", "redis": b"REDIS"}
 SUFFIX = {"postgres": ".dump", "redis": ".rdb"}
 #: how often a long dump or copy says how far it got
 PROGRESS_EVERY = 2.0
+#: how long a dump, a restore or a snapshot may take
+TOOL_LIMIT = 3600.0
+LOOK = 0.1
+#: how the server's own pg_dump writes a backup (custom format: compressed, read back by
+#: pg_restore) and how pg_restore loads one (all or nothing)
+PG_DUMP_WORDS = ("--format=custom", "--no-owner", "--no-acl")
+PG_RESTORE_WORDS = ("--no-owner", "--no-acl", "--exit-on-error", "--single-transaction")
+#: a Redis command after AUTH: its reply (a BackendError when the login is refused)
+RedisCommand = Callable[..., bytes]
+#: ``INFO persistence`` of a Redis, as a mapping
+RedisInfo = Callable[[], dict[str, str]]
 
 
 @dataclass(frozen=True)
@@ -177,3 +188,112 @@ def watch_growth(
         say(f"  {what}: {human_bytes(size)} written, {now - started:.0f}s")
 
     return tick
+
+
+def wait_until(done: Callable[[], bool], limit: float, what: str) -> None:
+    """Until ``done()``; a BackendError saying the accessory ``what`` after ``limit``."""
+    until = time.monotonic() + limit
+    while not done():
+        if time.monotonic() > until:
+            raise BackendError(f"the accessory {what} within {limit:.0f}s")
+        time.sleep(LOOK)
+
+
+# -- what every backend does alike, each over its own way of reaching the server ----------
+
+
+def redis_bgsave(command: RedisCommand, persistence: RedisInfo, say: Callable[[str], None]) -> None:
+    """A snapshot taken now: ``BGSAVE``, waited on until Redis counts one more save than
+    before it was asked (a save of Redis' own in progress is waited on, then it is asked
+    again); a BackendError when the save failed. Redis renames a whole snapshot into place,
+    so its ``dump.rdb``, opened after this, is one snapshot whatever saves come after."""
+    before = int(persistence().get("rdb_saves", "0"))
+    deadline = time.monotonic() + TOOL_LIMIT
+    started = said = time.monotonic()
+    asked = False
+    while True:
+        info = persistence()
+        if info.get("rdb_bgsave_in_progress") == "0":
+            if asked and int(info.get("rdb_saves", "0")) > before:
+                break
+            asked = asked or command(b"BGSAVE").startswith(b"+")
+        if time.monotonic() > deadline:
+            raise BackendError(f"BGSAVE did not finish within {TOOL_LIMIT:.0f}s")
+        if time.monotonic() - said > PROGRESS_EVERY:
+            said = time.monotonic()
+            say(f"  BGSAVE: {said - started:.0f}s")
+        time.sleep(LOOK)
+    if info.get("rdb_last_bgsave_status") != "ok":
+        raise BackendError(
+            f"BGSAVE failed (rdb_last_bgsave_status: {info.get('rdb_last_bgsave_status')}); "
+            "see the accessory's log"
+        )
+
+
+def redis_append_only(command: RedisCommand, persistence: RedisInfo) -> None:
+    """The append-only file on, rewritten from what the server loaded (a server started on
+    a snapshot with it off: with it on, Redis would have loaded that file instead)."""
+    reply = command(b"CONFIG", b"SET", b"appendonly", b"yes")
+    if not reply.startswith(b"+OK"):
+        raise BackendError(f"CONFIG SET appendonly yes: {reply.decode(errors='replace').strip()}")
+
+    def rewritten() -> bool:
+        info = persistence()
+        return (
+            info.get("aof_enabled") == "1"
+            and info.get("aof_rewrite_in_progress") == "0"
+            and info.get("aof_rewrite_scheduled") == "0"
+        )
+
+    wait_until(rewritten, TOOL_LIMIT, "did not rewrite its append-only file")
+
+
+def pg_swap_restore(
+    database: str,
+    major: str,
+    sql: Callable[[str], None],
+    load: Callable[[str], None],
+    say: Callable[[str], None],
+) -> None:
+    """A dump loaded into a new database beside the app's by ``load(name)`` (pg_restore in
+    one transaction), then swapped for it by ``sql`` (run in the ``postgres`` database);
+    when the load fails, the new one is dropped and the app's is as it was."""
+    staging = f"{database}.restoring"
+    sql(f'DROP DATABASE IF EXISTS "{staging}"')
+    sql(f'CREATE DATABASE "{staging}"')
+    say(f"  pg_restore into a new database {staging} (one transaction)")
+    try:
+        load(staging)
+    except BaseException:
+        sql(f'DROP DATABASE IF EXISTS "{staging}"')
+        raise
+    # the app's connections are cut (FORCE, Postgres 13 on): they reconnect to the new one
+    force = " WITH (FORCE)" if int(major or 0) >= 13 else ""
+    sql(f'DROP DATABASE IF EXISTS "{database}"{force}')
+    sql(f'ALTER DATABASE "{staging}" RENAME TO "{database}"')
+
+
+def pg_major(version_line: str) -> str:
+    """The major version a Postgres tool or server says it is (``pg_dump (PostgreSQL)
+    15.18 (Debian 15.18-0+deb12u1)``, ``15.18``: ``15``; ``9.6.24``: ``9.6``)."""
+    parts = version_word(version_line).split(".")
+    return ".".join(parts[:2]) if parts[0] in ("9", "8", "7") else parts[0]
+
+
+def version_word(version_line: str) -> str:
+    """The first word of a version line that is a version (``15.18``), or ``""``."""
+    words = version_line.replace("(", " ").replace(")", " ").split()
+    return next((w for w in words if w[:1].isdigit()), "")
+
+
+def own_pg_dump(said: str, server: str, where: str) -> str:
+    """``pg_dump 15.18`` when the version line a ``pg_dump`` ``said`` is of the server's
+    major version; an InputError otherwise (nothing done): another major's is never used."""
+    tool, ours = pg_major(said), pg_major(server)
+    if tool != ours:
+        raise InputError(
+            f"{where}: its pg_dump is postgres {tool or '?'} ({said}), and its server is "
+            f"postgres {server}: a pg_dump of another major version is never used; nothing "
+            "was done (hint: run the server's own image)"
+        )
+    return f"pg_dump {version_word(said)}"

@@ -53,7 +53,7 @@ from shipway.backends.accessories import (
     server_image,
 )
 from shipway.backends.docker import container_logs, labels
-from shipway.backends.docker.connection import HostConnection
+from shipway.backends.docker.connection import HostConnection, Stream
 from shipway.backends.docker.containers import (
     ContainerSpec,
     create,
@@ -277,23 +277,29 @@ class DockerAccessories(DockerState):
         """Whether its server answers in its own protocol, asked on the slot's network from
         the host (over SSH for a remote one): the published port may not be reachable from
         where shipway runs."""
-        network = labels.network(self.app.name, self.slot.name)
-        networks = (c.attrs.get("NetworkSettings") or {}).get("Networks") or {}
-        ip = (networks.get(network) or {}).get("IPAddress")
-        port = SERVER_PORTS.get(kind)
-        if not ip or port is None:
-            return False
         try:
-            stream = conn.dial(str(ip), port, PROBE_TIMEOUT)
+            stream = self._dial(conn, c, kind, PROBE_TIMEOUT)
         except OSError:
             return False
         try:
-            stream.settimeout(PROBE_TIMEOUT)
             return answers(kind, stream, password)
         except OSError:
             return False
         finally:
             stream.close()
+
+    def _dial(self, conn: HostConnection, c: Container, kind: str, timeout: float) -> Stream:
+        """A connection to its server's port on the slot's network, from the host; reads
+        bounded by ``timeout``. OSError when it has no address there or nothing answers."""
+        network = labels.network(self.app.name, self.slot.name)
+        networks = (c.attrs.get("NetworkSettings") or {}).get("Networks") or {}
+        ip = (networks.get(network) or {}).get("IPAddress")
+        port = SERVER_PORTS.get(kind)
+        if not ip or port is None:
+            raise OSError(f"container {c.name} has no address on network {network}")
+        stream = conn.dial(str(ip), port, PROBE_TIMEOUT)
+        stream.settimeout(timeout)
+        return stream
 
     def accessory_links(
         self, target: Target, declared: Mapping[str, Accessory], clearance: Clearance | None

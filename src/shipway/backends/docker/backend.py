@@ -27,8 +27,9 @@ Docker keeps no generations: it is a :class:`~shipway.backends.protocol.Backend`
 
 from __future__ import annotations
 
-from shipway.backends.accessories import Accessories
+from shipway.backends.accessories import Accessories, AccessoryBackups
 from shipway.backends.docker import render
+from shipway.backends.docker.backups import DockerBackups
 from shipway.backends.docker.certificates import DockerCertificates
 from shipway.backends.docker.destroy import DockerDestroy
 from shipway.backends.docker.freezes import DockerFreezes
@@ -52,6 +53,7 @@ class DockerBackend(
     ImageBuilds,
     DockerReads,
     DockerDestroy,
+    DockerBackups,
     DockerReleaseCommand,
     DockerCommands,
     DockerRuntimeFiles,
@@ -90,3 +92,4 @@ _: type[Backend] = DockerBackend  # mypy checks it keeps the protocol (no genera
 _fans_out: type[FansOut] = DockerBackend  # and that its hosts take their steps at once
 _prunes: type[PrunesImages] = DockerBackend  # and prunes its images after a deploy
 _accessories: type[Accessories] = DockerBackend  # and runs accessories
+_backups: type[AccessoryBackups] = DockerBackend  # and backs them up

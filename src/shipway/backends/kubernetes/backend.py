@@ -27,8 +27,9 @@ calls it. :mod:`.helm_records` is what ``--take-over`` does to a Helm release's 
 
 from __future__ import annotations
 
-from shipway.backends.accessories import Accessories
+from shipway.backends.accessories import Accessories, AccessoryBackups
 from shipway.backends.imagebuild import ImageBuilds
+from shipway.backends.kubernetes.backups import KubernetesBackups
 from shipway.backends.kubernetes.blue_green import KubernetesBlueGreen
 from shipway.backends.kubernetes.destroy import KubernetesDestroy
 from shipway.backends.kubernetes.drift import KubernetesDrift
@@ -54,6 +55,7 @@ class KubernetesBackend(
     ImageBuilds,
     KubernetesReads,
     KubernetesDestroy,
+    KubernetesBackups,
     KubernetesBlueGreen,
     KubernetesCommands,
     KubernetesLock,
@@ -93,3 +95,4 @@ _: type[GenerationBackend] = KubernetesBackend  # mypy checks it keeps the whole
 _drifts: type[Drifts] = KubernetesBackend  # and that it finds out-of-band changes
 _sources: type[SourceBackend] = KubernetesBackend  # and the part a source slot needs
 _accessories: type[Accessories] = KubernetesBackend  # and runs accessories
+_backups: type[AccessoryBackups] = KubernetesBackend  # and backs them up

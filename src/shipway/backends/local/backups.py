@@ -25,15 +25,16 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from shipway.backends import backups as files
+from shipway.backends import wire as protocol
 from shipway.backends.accessories import PG_USER as USER
 from shipway.backends.accessories import Credentials
+from shipway.backends.backups import PG_DUMP_WORDS, PG_RESTORE_WORDS, TOOL_LIMIT, wait_until
 from shipway.backends.local import servers, wire
 from shipway.backends.local.accessories import START_LIMIT, LocalAccessories, program_name
 from shipway.backends.local.dirs import SlotDirs, private_dir, write_atomic
@@ -43,10 +44,6 @@ from shipway.errors import BackendError, InputError
 from shipway.guard import Clearance
 from shipway.spec.accessories import Accessory
 from shipway.spec.model import Target
-
-#: how long a dump, a restore or a snapshot may take
-TOOL_LIMIT = 3600.0
-LOOK = 0.1
 
 
 class LocalBackups(LocalAccessories):
@@ -61,7 +58,8 @@ class LocalBackups(LocalAccessories):
         if accessory.kind == "postgres":
             major = servers.data_version(data) or accessory.version or ""
             return version, pg_dump(major, creds, into, self.environ, reporter)
-        redis_snapshot(creds, data, into, reporter)
+        files.redis_bgsave(_redis(creds), _persistence(creds), reporter.line)
+        _copy(data / "dump.rdb", into)
         return version, "BGSAVE"
 
     def restore_accessory(
@@ -140,8 +138,8 @@ class LocalBackups(LocalAccessories):
             shutil.copyfile(source, data / "dump.rdb")
             write_atomic(conf, servers.redis_conf(data, creds, appendonly=False).encode(), 0o600)
             self.supervisor.start(name)
-            _wait(lambda: wire.answers("redis", creds), START_LIMIT, "did not answer")
-            _redis_append_only(creds)
+            wait_until(lambda: wire.answers("redis", creds), START_LIMIT, "did not answer")
+            files.redis_append_only(_redis(creds), _persistence(creds))
             write_atomic(conf, servers.redis_conf(data, creds).encode(), 0o600)
         except BaseException as exc:
             self.supervisor.stop(name)
@@ -198,7 +196,7 @@ def pg_dump(
     """The app's database dumped by the server's own major version of ``pg_dump`` (custom
     format: compressed, read back by ``pg_restore``); returns the tool's path."""
     tool = pg_tool(major, "pg_dump", environ)
-    words = [str(tool), "--format=custom", "--no-owner", "--no-acl", f"--file={into}"]
+    words = [str(tool), *PG_DUMP_WORDS, f"--file={into}"]
     fd = os.open(into, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # 0600 before a byte
     os.close(fd)
     tick = files.watch_growth(into, "pg_dump", reporter.line)
@@ -211,8 +209,6 @@ def pg_restore(
 ) -> None:
     """``source`` loaded into a new database in one transaction, then swapped for the
     app's; when the load fails, the new one is dropped and the app's is as it was."""
-    db = creds.database
-    staging = f"{db}.restoring"
     env = pg_env(creds, environ) | {"PGDATABASE": "postgres"}
     psql = pg_tool(major, "psql", environ)
     tool = pg_tool(major, "pg_restore", environ)
@@ -220,25 +216,17 @@ def pg_restore(
     def sql(statement: str) -> None:
         run_tool([str(psql), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-c", statement], env, "psql")
 
-    sql(f'DROP DATABASE IF EXISTS "{staging}"')
-    sql(f'CREATE DATABASE "{staging}"')
-    reporter.line(f"  pg_restore into a new database {staging} (one transaction)")
     started = time.monotonic()
 
     def tick() -> None:
         if time.monotonic() - started > files.PROGRESS_EVERY:
             reporter.line(f"  pg_restore: {time.monotonic() - started:.0f}s")
 
-    try:
-        words = [str(tool), "--no-owner", "--no-acl", "--exit-on-error", "--single-transaction"]
-        run_tool([*words, f"--dbname={staging}", str(source)], env, "pg_restore", tick)
-    except BaseException:
-        sql(f'DROP DATABASE IF EXISTS "{staging}"')
-        raise
-    # the app's connections are cut (FORCE, Postgres 13 on): they reconnect to the new one
-    force = " WITH (FORCE)" if int(major or 0) >= 13 else ""
-    sql(f'DROP DATABASE IF EXISTS "{db}"{force}')
-    sql(f'ALTER DATABASE "{staging}" RENAME TO "{db}"')
+    def load(staging: str) -> None:
+        words = [str(tool), *PG_RESTORE_WORDS, f"--dbname={staging}", str(source)]
+        run_tool(words, env, "pg_restore", tick)
+
+    files.pg_swap_restore(creds.database, major, sql, load, reporter.line)
 
 
 def run_tool(
@@ -283,78 +271,32 @@ def run_tool(
 # -- Redis ---------------------------------------------------------------------------------
 
 
-def _redis(creds: Credentials, *words: bytes) -> bytes:
-    """One command after AUTH: its reply alone (the AUTH one checked and dropped)."""
-    with socket.create_connection(("127.0.0.1", creds.port), wire.PROBE_TIMEOUT) as sock:
-        sock.settimeout(30.0)
-        got = wire.redis_call(sock, creds, *words)
-    if not got.startswith(b"+OK\r\n"):
-        raise BackendError("the accessory's Redis refused the login")
-    return got[5:]
+def _redis(creds: Credentials) -> files.RedisCommand:
+    """Its commands after AUTH, each on a connection of its own."""
+
+    def command(*words: bytes) -> bytes:
+        with wire.connect(creds, 30.0) as sock:
+            try:
+                return protocol.redis_command(sock, creds, *words)
+            except ValueError as exc:
+                raise BackendError(f"the accessory's Redis: {exc}") from exc
+
+    return command
 
 
-def _persistence(creds: Credentials) -> dict[str, str]:
-    with socket.create_connection(("127.0.0.1", creds.port), wire.PROBE_TIMEOUT) as sock:
-        sock.settimeout(30.0)
-        try:
-            return wire.redis_info(sock, creds, b"persistence")
-        except ValueError as exc:
-            raise BackendError(f"the accessory's Redis: {exc}") from exc
+def _persistence(creds: Credentials) -> files.RedisInfo:
+    def info() -> dict[str, str]:
+        with wire.connect(creds, 30.0) as sock:
+            try:
+                return protocol.redis_info(sock, creds, b"persistence")
+            except ValueError as exc:
+                raise BackendError(f"the accessory's Redis: {exc}") from exc
+
+    return info
 
 
-def redis_snapshot(creds: Credentials, data: Path, into: Path, reporter: Reporter) -> None:
-    """A snapshot taken now (``BGSAVE``, waited on until Redis counts one more save than
-    before it was asked), then its file copied (Redis renames a whole snapshot into place,
-    so the open file is one snapshot whatever saves come after)."""
-    before = int(_persistence(creds).get("rdb_saves", "0"))
-    deadline = time.monotonic() + TOOL_LIMIT
-    started = time.monotonic()
-    said = started
-    asked = False
-    while True:
-        info = _persistence(creds)
-        if info.get("rdb_bgsave_in_progress") == "0":
-            if asked and int(info.get("rdb_saves", "0")) > before:
-                break
-            reply = _redis(creds, b"BGSAVE")
-            # "already in progress" (a save of Redis' own): waited on, then asked again
-            asked = asked or reply.startswith(b"+")
-        if time.monotonic() > deadline:
-            raise BackendError(f"BGSAVE did not finish within {TOOL_LIMIT:.0f}s")
-        if time.monotonic() - said > files.PROGRESS_EVERY:
-            said = time.monotonic()
-            reporter.line(f"  BGSAVE: {said - started:.0f}s")
-        time.sleep(LOOK)
-    if info.get("rdb_last_bgsave_status") != "ok":
-        raise BackendError(
-            f"BGSAVE failed (rdb_last_bgsave_status: {info.get('rdb_last_bgsave_status')}); "
-            "see the accessory's server.log"
-        )
+def _copy(source: Path, into: Path) -> None:
+    """``source`` copied to ``into``, made 0600 before a byte is written."""
     fd = os.open(into, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with open(data / "dump.rdb", "rb") as src, os.fdopen(fd, "wb") as dst:
+    with open(source, "rb") as src, os.fdopen(fd, "wb") as dst:
         shutil.copyfileobj(src, dst, 1 << 20)
-
-
-def _redis_append_only(creds: Credentials) -> None:
-    """The append-only file on again, rewritten from what the server loaded."""
-    reply = _redis(creds, b"CONFIG", b"SET", b"appendonly", b"yes")
-    if not reply.startswith(b"+OK"):
-        raise BackendError(f"CONFIG SET appendonly yes: {reply.decode(errors='replace').strip()}")
-
-    def rewritten() -> bool:
-        info = _persistence(creds)
-        return (
-            info.get("aof_enabled") == "1"
-            and info.get("aof_rewrite_in_progress") == "0"
-            and info.get("aof_rewrite_scheduled") == "0"
-        )
-
-    _wait(rewritten, TOOL_LIMIT, "did not rewrite its append-only file")
-
-
-def _wait(done: Callable[[], bool], limit: float, what: str) -> None:
-    until = time.monotonic() + limit
-    while not done():
-        if time.monotonic() > until:
-            raise BackendError(f"the accessory {what} within {limit:.0f}s")
-        time.sleep(LOOK)

@@ -1,185 +1,40 @@
-"""An accessory's server asked in its own protocol, spoken just far enough: does it answer,
-which version is it, and (Redis) its persistence state. No client library and no
-subprocess, so ``status`` starts nothing.
-
-Postgres: an SSLRequest is answered with one byte before any authentication (the health
-probe); the version needs a login — SCRAM-SHA-256, the only method the accessory's
-cluster accepts (``initdb --auth=scram-sha-256``) — after which the server sends its
-``server_version`` as a ParameterStatus. Redis: ``AUTH`` then ``PING`` or ``INFO``.
-
-What must never happen: the password on the wire in clear (SCRAM sends a proof, never the
-password), or a probe that hangs (every socket has a timeout).
-"""
+"""An accessory's server on this machine asked in its own protocol (its port on loopback):
+does it answer, which version is it (:mod:`shipway.backends.wire` speaks it). No client
+library and no subprocess, so ``status`` starts nothing; every socket has a timeout."""
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
-import secrets as _random
 import socket
-import struct
 
 from shipway.backends import accessories
-from shipway.backends.accessories import PG_USER as USER
 from shipway.backends.accessories import Credentials
+from shipway.backends.wire import version_over
 
 PROBE_TIMEOUT = 2.0
+
+
+def connect(creds: Credentials, timeout: float = PROBE_TIMEOUT) -> socket.socket:
+    """A connection to the accessory's port on loopback, reads bounded by ``timeout``."""
+    sock = socket.create_connection(("127.0.0.1", creds.port), PROBE_TIMEOUT)
+    sock.settimeout(timeout)
+    return sock
 
 
 def answers(kind: str, creds: Credentials) -> bool:
     """Whether the server on the accessory's port answers in its own protocol: Postgres
     its SSLRequest; Redis a PING after AUTH."""
     try:
-        with socket.create_connection(("127.0.0.1", creds.port), PROBE_TIMEOUT) as sock:
-            sock.settimeout(PROBE_TIMEOUT)
+        with connect(creds) as sock:
             return accessories.answers(kind, sock, creds.password)
     except OSError:
         return False
 
 
 def server_version(kind: str, creds: Credentials) -> str | None:
-    """The running server's own version (``15.18 (Debian 15.18-0+deb12u1)`` is said
-    ``15.18``; Redis ``7.0.15``), or None when it does not answer or refuses the login."""
+    """The running server's own version, or None when it does not answer or refuses the
+    login."""
     try:
-        with socket.create_connection(("127.0.0.1", creds.port), PROBE_TIMEOUT) as sock:
-            sock.settimeout(PROBE_TIMEOUT)
-            if kind == "postgres":
-                found = _pg_login(sock, creds).get("server_version")
-                return found.split()[0] if found else None
-            return redis_info(sock, creds).get("redis_version")
-    except (OSError, ValueError):
+        with connect(creds) as sock:
+            return version_over(kind, sock, creds)
+    except OSError:
         return None
-
-
-# -- Redis ---------------------------------------------------------------------------------
-
-
-def _command(*words: bytes) -> bytes:
-    out = b"*%d\r\n" % len(words)
-    for w in words:
-        out += b"$%d\r\n%s\r\n" % (len(w), w)
-    return out
-
-
-def redis_call(sock: socket.socket, creds: Credentials, *words: bytes) -> bytes:
-    """``AUTH`` then one command; what came back (the AUTH reply first). A bulk reply is
-    read whole."""
-    sock.sendall(_command(b"AUTH", creds.password.encode()) + _command(*words))
-    got = b""
-    while True:
-        chunk = sock.recv(65536)
-        if not chunk:
-            return got
-        got += chunk
-        if _whole(got):
-            return got
-
-
-def _whole(got: bytes) -> bool:
-    """Two replies read whole: the AUTH one (a line) and a line or a bulk string."""
-    first = got.find(b"\r\n")
-    if first < 0:
-        return False
-    rest = got[first + 2 :]
-    end = rest.find(b"\r\n")
-    if end < 0:
-        return False
-    if not rest.startswith(b"$"):
-        return True
-    length = int(rest[1:end])
-    return length < 0 or len(rest) >= end + 2 + length + 2
-
-
-def redis_info(
-    sock: socket.socket, creds: Credentials, section: bytes = b"server"
-) -> dict[str, str]:
-    """``INFO <section>`` as a mapping; a refused login raises ValueError."""
-    got = redis_call(sock, creds, b"INFO", section)
-    if not got.startswith(b"+OK"):
-        raise ValueError("the server refused the login")
-    body = got.split(b"\r\n", 2)[2] if got.count(b"\r\n") >= 2 else b""
-    out = {}
-    for line in body.decode(errors="replace").splitlines():
-        key, sep, value = line.partition(":")
-        if sep:
-            out[key.strip()] = value.strip()
-    return out
-
-
-# -- Postgres ------------------------------------------------------------------------------
-
-
-def _pg_login(sock: socket.socket, creds: Credentials) -> dict[str, str]:
-    """Log in as the accessory's user (SCRAM-SHA-256) and return the ParameterStatus
-    values the server sends after it; ValueError when it refuses."""
-    body = b"".join(
-        k + b"\0" + v + b"\0" for k, v in ((b"user", USER.encode()), (b"database", b"postgres"))
-    )
-    body += b"\0"
-    sock.sendall(struct.pack("!ii", len(body) + 8, 196608) + body)
-    nonce = base64.b64encode(_random.token_bytes(18)).decode()
-    first_bare = f"n=,r={nonce}"
-    params: dict[str, str] = {}
-    salted = b""
-    auth_message = ""
-    while True:
-        tag, payload = _pg_message(sock)
-        if tag == b"E":
-            raise ValueError("the server refused the login")
-        if tag == b"R":
-            code = struct.unpack("!i", payload[:4])[0]
-            if code == 10:  # AuthenticationSASL: the mechanisms it offers
-                if b"SCRAM-SHA-256\0" not in payload[4:]:
-                    raise ValueError("the server offers no SCRAM-SHA-256")
-                first = f"n,,{first_bare}".encode()
-                data = b"SCRAM-SHA-256\0" + struct.pack("!i", len(first)) + first
-                sock.sendall(b"p" + struct.pack("!i", len(data) + 4) + data)
-            elif code == 11:  # AuthenticationSASLContinue: salt and iterations
-                server_first = payload[4:].decode()
-                fields = dict(f.split("=", 1) for f in server_first.split(","))
-                if not fields.get("r", "").startswith(nonce):
-                    raise ValueError("the server's nonce does not extend ours")
-                salted = hashlib.pbkdf2_hmac(
-                    "sha256", creds.password.encode(), base64.b64decode(fields["s"]),
-                    int(fields["i"]),
-                )  # fmt: skip
-                final_bare = f"c=biws,r={fields['r']}"
-                auth_message = f"{first_bare},{server_first},{final_bare}"
-                client_key = hmac.digest(salted, b"Client Key", "sha256")
-                signature = hmac.digest(
-                    hashlib.sha256(client_key).digest(), auth_message.encode(), "sha256"
-                )
-                proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
-                final = f"{final_bare},p={base64.b64encode(proof).decode()}".encode()
-                sock.sendall(b"p" + struct.pack("!i", len(final) + 4) + final)
-            elif code == 12:  # AuthenticationSASLFinal: the server proves it knows it too
-                server_key = hmac.digest(salted, b"Server Key", "sha256")
-                expected = hmac.digest(server_key, auth_message.encode(), "sha256")
-                said = payload[4:].decode().partition("v=")[2]
-                if not hmac.compare_digest(base64.b64decode(said), expected):
-                    raise ValueError("the server's signature does not match")
-            elif code != 0:
-                raise ValueError(f"authentication method {code} is not SCRAM-SHA-256")
-        elif tag == b"S":
-            name, _, rest = payload.partition(b"\0")
-            params[name.decode()] = rest.rstrip(b"\0").decode()
-        elif tag == b"Z":  # ready for a query: logged in
-            sock.sendall(b"X" + struct.pack("!i", 4))
-            return params
-
-
-def _pg_message(sock: socket.socket) -> tuple[bytes, bytes]:
-    head = _exactly(sock, 5)
-    length = struct.unpack("!i", head[1:])[0]
-    return head[:1], _exactly(sock, length - 4)
-
-
-def _exactly(sock: socket.socket, n: int) -> bytes:
-    got = b""
-    while len(got) < n:
-        chunk = sock.recv(n - len(got))
-        if not chunk:
-            raise ValueError("the server closed the connection")
-        got += chunk
-    return got
