@@ -11,7 +11,9 @@ The command line always adds a :class:`LiveFile` to the sink it builds for an op
 a Kubernetes or Docker deploy started here is seen as a local one is. ``_events`` cannot be
 an app's directory (an app's name is a DNS label, with no ``_``). Each event is one line of
 JSON (the event's JSON form, as ``SHIPWAY_EVENTS`` has it), appended as it happens; the
-events said before ``started`` (a recovery line) are kept and written first.
+events said before ``started`` (a recovery line) are kept and written first. A wait's
+report that only repeats its last one (same counts, same probe result) is written once
+every :data:`REPEAT_EVERY` seconds, not on every probe.
 
 Kept for a bounded time and count: when an operation ends, the files of operations that
 are over (their ``ended`` written, or their process gone) beyond the newest
@@ -34,7 +36,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from shipway.events.model import Ended, Event, Started
+from shipway.events.model import Ended, Event, Started, Waiting
 from shipway.events.sink import event_line
 
 #: finished operations' files kept, newest first (every slot together)
@@ -43,6 +45,9 @@ KEEP_FINISHED = 50
 KEEP_FOR = 24 * 3600.0
 #: events said before ``started`` kept for its file (more are dropped, oldest first)
 EARLY = 200
+#: a wait's report that repeats the last one for its process is written at most this often
+#: (seconds): a wait reports on every probe, the file keeps what changes and a heartbeat
+REPEAT_EVERY = 5.0
 SUFFIX = ".jsonl"
 
 
@@ -172,6 +177,8 @@ class LiveFile:
         self._count = 0
         self._broken = False
         self._lock = threading.Lock()
+        #: each process's last wait report written: (counts, note), when
+        self._waits: dict[str, tuple[object, float]] = {}
 
     def emit(self, event: Event) -> None:
         with self._lock:
@@ -193,12 +200,25 @@ class LiveFile:
         if self._fd is None:
             self._early = [*self._early[-(EARLY - 1) :], event]
             return
+        if isinstance(event, Waiting) and self._repeats(event):
+            return
         os.write(self._fd, event_line(event))
         if isinstance(event, Ended):
             self._close()
             prune(self.directory)
 
+    def _repeats(self, wait: Waiting) -> bool:
+        """Whether ``wait`` says what its process's last report said, not long ago."""
+        said = (dict(wait.counts), wait.note)
+        last = self._waits.get(wait.process)
+        now = time.monotonic()
+        if last is not None and last[0] == said and now - last[1] < REPEAT_EVERY:
+            return True
+        self._waits[wait.process] = (said, now)
+        return False
+
     def _open(self, started: Started) -> None:
+        self._waits = {}
         os.makedirs(self.directory, mode=0o700, exist_ok=True)
         self._count += 1
         now = time.time()

@@ -84,13 +84,24 @@ function attachLive(app, slot) {
   const params = live.scope ? "?" + query(live.scope) : "";
   const source = new EventSource("/api/live" + params);
   live.source = source;
-  source.addEventListener("reset", () => { live.ops.clear(); redrawLive(); });
+  source.addEventListener("reset", () => {
+    live.ops.clear();
+    connected(true);
+    redrawLive();
+  });
+  source.onerror = () => { if (source === live.source) connected(false); };
   source.onmessage = (message) => {
     if (source !== live.source) return;
     fold(JSON.parse(message.data));
     redrawLive();
   };
   return live.box;
+}
+
+// the header says whether the live stream is there (the browser reconnects by itself)
+function connected(yes) {
+  document.documentElement.dataset.live = yes ? "open" : "retrying";
+  document.getElementById("live-conn").textContent = yes ? "live" : "live: reconnecting…";
 }
 
 function redrawLive() {
@@ -162,7 +173,7 @@ function drawLive(op) {
   if (op.waits.size && !op.ended) {
     parts.push(table([...op.waits.values()], [
       ["process", "process"],
-      [(w) => Object.entries(w.counts).map(([k, v]) => `${k} ${v}`).join(" "), "counts"],
+      [(w) => countsText(w.counts), "counts"],
       ["note", "last probe", "wrap"],
       [(w) => age(w.at), "reported"],
     ], (w) => ({ "data-process": w.process })));
@@ -182,6 +193,14 @@ function drawLive(op) {
   box.replaceChildren(...parts);
 }
 
+// a wait's counts as the terminal says them: "ready 1 of 2" (the total last; the stream's
+// JSON has its keys sorted)
+function countsText(counts) {
+  const total = (k) => (k === "of" || k === "desired" ? 1 : 0);
+  return Object.entries(counts).sort(([a], [b]) => total(a) - total(b))
+    .map(([k, v]) => `${k} ${v}`).join(" ");
+}
+
 // -- a canary's share and counts, as inline SVG ------------------------------------------
 
 function svg(tag, attrs, ...children) {
@@ -195,8 +214,14 @@ function svg(tag, attrs, ...children) {
 
 function canaryChart(figures) {
   const [W, H, L, R, T, B] = [640, 200, 44, 40, 10, 22]; // size and margins
-  const t0 = Date.parse(figures[0].at);
-  const xs = figures.map((f) => (Date.parse(f.at) - t0) / 1000);
+  // x: seconds since the canary's first analysis — each figure's time into its step, after
+  // the steps before it (the events' "at" has whole seconds only)
+  let before = 0;
+  const xs = figures.map((f, i) => {
+    const prev = figures[i - 1];
+    if (prev && (prev.percent !== f.percent || prev.final)) before += prev.elapsed;
+    return before + f.elapsed;
+  });
   const span = Math.max(1, xs[xs.length - 1]);
   const top = Math.max(1, ...figures.map((f) => Math.max(f.canary.requests, f.stable.requests)));
   const x = (s) => L + (s / span) * (W - L - R);
@@ -205,7 +230,7 @@ function canaryChart(figures) {
   const line = (pick, cls) => svg("polyline", { class: cls, fill: "none",
     points: figures.map((f, i) => `${x(xs[i]).toFixed(1)},${y(pick(f)).toFixed(1)}`).join(" ") });
   // the share: a step area on its own scale (0-100 %, right)
-  let share = `M${x(0)},${yShare(0)}`;
+  let share = `M${x(0)},${yShare(0)} L${x(0)},${yShare(figures[0].percent)}`;
   figures.forEach((f, i) => {
     share += ` L${x(xs[i]).toFixed(1)},${yShare(f.percent).toFixed(1)}`;
     if (i + 1 < figures.length) share += ` L${x(xs[i + 1]).toFixed(1)},${yShare(f.percent).toFixed(1)}`;
