@@ -24,7 +24,7 @@ from shipway.dashboard.server import DashboardServer
 from shipway.events.live import LiveFile
 from shipway.events.model import Ended, Said, Started, StepBegun
 from shipway.release.audit import Audit
-from tests.events.test_live import dead_pid, write_op
+from tests.engine.test_live_files import dead_pid, write_op
 
 TOKEN = "tkn-0123456789abcdef"
 SECRET = "s3cr3t-live-5e8f"

@@ -118,8 +118,13 @@ def text_of(driver: Any, element_id: str) -> str:
     return str(found[0].text) if found else ""
 
 
-def live_open(driver: Any) -> bool:
-    return bool(driver.execute_script("return document.documentElement.dataset.live === 'open';"))
+def open_slot_page(driver: Any, dashboard: Dashboard, app: str) -> None:
+    """The slot's page (r1 live), its live stream open."""
+    dashboard.wait_up()
+    driver.get(dashboard.url + f"#/slot/{app}/local")
+    eventually(lambda: text_of(driver, "live-release") == "r1", what="the slot's page")
+    script = "return document.documentElement.dataset.live === 'open';"
+    eventually(lambda: driver.execute_script(script), what="the live stream")
 
 
 def test_a_deploy_held_at_its_health_gate_is_drawn_live_step_by_step_to_its_outcome(
@@ -129,10 +134,7 @@ def test_a_deploy_held_at_its_health_gate_is_drawn_live_step_by_step_to_its_outc
     gated.edit_spec(str(tmp_path / "gate-r1"), str(gate))  # r2 waits until the test opens it
     dashboard = Dashboard(gated)
     try:
-        dashboard.wait_up()
-        browser.get(dashboard.url + "#/slot/gated/local")
-        eventually(lambda: text_of(browser, "live-release") == "r1", what="the slot's page")
-        eventually(lambda: live_open(browser), what="the live stream")
+        open_slot_page(browser, dashboard, "gated")
         browser.execute_script(WATCH)
 
         deploy = gated.spawn("deploy", "local")  # the command line, in a process of its own
@@ -202,10 +204,7 @@ def test_a_canary_is_drawn_as_a_chart_of_its_share_and_counts_while_it_walks(
     canary.edit_spec('BROKEN = "0"', 'BROKEN = "0"\nCOLOUR = "blue"')
     dashboard = Dashboard(canary)
     try:
-        dashboard.wait_up()
-        browser.get(dashboard.url + "#/slot/canary/local")
-        eventually(lambda: text_of(browser, "live-release") == "r1", what="the slot's page")
-        eventually(lambda: live_open(browser), what="the live stream")
+        open_slot_page(browser, dashboard, "canary")
         with RequestLoop(lambda _: released(canary), rate=100):
             deploy = canary.spawn("deploy", "local")
 

@@ -12,8 +12,6 @@ import subprocess
 import time
 from pathlib import Path
 
-import pytest
-
 from shipway.backends.memory import MemoryBackend
 from shipway.engine import Engine
 from shipway.engine.request import DeployRequest
@@ -23,18 +21,7 @@ from shipway.events.sink import Fanout, Recorded
 from shipway.guard import Guard
 from shipway.release.audit import Audit
 from shipway.spec import App
-from tests.conftest import app_from_toml
-from tests.engine.test_sequencing import ENV, SPEC
-
-
-@pytest.fixture
-def app() -> App:
-    return app_from_toml(SPEC)
-
-
-@pytest.fixture
-def backend() -> MemoryBackend:
-    return MemoryBackend()
+from tests.engine.test_sequencing import ENV
 
 
 def deploy(app: App, backend: MemoryBackend, sink: object, image: str = "reg/shop:1") -> None:
