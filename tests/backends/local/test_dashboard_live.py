@@ -150,6 +150,11 @@ def test_a_deploy_held_at_its_health_gate_is_drawn_live_step_by_step_to_its_outc
         assert "wait until web is ready" in text_of(browser, "live-plan")
         assert "deploy · r2" in text_of(browser, "live-what")
         browser.save_screenshot(str(artifacts / "deploy-held-at-the-gate.png"))
+        browser.set_window_size(390, 844)  # a phone: nothing wider than the screen
+        width = browser.execute_script("return document.documentElement.scrollWidth;")
+        browser.save_screenshot(str(artifacts / "deploy-held-phone.png"))
+        browser.set_window_size(1280, 900)
+        assert width <= 390
 
         # the overview marks the slot while it runs (the same page: a hash change)
         browser.execute_script("location.hash = '#/';")
@@ -210,12 +215,15 @@ def test_a_canary_is_drawn_as_a_chart_of_its_share_and_counts_while_it_walks(
 
             def counted_while_running() -> bool:
                 figures = text_of(browser, "canary-figures")
+                line = browser.find_elements(By.CSS_SELECTOR, "#canary-chart polyline.canary")
+                drawn = len(line[0].get_attribute("points").split()) if line else 0
                 return text_of(browser, "live-state") == "running" and (
-                    "canary: 0 requests" not in figures and "requests" in figures
+                    "canary: 0 requests" not in figures and "requests" in figures and drawn >= 3
                 )
 
             eventually(counted_while_running, timeout=90, what="the canary's counts, live")
             assert browser.find_elements(By.CSS_SELECTOR, "#canary-chart polyline.canary")
+            browser.execute_script("document.getElementById('live-step').scrollIntoView();")
             browser.save_screenshot(str(artifacts / "canary-walking.png"))
             eventually(lambda: text_of(browser, "live-state") == "rolled", timeout=90, what="end")
             assert deploy.wait(timeout=60) == 0

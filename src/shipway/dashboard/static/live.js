@@ -45,6 +45,7 @@ function fold(msg) {
       break;
     case "step":
       op.step = e;
+      op.waits = new Map(); // the waits shown are the current step's
       break;
     case "waiting":
       op.waits.set(e.process, e);
@@ -243,7 +244,7 @@ function canaryChart(figures) {
     svg("title", {}, "the canary's share (shaded, right scale) and each side's requests and bad responses over the step's window"),
     svg("path", { class: "share", d: share }),
     ...steps.map((f) => {
-      const at = x(xs[figures.indexOf(f)]);
+      const at = x(Math.max(0, xs[figures.indexOf(f)] - f.elapsed)); // where its step began
       return svg("g", {}, svg("line", { class: "step", x1: at, x2: at, y1: T, y2: H - B }),
         svg("text", { class: "axis", x: at + 3, y: T + 10 }, `${f.percent}%`));
     }),
@@ -256,7 +257,11 @@ function canaryChart(figures) {
     line((f) => f.stable.requests, "stable"),
     line((f) => f.canary.requests, "canary"),
     line((f) => f.stable.bad, "stable-bad"),
-    line((f) => f.canary.bad, "canary-bad"));
+    line((f) => f.canary.bad, "canary-bad"),
+    // the last figures as dots: a step's first figure shows before it has a line
+    ...[["stable", last.stable.requests], ["canary", last.canary.requests]].map(([cls, n]) =>
+      svg("circle", { class: "dot " + cls, r: 3, cx: x(xs[xs.length - 1]).toFixed(1),
+                      cy: y(n).toFixed(1) })));
   const p99 = (side) => (side.p99_ms === null || side.p99_ms === undefined ? "" : `, p99 ${side.p99_ms} ms`);
   const stepOf = last.step ? ` (step ${last.step} of ${last.steps.length})` : "";
   return el("div", { class: "canary" },
