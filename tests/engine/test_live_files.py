@@ -106,7 +106,8 @@ def test_finished_files_are_pruned_by_count_and_age_and_a_running_one_never(
         write_op(tmp_path, f"20260101T0000{i:02d}000000", gone_pid, ended=True) for i in range(6)
     ]
     killed = write_op(tmp_path, "20260101T000010000000", gone_pid, ended=False)  # no ended
-    running = write_op(tmp_path, "20260101T000000000000", os.getpid(), ended=False, age=9e6)
+    now = time.strftime("%Y%m%dT%H%M%S000000", time.gmtime())
+    running = write_op(tmp_path, now, os.getpid(), ended=False, age=9e6)
     old = write_op(tmp_path, "20260101T000020000000", gone_pid, ended=True, age=7200)
 
     deleted = prune(tmp_path, keep=4, keep_for=3600)
@@ -119,6 +120,13 @@ def test_finished_files_are_pruned_by_count_and_age_and_a_running_one_never(
     assert left - {running} == {killed, *finished[4:]}
     assert set(deleted) == {old, *finished[:4]}
     assert prune(tmp_path, keep=4, keep_for=3600) == []
+
+
+def test_a_pid_reused_by_a_later_process_is_not_the_writer(tmp_path: Path) -> None:
+    """A deploy killed -9 whose pid a later process got: its file is over, not running."""
+    f = OpFile.parse(write_op(tmp_path, "20000101T000000000000", os.getpid(), ended=False))
+    assert f is not None and not f.writer_alive() and f.over()
+    assert prune(tmp_path, keep=0) == [f.path]
 
 
 def test_an_operation_that_ends_prunes_what_is_over(

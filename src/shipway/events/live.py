@@ -28,6 +28,7 @@ neither does a file.
 
 from __future__ import annotations
 
+import calendar
 import json
 import os
 import threading
@@ -96,15 +97,21 @@ class OpFile:
         return cls(path, app, slot, stamp, pid)
 
     def writer_alive(self) -> bool:
-        """Whether the process that writes it still runs (a pid reused by another process
-        after a kill -9 reads as alive: the file then waits for the next one to end)."""
+        """Whether the process that writes it still runs: its pid is alive and that process
+        began before the file was made (a pid reused by a later process, after a kill -9,
+        is not its writer; known on Linux, from ``/proc``)."""
         try:
             os.kill(self.pid, 0)
         except ProcessLookupError:
             return False
         except PermissionError:
+            pass
+        began = process_began(self.pid)
+        try:
+            made = calendar.timegm(time.strptime(self.stamp[:15], "%Y%m%dT%H%M%S"))
+        except ValueError:
             return True
-        return True
+        return began is None or began <= made + 2  # /proc's boot time: whole seconds
 
     def ended(self) -> bool:
         """Whether its last line is the operation's ``ended`` event."""
@@ -124,6 +131,21 @@ class OpFile:
     def over(self) -> bool:
         """Whether the operation is over: ended, or its process gone without ending."""
         return self.ended() or not self.writer_alive()
+
+
+def process_began(pid: int) -> float | None:
+    """When process ``pid`` began (seconds since the epoch), or None where ``/proc`` does
+    not say."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        boot = next(
+            float(line.split()[1])
+            for line in Path("/proc/stat").read_text().splitlines()
+            if line.startswith("btime ")
+        )
+        return boot + int(stat[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError, StopIteration):
+        return None
 
 
 def op_files(directory: Path) -> list[OpFile]:
