@@ -198,7 +198,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def _live(self, query: dict[str, str], body: bool) -> None:
         """The operations running now, as server-sent events, until the page goes."""
-        app, slot = (query.get("app"), query.get("slot")) if query else (None, None)
+        app, slot = query.get("app"), query.get("slot")
         if (app is None) != (slot is None):
             raise InputError("say which slot: ?app=APP&slot=SLOT, or neither for every slot")
         if not self.server.streams.acquire(blocking=False):

@@ -33,7 +33,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -163,14 +163,12 @@ def prune(
     keep: int = KEEP_FINISHED,
     keep_for: float = KEEP_FOR,
     now: float | None = None,
-    spare: Iterable[Path] = (),
 ) -> list[Path]:
     """Delete the files of finished operations beyond the newest ``keep`` and those older
-    than ``keep_for`` seconds (by their last write); never a running one's, nor ``spare``.
-    Returns what was deleted."""
+    than ``keep_for`` seconds (by their last write); never a running one's. Returns what
+    was deleted."""
     now = time.time() if now is None else now
-    spared = set(spare)
-    finished = [f for f in op_files(directory) if f.path not in spared and f.over()]
+    finished = [f for f in op_files(directory) if f.over()]
     gone: list[Path] = []
     for rank, f in enumerate(reversed(finished)):
         try:
