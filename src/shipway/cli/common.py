@@ -176,8 +176,10 @@ def reporter_of(obj: Context, stream: Any = None) -> Any:
     """Progress for this command (stderr with -o json, or ``stream``); closed when the
     command ends."""
     from shipway.cli.report import TerminalReporter
+    from shipway.events.live import LiveFile
 
     reporter = TerminalReporter(stream or (sys.stderr if obj.json else sys.stdout))
+    reporter.also.append(LiveFile())  # every operation, for the dashboard (events/live.py)
     if os.environ.get("SHIPWAY_EVENTS"):  # every event, as JSON lines (docs/events.md)
         from shipway.events.sink import JsonLines
 

@@ -58,7 +58,9 @@ def dashboard(
     """Serve a web page of every app and slot: the specs given and the apps of this
     machine's local state, each slot's live release, state, age and health; a slot's
     history, the diff of any two releases, its processes, volumes, accessories and log
-    tail. It updates itself while open.
+    tail; and the operation running now (any shipway command on this machine), live: its
+    plan, steps, waits and outcome, a canary's share and counts as a chart. It updates
+    itself while open.
 
     \b
     Read-only: GET and HEAD only, no route changes anything; secrets are masked as

@@ -17,12 +17,14 @@ Routes (every JSON document is masked by :mod:`.reads`):
     /api/overview                     every app and slot: state, live release, age, health
     /api/slot?app=A&slot=S            a slot's page
     /api/diff?app=A&slot=S&a=N&b=M    what differs between two releases of it
+    /api/live[?app=A&slot=S]          server-sent events: the operations running now (every
+                                      slot's, or one slot's), from the one event stream
 
-The live operation (its steps, waits, a canary's share and counts) attaches here once
-every operation emits the one event stream (DESIGN.md, invariant 18): a route
-``/api/live?app=A&slot=S`` answering with server-sent events of that stream, read by the
-page's ``live`` section (static/dashboard.js, ``attachLive``). It is not served yet: no
-route polls or imitates it.
+``/api/live`` streams (``text/event-stream``) what :mod:`.live` reads from the files every
+command writes on this machine (events/live.py): first a ``reset``, then each operation's
+events as they are written, each masked like every other read; a comment every
+:data:`KEEP_ALIVE` seconds while nothing happens. A HEAD gets its headers only. At most
+:data:`MAX_STREAMS` streams at once (``503`` beyond: each holds a thread).
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ import hmac
 import ipaddress
 import json
 import mimetypes
+import threading
+import time
 from collections.abc import Callable
 from http import HTTPStatus
 from http.cookies import CookieError, SimpleCookie
@@ -39,13 +43,27 @@ from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from shipway.dashboard.reads import Catalogue, NotFound, Overview, release_diff, slot_page
+from shipway.dashboard.live import LiveTail, live_dirs, sse
+from shipway.dashboard.reads import (
+    Catalogue,
+    NotFound,
+    Overview,
+    masked,
+    release_diff,
+    slot_page,
+)
 from shipway.errors import InputError
 
 COOKIE = "shipway_dashboard"
 #: the shortest token accepted: a token is the only lock on a page beyond loopback
 MIN_TOKEN = 16
-STATIC = ("index.html", "dashboard.css", "dashboard.js")
+STATIC = ("index.html", "dashboard.css", "dashboard.js", "live.js")
+#: how often a live stream reads the operations' files (seconds)
+LIVE_EVERY = 0.2
+#: a live stream says it is there this often while nothing happens (seconds)
+KEEP_ALIVE = 15.0
+#: live streams served at once
+MAX_STREAMS = 32
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
         "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
@@ -96,7 +114,13 @@ class DashboardServer(ThreadingHTTPServer):
         self.catalogue = catalogue
         self.overview = Overview(catalogue)
         self.token = token
+        self.closing = threading.Event()
+        self.streams = threading.BoundedSemaphore(MAX_STREAMS)
         super().__init__(address, Handler)
+
+    def server_close(self) -> None:
+        self.closing.set()  # the live streams end
+        super().server_close()
 
     @property
     def url(self) -> str:
@@ -143,7 +167,9 @@ class Handler(BaseHTTPRequestHandler):
             return
         route = self._routes().get(url.path)
         try:
-            if route is not None:
+            if url.path == "/api/live":
+                self._live(query, body)
+            elif route is not None:
                 self._send(HTTPStatus.OK, route(query), body)
             elif url.path == "/":
                 self._static("index.html", body)
@@ -168,9 +194,49 @@ class Handler(BaseHTTPRequestHandler):
             "/api/diff": lambda q: release_diff(
                 catalogue, *_slot_of(q), _revision(q, "a"), _revision(q, "b")
             ),
-            # "/api/live": server-sent events of the slot's running operation, from the
-            # one event stream (module docstring): attaches here
         }
+
+    def _live(self, query: dict[str, str], body: bool) -> None:
+        """The operations running now, as server-sent events, until the page goes."""
+        app, slot = query.get("app"), query.get("slot")
+        if (app is None) != (slot is None):
+            raise InputError("say which slot: ?app=APP&slot=SLOT, or neither for every slot")
+        if not self.server.streams.acquire(blocking=False):
+            busy = {"error": f"{MAX_STREAMS} live streams are open already"}
+            self._send(HTTPStatus.SERVICE_UNAVAILABLE, busy, body)
+            return
+        try:
+            self.send_response(HTTPStatus.OK)
+            self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+            for name, value in SECURITY_HEADERS.items():
+                self.send_header(name, value)
+            self.end_headers()
+            if body:
+                self._stream(LiveTail(live_dirs(self.server.catalogue.state_dirs), app, slot))
+        finally:
+            self.server.streams.release()
+
+    def _stream(self, tail: LiveTail) -> None:
+        mask = self.server.catalogue.masker()
+        closing = self.server.closing
+        try:
+            self._write(b"retry: 2000\n" + sse({}, "reset"))
+            said = time.monotonic()
+            while not closing.is_set():
+                messages = tail.read()
+                if messages:
+                    self._write(b"".join(sse(masked(m, mask)) for m in messages))
+                    said = time.monotonic()
+                elif time.monotonic() - said >= KEEP_ALIVE:
+                    self._write(b": still here\n\n")
+                    said = time.monotonic()
+                closing.wait(LIVE_EVERY)
+        except (BrokenPipeError, ConnectionResetError, TimeoutError):
+            return  # the page went away
+
+    def _write(self, data: bytes) -> None:
+        self.wfile.write(data)
+        self.wfile.flush()
 
     def _admitted(self, path: str, query: dict[str, str], body: bool) -> bool:
         token = self.server.token

@@ -22,6 +22,8 @@ from typing import Any
 
 from shipway.backends.canary import CanaryCounts, canaries_of, canary_id
 from shipway.backends.protocol import Backend, Failure, Reason, Reporter
+from shipway.events.model import CanaryFigures
+from shipway.events.sink import tell
 from shipway.guard import Clearance
 from shipway.plan.canary import Analysis, Tally, analyse, rules_of
 from shipway.plan.model import AnalyseCanary, ShiftTraffic
@@ -83,6 +85,7 @@ class CanaryWalk:
                 return self._decided(release, step, verdict, rules.steps)
             if now - noted >= NOTE_EVERY:
                 self._note(ident, step, verdict, rules.steps)
+                self._tell(release, verdict, rules.steps, final=False)
                 noted = now
             if now - said >= SAY_EVERY:
                 self.reporter.line(f"  {verdict.line()}")
@@ -119,6 +122,7 @@ class CanaryWalk:
                 ),
             )
         self.reporter.line(f"  {verdict.line()}")
+        self._tell(release, verdict, steps, final=True)
         entry = {**verdict.to_json(), "at": now_utc()}
         for side in ("canary", "stable"):  # the record keeps the counts, not the histogram
             entry[side] = {k: v for k, v in entry[side].items() if k != "latency"}
@@ -126,6 +130,27 @@ class CanaryWalk:
         self.record(release)
         self._note(canary_id(release), step, verdict, steps)
         return failure, release
+
+    def _tell(
+        self, release: Release, verdict: Analysis, steps: tuple[int, ...], final: bool
+    ) -> None:
+        """The figures of this analysis as a ``canary`` event (the dashboard's chart)."""
+        step = steps.index(verdict.percent) + 1 if verdict.percent in steps else 0
+        figures = CanaryFigures(
+            self.target.app,
+            self.target.slot,
+            release.revision,
+            step,
+            steps,
+            verdict.percent,
+            verdict.verdict,
+            verdict.why,
+            verdict.elapsed,
+            _figures(verdict.canary),
+            _figures(verdict.stable),
+            final,
+        )
+        tell(self.reporter, figures)
 
     def _note(self, ident: str, step: AnalyseCanary, verdict: Analysis, steps: Any) -> None:
         doc = {
@@ -143,3 +168,8 @@ def _counts(t: Tally) -> str:
     p99 = t.quantile(0.99)
     lat = f", p99 {p99 * 1000:.0f} ms" if p99 is not None else ""
     return f"{t.requests} requests, {t.bad} bad ({t.status_5xx} 5xx, {t.failures} failed){lat}"
+
+
+def _figures(t: Tally) -> dict[str, Any]:
+    """A side's counts as an event holds them (the histogram left out)."""
+    return {k: v for k, v in t.to_json().items() if k != "latency"}

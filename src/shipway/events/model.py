@@ -1,6 +1,7 @@
 """The typed events of one operation, in the order they come:
 
-``started`` → ``planned`` → ``step`` … (``said``, ``waiting`` in between) → ``ended``.
+``started`` → ``planned`` → ``step`` … (``said``, ``waiting``, ``canary`` in between) →
+``ended``.
 
 Each has a JSON form (``{"event": KIND, "at": …, …}``) that a dashboard or a webhook
 receiver reads, and the lines a terminal shows for it (``lines()``: what shipway printed
@@ -187,4 +188,53 @@ class Recovered(Event):
         }
 
 
-KINDS: tuple[type[Event], ...] = (Started, Planned, StepBegun, Said, Waiting, Ended, Recovered)
+@dataclass(frozen=True)
+class CanaryFigures(Event):
+    """A canary's figures, read by its analysis: the share it has (step ``step`` of
+    ``steps``, ``percent``), each side's counts over the step's window (``requests``,
+    ``bad``, ``5xx``, ``failures``, ``p99_ms`` — null until it has answered), and the
+    verdict (``hold`` while it is still counting; ``promote`` or ``abort`` once decided,
+    ``final`` then true). Emitted while a step holds (at most twice a second) and once
+    for each decision. Not shown as a line: the engine says the decision itself."""
+
+    kind: ClassVar[str] = "canary"
+    app: str
+    slot: str
+    revision: int
+    step: int
+    steps: tuple[int, ...]
+    percent: int
+    verdict: str
+    why: str
+    elapsed: float
+    canary: Mapping[str, Any]
+    stable: Mapping[str, Any]
+    final: bool = False
+
+    def fields(self) -> dict[str, Any]:
+        return {
+            "app": self.app,
+            "slot": self.slot,
+            "revision": self.revision,
+            "step": self.step,
+            "steps": list(self.steps),
+            "percent": self.percent,
+            "verdict": self.verdict,
+            "why": self.why,
+            "elapsed": round(self.elapsed, 3),
+            "canary": dict(self.canary),
+            "stable": dict(self.stable),
+            "final": self.final,
+        }
+
+
+KINDS: tuple[type[Event], ...] = (
+    Started,
+    Planned,
+    StepBegun,
+    Said,
+    Waiting,
+    CanaryFigures,
+    Ended,
+    Recovered,
+)

@@ -110,6 +110,13 @@ class Recorded:
         return [e for e in self.events if isinstance(e, kind)]
 
 
+def event_line(event: Event) -> bytes:
+    """An event as one line of JSON (its JSON form, keys sorted)."""
+    import json
+
+    return (json.dumps(event.to_json(), sort_keys=True, default=str) + "\n").encode()
+
+
 class JsonLines:
     """Each event as one line of JSON appended to ``path`` (made 0600): the stream a
     dashboard or a log shipper reads (the command line writes it when ``SHIPWAY_EVENTS``
@@ -121,13 +128,12 @@ class JsonLines:
         self._lock = threading.Lock()
 
     def emit(self, event: Event) -> None:
-        import json
         import os
 
-        line = json.dumps(event.to_json(), sort_keys=True, default=str) + "\n"
+        line = event_line(event)
         with self._lock:
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             try:
-                os.write(fd, line.encode())
+                os.write(fd, line)
             finally:
                 os.close(fd)

@@ -334,3 +334,7 @@ def notes(tmp_path: Path) -> Iterator[Slot]:
 
 def releases(slot: Slot, name: str = "local") -> Path:
     return slot.state / "notes" / name / "releases"
+
+
+# the browser tests' fixtures (Chromium, screenshots), for every module here
+from tests.backends.local.browser import artifacts, browser  # noqa: E402, F401

@@ -11,12 +11,7 @@ test's ``tmp_path/screenshots``).
 
 from __future__ import annotations
 
-import http.client
 import json
-import os
-import shutil
-import signal
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,100 +20,13 @@ import pytest
 
 from tests.backends.local.conftest import API_TOKEN, DB_PASSWORD, Slot, eventually, free_port
 
-webdriver = pytest.importorskip("selenium.webdriver")
-from selenium.webdriver.chrome.service import Service  # noqa: E402
-from selenium.webdriver.common.by import By  # noqa: E402
+pytest.importorskip("selenium.webdriver")
+from selenium.webdriver.common.by import By
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
+from tests.backends.local.browser import Dashboard, request
+
 TOKEN = "tkn-3f2a9c41d07be85e6b1a"
 SECRETS = (DB_PASSWORD, API_TOKEN)
-
-
-def request(
-    port: int, path: str, method: str = "GET", headers: dict[str, str] | None = None
-) -> tuple[int, dict[str, str], str]:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    try:
-        conn.request(method, path, headers=headers or {})
-        response = conn.getresponse()
-        return response.status, dict(response.getheaders()), response.read().decode()
-    finally:
-        conn.close()
-
-
-class Dashboard:
-    """A ``shipway dashboard`` process of the test's slot, on a port of the test's own."""
-
-    def __init__(self, slot: Slot, *args: str) -> None:
-        self.port = free_port()
-        self.proc = subprocess.Popen(
-            slot.argv("dashboard", "--port", str(self.port), *args),
-            env=slot.env,
-            cwd=slot.app_dir,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        self.url = f"http://127.0.0.1:{self.port}/"
-
-    def wait_up(self) -> None:
-        def answers() -> bool:
-            assert self.proc.poll() is None, self.output()
-            return request(self.port, "/static/dashboard.css")[0] in (200, 401)
-
-        eventually(answers, timeout=60, what="the dashboard to answer")
-
-    def json(self, path: str) -> Any:
-        code, _, body = request(self.port, path)
-        assert code == 200, body
-        return json.loads(body)
-
-    def output(self) -> str:
-        if self.proc.poll() is None:
-            return ""
-        return self.proc.stdout.read() if self.proc.stdout else ""
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.proc.stdout:
-            self.proc.stdout.close()
-
-
-@pytest.fixture
-def artifacts(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
-    """Where this test's screenshots are kept."""
-    base = os.environ.get("SHIPWAY_TEST_ARTIFACTS")
-    out = Path(base) / request.node.name if base else tmp_path / "screenshots"
-    out.mkdir(parents=True, exist_ok=True)
-    return out
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not shutil.which(p)]
-    if missing:
-        pytest.fail(
-            f"{', '.join(missing)} missing: apt-get install chromium chromium-driver "
-            "(scripts/browser installs them)"
-        )
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
-                "--disable-gpu", "--window-size=1280,900"):  # fmt: skip
-        options.add_argument(arg)
-    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
-    driver.set_page_load_timeout(60)
-    try:
-        yield driver
-    finally:
-        driver.quit()
 
 
 @pytest.fixture

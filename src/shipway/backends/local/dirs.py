@@ -8,6 +8,8 @@ Layout (``<state>`` is ``slot.state_dir``, else ``$SHIPWAY_STATE_DIR``, else
         programs/*.conf      and one include file per supervised program
       router/<port>/         one router per port: tables/<app>.<slot>.json, its log
       ports.json             ports handed out to programs (guarded by ports.lock)
+      _events/               every operation's events on this machine, any backend's
+                             (events/live.py: the dashboard's live view)
       <app>/<slot>/
         lock                 the slot's lock: flock-held, holder written inside
         records.json.gz      the release records of the slot (written atomically)
@@ -40,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from shipway.events.live import default_state_dir
 from shipway.spec.model import Slot, Target
 
 DEFAULT_ROUTER_PORT = 8800
@@ -51,10 +54,7 @@ def state_root(slot: Slot, base_dir: Path, environ: Mapping[str, str] | None = N
     env = os.environ if environ is None else environ
     if slot.state_dir:
         return (base_dir / os.path.expanduser(slot.state_dir)).resolve()
-    if env.get("SHIPWAY_STATE_DIR"):
-        return Path(os.path.expanduser(env["SHIPWAY_STATE_DIR"])).resolve()
-    xdg = env.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return Path(xdg).resolve() / "shipway"
+    return default_state_dir(env)
 
 
 #: room left under the state directory for what shipway keeps there (an app's environment

@@ -1,6 +1,7 @@
 // shipway dashboard: plain JavaScript, no build step. It reads the server's JSON reads
-// (/api/...) and polls them every POLL_MS, redrawing in place: never a reload. Every value
-// is set as text (textContent), never as HTML.
+// (/api/...) and polls them every POLL_MS, redrawing in place: never a reload; the
+// operations under way come as they happen from /api/live (live.js). Every value is set as
+// text (textContent), never as HTML.
 "use strict";
 
 const POLL_MS = 2000;
@@ -84,6 +85,7 @@ function drawOverview(doc) {
     el("section", { class: "card", "data-app": app.app },
       el("h2", { text: app.app }), app.slots.map(slotLine)))));
   main.replaceChildren(...parts);
+  markSlots(); // the operations under way (live.js)
   stamped(doc.read_at);
 }
 
@@ -167,6 +169,7 @@ function drawSlot(doc) {
     el("h1", {}, `${doc.app} / ${doc.slot} `,
       el("span", { class: stateClass(doc.state), id: "slot-state", text: doc.state })),
     el("p", { id: "state-line", text: doc.state_line }),
+    live.box, // the operation under way (live.js), kept as it is across redraws
     el("p", { class: "note" },
       `${doc.backend} backend · live release `,
       el("strong", { id: "live-release",
@@ -219,16 +222,8 @@ function slotView(app, slot, mine) {
     }
     drawSlot(doc);
   };
-  attachLive(app, slot);
+  attachLive(app, slot); // the slot's operation under way, live (live.js)
   return poll;
-}
-
-// The live operation of a slot attaches here: once every operation emits the one event
-// stream, this reads the server's /api/live route (server-sent events of that stream) and
-// draws its steps, waits and a canary's share in the #live section. Until then it shows
-// nothing: the page never imitates a live view by polling.
-function attachLive(app, slot) {
-  document.getElementById("live").hidden = true;
 }
 
 // -- routing: #/ is the overview, #/slot/APP/SLOT a slot's page ------------------------
@@ -246,6 +241,7 @@ function route() {
   } else {
     document.title = "shipway";
     document.getElementById("main").onchange = null;
+    attachLive(); // every slot's operation under way, as a marker (live.js)
     poll = async () => {
       const doc = await read("/api/overview");
       if (mine === generation) drawOverview(doc);
