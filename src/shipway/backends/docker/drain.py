@@ -104,6 +104,11 @@ def drain(
                 reporter.line(f"drained {name_of(container)} on {where}: no connection left")
             return
         left = until - time.monotonic()
+        if count is None and shown:
+            # read before: this look failed (an exec refused or cut off on a loaded host),
+            # not the image; look again at the same pace instead of waiting out the window
+            time.sleep(min(PACE, max(left, 0)))
+            continue
         if count is None:
             if left > 0:
                 reporter.line(
