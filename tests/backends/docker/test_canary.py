@@ -10,7 +10,6 @@ import http.client
 import os
 import signal
 import subprocess
-import sys
 from collections import Counter
 from typing import Any
 
@@ -20,36 +19,14 @@ from shipway.backends.docker import caddy
 from shipway.backends.docker.records import read_tree
 from shipway.engine import Rolled, RolledBack
 from tests.backends.docker.conftest import SLOT, Deployment, Lines
+from tests.backends.docker.test_interrupt import cli
 from tests.backends.local.conftest import eventually
+from tests.backends.local.test_canary import APP
 from tests.loops import RequestLoop, beyond_reload_race
 
-SERVER = """
-import http.server, os, socketserver, time
-BROKEN = os.environ.get("BROKEN") == "1"
-VERSION = os.environ.get("VERSION", "dev")
-
-class Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def do_GET(self):
-        if self.path == "/up":
-            code, body = 200, b"ok"
-        else:
-            code, body = (500, b"broken") if BROKEN else (200, VERSION.encode())
-        self.send_response(code)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
-    daemon_threads = True
-    request_queue_size = 128
-
-Server(("0.0.0.0", 8080), Handler).serve_forever()
-"""
+#: the local canary tests' app, listening on every address of its container, its release
+#: named by VERSION
+SERVER = APP.replace('"127.0.0.1"', '"0.0.0.0"').replace('"SHIPWAY_RELEASE"', '"VERSION"')
 
 PROCESSES = """
 [processes.web]
@@ -72,6 +49,7 @@ def write(d: Deployment, version: str, broken: bool = False, step_time: str = "1
 [env]
 VERSION = "{version}"
 BROKEN = "{int(broken)}"
+PORT = "8080"
 [files]
 "server.py" = '''{SERVER}'''
 [[routes]]
@@ -128,20 +106,29 @@ def web_versions(d: Deployment) -> Counter[str]:
     return seen
 
 
-def test_a_fully_broken_canary_is_aborted_within_a_few_failed_requests(
-    deployment: Deployment,
-) -> None:
-    d = deployment
+def deploy_under_load(d: Deployment, lines: Lines, then: int) -> tuple[Any, RequestLoop, int]:
+    """v1 deployed, then the spec as written deployed under a request loop over both hosts
+    (50 a second), ``then`` more requests after it: (its outcome, the loop, the requests
+    before it ended)."""
+    spec = d.spec_file.read_text()
     write(d, "v1")
     assert isinstance(d.deploy(), Rolled)  # a first deploy: nothing to compare, rolled
     assert answered(d, 0) == (200, "v1") and answered(d, 1) == (200, "v1")
-    write(d, "v2", broken=True)
-    lines = Lines()
+    d.spec_file.write_text(spec)
     with RequestLoop(lambda i: answered(d, i), rate=50) as load:
         eventually(lambda: load.done > 20, what="the request loop")
         outcome = d.deploy(lines)
         after = load.done
-        eventually(lambda: load.done > after + 40, what="requests after the abort")
+        eventually(lambda: load.done > after + then, what="requests after the deploy")
+    return outcome, load, after
+
+
+def test_a_fully_broken_canary_is_aborted_within_a_few_failed_requests(
+    deployment: Deployment,
+) -> None:
+    d, lines = deployment, Lines()
+    write(d, "v2", broken=True)
+    outcome, load, after = deploy_under_load(d, lines, 40)
     assert isinstance(outcome, RolledBack), lines.text()
     assert outcome.exit_code == 10
     assert "aborted at 10%" in lines.text() and "CanaryAborted" in lines.text(), lines.text()
@@ -167,16 +154,9 @@ def test_a_fully_broken_canary_is_aborted_within_a_few_failed_requests(
 def test_a_good_canary_walks_its_steps_to_100_under_a_request_loop(
     deployment: Deployment,
 ) -> None:
-    d = deployment
-    write(d, "v1")
-    assert isinstance(d.deploy(), Rolled)
+    d, lines = deployment, Lines()
     write(d, "v2")
-    lines = Lines()
-    with RequestLoop(lambda i: answered(d, i), rate=50) as load:
-        eventually(lambda: load.done > 20, what="the request loop")
-        outcome = d.deploy(lines)
-        after = load.done
-        eventually(lambda: load.done > after + 20, what="requests after the switch")
+    outcome, load, after = deploy_under_load(d, lines, 20)
     assert isinstance(outcome, Rolled), lines.text()
     assert "canary 10%" in lines.text() and "canary 50%" in lines.text(), lines.text()
     # shifts to 10 and 50 %, the switch to 100 %: three reloads on each of the two hosts
@@ -191,16 +171,6 @@ def test_a_good_canary_walks_its_steps_to_100_under_a_request_loop(
     assert r2.status.value == "deployed"
     assert [s["percent"] for s in r2.canary] == [10, 50]
     assert all(s["verdict"] == "promote" for s in r2.canary)
-
-
-def cli(d: Deployment, *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "shipway", "-f", str(d.spec_file), *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
 
 
 def held_canary(d: Deployment) -> subprocess.Popen[str]:
