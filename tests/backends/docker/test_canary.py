@@ -41,7 +41,9 @@ attempts = 100
 HOST = "canary.test"
 
 
-def write(d: Deployment, version: str, broken: bool = False, step_time: str = "1s") -> None:
+def write(
+    d: Deployment, version: str, broken: bool = False, step_time: str = "1s", batch: str = ""
+) -> None:
     d.write(
         image=d.env.images.python,
         processes=PROCESSES,
@@ -56,7 +58,8 @@ PORT = "8080"
 host = "{HOST}"
 process = "web"
 """,
-        slot_extra=f"""strategy = "canary"
+        slot_extra=f"""{batch}
+strategy = "canary"
 [slots.{SLOT}.canary]
 steps = [10, 50, 100]
 step_time = "{step_time}"
@@ -171,6 +174,24 @@ def test_a_good_canary_walks_its_steps_to_100_under_a_request_loop(
     assert r2.status.value == "deployed"
     assert [s["percent"] for s in r2.canary] == [10, 50]
     assert all(s["verdict"] == "promote" for s in r2.canary)
+
+
+def test_with_a_batch_the_canary_runs_where_its_containers_do(deployment: Deployment) -> None:
+    """batch = 1: the hosts roll one after the other, so at the canary's steps only the
+    first host runs the new release's containers: the canary is split there alone (the
+    second host's route switches when its batch rolls), never sent to containers that are
+    not there."""
+    d, lines = deployment, Lines()
+    write(d, "v2", batch="batch = 1")
+    outcome, load, after = deploy_under_load(d, lines, 20)
+    assert isinstance(outcome, Rolled), lines.text()
+    shares = [t for t in lines.text().splitlines() if "10% of canary.test on" in t]
+    assert len(shares) == 1 and "," not in shares[0], shares  # one host split
+    failures = [a.body for a in load.failed() if a.body not in ("v1", "v2")]
+    assert beyond_reload_race(failures, 6) == [], failures
+    assert {a.body for a in load.answers[after:] if a.status == 200} == {"v2"}
+    r2 = d.backend().read_records(d.app().slots.target(SLOT))[-1]
+    assert [s["verdict"] for s in r2.canary] == ["promote", "promote"]
 
 
 def held_canary(d: Deployment) -> subprocess.Popen[str]:

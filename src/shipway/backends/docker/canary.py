@@ -130,10 +130,18 @@ class DockerCanaries(DockerProxy):
                 return []
             moved: list[str] = []
             mine = self._owner
+            # only where the canary's containers run: with a ``batch`` smaller than the
+            # hosts, a later batch's host has none yet (its route switches when it rolls)
+            here = {
+                key: ups
+                for key, ups in wanted.get(host, {}).items()
+                if all(self._running(client, u.rsplit(":", 1)[0]) for u in ups)
+            }
 
             def change(routes: dict[str, Any]) -> None:
+                moved.clear()  # run twice: to see whether anything changes, then to change
                 for key, entry in list(routes.items()):
-                    new = wanted.get(host, {}).get(key)
+                    new = here.get(key)
                     held = [str(u) for u in (entry.get("body") or {}).get("upstreams") or []]
                     if new is None or new == held:
                         if entry.get("canary"):
@@ -169,6 +177,10 @@ class DockerCanaries(DockerProxy):
             r.line(f"  {percent}% of {', '.join(sorted(moved))} to r{release.revision}")
         elif percent == 0:
             r.line("  every request to the stable release (the canary's share is 0)")
+
+    def _running(self, client: docker.DockerClient, name: str) -> bool:
+        container = self._get(client, name)
+        return container is not None and container.status == "running"
 
     def _entries(self, host: str) -> dict[str, dict[str, Any]]:
         """The canaries of this slot's routes in the host's proxy (route key → canary),
