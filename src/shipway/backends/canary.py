@@ -3,8 +3,8 @@ between two releases by weight, counts them per release, and keeps what the engi
 person say about the canary. The decision is never the backend's: the engine makes it from
 the counts (:mod:`shipway.plan.canary`, pure).
 
-A part of its own, as generations and accessories are: a backend without it (Docker and
-Kubernetes, this version) never sees a canary plan — the spec is refused when it is read
+A part of its own, as generations and accessories are: a backend without it (Kubernetes,
+this version) never sees a canary plan — the spec is refused when it is read
 (:data:`shipway.spec.canary.CANARY_BACKENDS`), and :func:`canaries_of` refuses it again.
 """
 
@@ -74,6 +74,7 @@ def canaries_of(backend: Backend) -> Canaries:
     if not isinstance(backend, Canaries):
         raise InputError(
             f"the {backend.name} backend does not run canary releases in this version of "
-            'shipway (they run on local slots) (hint: use strategy = "rolling" for this slot)'
+            "shipway (they run on local and docker slots) "
+            '(hint: use strategy = "rolling" for this slot)'
         )
     return backend

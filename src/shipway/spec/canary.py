@@ -43,8 +43,8 @@ KEYS = (
     "timeout",
     "at_timeout",
 )
-#: backends whose proxy splits and counts a canary's requests (Docker and Kubernetes: next)
-CANARY_BACKENDS = ("local",)
+#: backends whose proxy splits and counts a canary's requests (Kubernetes: next)
+CANARY_BACKENDS = ("local", "docker")
 
 
 @dataclass(frozen=True)
@@ -112,7 +112,8 @@ def parse_canary(
     if backend is not None and backend not in CANARY_BACKENDS:
         c.error(
             (*path[:-1], "strategy"),
-            f"canary releases run on local slots only in this version, this slot's backend is "
+            f"canary releases run on local and docker slots only in this version, this slot's "
+            f"backend is "
             f"{backend}",
             'use strategy = "rolling" (or "blue-green" on kubernetes) for now',
         )

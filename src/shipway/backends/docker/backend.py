@@ -20,6 +20,8 @@ did there. Where each concern lives:
 * :mod:`.hosts` — who else serves a host name (another slot's proxy on these hosts);
 * :mod:`.edge` — library exceptions become shipway's errors there, and only there.
 * :mod:`.freezes` — the slot's freeze (shipway freeze), a holder container on the first host.
+* :mod:`.canary` — a canary's share in every host's proxy (:mod:`.caddy_canary`), its counts
+  from their access logs, its notes on the first host.
 
 Docker keeps no generations: it is a :class:`~shipway.backends.protocol.Backend`, not a
 ``GenerationBackend`` (a blue-green slot on it is refused by the engine with a hint).
@@ -28,8 +30,10 @@ Docker keeps no generations: it is a :class:`~shipway.backends.protocol.Backend`
 from __future__ import annotations
 
 from shipway.backends.accessories import Accessories, AccessoryBackups
+from shipway.backends.canary import Canaries
 from shipway.backends.docker import render
 from shipway.backends.docker.backups import DockerBackups
+from shipway.backends.docker.canary import DockerCanaries
 from shipway.backends.docker.certificates import DockerCertificates
 from shipway.backends.docker.destroy import DockerDestroy
 from shipway.backends.docker.freezes import DockerFreezes
@@ -61,6 +65,7 @@ class DockerBackend(
     DockerOwners,
     DockerCertificates,
     DockerFreezes,
+    DockerCanaries,
 ):
     """An app's processes as containers on one or many Docker engines."""
 
@@ -93,3 +98,4 @@ _fans_out: type[FansOut] = DockerBackend  # and that its hosts take their steps 
 _prunes: type[PrunesImages] = DockerBackend  # and prunes its images after a deploy
 _accessories: type[Accessories] = DockerBackend  # and runs accessories
 _backups: type[AccessoryBackups] = DockerBackend  # and backs them up
+_canaries: type[Canaries] = DockerBackend  # and canaries

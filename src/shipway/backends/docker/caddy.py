@@ -24,7 +24,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from shipway.backends.docker import https
+from shipway.backends.docker import caddy_canary, https
 
 CONFIG_DIR = "/etc/shipway"
 ROUTES_FILE = "routes.json"
@@ -42,10 +42,13 @@ def _duration(seconds: float) -> str:
     return f"{round(seconds * 1000)}ms"
 
 
-def route(body: Mapping[str, Any], upstream_try: float) -> dict[str, Any]:
+def route(
+    body: Mapping[str, Any], upstream_try: float, canary: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """One Caddy route: requests for the body's host names (all, when none) go round-robin
     to its upstreams. A dial that fails (container going away) is retried on the others,
-    and on the same one, for ``upstream_try`` seconds before the client gets a 502."""
+    and on the same one, for ``upstream_try`` seconds before the client gets a 502.
+    ``canary``: a canary beside it, split by weight (:mod:`.caddy_canary`)."""
     handler = {
         "handler": "reverse_proxy",
         "upstreams": [{"dial": u} for u in body["upstreams"]],
@@ -63,7 +66,7 @@ def route(body: Mapping[str, Any], upstream_try: float) -> dict[str, Any]:
     out: dict[str, Any] = {"handle": [handler], "terminal": True}
     if body.get("hosts"):
         out["match"] = [{"host": list(body["hosts"])}]
-    return out
+    return out if not canary else caddy_canary.split_route(out, body, canary)
 
 
 #: what a request for a host name no route serves gets: 404 and one line
@@ -142,7 +145,8 @@ def compose(
             "routes": [
                 *(r for k, f in ordered if f["body"].get("tls")
                   for r in https.http_routes(k, f["body"], int(proxy.get("port", 80)))),
-                *(route(b, upstream_try) for _, f in ordered if (b := _plain(f["body"]))),
+                *(route(b, upstream_try, f.get("canary"))
+                  for _, f in ordered if (b := _plain(f["body"]))),
                 UNKNOWN_HOST,
             ],
             "errors": {"routes": [RELEASE_DOWN]},
@@ -155,8 +159,15 @@ def compose(
         apps["tls"] = https.tls_app(dict(secure), config_dir)
     if secure and proxy.get("tls_port"):
         servers |= _tls_servers(secure, upstream_try, config_dir, tokens or {})
+    logging: dict[str, Any] = {}
+    if any(f.get("canary") for _, f in ordered):  # its requests logged, and only those
+        logging = {"logging": caddy_canary.LOGGING}
+        for name in ("shipway", "shipway-tls"):
+            if name in servers:
+                servers[name]["logs"] = {}
     return {
         "admin": {"listen": admin, "config": {"persist": False}},
+        **logging,
         "apps": {
             "http": {
                 "grace_period": _duration(drain + float(proxy.get("stop_timeout", 10))),
@@ -188,7 +199,7 @@ def _tls_servers(
     routes = [r for _, f in secure for r in https.share_routes(f["body"], tokens.get(None))]
     for _, f in secure:
         body = {**f["body"], "hosts": https.names_of(f["body"])}
-        routes.append(https.hsts(route(body, upstream_try), body))
+        routes.append(https.hsts(route(body, upstream_try, f.get("canary")), body))
     relay = [
         r
         for k, f in secure

@@ -20,7 +20,15 @@ import docker.errors
 import requests
 from docker.models.containers import Container
 
-from shipway.backends.docker import admin, caddy, container_logs, drift, labels, render
+from shipway.backends.docker import (
+    admin,
+    caddy,
+    caddy_canary,
+    container_logs,
+    drift,
+    labels,
+    render,
+)
 from shipway.backends.docker.connection import HostConnection
 from shipway.backends.docker.edge import edge
 from shipway.backends.docker.records import read_tree, read_tree_of
@@ -247,6 +255,7 @@ class DockerReads(DockerVolumes):
                 reasons.append("its entry in the proxy's files was changed")
             if stale:
                 reasons.append("the proxy's caddy.json no longer matches its routes")
+            reasons += caddy_canary.drift_of(fragment)
             body_process = (fragment.get("body") or {}).get("process")
             unit = ObservedUnit(
                 key=key,

@@ -1,0 +1,56 @@
+"""The Caddy config of a canary (pure): weights that give the canary its share, the split
+route (tester's header, sticky cookie, weighted fallback), its access log, and a route with
+a canary observed as drifted. Caddy itself runs them in test_canary.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from shipway.backends.docker import caddy, caddy_canary
+
+BODY = {"hosts": ["shop.test"], "upstreams": ["s-1:80", "s-2:80"]}
+CANARY = {"id": "shop.prod.r2", "upstreams": ["c-1:80"], "weight": 10, "secret": "k"}
+
+
+@pytest.mark.parametrize(
+    ("stable", "canary", "percent"), [(1, 1, 10), (2, 1, 10), (3, 2, 50), (1, 3, 25), (2, 2, 99)]
+)
+def test_the_weights_give_the_canary_its_share(stable: int, canary: int, percent: int) -> None:
+    w = caddy_canary.weights(stable, canary, percent)
+    assert len(w) == stable + canary and all(x > 0 for x in w)
+    assert sum(w[stable:]) * 100 == percent * sum(w)
+
+
+def test_a_route_with_a_canary_splits_by_header_cookie_and_weight() -> None:
+    config = caddy.compose({"shop/prod route/web@a": {"body": BODY, "canary": CANARY}}, {}, "x")
+    server = config["apps"]["http"]["servers"]["shipway"]
+    route = server["routes"][0]
+    assert route["match"] == [{"host": ["shop.test"]}]
+    handlers = [h["handler"] for h in route["handle"]]
+    assert handlers == ["vars", "log_append", "log_append", "log_append", "subroute"]
+    always, never, split = route["handle"][-1]["routes"]
+    assert always["match"] == [{"header": {"X-Shipway-Canary": ["always"]}}]
+    assert [u["dial"] for u in always["handle"][0]["upstreams"]] == ["c-1:80"]
+    assert [u["dial"] for u in never["handle"][0]["upstreams"]] == ["s-1:80", "s-2:80"]
+    proxy = split["handle"][0]
+    assert [u["dial"] for u in proxy["upstreams"]] == ["s-1:80", "s-2:80", "c-1:80"]
+    policy = proxy["load_balancing"]["selection_policy"]
+    assert policy["policy"] == "cookie" and policy["name"] == "shipway-canary"
+    assert policy["fallback"] == {"policy": "weighted_round_robin", "weights": [9, 9, 2]}
+    assert "try_duration" not in proxy["load_balancing"]  # no retry on the other release
+    # only the canary's requests are logged, to stdout
+    assert server["logs"] == {} and config["logging"] == caddy_canary.LOGGING
+
+
+def test_without_a_canary_the_config_is_as_before() -> None:
+    plain = caddy.compose({"shop/prod route/web@a": {"body": BODY}}, {}, "x")
+    assert "logging" not in plain
+    assert "logs" not in plain["apps"]["http"]["servers"]["shipway"]
+    assert plain["apps"]["http"]["servers"]["shipway"]["routes"][0] == caddy.route(BODY, 5.0)
+
+
+def test_a_route_entry_with_a_canary_is_drift() -> None:
+    assert caddy_canary.drift_of({"body": BODY}) == []
+    assert caddy_canary.drift_of({"body": BODY, "canary": CANARY}) == [
+        "a canary (shop.prod.r2) takes 10% of its requests"
+    ]
