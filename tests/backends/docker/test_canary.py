@@ -38,7 +38,10 @@ interval = "100ms"
 attempts = 100
 """
 
-HOST = "canary.test"
+def host_name(d: Deployment) -> str:
+    """The test's own route host: a hostname is owned by one slot on a Docker host, whatever
+    its proxy port, so tests running at once must not share one."""
+    return f"{d.name}.canary.test"
 
 
 def write(
@@ -55,7 +58,7 @@ PORT = "8080"
 [files]
 "server.py" = '''{SERVER}'''
 [[routes]]
-host = "{HOST}"
+host = "{host_name(d)}"
 process = "web"
 """,
         slot_extra=f"""{batch}
@@ -76,7 +79,7 @@ def get(
     host = (d.env.a, d.env.b)[i % 2]
     conn = http.client.HTTPConnection(host.address, d.port, timeout=10)
     try:
-        conn.request("GET", "/", headers={"Host": HOST, **(headers or {})})
+        conn.request("GET", "/", headers={"Host": host_name(d), **(headers or {})})
         response = conn.getresponse()
         body = response.read().decode()
         return response.status, body, response.getheader("Set-Cookie")
@@ -185,7 +188,7 @@ def test_with_a_batch_the_canary_runs_where_its_containers_do(deployment: Deploy
     write(d, "v2", batch="batch = 1")
     outcome, load, after = deploy_under_load(d, lines, 20)
     assert isinstance(outcome, Rolled), lines.text()
-    shares = [t for t in lines.text().splitlines() if "10% of canary.test on" in t]
+    shares = [t for t in lines.text().splitlines() if f"10% of {host_name(d)} on" in t]
     assert len(shares) == 1 and "," not in shares[0], shares  # one host split
     failures = [a.body for a in load.failed() if a.body not in ("v1", "v2")]
     assert beyond_reload_race(failures, 6) == [], failures
