@@ -132,6 +132,27 @@ def tcp_probe(port: int, timeout: float) -> tuple[bool, str]:
         return False, f"port {port}: {exc.strerror or exc}"
 
 
+#: how long a crashed process's log may take to get what it printed before it exited
+SETTLE = 2.0
+SETTLE_PACE = 0.1
+
+
+def log_settled(log: Path, most: float = SETTLE) -> None:
+    """Wait until ``log`` holds what a crashed process printed before it exited: supervisord
+    reads the process's output from its pipe in its own loop, which may see the exit (the
+    state this gate read) before it has written the last lines. Settled: the file is not
+    empty and did not grow over one pace; at most ``most`` seconds (a process that printed
+    nothing costs that once, on a failure)."""
+    deadline = time.monotonic() + most
+    size = -1
+    while time.monotonic() < deadline:
+        now = log.stat().st_size if log.exists() else 0
+        if now and now == size:
+            return
+        size = now
+        time.sleep(SETTLE_PACE)  # the pace of looking at the file again
+
+
 #: builds the Failure for one instance: (instance, reason, message, exit code)
 FailureOf = Callable[[Instance, str, str, int | None], Failure]
 
@@ -312,6 +333,8 @@ class LocalHealth(LocalState):
         full = f"shipway logs {self.slot.name} {rec.process} --release {rec.revision}"
 
         def failure(inst: Instance, reason: str, message: str, code: int | None) -> Failure:
+            if reason == Reason.CRASHED:
+                log_settled(inst.log)
             lines = [redact(text) for _, text in logfiles.read_lines(inst.log)]
             details = excerpt(lines, LOG_TAIL).lines(str(inst.log), full)
             return Failure(
