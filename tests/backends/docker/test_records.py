@@ -3,11 +3,13 @@ a size limit with a hint, and every mutation behind the clearance."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import replace
 from typing import Any
 
+import docker.errors
 import pytest
 
 from shipway import api
@@ -115,6 +117,31 @@ def test_stop_removes_what_runs_keeps_the_records_and_repair_brings_it_back(
     outcome = api.repair(deployment.app(), SLOT, reporter=Lines(), timeout=120)
     assert isinstance(outcome, Rolled), outcome.line()
     assert deployment.get(env.a) == (200, "v1\n")
+
+
+def test_a_host_that_lost_the_holder_image_still_locks_stops_and_repairs(
+    deployment: Deployment,
+) -> None:
+    """The lock, the shared proxy's lock, files volumes and records are holder containers:
+    an image prune (or another tool) may untag ``shipway-holder`` at any moment, and every
+    one of them imports it again instead of failing the operation."""
+    env = deployment.env
+    deployment.write(hosts=[env.a])
+    assert isinstance(deployment.deploy(), Rolled)
+    host = deployment.local(env.a)
+
+    def lose_the_image() -> None:
+        with contextlib.suppress(docker.errors.ImageNotFound):
+            host.images.remove(labels.HOLDER_IMAGE, force=True)
+
+    lose_the_image()
+    api.stop(deployment.app(), SLOT, reporter=Lines())  # its lock, then the proxy's
+    host.images.get(labels.HOLDER_IMAGE)  # imported again
+    lose_the_image()
+    outcome = api.repair(deployment.app(), SLOT, reporter=Lines(), timeout=120)
+    assert isinstance(outcome, Rolled), outcome.line()
+    assert deployment.get(env.a) == (200, "v1\n")
+    assert len(api.history(deployment.app(), SLOT)) == 2  # the repair's record written
 
 
 def test_secret_values_never_reach_logs_records_or_plans(

@@ -36,7 +36,7 @@ from shipway.backends.docker import caddy, caddy_canary, labels
 from shipway.backends.docker.connection import HostConnection
 from shipway.backends.docker.edge import edge
 from shipway.backends.docker.proxy import DockerProxy
-from shipway.backends.docker.records import ensure_holder_image, read_tree, read_tree_of, tar_of
+from shipway.backends.docker.records import holder_made, read_tree, read_tree_of, tar_of
 from shipway.backends.protocol import Reporter
 from shipway.errors import InputError
 from shipway.guard import Clearance
@@ -304,10 +304,10 @@ class DockerCanaries(DockerProxy):
                 return None
         tags = labels.base(self.app.name, self.slot.name, NOTES_KIND)
         try:
-            client.api.create_container(labels.HOLDER_IMAGE, name=name, labels=tags)
-        except docker.errors.ImageNotFound:
-            ensure_holder_image(client)
-            client.api.create_container(labels.HOLDER_IMAGE, name=name, labels=tags)
+            holder_made(
+                client,
+                lambda: client.api.create_container(labels.HOLDER_IMAGE, name=name, labels=tags),
+            )
         except docker.errors.APIError as exc:
             if exc.status_code != 409:  # made by another process this moment: the same
                 raise

@@ -13,7 +13,7 @@ import docker.errors
 
 from shipway.backends.docker import labels
 from shipway.backends.docker.edge import edge
-from shipway.backends.docker.records import ensure_holder_image
+from shipway.backends.docker.records import holder_made
 from shipway.backends.docker.state import DockerState
 from shipway.backends.freezes import decode_freeze, encode_freeze
 from shipway.guard import Clearance
@@ -59,11 +59,12 @@ class DockerFreezes(DockerState):
                     labels.RECORD: encode_freeze(freeze),
                 }
                 name = f"{labels.prefix(self.app.name, self.slot.name)}-freeze-{seq}"
-                try:
-                    client.api.create_container(labels.HOLDER_IMAGE, name=name, labels=tags)
-                except docker.errors.ImageNotFound:
-                    ensure_holder_image(client)
-                    client.api.create_container(labels.HOLDER_IMAGE, name=name, labels=tags)
+                holder_made(
+                    client,
+                    lambda: client.api.create_container(
+                        labels.HOLDER_IMAGE, name=name, labels=tags
+                    ),
+                )
             for _, cid, _ in older:
                 with contextlib.suppress(docker.errors.NotFound):
                     client.api.remove_container(cid, force=True)

@@ -26,7 +26,7 @@ from docker.models.containers import Container
 
 from shipway.backends.docker import labels
 from shipway.backends.docker.edge import edge
-from shipway.backends.docker.records import ensure_holder_image, read_tree, tar_of
+from shipway.backends.docker.records import holder_made, read_tree, tar_of
 from shipway.backends.docker.state import DockerState
 from shipway.backends.liveness import ProcessMark
 from shipway.backends.protocol import LockHolder, Reporter
@@ -119,11 +119,13 @@ class SlotLock:
         return mark.gone()
 
     def _take(self, holder: LockHolder, reporter: Reporter) -> Container:
-        ensure_holder_image(self.client)
         for _ in range(5):
             try:
-                return self.client.containers.create(
-                    labels.HOLDER_IMAGE, name=self.name, labels=self._labels(holder)
+                return holder_made(
+                    self.client,
+                    lambda: self.client.containers.create(
+                        labels.HOLDER_IMAGE, name=self.name, labels=self._labels(holder)
+                    ),
                 )
             except docker.errors.APIError as exc:
                 if exc.status_code != 409:

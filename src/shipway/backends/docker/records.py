@@ -25,7 +25,8 @@ import contextlib
 import io
 import tarfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import docker
 import docker.errors
@@ -61,6 +62,20 @@ def ensure_holder_image(client: docker.DockerClient) -> None:
         tag=tag,
         changes=[f"LABEL {labels.HOLDER_LABEL}=1", 'CMD ["/shipway-holder"]'],
     )
+
+
+T = TypeVar("T")
+
+
+def holder_made(client: docker.DockerClient, create: Callable[[], T]) -> T:
+    """``create()`` (a holder container made from ``shipway-holder``), importing the image
+    first when the host has lost it: an image prune, another tool or a test may untag it
+    at any moment, and a lock, record or note must still be writable then."""
+    try:
+        return create()
+    except docker.errors.ImageNotFound:
+        ensure_holder_image(client)
+        return create()
 
 
 def tar_of(files: dict[str, tuple[bytes, int]]) -> bytes:
@@ -186,15 +201,11 @@ class RecordStore:
                     self.client.api.remove_container(cid, force=True)
 
     def _create(self, name: str, tags: dict[str, str]) -> str:
-        def create() -> str:
-            made = self.client.api.create_container(labels.HOLDER_IMAGE, name=name, labels=tags)
-            return str(made["Id"])
-
-        try:
-            return create()
-        except docker.errors.ImageNotFound:
-            ensure_holder_image(self.client)
-            return create()
+        made = holder_made(
+            self.client,
+            lambda: self.client.api.create_container(labels.HOLDER_IMAGE, name=name, labels=tags),
+        )
+        return str(made["Id"])
 
     def delete(self, revisions: Sequence[int]) -> None:
         known = self.index if self.index is not None else self._listed()

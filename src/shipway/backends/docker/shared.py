@@ -26,7 +26,7 @@ import docker.errors
 from docker.models.containers import Container
 
 from shipway.backends.docker import labels
-from shipway.backends.docker.records import ensure_holder_image
+from shipway.backends.docker.records import holder_made
 from shipway.errors import BackendError
 
 #: how long one holder may keep the lock, seen from a waiter, before it is taken as dead
@@ -40,7 +40,6 @@ PACE = 0.05
 @contextlib.contextmanager
 def locked(client: docker.DockerClient, port: int, where: str) -> Iterator[None]:
     """Hold the lock on the routes of the shared proxy on ``port`` of this host."""
-    ensure_holder_image(client)
     name = labels.shared_proxy_lock(port)
     token = uuid.uuid4().hex
     held = _take(client, name, port, token, where)
@@ -62,7 +61,10 @@ def _take(client: docker.DockerClient, name: str, port: int, token: str, where: 
     }
     while True:
         try:
-            made = client.api.create_container(labels.HOLDER_IMAGE, name=name, labels=tags)
+            made = holder_made(
+                client,
+                lambda: client.api.create_container(labels.HOLDER_IMAGE, name=name, labels=tags),
+            )
             return str(made["Id"])
         except docker.errors.APIError as exc:
             if exc.status_code != 409:

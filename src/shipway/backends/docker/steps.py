@@ -39,7 +39,7 @@ from shipway.backends.docker.drain import drain
 from shipway.backends.docker.edge import edge, explain
 from shipway.backends.docker.health import Gate, events, watched_crash
 from shipway.backends.docker.proxy import DockerProxy
-from shipway.backends.docker.records import ensure_holder_image, tar_of
+from shipway.backends.docker.records import holder_made, tar_of
 from shipway.backends.docker.state import name_of, tags_of
 from shipway.backends.docker.volumes import DockerVolumes
 from shipway.backends.protocol import Failure, Reason, Reporter
@@ -120,7 +120,6 @@ class DockerSteps(DockerProxy, DockerVolumes):
             for f in body["files"]
         }
         content = {p: labels.salted(volume, text) for p, (text, _) in files.items()}
-        ensure_holder_image(client)
         holder = self._get(client, volume)
         if holder is not None and (
             holder.labels.get(labels.DIGEST) != unit.digest
@@ -132,14 +131,18 @@ class DockerSteps(DockerProxy, DockerVolumes):
             client.volumes.create(
                 volume, labels=labels.base(self.app.name, self.slot.name, labels.FILES)
             )
-            holder = client.containers.create(
-                labels.HOLDER_IMAGE,
-                name=volume,
-                labels={
-                    **labels.of_unit(self.app.name, self.slot.name, labels.FILES, unit),
-                    labels.CONTENT: json.dumps(content, sort_keys=True),
-                },
-                volumes={volume: {"bind": "/files", "mode": "rw"}},
+            tags = {
+                **labels.of_unit(self.app.name, self.slot.name, labels.FILES, unit),
+                labels.CONTENT: json.dumps(content, sort_keys=True),
+            }
+            holder = holder_made(
+                client,
+                lambda: client.containers.create(
+                    labels.HOLDER_IMAGE,
+                    name=volume,
+                    labels=tags,
+                    volumes={volume: {"bind": "/files", "mode": "rw"}},
+                ),
             )
         holder.put_archive(
             "/files", tar_of({p: (text.encode(), mode) for p, (text, mode) in files.items()})

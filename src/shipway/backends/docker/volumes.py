@@ -50,7 +50,7 @@ def _trap(app: App, volume: str, hosts: int, host: str | None) -> str:
         f"warning: the release command ({command}) runs once, {where}, and writes volume "
         f"{volume} there only: the other {hosts - 1} host(s) keep their own copy of {volume} "
         "and never see what it did (a database migrated on one host, not on the others). "
-        "A database every host shares is an accessory: [accessories.db] kind = \"postgres\", "
+        'A database every host shares is an accessory: [accessories.db] kind = "postgres", '
         'version = "15", and DATABASE_URL = { from_accessory = "db" } in [secrets] '
         "(README, Accessories)"
     )
