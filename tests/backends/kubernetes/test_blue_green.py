@@ -216,6 +216,9 @@ def test_a_deploy_switches_to_a_new_generation_in_the_declared_order(
     assert [(e["verb"], e["objectRef"]["name"]) for e in routing] == [("patch", ingress_name(slot))]
     last_wait = max(i for i, e in enumerate(ops) if watches_generation(g2)(e))
     assert last_wait < point
+    # the Service's endpoints were read after the wait began, before the host moved
+    listed = index(ops, "list of the Service's endpoints", is_op("list", "endpointslices"))
+    assert wait < listed < point
 
     assert states(slot) == {g1: "asleep", g2: "live"}
     assert backend_service(slot) == new

@@ -33,6 +33,7 @@ from lightkube.types import CascadeType
 
 from shipway.backends.kubernetes import generations as gens
 from shipway.backends.kubernetes import render
+from shipway.backends.kubernetes.endpoints import wait_listed
 from shipway.backends.kubernetes.health import KubernetesHealth
 from shipway.backends.kubernetes.hosts import KubernetesHosts
 from shipway.backends.kubernetes.rollout import Watched, readiness_window
@@ -248,6 +249,7 @@ class KubernetesBlueGreen(KubernetesHealth, KubernetesHosts):
             app, route = self._route(step.host, record)
             service = render.workload_name(self.app.name, route.process, generation)
             self._ensure_service(record, service, reporter)
+            wait_listed(self.client, self.namespace, service, service, reporter)
             before = self._live("Ingress", name)
             body = render.host_ingress(app, self.slot.name, self.namespace, route, generation)
             unit = Unit(render.unit_key("Ingress", name), "Ingress", body, phase=2)
