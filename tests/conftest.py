@@ -3,6 +3,7 @@ pytest plugins under tests/testenv/, started once per session when a test needs 
 
 from __future__ import annotations
 
+import json
 import os
 import tomllib
 from collections.abc import Callable
@@ -27,6 +28,21 @@ def pytest_configure(config: pytest.Config) -> None:
         # take them over a terminal's real size. A serial run has neither; nor do workers.
         for name in ("COLUMNS", "LINES"):
             os.environ.pop(name, None)
+
+
+#: seconds each slow test took in a whole run (``python -m tests.durations LOG`` writes it
+#: from a run's ``--durations=0`` output); the tests not in it took a few seconds at most
+DURATIONS = Path(__file__).with_name("durations.json")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slowest tests first. With several workers each takes the next test as it frees
+    up, so the run ends when the last test to start ends: started last, a 100-second test
+    keeps one worker busy while the others have nothing left (docs/testing.md, *Order*).
+    Tests are independent, so any order passes; ties keep the collection's order."""
+    known: dict[str, float] = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
+    if known:
+        items.sort(key=lambda item: -known.get(item.nodeid, 0.0))
 
 
 def app_from_toml(text: str, base_dir: Path | None = None) -> App:
