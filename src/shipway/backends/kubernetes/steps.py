@@ -19,6 +19,7 @@ from lightkube.resources.apps_v1 import Deployment
 from lightkube.types import CascadeType
 
 from shipway.backends.kubernetes import render
+from shipway.backends.kubernetes.canary import KubernetesCanaries
 from shipway.backends.kubernetes.hosts import KubernetesHosts
 from shipway.backends.kubernetes.release_command import KubernetesReleaseCommand
 from shipway.backends.kubernetes.sources import is_source_unit
@@ -33,7 +34,7 @@ from shipway.spec.model import Target
 from shipway.spec.secrets import Secret, reveal
 
 
-class KubernetesSteps(KubernetesReleaseCommand, KubernetesHosts):
+class KubernetesSteps(KubernetesReleaseCommand, KubernetesCanaries, KubernetesHosts):
     """Records, apply, remove, the release command and stop (the waits are health's). A
     source's objects are the source part's to apply, remove and stop (``self.source``),
     and so are the Secret data of its revisions, kept with the records."""
@@ -112,6 +113,7 @@ class KubernetesSteps(KubernetesReleaseCommand, KubernetesHosts):
                 f"delete {step.unit} yourself if it is no longer needed",
             )
         fix = f"delete {kind} {name} in namespace {self.namespace}"
+        self.unroute(name)  # a canary's object: no route sends to it any more
         with self._edge(f"removing {step.unit}", cleanup_fix=fix):
             try:
                 self.client.delete(
