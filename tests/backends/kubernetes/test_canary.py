@@ -1,0 +1,277 @@
+"""Canary releases on Kubernetes: a Gateway API implementation splits, Prometheus counts.
+
+On the test plane's real node, with the Traefik and the Prometheus ``scripts/k8s-testenv``
+runs on this host (the Gateway ``SHIPWAY_TEST_GATEWAY``; Traefik sends requests straight to
+pod addresses): a request loop goes through Traefik to the slot's host while shipway runs
+the canary. The app is the testenv's ``web`` image: with ``UP_STATUS = "500"`` its ``/up``
+answers 500 and everything else 200, so a release whose health gate (``/``) passes still
+fails every request the loop sends (``/up``) — a broken canary.
+
+Where no Gateway API implementation accepts the Gateway the spec names, or the Gateway is
+not there, the deploy is refused before anything is touched (exit 2): tested with a
+GatewayClass no controller takes, created here.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx2
+import pytest
+from lightkube.core.exceptions import ApiError
+from lightkube.generic_resource import create_global_resource
+from lightkube.resources.apps_v1 import Deployment
+
+from shipway.backends.kubernetes import gateway as gw
+from shipway.backends.protocol import Reason
+from shipway.engine.outcome import Rolled, RolledBack
+from tests.backends.local.conftest import eventually
+
+from .conftest import Slot
+from .test_real_pods import image
+
+GatewayClass = create_global_resource(gw.GROUP, "v1", "GatewayClass", "gatewayclasses")
+
+SPEC = """
+[app]
+name = "{name}"
+image = "{image}"
+image_type = "dockerfile"
+
+[processes.web]
+port = 8080
+replicas = 1
+healthcheck = {{ path = "/", interval = "1s", timeout = "1s", attempts = 3 }}
+
+[env]
+UP_STATUS = "{up_status}"
+
+[[routes]]
+host = "{host}"
+process = "web"
+
+[slots.test1]
+backend = "kubernetes"
+namespace = "{namespace}"
+strategy = "canary"
+
+[slots.test1.canary]
+steps = [10, 50, 100]
+step_time = "1s"
+step_requests = 5
+error_ratio = 10
+gateway = "{gateway}"
+prometheus = "{prometheus}"
+"""
+
+MAX_REQUESTS = 20_000
+
+
+def gateway_env() -> tuple[str, str, str]:
+    names = ("SHIPWAY_TEST_GATEWAY", "SHIPWAY_TEST_GATEWAY_URL", "SHIPWAY_TEST_PROMETHEUS")
+    values = [os.environ.get(n, "") for n in names]
+    if not all(values):
+        pytest.fail("the Gateway's environment is not set: eval scripts/k8s-testenv env")
+    return values[0], values[1], values[2]
+
+
+def write(slot: Slot, tag: str, up_status: str = "200", gateway: str | None = None) -> Any:
+    # a refusal is decided before Prometheus is asked: it needs no gateway of the testenv's
+    ref, _, prometheus = gateway_env() if gateway is None else ("", "", "http://127.0.0.1:9")
+    name = "cn" + slot.namespace[-6:]
+    return slot.write(
+        SPEC,
+        name=name,
+        image=image(tag),
+        up_status=up_status,
+        host=f"{name}.canary.test",
+        gateway=gateway or ref,
+        prometheus=prometheus,
+    )
+
+
+@dataclass
+class Load:
+    """What a request loop through the Gateway saw: ``status body`` counts, in order."""
+
+    answers: list[tuple[float, int, str]] = field(default_factory=list)
+
+    def seen(self) -> Counter[str]:
+        return Counter(f"{s} {b}" for _, s, b in self.answers)
+
+
+def ask(host: str, path: str, timeout: float = 5) -> tuple[int, str]:
+    _, url, _ = gateway_env()
+    request = urllib.request.Request(f"{url}{path}", headers={"Host": host})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as answer:
+            return answer.status, answer.read().decode().strip()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode(errors="replace").strip()
+
+
+@contextmanager
+def load(host: str, every: float = 0.04) -> Iterator[Load]:
+    """Requests to ``/up`` through the Gateway, about 25 a second, until the block ends."""
+    seen = Load()
+    stop = threading.Event()
+
+    def loop() -> None:
+        for _ in range(MAX_REQUESTS):
+            if stop.is_set():
+                return
+            try:
+                status, body = ask(host, "/up")
+            except OSError as exc:
+                status, body = 0, type(exc).__name__
+            seen.answers.append((time.monotonic(), status, body))
+            stop.wait(every)
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    try:
+        yield seen
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+
+
+def route_of(slot: Slot, app: Any) -> dict[str, Any]:
+    name = gw.route_name(app.name, app.routes[0].host)
+    return dict(slot.client.get(gw.HTTPRoute, name, namespace=slot.namespace).to_dict())
+
+
+def canary_deployments(slot: Slot) -> list[str]:
+    return [
+        str(d.metadata.name)
+        for d in slot.client.list(Deployment, namespace=slot.namespace)
+        if d.metadata is not None and str(d.metadata.name).endswith(gw.SUFFIX)
+    ]
+
+
+def all_to_stable(route: dict[str, Any], stable: str) -> bool:
+    rules = route["spec"]["rules"]
+    refs = [r for rule in rules for r in rule.get("backendRefs") or []]
+    return [(r["name"], r.get("weight")) for r in refs] == [(stable, 100)] and gw.CANARY not in (
+        route["metadata"].get("annotations") or {}
+    )
+
+
+pytestmark = [pytest.mark.k8s, pytest.mark.real_node, pytest.mark.xdist_group("real_node_load")]
+
+
+def test_a_broken_canary_is_aborted_from_the_gateways_counts(real_slot: Slot) -> None:
+    app = write(real_slot, "v1")
+    outcome, lines = real_slot.deploy(app)
+    assert isinstance(outcome, Rolled), lines.text  # the first deploy: nothing to compare
+    app = write(real_slot, "v2", up_status="500")
+    host = app.routes[0].host
+    with load(host) as seen:
+        outcome, lines = real_slot.deploy(app)
+        aborted_at = time.monotonic()
+        # after the abort: the stable alone answers
+        eventually(lambda: ask(host, "/up") == (200, "ok"), what="the stable answers /up")
+    print(lines.text)
+    print(dict(seen.seen()))
+    assert isinstance(outcome, RolledBack), lines.text
+    assert outcome.failure.reason == Reason.CANARY_ABORTED, outcome.failure
+    said = " ".join([outcome.failure.message, *outcome.failure.details])
+    assert "aborted at 10%" in said, said
+    assert "canary: " in said and "stable: " in said, said  # the counts that decided
+    bad = [a for a in seen.answers if a[1] == 500]
+    assert bad, "the canary got no request: the HTTPRoute did not split"
+    assert len(bad) <= 30, len(bad)  # 3 counted decide; Prometheus scrapes every second
+    late = [a for a in bad if a[0] > aborted_at + 2]
+    assert late == [], late  # nothing reached the canary once it was aborted
+    stable = f"{app.name}-web"
+    assert all_to_stable(route_of(real_slot, app), stable)
+    eventually(lambda: canary_deployments(real_slot) == [], what="the canary's Deployment gone")
+    assert real_slot.statuses(app) == {1: "deployed", 2: "failed"}
+
+
+def test_a_good_canary_is_promoted_to_all_requests(real_slot: Slot) -> None:
+    app = write(real_slot, "v1")
+    outcome, lines = real_slot.deploy(app)
+    assert isinstance(outcome, Rolled), lines.text
+    app = write(real_slot, "v2")
+    host = app.routes[0].host
+    with load(host) as seen:
+        outcome, lines = real_slot.deploy(app)
+    print(lines.text)
+    print(dict(seen.seen()))
+    assert isinstance(outcome, Rolled), lines.text
+    for percent in (10, 50):
+        assert f"canary {percent}%:" in lines.text and "promote" in lines.text, lines.text
+    failed = [a for a in seen.answers if a[1] != 200 and a[1] != 404]
+    assert failed == [], failed[:5]
+    assert ask(host, "/version") == (200, "v2")
+    assert all_to_stable(route_of(real_slot, app), f"{app.name}-web")
+    eventually(lambda: canary_deployments(real_slot) == [], what="the canary's Deployment gone")
+    assert real_slot.statuses(app) == {1: "superseded", 2: "deployed"}
+
+
+def serves_gateway_api(slot: Slot) -> bool:
+    try:
+        list(slot.client.list(gw.HTTPRoute, namespace=slot.namespace))
+    except (ApiError, httpx2.HTTPStatusError) as exc:
+        code = exc.status.code if isinstance(exc, ApiError) else exc.response.status_code
+        if code == 404:  # the kind is not served: no CRD
+            return False
+        raise
+    return True
+
+
+def test_a_cluster_without_the_gateway_api_refuses_the_canary(slot: Slot) -> None:
+    if serves_gateway_api(slot):
+        pytest.skip("this plane serves the Gateway API (scripts/k8s-testenv up installs it)")
+    ref = f"{slot.namespace}/web"
+    done = check_refused(slot, ref, "the cluster serves no Gateway API (no HTTPRoute kind)")
+    assert "a canary cannot be run in slot 'test1'" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("gateway", ["missing", "unaccepted"])
+def test_no_gateway_api_implementation_refuses_the_canary(slot: Slot, gateway: str) -> None:
+    if not serves_gateway_api(slot):
+        pytest.fail("the plane serves no Gateway API: run scripts/k8s-testenv up")
+    ref = f"{slot.namespace}/nope"
+    if gateway == "unaccepted":  # a Gateway of a class no controller takes
+        cls = f"shipway-none-{slot.namespace}"[:63]
+        slot.client.create(
+            GatewayClass({"metadata": {"name": cls}, "spec": {"controllerName": "example.com/none"}})
+        )
+        try:
+            body = {
+                "metadata": {"name": "nope", "namespace": slot.namespace},
+                "spec": {
+                    "gatewayClassName": cls,
+                    "listeners": [{"name": "web", "port": 80, "protocol": "HTTP"}],
+                },
+            }
+            slot.client.create(gw.Gateway(body))
+            done = check_refused(slot, ref, "no Gateway API implementation accepted")
+        finally:
+            slot.client.delete(GatewayClass, cls)
+    else:
+        done = check_refused(slot, ref, f"there is no Gateway {ref}")
+    assert "a canary cannot be run in slot 'test1'" in done.stderr, done.stderr
+
+
+def check_refused(slot: Slot, ref: str, why: str) -> Any:
+    write(slot, "v1", gateway=ref)
+    done = slot.cli("deploy", "test1")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert why in done.stderr, done.stderr
+    # nothing touched: no workload, no record
+    assert list(slot.client.list(Deployment, namespace=slot.namespace)) == []
+    plan = slot.cli("plan", "test1")
+    assert plan.returncode == 2 and why in plan.stderr, plan.stdout + plan.stderr
+    return done
