@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import threading
+from datetime import UTC, datetime, timedelta
 import time
 import urllib.error
 import urllib.request
@@ -30,8 +31,10 @@ import pytest
 from lightkube.core.exceptions import ApiError
 from lightkube.generic_resource import create_global_resource
 from lightkube.resources.apps_v1 import Deployment
+from lightkube.resources.coordination_v1 import Lease
 
 from shipway.backends.kubernetes import gateway as gw
+from shipway.backends.kubernetes.lease import lease_name
 from shipway.backends.protocol import Reason
 from shipway.engine.outcome import Rolled, RolledBack
 from tests.backends.local.conftest import eventually
@@ -66,7 +69,7 @@ strategy = "canary"
 
 [slots.test1.canary]
 steps = [10, 50, 100]
-step_time = "1s"
+step_time = "{step_time}"
 step_requests = 5
 error_ratio = 10
 gateway = "{gateway}"
@@ -84,7 +87,9 @@ def gateway_env() -> tuple[str, str, str]:
     return values[0], values[1], values[2]
 
 
-def write(slot: Slot, tag: str, up_status: str = "200", gateway: str | None = None) -> Any:
+def write(
+    slot: Slot, tag: str, up_status: str = "200", gateway: str | None = None, step_time: str = "1s"
+) -> Any:
     # a refusal is decided before Prometheus is asked: it needs no gateway of the testenv's
     ref, _, prometheus = gateway_env() if gateway is None else ("", "", "http://127.0.0.1:9")
     name = "cn" + slot.namespace[-6:]
@@ -96,6 +101,7 @@ def write(slot: Slot, tag: str, up_status: str = "200", gateway: str | None = No
         host=f"{name}.canary.test",
         gateway=gateway or ref,
         prometheus=prometheus,
+        step_time=step_time,
     )
 
 
@@ -109,9 +115,11 @@ class Load:
         return Counter(f"{s} {b}" for _, s, b in self.answers)
 
 
-def ask(host: str, path: str, timeout: float = 5) -> tuple[int, str]:
+def ask(
+    host: str, path: str, timeout: float = 5, headers: dict[str, str] | None = None
+) -> tuple[int, str]:
     _, url, _ = gateway_env()
-    request = urllib.request.Request(f"{url}{path}", headers={"Host": host})
+    request = urllib.request.Request(f"{url}{path}", headers={"Host": host, **(headers or {})})
     try:
         with urllib.request.urlopen(request, timeout=timeout) as answer:
             return answer.status, answer.read().decode().strip()
@@ -213,7 +221,8 @@ def test_a_good_canary_is_promoted_to_all_requests(real_slot: Slot) -> None:
         assert f"canary {percent}%:" in lines.text and "promote" in lines.text, lines.text
     failed = [a for a in seen.answers if a[1] != 200 and a[1] != 404]
     assert failed == [], failed[:5]
-    assert ask(host, "/version") == (200, "v2")
+    # the old stable pod drains (its preStop sleep) while the Gateway takes it out
+    eventually(lambda: ask(host, "/version") == (200, "v2"), what="v2 answering")
     assert all_to_stable(route_of(real_slot, app), f"{app.name}-web")
     eventually(lambda: canary_deployments(real_slot) == [], what="the canary's Deployment gone")
     assert real_slot.statuses(app) == {1: "superseded", 2: "deployed"}
@@ -236,6 +245,50 @@ def test_a_cluster_without_the_gateway_api_refuses_the_canary(slot: Slot) -> Non
     ref = f"{slot.namespace}/web"
     done = check_refused(slot, ref, "the cluster serves no Gateway API (no HTTPRoute kind)")
     assert "a canary cannot be run in slot 'test1'" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("verdict", ["abort", "promote"])
+def test_a_canary_left_by_a_killed_deploy_ends_with_one_release_serving(
+    real_slot: Slot, verdict: str
+) -> None:
+    slot = real_slot
+    app = write(slot, "v1")
+    outcome, lines = slot.deploy(app)
+    assert isinstance(outcome, Rolled), lines.text
+    app = write(slot, "v2", step_time="10m")  # the canary holds its first share
+    host = app.routes[0].host
+    proc = slot.start_deploy(image("v2"))
+    try:
+        eventually(  # the canary's share in the HTTPRoute, taken by the Gateway
+            lambda: ask(host, "/version", headers={gw.HEADER: "always"}) == (200, "v2"),
+            timeout=180,
+            what="the tester's header reaching the canary",
+        )
+        proc.kill()  # SIGKILL: no handler runs; the Lease and the pending record stay
+        proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    # left behind: the split goes on, the tester's header reaches the canary
+    assert ask(host, "/version", headers={gw.HEADER: "always"}) == (200, "v2")
+    assert slot.statuses(app)[2] == "pending"
+    held = slot.client.get(Lease, lease_name(app.name, "test1"), namespace=slot.namespace)
+    held.spec.renewTime = datetime.now(UTC) - timedelta(seconds=300)  # time passes
+    slot.client.replace(held)
+
+    done = slot.cli("canary", verdict, "test1")
+    print(done.stdout + done.stderr)
+    assert done.returncode == 0, done.stdout + done.stderr
+    serving, status = ("v1", "failed") if verdict == "abort" else ("v2", "deployed")
+    # the old pods drain (their preStop sleep) while the Gateway takes them out: then the
+    # one release alone answers
+    eventually(
+        lambda: {ask(host, "/version")[1] for _ in range(10)} == {serving},
+        what=f"{serving} alone answering",
+    )
+    assert {ask(host, "/version")[1] for _ in range(20)} == {serving}
+    assert all_to_stable(route_of(slot, app), f"{app.name}-web")
+    eventually(lambda: canary_deployments(slot) == [], what="the canary's Deployment gone")
+    assert slot.statuses(app)[2] == status
 
 
 @pytest.mark.parametrize("gateway", ["missing", "unaccepted"])
