@@ -14,9 +14,9 @@ GatewayClass no controller takes, created here.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
-from datetime import UTC, datetime, timedelta
 import time
 import urllib.error
 import urllib.request
@@ -24,6 +24,7 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx2
@@ -264,6 +265,9 @@ def test_a_canary_left_by_a_killed_deploy_ends_with_one_release_serving(
             timeout=180,
             what="the tester's header reaching the canary",
         )
+        status = json.loads(slot.cli("canary", "status", "test1", "-o", "json").stdout)
+        assert status["running"] and status["percent"] == 10, status
+        assert status["counts"]["canary"] == f"{app.name}.test1.r2", status
         proc.kill()  # SIGKILL: no handler runs; the Lease and the pending record stay
         proc.communicate(timeout=30)
     finally:
@@ -298,9 +302,8 @@ def test_no_gateway_api_implementation_refuses_the_canary(slot: Slot, gateway: s
     ref = f"{slot.namespace}/nope"
     if gateway == "unaccepted":  # a Gateway of a class no controller takes
         cls = f"shipway-none-{slot.namespace}"[:63]
-        slot.client.create(
-            GatewayClass({"metadata": {"name": cls}, "spec": {"controllerName": "example.com/none"}})
-        )
+        nobody = {"controllerName": "example.com/none"}
+        slot.client.create(GatewayClass({"metadata": {"name": cls}, "spec": nobody}))
         try:
             body = {
                 "metadata": {"name": "nope", "namespace": slot.namespace},
