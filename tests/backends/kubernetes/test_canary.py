@@ -16,14 +16,10 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import time
 import urllib.error
 import urllib.request
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -39,34 +35,15 @@ from shipway.backends.kubernetes.lease import lease_name
 from shipway.backends.protocol import Reason
 from shipway.engine.outcome import Rolled, RolledBack
 from tests.backends.local.conftest import eventually
+from tests.loops import RequestLoop
 
 from .conftest import Slot
-from .test_real_pods import image
+from .test_real_pods import WEB, image
 
 GatewayClass = create_global_resource(gw.GROUP, "v1", "GatewayClass", "gatewayclasses")
 
-SPEC = """
-[app]
-name = "{name}"
-image = "{image}"
-image_type = "dockerfile"
-
-[processes.web]
-port = 8080
-replicas = 1
-healthcheck = {{ path = "/", interval = "1s", timeout = "1s", attempts = 3 }}
-
-[env]
-UP_STATUS = "{up_status}"
-
-[[routes]]
-host = "{host}"
-process = "web"
-
-[slots.test1]
-backend = "kubernetes"
-namespace = "{namespace}"
-strategy = "canary"
+# the real-pod tests' app, its health gate on "/" (a broken canary's "/up" answers 500)
+SPEC = WEB.replace('path = "/up"', 'path = "/"') + """strategy = "canary"
 
 [slots.test1.canary]
 steps = [10, 50, 100]
@@ -75,9 +52,15 @@ step_requests = 5
 error_ratio = 10
 gateway = "{gateway}"
 prometheus = "{prometheus}"
+
+[env]
+UP_STATUS = "{up_status}"
+
+[[routes]]
+host = "{host}"
+process = "web"
 """
 
-MAX_REQUESTS = 20_000
 
 
 def gateway_env() -> tuple[str, str, str]:
@@ -106,16 +89,6 @@ def write(
     )
 
 
-@dataclass
-class Load:
-    """What a request loop through the Gateway saw: ``status body`` counts, in order."""
-
-    answers: list[tuple[float, int, str]] = field(default_factory=list)
-
-    def seen(self) -> Counter[str]:
-        return Counter(f"{s} {b}" for _, s, b in self.answers)
-
-
 def ask(
     host: str, path: str, timeout: float = 5, headers: dict[str, str] | None = None
 ) -> tuple[int, str]:
@@ -128,30 +101,13 @@ def ask(
         return error.code, error.read().decode(errors="replace").strip()
 
 
-@contextmanager
-def load(host: str, every: float = 0.04) -> Iterator[Load]:
+def load(host: str) -> RequestLoop:
     """Requests to ``/up`` through the Gateway, about 25 a second, until the block ends."""
-    seen = Load()
-    stop = threading.Event()
+    return RequestLoop(lambda _: ask(host, "/up"), rate=25)
 
-    def loop() -> None:
-        for _ in range(MAX_REQUESTS):
-            if stop.is_set():
-                return
-            try:
-                status, body = ask(host, "/up")
-            except OSError as exc:
-                status, body = 0, type(exc).__name__
-            seen.answers.append((time.monotonic(), status, body))
-            stop.wait(every)
 
-    thread = threading.Thread(target=loop, daemon=True)
-    thread.start()
-    try:
-        yield seen
-    finally:
-        stop.set()
-        thread.join(timeout=10)
+def seen(loop: RequestLoop) -> dict[str, int]:
+    return dict(Counter(f"{a.status} {a.body}" for a in loop.answers))
 
 
 def route_of(slot: Slot, app: Any) -> dict[str, Any]:
@@ -184,22 +140,22 @@ def test_a_broken_canary_is_aborted_from_the_gateways_counts(real_slot: Slot) ->
     assert isinstance(outcome, Rolled), lines.text  # the first deploy: nothing to compare
     app = write(real_slot, "v2", up_status="500")
     host = app.routes[0].host
-    with load(host) as seen:
+    with load(host) as loop:
         outcome, lines = real_slot.deploy(app)
         aborted_at = time.monotonic()
         # after the abort: the stable alone answers
         eventually(lambda: ask(host, "/up") == (200, "ok"), what="the stable answers /up")
     print(lines.text)
-    print(dict(seen.seen()))
+    print(seen(loop))
     assert isinstance(outcome, RolledBack), lines.text
     assert outcome.failure.reason == Reason.CANARY_ABORTED, outcome.failure
     said = " ".join([outcome.failure.message, *outcome.failure.details])
     assert "aborted at 10%" in said, said
     assert "canary: " in said and "stable: " in said, said  # the counts that decided
-    bad = [a for a in seen.answers if a[1] == 500]
+    bad = [a for a in loop.answers if a.status == 500]
     assert bad, "the canary got no request: the HTTPRoute did not split"
     assert len(bad) <= 30, len(bad)  # 3 counted decide; Prometheus scrapes every second
-    late = [a for a in bad if a[0] > aborted_at + 2]
+    late = [a for a in bad if a.began > aborted_at + 2]
     assert late == [], late  # nothing reached the canary once it was aborted
     stable = f"{app.name}-web"
     assert all_to_stable(route_of(real_slot, app), stable)
@@ -213,14 +169,14 @@ def test_a_good_canary_is_promoted_to_all_requests(real_slot: Slot) -> None:
     assert isinstance(outcome, Rolled), lines.text
     app = write(real_slot, "v2")
     host = app.routes[0].host
-    with load(host) as seen:
+    with load(host) as loop:
         outcome, lines = real_slot.deploy(app)
     print(lines.text)
-    print(dict(seen.seen()))
+    print(seen(loop))
     assert isinstance(outcome, Rolled), lines.text
     for percent in (10, 50):
         assert f"canary {percent}%:" in lines.text and "promote" in lines.text, lines.text
-    failed = [a for a in seen.answers if a[1] != 200 and a[1] != 404]
+    failed = [a for a in loop.failed() if a.status != 404]  # 404: before the route existed
     assert failed == [], failed[:5]
     # the old stable pod drains (its preStop sleep) while the Gateway takes it out
     eventually(lambda: ask(host, "/version") == (200, "v2"), what="v2 answering")
