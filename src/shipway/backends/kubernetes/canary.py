@@ -24,6 +24,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+import httpx2
 from lightkube.codecs import from_dict
 from lightkube.core.exceptions import ApiError
 from lightkube.operators import exists
@@ -74,24 +75,15 @@ class KubernetesCanaries(KubernetesHealth):
         rules = self._gateway_spec()
         assert rules.gateway is not None and rules.prometheus is not None
         ns, name = gw.split_gateway(rules.gateway)
-        try:
-            with self._edge("reading the Gateway API"):
-                list(self.client.list(gw.HTTPRoute, namespace=self.namespace))
-        except BackendError as exc:
-            if "404" in str(exc):
-                return (
-                    "the cluster serves no Gateway API (no HTTPRoute kind): install the Gateway "
-                    'API\'s CRDs and an implementation, or use strategy = "rolling"'
-                )
-            raise
-        try:
-            with self._edge(f"reading the Gateway {rules.gateway}"):
-                found = self.client.get(gw.Gateway, name, namespace=ns)
-        except BackendError as exc:
-            if "404" in str(exc):
-                key = f"[slots.{self.slot.name}.canary] gateway"
-                return f"there is no Gateway {rules.gateway} (key {key})"
-            raise
+        if not self._serves_routes():
+            return (
+                "the cluster serves no Gateway API (no HTTPRoute kind): install the Gateway "
+                'API\'s CRDs and an implementation, or use strategy = "rolling"'
+            )
+        found = self._object_or_none(gw.Gateway, name, ns, f"reading the Gateway {rules.gateway}")
+        if found is None:
+            key = f"[slots.{self.slot.name}.canary] gateway"
+            return f"there is no Gateway {rules.gateway} (key {key})"
         ok, why = gw.gateway_accepted(found.to_dict())
         if not ok:
             return (
@@ -185,14 +177,9 @@ class KubernetesCanaries(KubernetesHealth):
             r.line(f"  the canary of {process} is ready ({body['metadata']['name']})")
 
     def _route_exists(self, host: str) -> bool:
-        try:
-            self.client.get(gw.HTTPRoute, gw.route_name(self.app.name, host),
-                            namespace=self.namespace)  # fmt: skip
-        except ApiError as exc:
-            if exc.status.code == 404:
-                return False
-            raise
-        return True
+        name = gw.route_name(self.app.name, host)
+        doing = f"reading HTTPRoute/{name}"
+        return self._object_or_none(gw.HTTPRoute, name, self.namespace, doing) is not None
 
     def _apply_route(self, body: dict[str, Any]) -> None:
         name = body["metadata"]["name"]
@@ -244,19 +231,36 @@ class KubernetesCanaries(KubernetesHealth):
             self._wait_route(fresh["metadata"]["name"], rules.gateway)
 
     def _canary_routes(self) -> list[Any]:
+        if not self._serves_routes():  # no Gateway API: no route
+            return []
         labels = {"shipway.io/slot": render.instance_of(self.app.name, self.slot.name)}
-        try:
-            with self._edge("reading the slot's HTTPRoutes"):
-                found = list(self.client.list(gw.HTTPRoute, namespace=self.namespace,
-                                              labels=labels))  # fmt: skip
-        except BackendError as exc:
-            if "404" in str(exc):  # no Gateway API: no route
-                return []
-            raise
+        with self._edge("reading the slot's HTTPRoutes"):
+            found = list(self.client.list(gw.HTTPRoute, namespace=self.namespace, labels=labels))
         return [
             route for route in found
             if gw.CANARY in (route.to_dict()["metadata"].get("annotations") or {})
         ]  # fmt: skip
+
+    def _serves_routes(self) -> bool:
+        """Whether the cluster serves the HTTPRoute kind (the Gateway API's CRDs)."""
+        with self._edge("reading the Gateway API"):
+            try:
+                next(iter(self.client.list(gw.HTTPRoute, namespace=self.namespace)), None)
+            except (ApiError, httpx2.HTTPStatusError) as exc:
+                if _code(exc) == 404:
+                    return False
+                raise
+        return True
+
+    def _object_or_none(self, resource: Any, name: str, namespace: str, doing: str) -> Any:
+        """The object, or None when it is not there."""
+        with self._edge(doing):
+            try:
+                return self.client.get(resource, name, namespace=namespace)
+            except (ApiError, httpx2.HTTPStatusError) as exc:
+                if _code(exc) == 404:
+                    return None
+                raise
 
     # -- the counts -----------------------------------------------------------------
 
@@ -339,6 +343,13 @@ class KubernetesCanaries(KubernetesHealth):
         except ValueError:
             return None
         return doc if isinstance(doc, dict) else None
+
+
+def _code(exc: ApiError | httpx2.HTTPStatusError) -> int:
+    """The HTTP status of an API error (a kind not served answers a bare 404)."""
+    if isinstance(exc, ApiError):
+        return int(exc.status.code or 0)
+    return exc.response.status_code
 
 
 def _known(name: str) -> None:
