@@ -54,7 +54,8 @@ GATEWAY_KEYS = ("gateway", "prometheus")
 CANARY_BACKENDS = ("local", "docker", "kubernetes")
 _DNS_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
 GATEWAY_REF = re.compile(rf"^{_DNS_LABEL}/{_DNS_LABEL}$")
-PROMETHEUS_URL = re.compile(r"^https?://[^\s/?#]+(/[^\s?#]*)?$")
+#: no user or password in it: the URL is shown in plans and errors
+PROMETHEUS_URL = re.compile(r"^https?://[^\s/?#@]+(/[^\s?#@]*)?$")
 
 
 @dataclass(frozen=True)
@@ -202,14 +203,20 @@ def _gateway_keys(
         '"http://prometheus.monitoring:9090"',
     }
     patterns = {"gateway": GATEWAY_REF, "prometheus": PROMETHEUS_URL}
-    whats = {"gateway": "Gateway reference (namespace/name)", "prometheus": "http(s) URL"}
+    whats = {
+        "gateway": "Gateway reference (namespace/name)",
+        "prometheus": "http(s) URL without a user or password",
+    }
     for key in GATEWAY_KEYS:
         raw = table.get(key)
         if raw is None:
             c.error((*path, key), "is required for a canary on a kubernetes slot", hints[key])
             found.append(None)
             continue
-        value = c.string(raw, (*path, key), pattern=patterns[key], what=whats[key], hint=hints[key])
+        value = c.string(
+            raw, (*path, key), pattern=patterns[key], what=whats[key], hint=hints[key],
+            secret=key == "prometheus",
+        )  # fmt: skip
         found.append(value.rstrip("/") if value and key == "prometheus" else value)
     return found[0], found[1]
 

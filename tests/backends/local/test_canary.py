@@ -272,7 +272,8 @@ def test_validate_refuses_a_kubernetes_canary_without_its_gateway(tmp_path: Path
     r = s.run("validate")
     assert r.code == 2, r.text
     assert "slots.prod.canary.gateway" in r.text and "is required" in r.text
-    assert "slots.prod.canary.prometheus" in r.text and "http(s) URL" in r.text
+    assert "slots.prod.canary.prometheus" in r.text and "http(s) URL without a user" in r.text
+    assert "ftp://x" not in r.text  # shown as possibly a secret: never echoed
     # the keys are a kubernetes slot's only
     (app_dir / "shipway.toml").write_text(
         '[app]\nname = "d"\n[processes.web]\ncommand = "x"\nport = 8000\n'

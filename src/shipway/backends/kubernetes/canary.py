@@ -148,6 +148,10 @@ class KubernetesCanaries(KubernetesHealth):
         from shipway.backends.kubernetes.steps import manifest  # steps derives from this part
 
         name = render.workload_name(self.app.name, process)
+        doing = f"reading the canary of {process}"
+        live = self._object_or_none(Deployment, gw.canary_name(name), self.namespace, doing)
+        if live is not None and (live.metadata.labels or {}).get(gw.CANARY_LABEL) == ident:
+            return  # started and gated at an earlier share
         for kind in ("Service", "Deployment"):
             unit = release.artifact.get(render.unit_key(kind, name))
             body = gw.canary_workload(manifest(unit, self._secrets), ident)
