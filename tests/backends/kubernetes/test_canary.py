@@ -263,6 +263,15 @@ def test_a_canary_left_by_a_killed_deploy_ends_with_one_release_serving(
     assert slot.statuses(app)[2] == status
 
 
+def test_an_app_without_routes_refuses_the_canary(slot: Slot) -> None:
+    write(slot, "v1", gateway=f"{slot.namespace}/nope")
+    slot.spec_file.write_text(slot.spec_file.read_text().split("[[routes]]")[0])
+    app = slot.app()
+    with pytest.raises(InputError, match="the app has no route: no request to split"):
+        slot.deploy(app)
+    assert list(slot.client.list(Deployment, namespace=slot.namespace)) == []
+
+
 @pytest.mark.parametrize("gateway", ["missing", "unaccepted"])
 def test_no_gateway_api_implementation_refuses_the_canary(slot: Slot, gateway: str) -> None:
     if not serves_gateway_api(slot):

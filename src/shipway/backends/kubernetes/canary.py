@@ -70,10 +70,18 @@ class KubernetesCanaries(KubernetesHealth):
     def canary_refusal(self, target: Target) -> str | None:
         """Why a canary cannot run in this slot's cluster (None: it can): no Gateway API
         (the HTTPRoute kind is not served), no such Gateway, no implementation that
-        accepted it, or no Prometheus answering. Read-only."""
+        accepted it, or no Prometheus answering — or nothing to split: a slot whose objects
+        come from a source, or an app without routes. Read-only."""
         self._serves(target)
         rules = self._gateway_spec()
         assert rules.gateway is not None and rules.prometheus is not None
+        if self.slot.source is not None:
+            return (
+                "its objects come from a source (manifests or a chart): shipway splits only "
+                "what it renders"
+            )
+        if not self.app.in_slot(self.slot.name).routes:
+            return "the app has no route: no request to split (add a [[routes]] entry)"
         ns, name = gw.split_gateway(rules.gateway)
         if not self._serves_routes():
             return (
