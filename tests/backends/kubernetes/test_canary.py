@@ -135,10 +135,20 @@ def all_to_stable(route: dict[str, Any], stable: str) -> bool:
 pytestmark = [pytest.mark.k8s, pytest.mark.real_node, pytest.mark.xdist_group("real_node_load")]
 
 
+def deployed_v1(slot: Slot) -> Any:
+    """The first release (no canary: nothing to compare), served through the Gateway: the
+    host's HTTPRoute is applied with its Ingress, every request to the stable Service."""
+    app = write(slot, "v1")
+    outcome, lines = slot.deploy(app)
+    assert isinstance(outcome, Rolled), lines.text
+    assert "no canary: no host served by a stable release moves" in lines.text, lines.text
+    assert all_to_stable(route_of(slot, app), f"{app.name}-web")
+    eventually(lambda: ask(app.routes[0].host, "/version") == (200, "v1"), what="v1 served")
+    return app
+
+
 def test_a_broken_canary_is_aborted_from_the_gateways_counts(real_slot: Slot) -> None:
-    app = write(real_slot, "v1")
-    outcome, lines = real_slot.deploy(app)
-    assert isinstance(outcome, Rolled), lines.text  # the first deploy: nothing to compare
+    deployed_v1(real_slot)
     app = write(real_slot, "v2", up_status="500")
     host = app.routes[0].host
     with load(host) as loop:
@@ -158,6 +168,7 @@ def test_a_broken_canary_is_aborted_from_the_gateways_counts(real_slot: Slot) ->
     assert len(bad) <= 30, len(bad)  # 3 counted decide; Prometheus scrapes every second
     late = [a for a in bad if a.began > aborted_at + 2]
     assert late == [], late  # nothing reached the canary once it was aborted
+    assert [a for a in loop.failed() if a.status != 500] == []  # no other failure
     stable = f"{app.name}-web"
     assert all_to_stable(route_of(real_slot, app), stable)
     eventually(lambda: canary_deployments(real_slot) == [], what="the canary's Deployment gone")
@@ -165,9 +176,7 @@ def test_a_broken_canary_is_aborted_from_the_gateways_counts(real_slot: Slot) ->
 
 
 def test_a_good_canary_is_promoted_to_all_requests(real_slot: Slot) -> None:
-    app = write(real_slot, "v1")
-    outcome, lines = real_slot.deploy(app)
-    assert isinstance(outcome, Rolled), lines.text
+    deployed_v1(real_slot)
     app = write(real_slot, "v2")
     host = app.routes[0].host
     with load(host) as loop:
@@ -177,8 +186,7 @@ def test_a_good_canary_is_promoted_to_all_requests(real_slot: Slot) -> None:
     assert isinstance(outcome, Rolled), lines.text
     for percent in (10, 50):
         assert f"canary {percent}%:" in lines.text and "promote" in lines.text, lines.text
-    failed = [a for a in loop.failed() if a.status != 404]  # 404: before the route existed
-    assert failed == [], failed[:5]
+    assert loop.failed() == [], loop.failed()[:5]
     # the old stable pod drains (its preStop sleep) while the Gateway takes it out
     eventually(lambda: ask(host, "/version") == (200, "v2"), what="v2 answering")
     assert all_to_stable(route_of(real_slot, app), f"{app.name}-web")
@@ -221,9 +229,7 @@ def test_a_canary_left_by_a_killed_deploy_ends_with_one_release_serving(
     real_slot: Slot, verdict: str
 ) -> None:
     slot = real_slot
-    app = write(slot, "v1")
-    outcome, lines = slot.deploy(app)
-    assert isinstance(outcome, Rolled), lines.text
+    deployed_v1(slot)
     app = write(slot, "v2", step_time="10m")  # the canary holds its first share
     host = app.routes[0].host
     proc = slot.start_deploy(image("v2"))

@@ -42,6 +42,7 @@ from shipway.backends.protocol import Reporter
 from shipway.errors import BackendError, InputError
 from shipway.guard import Clearance
 from shipway.plan.canary import Tally
+from shipway.release.artifact import Unit
 from shipway.release.model import Release
 from shipway.spec.canary import Canary
 from shipway.spec.model import Target
@@ -139,15 +140,24 @@ class KubernetesCanaries(KubernetesHealth):
 
     def _routed(self, release: Release) -> list[tuple[str, str, int]]:
         """(host, process, port) of each route of the release."""
-        out = []
-        for unit in release.artifact:
-            if unit.kind != "Ingress":
-                continue
-            rule = unit.body["spec"]["rules"][0]
-            backend = rule["http"]["paths"][0]["backend"]["service"]
-            process = str(unit.process or "")
-            out.append((str(rule["host"]), process, int(backend["port"]["number"])))
-        return out
+        return [_host_of(unit) for unit in release.artifact if unit.kind == "Ingress"]
+
+    def route_beside(self, unit: Unit) -> None:
+        """With a host's Ingress applied on a canary slot: the host's HTTPRoute, every
+        request to the stable Service, when there is none yet — so the Gateway serves the
+        slot from its first deploy (a route that exists is left as it is: a canary may be
+        splitting it)."""
+        rules = self.slot.canary
+        if rules is None or not rules.gateway or unit.kind != "Ingress":
+            return
+        host, process, port = _host_of(unit)
+        if self._route_exists(host):
+            return
+        stable = render.workload_name(self.app.name, process)
+        body = gw.route_body(
+            self.app.name, self.slot.name, self.namespace, host, rules.gateway, stable, port, None
+        )
+        self._apply_route(body)
 
     def _start_canary(
         self, target: Target, release: Release, process: str, ident: str, r: Reporter
@@ -355,6 +365,13 @@ class KubernetesCanaries(KubernetesHealth):
         except ValueError:
             return None
         return doc if isinstance(doc, dict) else None
+
+
+def _host_of(unit: Unit) -> tuple[str, str, int]:
+    """(host, process, port) of a host's Ingress."""
+    rule = unit.body["spec"]["rules"][0]
+    backend = rule["http"]["paths"][0]["backend"]["service"]
+    return str(rule["host"]), str(unit.process or ""), int(backend["port"]["number"])
 
 
 def _code(exc: ApiError | httpx2.HTTPStatusError) -> int:

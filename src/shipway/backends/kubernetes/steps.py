@@ -88,6 +88,7 @@ class KubernetesSteps(KubernetesReleaseCommand, KubernetesCanaries, KubernetesHo
                 return
         if routed:
             self._take_routed(unit, before, reporter)
+            self.route_beside(unit)  # a canary slot: the host's HTTPRoute too
         if unit.kind == "Deployment" and applied.metadata is not None:
             self._generations[unit.key] = int(applied.metadata.generation or 0)
             live = applied.spec.replicas if applied.spec is not None else None
