@@ -3,9 +3,12 @@ between two releases by weight, counts them per release, and keeps what the engi
 person say about the canary. The decision is never the backend's: the engine makes it from
 the counts (:mod:`shipway.plan.canary`, pure).
 
-A part of its own, as generations and accessories are: a backend without it (Kubernetes,
-this version) never sees a canary plan — the spec is refused when it is read
-(:data:`shipway.spec.canary.CANARY_BACKENDS`), and :func:`canaries_of` refuses it again.
+A part of its own, as generations and accessories are: a backend without it never sees a
+canary plan — the spec is refused when it is read
+(:data:`shipway.spec.canary.CANARY_BACKENDS`), and :func:`canaries_of` refuses it again. A
+backend whose target may lack what splits and counts (Kubernetes: a Gateway API
+implementation, a Prometheus) also says, before any plan, why a canary cannot run there
+(:class:`CanaryPreflight`); the plan is then refused.
 """
 
 from __future__ import annotations
@@ -69,12 +72,30 @@ class Canaries(Protocol):
     def read_canary_note(self, target: Target, name: str) -> dict[str, Any] | None: ...
 
 
+@runtime_checkable
+class CanaryPreflight(Protocol):
+    def canary_refusal(self, target: Target) -> str | None:
+        """Why a canary cannot run in the target (None: it can). Read-only."""
+        ...
+
+
+def refuse_unsplittable(backend: Backend, target: Target) -> None:
+    """An InputError (exit 2) when the backend says a canary cannot run in the target."""
+    if not isinstance(backend, CanaryPreflight):
+        return
+    why = backend.canary_refusal(target)
+    if why:
+        raise InputError(
+            f"a canary cannot be run in slot {target.slot!r} on this {backend.name} target: {why}"
+        )
+
+
 def canaries_of(backend: Backend) -> Canaries:
     """The backend as one that runs canaries, or an InputError naming those that do."""
     if not isinstance(backend, Canaries):
         raise InputError(
             f"the {backend.name} backend does not run canary releases in this version of "
-            "shipway (they run on local and docker slots) "
+            "shipway (they run on local, docker and kubernetes slots) "
             '(hint: use strategy = "rolling" for this slot)'
         )
     return backend

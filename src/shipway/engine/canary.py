@@ -64,6 +64,12 @@ class CanaryWalk:
         self.baseline = self.canaries.canary_counts(t)
         self.since = time.monotonic()
 
+    def finish(self, release: Release) -> None:
+        """After the switch (every step done): the whole share to the promoted release, the
+        canary's own processes gone where the backend kept them beside the route."""
+        self.canaries.shift_traffic(self.clearance, self.target, release, 100, self.reporter)
+        self.baseline = None
+
     def analyse(self, release: Release, step: AnalyseCanary) -> tuple[Failure | None, Release]:
         """Hold the step's share until the analysis (or a person) promotes or aborts it:
         (the failure of an abort, None on a promotion; the release with this step's verdict

@@ -188,6 +188,13 @@ class Walker:
                 deadline = time.monotonic() + timeout
             if isinstance(wave[0], AnalyseCanary):  # a canary's time is its own (its timeout)
                 deadline += time.monotonic() - began
+        if self.canary is not None and self.canary.baseline is not None:
+            # every step done: the canary is over (a proxy that splits beside the switched
+            # route, as a Gateway's HTTPRoute does, sends everything to the switched release)
+            try:
+                self.canary.finish(self.release)
+            except (BackendError, InputError) as exc:
+                result.warnings.append(self._warning(wave[0], str(exc), ""))
         return result
 
     def _attempt(self, step: Step, deadline: float, result: WalkResult) -> Failure | None:

@@ -291,7 +291,8 @@ def canary_steps(
     first = moving[0]
     added: list[Step] = []
     for percent in rules.analysed:
-        added.append(ShiftTraffic(percent=percent))
+        # a Gateway's HTTPRoute (kubernetes) keeps no client on its side
+        added.append(ShiftTraffic(percent=percent, sticky=rules.gateway is None))
         added.append(AnalyseCanary(percent=percent, rules=declared))
     return [*steps[:first], *added, *steps[first:]], ""
 

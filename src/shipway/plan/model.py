@@ -281,13 +281,16 @@ class CanaryStep(Step):
 @dataclass(frozen=True)
 class ShiftTraffic(CanaryStep):
     """Send ``percent`` of the requests of every host the release moves to it (the canary),
-    the rest to the release serving them now; a client keeps its side (a cookie)."""
+    the rest to the release serving them now; a client keeps its side (a cookie), unless
+    ``sticky`` is false (a Gateway API route: each request is split by weight)."""
 
     name: ClassVar[str] = "shift-traffic"
     percent: int
+    sticky: bool = True
 
     def describe(self) -> str:
-        return f"send {self.percent}% of requests to the new release (the canary), sticky by cookie"
+        how = "sticky by cookie" if self.sticky else "each request split by weight"
+        return f"send {self.percent}% of requests to the new release (the canary), {how}"
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,12 @@ latency_ratio = 1.5       # a canary request slower than this x the stable's p99
 false_abort = 0.01        # the test's false-abort rate over the whole canary
 timeout = "30m"           # the longest one step may stay inconclusive (too little traffic)
 at_timeout = "abort"      # then: "abort" (the stable keeps serving) or "promote"
+# on kubernetes only, and required there:
+gateway = "gateways/web"  # the Gateway (namespace/name) the canary's HTTPRoute attaches to
+prometheus = "http://prometheus.monitoring:9090"  # where the gateway's metrics are queried
 ```
 
-Every key has the default shown. The decision itself is :mod:`shipway.plan.canary` (pure);
+Every other key has the default shown. The decision itself is :mod:`shipway.plan.canary` (pure);
 this module only reads and checks the declaration.
 """
 
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -43,8 +47,15 @@ KEYS = (
     "timeout",
     "at_timeout",
 )
-#: backends whose proxy splits and counts a canary's requests (Kubernetes: next)
-CANARY_BACKENDS = ("local", "docker")
+#: the keys of a kubernetes slot's canary (required there, refused elsewhere)
+GATEWAY_KEYS = ("gateway", "prometheus")
+#: backends whose proxy splits and counts a canary's requests (on kubernetes: a Gateway API
+#: implementation splits, Prometheus counts)
+CANARY_BACKENDS = ("local", "docker", "kubernetes")
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
+GATEWAY_REF = re.compile(rf"^{_DNS_LABEL}/{_DNS_LABEL}$")
+#: no user or password in it: the URL is shown in plans and errors
+PROMETHEUS_URL = re.compile(r"^https?://[^\s/?#@]+(/[^\s?#@]*)?$")
 
 
 @dataclass(frozen=True)
@@ -61,6 +72,10 @@ class Canary:
     false_abort: float = 0.01
     timeout: float = 1800.0
     at_timeout: AtTimeout = "abort"
+    #: kubernetes: the Gateway ("namespace/name") the HTTPRoute attaches to, and the
+    #: Prometheus its implementation's metrics are read from
+    gateway: str | None = None
+    prometheus: str | None = None
 
     @property
     def analysed(self) -> tuple[int, ...]:
@@ -78,6 +93,8 @@ class Canary:
             "false_abort": self.false_abort,
             "timeout": self.timeout,
             "at_timeout": self.at_timeout,
+            **({"gateway": self.gateway} if self.gateway else {}),
+            **({"prometheus": self.prometheus} if self.prometheus else {}),
         }
 
     def rules(self) -> list[str]:
@@ -112,15 +129,20 @@ def parse_canary(
     if backend is not None and backend not in CANARY_BACKENDS:
         c.error(
             (*path[:-1], "strategy"),
-            f"canary releases run on local and docker slots only in this version, this slot's "
-            f"backend is "
-            f"{backend}",
-            'use strategy = "rolling" (or "blue-green" on kubernetes) for now',
+            f"canary releases run on local, docker and kubernetes slots, this slot's backend "
+            f"is {backend}",
+            'use strategy = "rolling"',
         )
         return None
-    table = c.table({} if raw is None else raw, path, KEYS)
+    kube = backend == "kubernetes"
+    table = c.table({} if raw is None else raw, path, KEYS + GATEWAY_KEYS if kube else KEYS)
     if table is None:
         return None
+    gateway = prometheus = None
+    if kube:
+        gateway, prometheus = _gateway_keys(c, table, path)
+        if gateway is None or prometheus is None:
+            return None
     d = Canary()
     steps = _steps(c, table.get("steps", list(d.steps)), (*path, "steps"))
     step_time = c.duration(table.get("step_time", d.step_time), (*path, "step_time"), "step_time")
@@ -164,7 +186,39 @@ def parse_canary(
         false_abort=false_abort,
         timeout=timeout,
         at_timeout=at_timeout,  # type: ignore[arg-type]
+        gateway=gateway,
+        prometheus=prometheus,
     )
+
+
+def _gateway_keys(
+    c: Checker, table: dict[str, Any], path: KeyPath
+) -> tuple[str | None, str | None]:
+    """A kubernetes canary's Gateway and Prometheus: both required (docs/canary.md)."""
+    found: list[str | None] = []
+    hints = {
+        "gateway": "the Gateway the canary's HTTPRoute attaches to, e.g. gateway = "
+        '"gateways/web" (namespace/name)',
+        "prometheus": "where the Gateway's metrics are queried, e.g. prometheus = "
+        '"http://prometheus.monitoring:9090"',
+    }
+    patterns = {"gateway": GATEWAY_REF, "prometheus": PROMETHEUS_URL}
+    whats = {
+        "gateway": "Gateway reference (namespace/name)",
+        "prometheus": "http(s) URL without a user or password",
+    }
+    for key in GATEWAY_KEYS:
+        raw = table.get(key)
+        if raw is None:
+            c.error((*path, key), "is required for a canary on a kubernetes slot", hints[key])
+            found.append(None)
+            continue
+        value = c.string(
+            raw, (*path, key), pattern=patterns[key], what=whats[key], hint=hints[key],
+            secret=key == "prometheus",
+        )  # fmt: skip
+        found.append(value.rstrip("/") if value and key == "prometheus" else value)
+    return found[0], found[1]
 
 
 def _steps(c: Checker, raw: Any, path: KeyPath) -> tuple[int, ...] | None:

@@ -260,15 +260,25 @@ def test_a_canary_left_by_a_killed_deploy_ends_with_one_release_serving(
     eventually(lambda: len(slot.programs()) == 2, what="one release's programs only")
 
 
-def test_validate_refuses_a_canary_on_kubernetes_for_now(tmp_path: Path) -> None:
+def test_validate_refuses_a_kubernetes_canary_without_its_gateway(tmp_path: Path) -> None:
     app_dir = tmp_path / "d"
     app_dir.mkdir()
     (app_dir / "shipway.toml").write_text(
         '[app]\nname = "d"\nimage = "d:1"\n[processes.web]\nport = 8000\n'
         '[slots.prod]\nbackend = "kubernetes"\nstrategy = "canary"\n'
+        '[slots.prod.canary]\nprometheus = "ftp://x"\n'
     )
     s = slot_of(app_dir, tmp_path / "state")
     r = s.run("validate")
-    assert r.code == 2 and "slots.prod.strategy" in r.text
-    assert "local and docker slots only" in r.text
+    assert r.code == 2, r.text
+    assert "slots.prod.canary.gateway" in r.text and "is required" in r.text
+    assert "slots.prod.canary.prometheus" in r.text and "http(s) URL without a user" in r.text
+    assert "ftp://x" not in r.text  # shown as possibly a secret: never echoed
+    # the keys are a kubernetes slot's only
+    (app_dir / "shipway.toml").write_text(
+        '[app]\nname = "d"\n[processes.web]\ncommand = "x"\nport = 8000\n'
+        '[slots.prod]\nstrategy = "canary"\n[slots.prod.canary]\ngateway = "a/b"\n'
+    )
+    r = s.run("validate")
+    assert r.code == 2 and "slots.prod.canary.gateway" in r.text and "unknown key" in r.text
     shutil.rmtree(app_dir)

@@ -11,6 +11,9 @@ overrides another:
   * :mod:`.oneoff` — one-off commands (``shipway run``) in a pod of the release;
   * :mod:`.health` — the rollout and Job waits, and the failures they report;
   * :mod:`.blue_green` — generations: scale, replica waits, hosts pointed and dropped;
+  * :mod:`.canary` — a canary's share in Gateway API HTTPRoutes, its counts from
+    Prometheus (:mod:`.gateway`), and the preflight that refuses a canary where the
+    cluster cannot run one;
   * :mod:`.lock` — the slot's Lease held for an operation;
   * :mod:`.drift` — objects changed outside shipway (a server-side dry run of the record);
   * :mod:`.volumes` (pure) and :mod:`.claims` — a PersistentVolumeClaim per volume, its

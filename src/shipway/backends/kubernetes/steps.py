@@ -19,6 +19,7 @@ from lightkube.resources.apps_v1 import Deployment
 from lightkube.types import CascadeType
 
 from shipway.backends.kubernetes import render
+from shipway.backends.kubernetes.canary import KubernetesCanaries
 from shipway.backends.kubernetes.hosts import KubernetesHosts
 from shipway.backends.kubernetes.release_command import KubernetesReleaseCommand
 from shipway.backends.kubernetes.sources import is_source_unit
@@ -33,7 +34,7 @@ from shipway.spec.model import Target
 from shipway.spec.secrets import Secret, reveal
 
 
-class KubernetesSteps(KubernetesReleaseCommand, KubernetesHosts):
+class KubernetesSteps(KubernetesReleaseCommand, KubernetesCanaries, KubernetesHosts):
     """Records, apply, remove, the release command and stop (the waits are health's). A
     source's objects are the source part's to apply, remove and stop (``self.source``),
     and so are the Secret data of its revisions, kept with the records."""
@@ -87,6 +88,7 @@ class KubernetesSteps(KubernetesReleaseCommand, KubernetesHosts):
                 return
         if routed:
             self._take_routed(unit, before, reporter)
+            self.route_beside(unit)  # a canary slot: the host's HTTPRoute too
         if unit.kind == "Deployment" and applied.metadata is not None:
             self._generations[unit.key] = int(applied.metadata.generation or 0)
             live = applied.spec.replicas if applied.spec is not None else None
@@ -112,6 +114,7 @@ class KubernetesSteps(KubernetesReleaseCommand, KubernetesHosts):
                 f"delete {step.unit} yourself if it is no longer needed",
             )
         fix = f"delete {kind} {name} in namespace {self.namespace}"
+        self.unroute(name)  # a canary's object: no route sends to it any more
         with self._edge(f"removing {step.unit}", cleanup_fix=fix):
             try:
                 self.client.delete(

@@ -1,0 +1,316 @@
+"""Canary releases on Kubernetes: a Gateway API implementation splits, Prometheus counts.
+
+On the test plane's real node, with the Traefik and the Prometheus ``scripts/k8s-testenv``
+runs on this host (the Gateway ``SHIPWAY_TEST_GATEWAY``; Traefik sends requests straight to
+pod addresses): a request loop goes through Traefik to the slot's host while shipway runs
+the canary. The app is the testenv's ``web`` image: with ``UP_STATUS = "500"`` its ``/up``
+answers 500 and everything else 200, so a release whose health gate (``/``) passes still
+fails every request the loop sends (``/up``) — a broken canary.
+
+Where no Gateway API implementation accepts the Gateway the spec names, or the Gateway is
+not there, the deploy is refused before anything is touched (exit 2): tested with a
+GatewayClass no controller takes, created here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx2
+import pytest
+from lightkube.core.exceptions import ApiError
+from lightkube.generic_resource import create_global_resource, create_namespaced_resource
+from lightkube.resources.apps_v1 import Deployment
+from lightkube.resources.coordination_v1 import Lease
+
+from shipway.backends.kubernetes import gateway as gw
+from shipway.backends.kubernetes.lease import lease_name
+from shipway.backends.protocol import Reason
+from shipway.engine.outcome import Rolled, RolledBack
+from shipway.errors import InputError
+from tests.backends.local.conftest import eventually
+from tests.loops import RequestLoop
+
+from .conftest import Slot
+from .test_real_pods import WEB, image
+
+GatewayClass = create_global_resource(gw.GROUP, "v1", "GatewayClass", "gatewayclasses")
+
+# the real-pod tests' app, its health gate on "/" (a broken canary's "/up" answers 500)
+SPEC = WEB.replace('path = "/up"', 'path = "/"') + """strategy = "canary"
+
+[slots.test1.canary]
+steps = [10, 50, 100]
+step_time = "{step_time}"
+step_requests = 5
+error_ratio = 10
+gateway = "{gateway}"
+prometheus = "{prometheus}"
+
+[env]
+UP_STATUS = "{up_status}"
+
+[[routes]]
+host = "{host}"
+process = "web"
+"""
+
+
+
+def gateway_env() -> tuple[str, str, str]:
+    names = ("SHIPWAY_TEST_GATEWAY", "SHIPWAY_TEST_GATEWAY_URL", "SHIPWAY_TEST_PROMETHEUS")
+    values = [os.environ.get(n, "") for n in names]
+    if not all(values):
+        pytest.fail("the Gateway's environment is not set: eval scripts/k8s-testenv env")
+    return values[0], values[1], values[2]
+
+
+def write(
+    slot: Slot, tag: str, up_status: str = "200", gateway: str | None = None, step_time: str = "1s"
+) -> Any:
+    # a refusal is decided before Prometheus is asked: it needs no gateway of the testenv's
+    ref, _, prometheus = gateway_env() if gateway is None else ("", "", "http://127.0.0.1:9")
+    name = "cn" + slot.namespace[-6:]
+    return slot.write(
+        SPEC,
+        name=name,
+        image=image(tag),
+        up_status=up_status,
+        host=f"{name}.canary.test",
+        gateway=gateway or ref,
+        prometheus=prometheus,
+        step_time=step_time,
+    )
+
+
+def ask(
+    host: str, path: str, timeout: float = 5, headers: dict[str, str] | None = None
+) -> tuple[int, str]:
+    _, url, _ = gateway_env()
+    request = urllib.request.Request(f"{url}{path}", headers={"Host": host, **(headers or {})})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as answer:
+            return answer.status, answer.read().decode().strip()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode(errors="replace").strip()
+
+
+def load(host: str) -> RequestLoop:
+    """Requests to ``/up`` through the Gateway, about 25 a second, until the block ends."""
+    return RequestLoop(lambda _: ask(host, "/up"), rate=25)
+
+
+def seen(loop: RequestLoop) -> dict[str, int]:
+    return dict(Counter(f"{a.status} {a.body}" for a in loop.answers))
+
+
+def route_of(slot: Slot, app: Any) -> dict[str, Any]:
+    name = gw.route_name(app.name, app.routes[0].host)
+    return dict(slot.client.get(gw.HTTPRoute, name, namespace=slot.namespace).to_dict())
+
+
+def canary_deployments(slot: Slot) -> list[str]:
+    return [
+        str(d.metadata.name)
+        for d in slot.client.list(Deployment, namespace=slot.namespace)
+        if d.metadata is not None and str(d.metadata.name).endswith(gw.SUFFIX)
+    ]
+
+
+def all_to_stable(route: dict[str, Any], stable: str) -> bool:
+    rules = route["spec"]["rules"]
+    refs = [r for rule in rules for r in rule.get("backendRefs") or []]
+    return [(r["name"], r.get("weight")) for r in refs] == [(stable, 100)] and gw.CANARY not in (
+        route["metadata"].get("annotations") or {}
+    )
+
+
+pytestmark = [pytest.mark.k8s, pytest.mark.real_node, pytest.mark.xdist_group("real_node_load")]
+
+
+def deployed_v1(slot: Slot) -> Any:
+    """The first release (no canary: nothing to compare), served through the Gateway: the
+    host's HTTPRoute is applied with its Ingress, every request to the stable Service."""
+    app = write(slot, "v1")
+    outcome, lines = slot.deploy(app)
+    assert isinstance(outcome, Rolled), lines.text
+    assert "no canary: no host served by a stable release moves" in lines.text, lines.text
+    assert all_to_stable(route_of(slot, app), f"{app.name}-web")
+    eventually(lambda: ask(app.routes[0].host, "/version") == (200, "v1"), what="v1 served")
+    return app
+
+
+def test_a_broken_canary_is_aborted_from_the_gateways_counts(real_slot: Slot) -> None:
+    deployed_v1(real_slot)
+    app = write(real_slot, "v2", up_status="500")
+    host = app.routes[0].host
+    with load(host) as loop:
+        outcome, lines = real_slot.deploy(app)
+        aborted_at = time.monotonic()
+        # after the abort: the stable alone answers
+        eventually(lambda: ask(host, "/up") == (200, "ok"), what="the stable answers /up")
+    print(lines.text)
+    print(seen(loop))
+    assert isinstance(outcome, RolledBack), lines.text
+    assert outcome.failure.reason == Reason.CANARY_ABORTED, outcome.failure
+    said = " ".join([outcome.failure.message, *outcome.failure.details])
+    assert "aborted at 10%" in said, said
+    assert "canary: " in said and "stable: " in said, said  # the counts that decided
+    bad = [a for a in loop.answers if a.status == 500]
+    assert bad, "the canary got no request: the HTTPRoute did not split"
+    assert len(bad) <= 30, len(bad)  # 3 counted decide; Prometheus scrapes every second
+    late = [a for a in bad if a.began > aborted_at + 2]
+    assert late == [], late  # nothing reached the canary once it was aborted
+    assert [a for a in loop.failed() if a.status != 500] == []  # no other failure
+    stable = f"{app.name}-web"
+    assert all_to_stable(route_of(real_slot, app), stable)
+    eventually(lambda: canary_deployments(real_slot) == [], what="the canary's Deployment gone")
+    assert real_slot.statuses(app) == {1: "deployed", 2: "failed"}
+
+
+def test_a_good_canary_is_promoted_to_all_requests(real_slot: Slot) -> None:
+    deployed_v1(real_slot)
+    app = write(real_slot, "v2")
+    host = app.routes[0].host
+    with load(host) as loop:
+        outcome, lines = real_slot.deploy(app)
+    print(lines.text)
+    print(seen(loop))
+    assert isinstance(outcome, Rolled), lines.text
+    for percent in (10, 50):
+        assert f"canary {percent}%:" in lines.text and "promote" in lines.text, lines.text
+    assert loop.failed() == [], loop.failed()[:5]
+    # the old stable pod drains (its preStop sleep) while the Gateway takes it out
+    eventually(lambda: ask(host, "/version") == (200, "v2"), what="v2 answering")
+    assert all_to_stable(route_of(real_slot, app), f"{app.name}-web")
+    eventually(lambda: canary_deployments(real_slot) == [], what="the canary's Deployment gone")
+    assert real_slot.statuses(app) == {1: "superseded", 2: "deployed"}
+
+
+def serves_gateway_api(slot: Slot) -> bool:
+    try:
+        list(slot.client.list(gw.HTTPRoute, namespace=slot.namespace))
+    except (ApiError, httpx2.HTTPStatusError) as exc:
+        code = exc.status.code if isinstance(exc, ApiError) else exc.response.status_code
+        if code == 404:  # the kind is not served: no CRD
+            return False
+        raise
+    return True
+
+
+def test_a_cluster_without_the_gateway_api_refuses_the_canary(
+    slot: Slot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ref = f"{slot.namespace}/web"
+    why = "the cluster serves no Gateway API (no HTTPRoute kind)"
+    if not serves_gateway_api(slot):  # a plane `up` has not given the CRDs: as it is
+        done = check_refused(slot, ref, why)
+        assert "a canary cannot be run in slot 'test1'" in done.stderr, done.stderr
+        return
+    # this plane serves the Gateway API: ask the API server for a version of the kind it
+    # does not serve (its answer is the one a cluster without the CRDs gives: a bare 404)
+    unserved = create_namespaced_resource(gw.GROUP, "v0shipway", "HTTPRoute", "httproutes")
+    monkeypatch.setattr(gw, "HTTPRoute", unserved)
+    app = write(slot, "v1", gateway=ref)
+    with pytest.raises(InputError, match=r"a canary cannot be run in slot 'test1'.*no Gateway API"):
+        slot.deploy(app)
+    assert list(slot.client.list(Deployment, namespace=slot.namespace)) == []
+
+
+@pytest.mark.parametrize("verdict", ["abort", "promote"])
+def test_a_canary_left_by_a_killed_deploy_ends_with_one_release_serving(
+    real_slot: Slot, verdict: str
+) -> None:
+    slot = real_slot
+    deployed_v1(slot)
+    app = write(slot, "v2", step_time="10m")  # the canary holds its first share
+    host = app.routes[0].host
+    proc = slot.start_deploy(image("v2"))
+    try:
+        eventually(  # the canary's share in the HTTPRoute, taken by the Gateway
+            lambda: ask(host, "/version", headers={gw.HEADER: "always"}) == (200, "v2"),
+            timeout=180,
+            what="the tester's header reaching the canary",
+        )
+        status = json.loads(slot.cli("canary", "status", "test1", "-o", "json").stdout)
+        assert status["running"] and status["percent"] == 10, status
+        assert status["counts"]["canary"] == f"{app.name}.test1.r2", status
+        proc.kill()  # SIGKILL: no handler runs; the Lease and the pending record stay
+        proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    # left behind: the split goes on, the tester's header reaches the canary
+    assert ask(host, "/version", headers={gw.HEADER: "always"}) == (200, "v2")
+    assert slot.statuses(app)[2] == "pending"
+    held = slot.client.get(Lease, lease_name(app.name, "test1"), namespace=slot.namespace)
+    held.spec.renewTime = datetime.now(UTC) - timedelta(seconds=300)  # time passes
+    slot.client.replace(held)
+
+    done = slot.cli("canary", verdict, "test1")
+    print(done.stdout + done.stderr)
+    assert done.returncode == 0, done.stdout + done.stderr
+    serving, status = ("v1", "failed") if verdict == "abort" else ("v2", "deployed")
+    # the old pods drain (their preStop sleep) while the Gateway takes them out: then the
+    # one release alone answers
+    eventually(
+        lambda: {ask(host, "/version")[1] for _ in range(10)} == {serving},
+        what=f"{serving} alone answering",
+    )
+    assert {ask(host, "/version")[1] for _ in range(20)} == {serving}
+    assert all_to_stable(route_of(slot, app), f"{app.name}-web")
+    eventually(lambda: canary_deployments(slot) == [], what="the canary's Deployment gone")
+    assert slot.statuses(app)[2] == status
+
+
+def test_an_app_without_routes_refuses_the_canary(slot: Slot) -> None:
+    write(slot, "v1", gateway=f"{slot.namespace}/nope")
+    slot.spec_file.write_text(slot.spec_file.read_text().split("[[routes]]")[0])
+    app = slot.app()
+    with pytest.raises(InputError, match="the app has no route: no request to split"):
+        slot.deploy(app)
+    assert list(slot.client.list(Deployment, namespace=slot.namespace)) == []
+
+
+@pytest.mark.parametrize("gateway", ["missing", "unaccepted"])
+def test_no_gateway_api_implementation_refuses_the_canary(slot: Slot, gateway: str) -> None:
+    if not serves_gateway_api(slot):
+        pytest.fail("the plane serves no Gateway API: run scripts/k8s-testenv up")
+    ref = f"{slot.namespace}/nope"
+    if gateway == "unaccepted":  # a Gateway of a class no controller takes
+        cls = f"shipway-none-{slot.namespace}"[:63]
+        nobody = {"controllerName": "example.com/none"}
+        slot.client.create(GatewayClass({"metadata": {"name": cls}, "spec": nobody}))
+        try:
+            body = {
+                "metadata": {"name": "nope", "namespace": slot.namespace},
+                "spec": {
+                    "gatewayClassName": cls,
+                    "listeners": [{"name": "web", "port": 80, "protocol": "HTTP"}],
+                },
+            }
+            slot.client.create(gw.Gateway(body))
+            done = check_refused(slot, ref, "no Gateway API implementation accepted")
+        finally:
+            slot.client.delete(GatewayClass, cls)
+    else:
+        done = check_refused(slot, ref, f"there is no Gateway {ref}")
+    assert "a canary cannot be run in slot 'test1'" in done.stderr, done.stderr
+
+
+def check_refused(slot: Slot, ref: str, why: str) -> Any:
+    write(slot, "v1", gateway=ref)
+    done = slot.cli("deploy", "test1")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert why in done.stderr, done.stderr
+    # nothing touched: no workload, no record
+    assert list(slot.client.list(Deployment, namespace=slot.namespace)) == []
+    plan = slot.cli("plan", "test1")
+    assert plan.returncode == 2 and why in plan.stderr, plan.stdout + plan.stderr
+    return done
