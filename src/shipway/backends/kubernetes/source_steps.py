@@ -111,6 +111,7 @@ class SourceSteps(SourceWaits):
             self._replace_broken_pods(name, _template_of(body), reporter)
         live = applied.to_dict()
         self.state._generations[unit.key] = int((live.get("metadata") or {}).get("generation") or 0)
+        self.state._uids[unit.key] = str((live.get("metadata") or {}).get("uid") or "")
         marks = helm_marks(live) if owner is not None else []
         if marks:
             with self.state._edge(f"removing Helm's ownership marks from {unit.key}"):

@@ -173,6 +173,16 @@ class SourceWaits(SourceState):
                     return Verdict(note="waiting for the object to be listed")
                 return _verdict(kstatus_progress(snap[0], generation))
 
+        uid = self.state._uids.get(unit.key)
+        if uid:  # the object the apply made: a replaced Job's predecessor is not yet it
+            judged = assess
+
+            def assess(snap: Snapshot, now: float) -> Verdict:
+                obj = snap[0]
+                if obj is not None and (obj.get("metadata") or {}).get("uid") != uid:
+                    obj = None
+                return judged((obj, snap[1]), now)
+
         return self._watch_until(target, unit.key, name, objects, pods, assess, deadline, reporter)
 
     def _source_watched(self, unit: Unit, generation: int | None) -> Watched:

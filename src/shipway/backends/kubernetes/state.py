@@ -122,6 +122,9 @@ class KubernetesState(Guarded):
         self._loop: WatchLoop | None = None
         self._session: Session | None = None
         self._generations: dict[str, int] = {}
+        #: the uid each source object's apply returned: a replaced Job's wait judges the
+        #: new Job, never the old one a watch may still hold
+        self._uids: dict[str, str] = {}
         self._secrets: dict[str, Secret] = {}
         self._generation_watches: dict[str, Session] = {}
         # host -> the other owners host_owner named for it in this operation: the only
