@@ -192,11 +192,23 @@ class SlotLock:
                 f"longer than its TTL ({ttl:g}s)"
             )
         if lost is not None:
+            if "now held by" not in lost:
+                lost += self._held_now()
             raise LockLost(
                 f"the lock of slot {self.slot!r} (on host {self.host_name}) is no longer held: "
                 f"{lost}; another operation may have taken over the slot, so shipway refuses "
                 "to change anything more (check `shipway status`, then run again)"
             )
+
+    def _held_now(self) -> str:
+        """Who holds the slot's lock now (said once ours is lost: the renewal may have
+        seen ours removed before the other operation's was made)."""
+        try:
+            tags = self.client.api.inspect_container(self.name)["Config"]["Labels"] or {}
+        except docker.errors.DockerException:
+            return ""
+        who = tags.get(labels.LOCK_HOLDER, "?")
+        return f"; it is now held by {who} since {tags.get(labels.LOCK_SINCE, '?')}"
 
     @contextlib.contextmanager
     def held(self, holder: LockHolder, reporter: Reporter) -> Iterator[None]:
