@@ -61,27 +61,6 @@ def test_a_long_dump_says_how_far_it_got(tmp_path: Path) -> None:
     assert len(said) == 1
 
 
-@pytest.mark.parametrize("backend", ["docker", "kubernetes"])
-def test_an_upgrade_step_is_refused_where_only_a_restart_would_run(backend: str) -> None:
-    """Docker and Kubernetes would start the new major's server on the old major's data (a
-    server that refuses it): their start_accessory refuses the step before touching it."""
-    import inspect
-
-    from shipway.backends.accessories import refuse_upgrade
-    from shipway.backends.docker.accessories import DockerAccessories
-    from shipway.backends.kubernetes.accessories import KubernetesAccessories
-    from shipway.plan.model import StartAccessory
-
-    upgrade = StartAccessory("db", "postgres", "16", "upgrade", "{}")
-    with pytest.raises(InputError, match="--upgrade-accessory is done on local slots only"):
-        refuse_upgrade(upgrade, backend)
-    refuse_upgrade(StartAccessory("db", "postgres", "16", "restart", "{}"), backend)
-    part = {"docker": DockerAccessories, "kubernetes": KubernetesAccessories}[backend]
-    body = inspect.getsource(part.start_accessory)
-    first = body.index("refuse_upgrade(step")
-    assert first < body.index("from_json("), "refused before the accessory is read or touched"
-
-
 def test_a_tools_major_version_is_read_from_its_version_line() -> None:
     assert pg_major("pg_dump (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)") == "15"
     assert pg_major("15.18") == "15" and pg_major("16.2") == "16"
