@@ -308,6 +308,31 @@ _ENDED = """DO $$ BEGIN
 END $$"""
 
 
+def upgrade_dump(root: str, before: str, after: str) -> tuple[str, str, str]:
+    """A Postgres major-version upgrade's places in the accessory's volume mounted at
+    ``root`` and its first step: (the new cluster's directory ``pg<after>``, the dump
+    ``shipway-upgrade-<before>-to-<after>.dump``, the ``sh`` script that writes the dump by
+    the old server's ``pg_dump`` under a partial name, renamed when whole, after deleting
+    what an earlier upgrade cut short left of both)."""
+    new_data = f"{root}/pg{after}"
+    dump = f"{root}/shipway-upgrade-{before}-to-{after}.dump"
+    words = " ".join(PG_DUMP_WORDS)
+    script = (
+        f'rm -rf "{new_data}" "{dump}.partial" && umask 077 && '
+        f'pg_dump {words} --file="{dump}.partial" && mv "{dump}.partial" "{dump}"'
+    )
+    return new_data, dump, script
+
+
+def old_cluster_gone(root: str, after: str) -> str:
+    """The ``sh`` command that deletes from ``root`` all but the new cluster's directory,
+    shipway's own files (the dump) and ``lost+found``: once the new server answers."""
+    return (
+        f'find {root} -mindepth 1 -maxdepth 1 ! -name "pg{after}" ! -name "shipway-*" '
+        "! -name lost+found -exec rm -rf {} +"
+    )
+
+
 def pg_major(version_line: str) -> str:
     """The major version a Postgres tool or server says it is (``pg_dump (PostgreSQL)
     15.18 (Debian 15.18-0+deb12u1)``, ``15.18``: ``15``; ``9.6.24``: ``9.6``)."""

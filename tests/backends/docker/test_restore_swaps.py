@@ -46,11 +46,14 @@ done
 def test_a_postgres_restore_never_leaves_the_name_without_a_database(
     deployment: Deployment, mirror: str, tmp_path: Path
 ) -> None:
-    d = deployment
-    write(d)
-    password = deployed(d)
-    psql(d, password, "create table notes (id serial primary key, text text)")
-    psql(d, password, "insert into notes (text) select 'kept' from generate_series(1, 3)")
+    write(deployment)
+    d, password = deployment, deployed(deployment)
+    psql(
+        d,
+        password,
+        "create table notes (id serial primary key, text text); "
+        "insert into notes (text) select 'kept' from generate_series(1, 3)",
+    )
     path = Path(backed_up(d, tmp_path)["path"])
     psql(d, password, "insert into notes (text) select 'later' from generate_series(1, 4)")
     c = accessory(d)

@@ -58,15 +58,10 @@ def upgrade(
     _, _, _, server = b._answering(was)
     image = server_image(accessory, b.environ)
     ensure_image(client, image)  # before anything is touched
-    old_data, new_data = pg_data(old), f"{ROOT}/pg{after}"
-    dump = f"{ROOT}/shipway-upgrade-{before}-to-{after}.dump"
+    old_data = pg_data(old)
+    new_data, dump, script = files.upgrade_dump(ROOT, before, after)
     tool = b._pg_dump_of(old, server)
     reporter.line(f"  accessory {accessory.name}: {tool} of postgres {server} to {dump}")
-    words = " ".join(files.PG_DUMP_WORDS)
-    script = (
-        f'rm -rf "{new_data}" "{dump}.partial" && umask 077 && '
-        f'pg_dump {words} --file="{dump}.partial" && mv "{dump}.partial" "{dump}"'
-    )
     _exec(old, ["sh", "-c", script], _pg_env(creds), "pg_dump", user="postgres")
     kept = f"{name}-pg{before}"
     reporter.line(
@@ -102,8 +97,8 @@ def upgrade(
             ),
         )
     remove(old, STOP_TIMEOUT)
-    gone = f'find {ROOT} -mindepth 1 -maxdepth 1 ! -name "pg{after}" ! -name "shipway-*" '
-    _exec(new, ["sh", "-c", gone + "-exec rm -rf {} +"], {}, "deleting the old cluster")
+    gone = files.old_cluster_gone(ROOT, after)
+    _exec(new, ["sh", "-c", gone], {}, "deleting the old cluster")
     b._note(conn.name, f"upgraded accessory {accessory.name} to postgres {after}")
     reporter.line(
         f"  accessory {accessory.name}: postgres {after} answers with the data restored; "

@@ -147,10 +147,12 @@ class KubernetesAccessories(KubernetesState):
         )
 
     def _service(self, name: str) -> Any:
+        return self._accessory_object(Service, name)
+
+    def _accessory_object(self, res: type[Any], name: str) -> Any:
+        """The accessory ``name``'s object of kind ``res``, or None when there is none."""
         try:
-            return self.client.get(
-                Service, object_name(self.app.name, name), namespace=self.namespace
-            )
+            return self.client.get(res, object_name(self.app.name, name), namespace=self.namespace)
         except ApiError as exc:
             if exc.status.code == 404:
                 return None
@@ -266,7 +268,7 @@ class KubernetesAccessories(KubernetesState):
             assert creds is not None
             self._secrets[link_name(accessory.name)] = Secret(creds.password)
             self._apply_service(accessory)
-            live = self._live_statefulset(accessory.name)
+            live = self._accessory_object(StatefulSet, accessory.name)
         if step.action == "upgrade" and live is not None:
             # it builds on backups, which build on this module
             from shipway.backends.kubernetes.backups import KubernetesBackups
@@ -278,16 +280,6 @@ class KubernetesAccessories(KubernetesState):
             body = self._statefulset(accessory, pg_data(live))
             sts = self.client.apply(from_dict(body), force=True)
         return self._accessory_gate(accessory, sts.metadata.generation, deadline, reporter)
-
-    def _live_statefulset(self, name: str) -> Any:
-        try:
-            return self.client.get(
-                StatefulSet, object_name(self.app.name, name), namespace=self.namespace
-            )
-        except ApiError as exc:
-            if exc.status.code == 404:
-                return None
-            raise
 
     def _statefulset(self, accessory: Accessory, pgdata: str | None = None) -> dict[str, Any]:
         """Its StatefulSet, as the official image of its kind takes it: Postgres from the

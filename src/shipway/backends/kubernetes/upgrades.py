@@ -51,15 +51,10 @@ def upgrade(
     was = from_json(accessory.name, json.loads(notes.get(DECLARED) or "{}"))
     before, after = was.version or "", accessory.version or ""
     pod, _, server = b._answering(was)
-    old_data, new_data = pg_data(live) or f"{ROOT}/pgdata", f"{ROOT}/pg{after}"
-    dump = f"{ROOT}/shipway-upgrade-{before}-to-{after}.dump"
+    old_data = pg_data(live) or f"{ROOT}/pgdata"
+    new_data, dump, script = files.upgrade_dump(ROOT, before, after)
     tool = b._pg_dump_of(pod, server)
     reporter.line(f"  accessory {accessory.name}: {tool} of postgres {server} to {dump}")
-    words = " ".join(files.PG_DUMP_WORDS)
-    script = (
-        f'rm -rf "{new_data}" "{dump}.partial" && umask 077 && '
-        f'pg_dump {words} --file="{dump}.partial" && mv "{dump}.partial" "{dump}"'
-    )
     b._sh(pod, "postgres", PG_ENV + script, "pg_dump")
     reporter.line(
         f"  accessory {accessory.name}: postgres {after} in a new cluster in {new_data}; "
@@ -86,11 +81,7 @@ def upgrade(
                 f"in {dump} in PersistentVolumeClaim/data-{pod})"
             ),
         )
-    gone = (
-        f'find {ROOT} -mindepth 1 -maxdepth 1 ! -name "pg{after}" ! -name "shipway-*" '
-        "! -name lost+found -exec rm -rf {} +"
-    )
-    b._sh(pod, "postgres", gone, "deleting the old cluster")
+    b._sh(pod, "postgres", files.old_cluster_gone(ROOT, after), "deleting the old cluster")
     reporter.line(
         f"  accessory {accessory.name}: postgres {after} answers with the data restored; "
         f"postgres {before}'s cluster deleted, the dump kept in {dump}"
