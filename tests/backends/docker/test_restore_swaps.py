@@ -3,9 +3,12 @@
 Postgres: while a restore swaps the loaded database in, a client loop in the accessory's
 container asks the server, again and again, which database carries the app's name and how
 many rows it holds. The name always names a database — the old one, then the restored one,
-switched once — and no query is ever told the database does not exist (the swap is two
-renames in one transaction; before, the old one was dropped first and the name named
-nothing until the rename).
+switched once (the swap is two renames in one transaction; before, the old one was dropped
+first and the name named nothing until the rename: this test fails on that code). A client
+is told only that its session ended, that new connections are refused for the moment, or —
+a connection that arrived within the renames' transaction — that the database "seems to have
+just been dropped or renamed" (Postgres looks the name up before it waits on the lock the
+renames hold, and checks it again after).
 
 Redis: once the accessory is stopped to have the restored data swapped in, the address and
 port it publishes are taken by the test, so the engine refuses to start it on the new data;
@@ -35,10 +38,12 @@ __all__ = ["mirror"]  # the fixture, used by name
 pytestmark = pytest.mark.timeout(600)
 
 #: which database carries the app's name (its oid), and its rows: one line each, forever
-LOOP = """
+LOOP = r"""
 while [ ! -e /tmp/shipway-test-stop ]; do
-  echo "oid:$(psql -X -At -d postgres -c "select oid from pg_database where datname = '$1'")"
-  echo "rows:$(psql -X -At -d "$1" -c 'select count(*) from notes' 2>&1 | head -n 1)"
+  echo "oid:$(psql -X -At -d postgres -c "select oid from pg_database where datname = '$1'" 2>&1 \
+    | tr '\n' ' ' | sed 's/ *$//')"
+  echo "rows:$(psql -X -At -d "$1" -c 'select count(*) from notes' 2>&1 | tr '\n' ' ' \
+    | sed 's/ *$//')"
 done
 """
 
@@ -81,18 +86,29 @@ def test_a_postgres_restore_never_leaves_the_name_without_a_database(
     reader.join(timeout=30)
     oids = [line.removeprefix("oid:") for line in lines if line.startswith("oid:")]
     rows = [line.removeprefix("rows:") for line in lines if line.startswith("rows:")]
+    assert all(o.isdigit() for o in oids if o), [o for o in oids if not o.isdigit()]
     assert "" not in oids, "the app's database name named nothing at some moment"
     switched = [b for a, b in itertools.pairwise(oids) if a != b]
     assert len(switched) == 1 and len(set(oids)) == 2, oids
-    assert not [r for r in rows if "does not exist" in r], rows
     assert {"7", "3"} <= set(rows)
-    others = {r for r in rows if r not in ("7", "3")}
-    # what a client can be told meanwhile: its session ended, or new ones refused a moment
-    allowed = ("terminating connection", "not currently accepting connections", "server closed")
+    others = [r for r in rows if r not in ("7", "3")]
+    # what a client can be told meanwhile: its session ended, new ones refused a moment, or
+    # (one that arrived within the renames' transaction: it looked the name up before the
+    # commit, and Postgres checks the name again after) "just been dropped or renamed"
+    allowed = (
+        "terminating connection",
+        "not currently accepting connections",
+        "server closed",
+        "It seems to have just been dropped or renamed",
+    )
     assert all(any(a in r for a in allowed) for r in others), others
     dbs = psql(d, password, "select datname from pg_database order by 1").split()
     assert d.name in dbs and not [n for n in dbs if n.startswith(f"{d.name}.")], dbs
-    print(f"{len(oids)} answers; {len(rows) - len(others)} row counts, {len(others)} refused")
+    renamed = [r for r in others if "just been dropped or renamed" in r]
+    print(
+        f"{len(oids)} answers; {len(rows) - len(others)} row counts, {len(others)} refused "
+        f"({len(renamed)} within the renames' transaction)"
+    )
 
 
 def taken(address: str, port: int) -> socket.socket:
