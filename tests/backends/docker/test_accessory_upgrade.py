@@ -78,6 +78,13 @@ def test_an_upgrade_is_refused_unless_asked_and_then_is_a_dump_and_restore(
     assert r.returncode == 0 and "accessory" not in r.stdout.split("(made from")[0], r.stdout
     assert accessory(d).id == new.id
     assert password not in r.stdout + r.stderr
+    # destroyed (its container gone, its volume kept) and deployed again: the new container
+    # is made on the cluster the upgrade left in pg16/, not on an empty root
+    r = shipway(d, "destroy", SLOT, "--confirm", SLOT)
+    assert r.returncode == 0, r.stderr
+    assert deployed(d) == password
+    assert psql(d, password, "show server_version") == "16.2"
+    assert psql(d, password, "select text from notes order by id") == "one\ntwo"
 
 
 def test_a_failed_upgrade_leaves_the_old_server_serving_its_old_rows(

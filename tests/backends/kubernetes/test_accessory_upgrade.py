@@ -85,6 +85,15 @@ def test_upgrade_refused_then_done(
     r = s.cli("deploy", "test1", env=env)
     assert r.returncode == 0 and "accessory" not in r.stdout.split("(made from")[0], r.stdout
     assert rows(s, pod) == "one\ntwo"
+    # destroyed (its StatefulSet gone, its claim and Secret kept) and deployed again: made
+    # anew on the cluster the upgrade left in pg16/ (kept on the Secret), not an empty one
+    r = s.cli("destroy", "test1", "--confirm", "test1", env=env)
+    assert r.returncode == 0, r.stderr
+    r = s.cli("deploy", "test1", env=env, timeout=400)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert sh(s, pod, "postgres", PSQL + "'show server_version'") == "16.2"
+    assert rows(s, pod) == "one\ntwo"
+    assert sorted(os.listdir(claim_dir)) == ["pg16", "shipway-upgrade-15-to-16.dump"]
 
 
 def test_failed_upgrade_keeps_old(

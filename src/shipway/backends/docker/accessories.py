@@ -411,6 +411,10 @@ class DockerAccessories(DockerState):
                 if found is not None:
                     remove(found, STOP_TIMEOUT)
                 data = pg_data(found) if found is not None else None
+                if found is None and accessory.kind == "postgres":
+                    from shipway.backends.docker.upgrades import cluster_dir
+
+                    data = cluster_dir(self, client, image, accessory)
                 spec = self._server(accessory, image, name, network, creds, bind, data)
                 create(client, spec).start()
                 self._note(host.name, f"{step.action}d accessory {accessory.name} ({image})")

@@ -19,15 +19,23 @@ from __future__ import annotations
 
 import contextlib
 import json
+import secrets as _random
 
+import docker
 import docker.errors
+import docker.types
 from docker.models.containers import Container
 
 from shipway.backends import backups as files
 from shipway.backends.accessories import Credentials, server_image
 from shipway.backends.docker import labels
-from shipway.backends.docker.accessories import DATA_DIRS, STOP_TIMEOUT, pg_data
-from shipway.backends.docker.backups import DockerBackups, _exec, _pg_env
+from shipway.backends.docker.accessories import (
+    DATA_DIRS,
+    STOP_TIMEOUT,
+    DockerAccessories,
+    pg_data,
+)
+from shipway.backends.docker.backups import HELPER, DockerBackups, _exec, _pg_env
 from shipway.backends.docker.connection import HostConnection
 from shipway.backends.docker.containers import create, ensure_image, remove
 from shipway.backends.docker.edge import edge
@@ -132,3 +140,31 @@ def _put_back(
         _exec(old, ["rm", "-rf", new_data], {}, "deleting the new cluster", user="postgres")
     failure = b._accessory_gate(conn, was, name, creds, deadline, reporter)
     return "runs again on its data" if failure is None else "was put back but does not answer"
+
+
+def cluster_dir(
+    b: DockerAccessories, client: docker.DockerClient, image: str, accessory: Accessory
+) -> str:
+    """Where the volume of a Postgres accessory without a container (``destroy`` removed it,
+    or it is new) holds its cluster, looked at by a short container of ``image`` (no
+    network, removed after): the volume's root when it holds one there (as made, or an
+    upgrade cut short: the old cluster is never deleted before the new one answers), else
+    ``pg<version>`` when an upgrade left it there, else the root (a new volume)."""
+    volume = labels.accessory_volume(b.app.name, b.slot.name, accessory.name)
+    mine = f"{ROOT}/pg{accessory.version}"
+    script = (
+        f"if [ -s {ROOT}/PG_VERSION ]; then echo {ROOT}; "
+        f"elif [ -s {mine}/PG_VERSION ]; then echo {mine}; else echo {ROOT}; fi"
+    )
+    name = labels.accessory(b.app.name, b.slot.name, accessory.name)
+    with edge(f"accessory {accessory.name}: where its volume holds its cluster"):
+        said = client.containers.run(
+            image,
+            entrypoint=["sh", "-c", script],
+            name=f"{name}-look-{_random.token_hex(3)}",
+            labels={**labels.base(b.app.name, b.slot.name, HELPER)},
+            mounts=[docker.types.Mount(target=ROOT, source=volume, type="volume")],
+            network_mode="none",
+            remove=True,
+        )
+    return str(said.decode().strip() or ROOT)

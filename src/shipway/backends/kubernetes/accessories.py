@@ -60,6 +60,8 @@ from shipway.spec.secrets import Secret
 MANAGER = "shipway-accessory"
 ACCESSORY = "shipway.io/accessory"
 DECLARED = "shipway.io/declaration"
+#: on an upgraded Postgres accessory's Secret: the claim's directory its cluster is in
+PGDATA_NOTE = "shipway.io/pgdata"
 DEFAULT_SIZE = "1Gi"
 START_LIMIT = 300.0
 LOOK = 0.5
@@ -277,9 +279,18 @@ class KubernetesAccessories(KubernetesState):
             assert isinstance(self, KubernetesBackups)
             return upgrade(self, live, accessory, creds, deadline, reporter)
         with self._edge(f"starting accessory {accessory.name} in {target}"):
-            body = self._statefulset(accessory, pg_data(live))
+            body = self._statefulset(accessory, pg_data(live) or self._kept_pgdata(accessory))
             sts = self.client.apply(from_dict(body), force=True)
         return self._accessory_gate(accessory, sts.metadata.generation, deadline, reporter)
+
+    def _kept_pgdata(self, accessory: Accessory) -> str | None:
+        """The PGDATA an upgrade left the cluster in, kept on the accessory's Secret (which
+        lives as long as its claim: a StatefulSet ``destroy`` deleted is made anew on it)."""
+        if accessory.kind != "postgres":
+            return None
+        found = self._accessory_object(SecretObject, accessory.name)
+        notes = (found.metadata.annotations or {}) if found is not None else {}
+        return notes.get(PGDATA_NOTE)
 
     def _statefulset(self, accessory: Accessory, pgdata: str | None = None) -> dict[str, Any]:
         """Its StatefulSet, as the official image of its kind takes it: Postgres from the

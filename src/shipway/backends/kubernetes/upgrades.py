@@ -23,10 +23,17 @@ from typing import Any
 from lightkube.codecs import from_dict
 from lightkube.core.exceptions import ApiError
 from lightkube.resources.core_v1 import Pod
+from lightkube.resources.core_v1 import Secret as SecretObject
 
 from shipway.backends import backups as files
 from shipway.backends.accessories import Credentials
-from shipway.backends.kubernetes.accessories import DATA_DIRS, DECLARED, object_name, pg_data
+from shipway.backends.kubernetes.accessories import (
+    DATA_DIRS,
+    DECLARED,
+    PGDATA_NOTE,
+    object_name,
+    pg_data,
+)
 from shipway.backends.kubernetes.backups import PG_ENV, KubernetesBackups
 from shipway.backends.protocol import Failure, Reason, Reporter
 from shipway.errors import BackendError
@@ -81,6 +88,10 @@ def upgrade(
                 f"in {dump} in PersistentVolumeClaim/data-{pod})"
             ),
         )
+    with b._edge(f"accessory {accessory.name}: its cluster's directory"):
+        note = {"metadata": {"annotations": {PGDATA_NOTE: new_data}}}
+        name = object_name(b.app.name, accessory.name)
+        b.client.patch(SecretObject, name, note, namespace=b.namespace)
     b._sh(pod, "postgres", files.old_cluster_gone(ROOT, after), "deleting the old cluster")
     reporter.line(
         f"  accessory {accessory.name}: postgres {after} answers with the data restored; "
