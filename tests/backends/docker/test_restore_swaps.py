@@ -20,7 +20,6 @@ and answers before the kill lands; that path is the same ``except`` branch.)"""
 
 from __future__ import annotations
 
-import itertools
 import socket
 import threading
 import time
@@ -32,20 +31,11 @@ from tests.backends.docker.conftest import SLOT, Deployment
 from tests.backends.docker.test_accessories import accessory, mirror, write
 from tests.backends.docker.test_backups import backed_up, deployed, psql, published, redis, shipway
 from tests.backends.local.conftest import eventually
+from tests.backends.test_backups import SWAP_LOOP, swap_seen
 
 __all__ = ["mirror"]  # the fixture, used by name
 
 pytestmark = pytest.mark.timeout(600)
-
-#: which database carries the app's name (its oid), and its rows: one line each, forever
-LOOP = r"""
-while [ ! -e /tmp/shipway-test-stop ]; do
-  echo "oid:$(psql -X -At -d postgres -c "select oid from pg_database where datname = '$1'" 2>&1 \
-    | tr '\n' ' ' | sed 's/ *$//')"
-  echo "rows:$(psql -X -At -d "$1" -c 'select count(*) from notes' 2>&1 | tr '\n' ' ' \
-    | sed 's/ *$//')"
-done
-"""
 
 
 def test_a_postgres_restore_never_leaves_the_name_without_a_database(
@@ -64,7 +54,7 @@ def test_a_postgres_restore_never_leaves_the_name_without_a_database(
     c = accessory(d)
     env = {"PGHOST": "127.0.0.1", "PGUSER": "shipway", "PGPASSWORD": password}
     api = c.client.api
-    made = api.exec_create(c.id, ["sh", "-c", LOOP, "sh", d.name], environment=env)
+    made = api.exec_create(c.id, ["sh", "-c", SWAP_LOOP, "sh", d.name], environment=env)
     lines: list[str] = []
 
     def read() -> None:
@@ -84,31 +74,10 @@ def test_a_postgres_restore_never_leaves_the_name_without_a_database(
     eventually(lambda: "rows:3" in lines[seen:], what="the loop's answers after the restore")
     c.exec_run(["touch", "/tmp/shipway-test-stop"])
     reader.join(timeout=30)
-    oids = [line.removeprefix("oid:") for line in lines if line.startswith("oid:")]
-    rows = [line.removeprefix("rows:") for line in lines if line.startswith("rows:")]
-    assert all(o.isdigit() for o in oids if o), [o for o in oids if not o.isdigit()]
-    assert "" not in oids, "the app's database name named nothing at some moment"
-    switched = [b for a, b in itertools.pairwise(oids) if a != b]
-    assert len(switched) == 1 and len(set(oids)) == 2, oids
-    assert {"7", "3"} <= set(rows)
-    others = [r for r in rows if r not in ("7", "3")]
-    # what a client can be told meanwhile: its session ended, new ones refused a moment, or
-    # (one that arrived within the renames' transaction: it looked the name up before the
-    # commit, and Postgres checks the name again after) "just been dropped or renamed"
-    allowed = (
-        "terminating connection",
-        "not currently accepting connections",
-        "server closed",
-        "It seems to have just been dropped or renamed",
-    )
-    assert all(any(a in r for a in allowed) for r in others), others
+    summary = swap_seen(lines, "7", "3")
     dbs = psql(d, password, "select datname from pg_database order by 1").split()
     assert d.name in dbs and not [n for n in dbs if n.startswith(f"{d.name}.")], dbs
-    renamed = [r for r in others if "just been dropped or renamed" in r]
-    print(
-        f"{len(oids)} answers; {len(rows) - len(others)} row counts, {len(others)} refused "
-        f"({len(renamed)} within the renames' transaction)"
-    )
+    print(summary)
 
 
 def taken(address: str, port: int) -> socket.socket:
