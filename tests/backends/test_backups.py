@@ -4,6 +4,7 @@ before anything is touched (a file not whole, without its checksum, of another k
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import subprocess
 from pathlib import Path
@@ -61,27 +62,6 @@ def test_a_long_dump_says_how_far_it_got(tmp_path: Path) -> None:
     assert len(said) == 1
 
 
-@pytest.mark.parametrize("backend", ["docker", "kubernetes"])
-def test_an_upgrade_step_is_refused_where_only_a_restart_would_run(backend: str) -> None:
-    """Docker and Kubernetes would start the new major's server on the old major's data (a
-    server that refuses it): their start_accessory refuses the step before touching it."""
-    import inspect
-
-    from shipway.backends.accessories import refuse_upgrade
-    from shipway.backends.docker.accessories import DockerAccessories
-    from shipway.backends.kubernetes.accessories import KubernetesAccessories
-    from shipway.plan.model import StartAccessory
-
-    upgrade = StartAccessory("db", "postgres", "16", "upgrade", "{}")
-    with pytest.raises(InputError, match="--upgrade-accessory is done on local slots only"):
-        refuse_upgrade(upgrade, backend)
-    refuse_upgrade(StartAccessory("db", "postgres", "16", "restart", "{}"), backend)
-    part = {"docker": DockerAccessories, "kubernetes": KubernetesAccessories}[backend]
-    body = inspect.getsource(part.start_accessory)
-    first = body.index("refuse_upgrade(step")
-    assert first < body.index("from_json("), "refused before the accessory is read or touched"
-
-
 def test_a_tools_major_version_is_read_from_its_version_line() -> None:
     assert pg_major("pg_dump (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)") == "15"
     assert pg_major("15.18") == "15" and pg_major("16.2") == "16"
@@ -103,3 +83,46 @@ def sealed(stdout: str) -> dict[str, Any]:
     check = subprocess.run(["sha256sum", "-c", Path(doc["checksum_file"]).name], cwd=path.parent)
     assert check.returncode == 0
     return doc
+
+
+#: a client loop for a restore's swap, in the accessory's container or pod (its environment
+#: holding what psql needs): which database carries the name ``$1`` (its oid) and how many
+#: rows its ``notes`` has, one line each, until /tmp/shipway-test-stop exists
+SWAP_LOOP = r"""
+while [ ! -e /tmp/shipway-test-stop ]; do
+  echo "oid:$(psql -X -At -d postgres -c "select oid from pg_database where datname = '$1'" 2>&1 \
+    | tr '\n' ' ' | sed 's/ *$//')"
+  echo "rows:$(psql -X -At -d "$1" -c 'select count(*) from notes' 2>&1 | tr '\n' ' ' \
+    | sed 's/ *$//')"
+done
+"""
+
+
+def swap_seen(lines: list[str], before: str, after: str) -> str:
+    """What the loop saw across a restore, checked: the name always named a database (its
+    oid always read, never empty), switched once, from the old to the restored one; each
+    count ``before`` or ``after``; every other answer a refusal a client may get while the
+    swap runs. A line saying what it saw."""
+    oids = [line.removeprefix("oid:") for line in lines if line.startswith("oid:")]
+    rows = [line.removeprefix("rows:") for line in lines if line.startswith("rows:")]
+    assert all(o.isdigit() for o in oids if o), [o for o in oids if not o.isdigit()]
+    assert "" not in oids, "the app's database name named nothing at some moment"
+    switched = [b for a, b in itertools.pairwise(oids) if a != b]
+    assert len(switched) == 1 and len(set(oids)) == 2, oids
+    assert {before, after} <= set(rows), rows
+    others = [r for r in rows if r not in (before, after)]
+    # what a client can be told meanwhile: its session ended, new ones refused a moment, or
+    # (one that arrived within the renames' transaction: it looked the name up before the
+    # commit, and Postgres checks the name again after) "just been dropped or renamed"
+    allowed = (
+        "terminating connection",
+        "not currently accepting connections",
+        "server closed",
+        "It seems to have just been dropped or renamed",
+    )
+    assert all(any(a in r for a in allowed) for r in others), others
+    renamed = [r for r in others if "just been dropped or renamed" in r]
+    return (
+        f"{len(oids)} answers; {len(rows) - len(others)} row counts, {len(others)} refused "
+        f"({len(renamed)} within the renames' transaction)"
+    )

@@ -253,13 +253,3 @@ def link_name(accessory: str) -> str:
     """The name the password alone is masked under (never a placeholder's name)."""
     return f"(accessory {accessory} password)"
 
-
-def refuse_upgrade(step: StartAccessory, backend: str) -> None:
-    """A major-version upgrade (dump and restore) is done on local slots only in this
-    version: refused before anything of the accessory is touched (its data stays as it is)."""
-    if step.action == "upgrade":
-        raise InputError(
-            f"accessory {step.accessory}: --upgrade-accessory is done on local slots only in "
-            f"this version, not on {backend} (hint: keep the version the accessory runs; "
-            "back up its data, then move it to a new accessory of the new version by hand)"
-        )

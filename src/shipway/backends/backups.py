@@ -256,10 +256,18 @@ def pg_swap_restore(
     say: Callable[[str], None],
 ) -> None:
     """A dump loaded into a new database beside the app's by ``load(name)`` (pg_restore in
-    one transaction), then swapped for it by ``sql`` (run in the ``postgres`` database);
-    when the load fails, the new one is dropped and the app's is as it was."""
-    staging = f"{database}.restoring"
+    one transaction), then swapped in by ``sql`` (each call one psql in the ``postgres``
+    database) with no moment when the app's database name names nothing: new connections to
+    the old one are refused (``ALLOW_CONNECTIONS false``), its sessions ended and waited on,
+    then the old one renamed aside and the new one renamed in by one transaction (both
+    renames or neither), and only then the old one dropped. When the load or the swap fails,
+    the new one is dropped and the app's database is as it was, taking connections again."""
+    staging, aside = f"{database}.restoring", f"{database}.before-restore"
+    # the app's connections are cut (FORCE, Postgres 13 on): they reconnect to the new one
+    force = " WITH (FORCE)" if int(major.split(".")[0] or 0) >= 13 else ""
     sql(f'DROP DATABASE IF EXISTS "{staging}"')
+    # a restore cut short after its swap left the data it replaced: it was to go
+    sql(f'DROP DATABASE IF EXISTS "{aside}"{force}')
     sql(f'CREATE DATABASE "{staging}"')
     say(f"  pg_restore into a new database {staging} (one transaction)")
     try:
@@ -267,10 +275,62 @@ def pg_swap_restore(
     except BaseException:
         sql(f'DROP DATABASE IF EXISTS "{staging}"')
         raise
-    # the app's connections are cut (FORCE, Postgres 13 on): they reconnect to the new one
-    force = " WITH (FORCE)" if int(major or 0) >= 13 else ""
-    sql(f'DROP DATABASE IF EXISTS "{database}"{force}')
-    sql(f'ALTER DATABASE "{staging}" RENAME TO "{database}"')
+    say(f"  swapping {staging} in for {database} (one transaction: both renames or neither)")
+    name = database.replace("'", "''")
+    try:
+        sql(f'ALTER DATABASE "{database}" WITH ALLOW_CONNECTIONS false')
+        sql(_ENDED.replace("{name}", name))
+        sql(
+            f'BEGIN; ALTER DATABASE "{database}" RENAME TO "{aside}"; '
+            f'ALTER DATABASE "{staging}" RENAME TO "{database}"; COMMIT'
+        )
+    except BaseException:
+        sql(f'ALTER DATABASE "{database}" WITH ALLOW_CONNECTIONS true')
+        sql(f'DROP DATABASE IF EXISTS "{staging}"')
+        raise
+    try:
+        sql(f'DROP DATABASE IF EXISTS "{aside}"{force}')
+    except BackendError as exc:  # the restore is done: what it replaced is left, said
+        say(f"  warning: the data it replaced is left in database {aside}: {exc}")
+
+
+#: the sessions of database {name} ended, and waited on until they are gone (at most 10 s):
+#: a rename waits 5 s for them, holding a lock that makes a new connection fail after it
+_ENDED = """DO $$ BEGIN
+  PERFORM pg_terminate_backend(pid) FROM pg_stat_activity
+    WHERE datname = '{name}' AND pid <> pg_backend_pid();
+  FOR i IN 1..1000 LOOP
+    PERFORM pg_stat_clear_snapshot();
+    EXIT WHEN NOT EXISTS (SELECT 1 FROM pg_stat_activity
+      WHERE datname = '{name}' AND pid <> pg_backend_pid());
+    PERFORM pg_sleep(0.01);
+  END LOOP;
+END $$"""
+
+
+def upgrade_dump(root: str, before: str, after: str) -> tuple[str, str, str]:
+    """A Postgres major-version upgrade's places in the accessory's volume mounted at
+    ``root`` and its first step: (the new cluster's directory ``pg<after>``, the dump
+    ``shipway-upgrade-<before>-to-<after>.dump``, the ``sh`` script that writes the dump by
+    the old server's ``pg_dump`` under a partial name, renamed when whole, after deleting
+    what an earlier upgrade cut short left of both)."""
+    new_data = f"{root}/pg{after}"
+    dump = f"{root}/shipway-upgrade-{before}-to-{after}.dump"
+    words = " ".join(PG_DUMP_WORDS)
+    script = (
+        f'rm -rf "{new_data}" "{dump}.partial" && umask 077 && '
+        f'pg_dump {words} --file="{dump}.partial" && mv "{dump}.partial" "{dump}"'
+    )
+    return new_data, dump, script
+
+
+def old_cluster_gone(root: str, after: str) -> str:
+    """The ``sh`` command that deletes from ``root`` all but the new cluster's directory,
+    shipway's own files (the dump) and ``lost+found``: once the new server answers."""
+    return (
+        f'find {root} -mindepth 1 -maxdepth 1 ! -name "pg{after}" ! -name "shipway-*" '
+        "! -name lost+found -exec rm -rf {} +"
+    )
 
 
 def pg_major(version_line: str) -> str:

@@ -49,7 +49,6 @@ from shipway.backends.accessories import (
     Credentials,
     answers,
     link_name,
-    refuse_upgrade,
     server_image,
 )
 from shipway.backends.docker import container_logs, labels
@@ -96,6 +95,14 @@ def _credentials(volume: Volume) -> Credentials | None:
         int(tags[labels.ACCESSORY_PORT]),
         tags[labels.ACCESSORY_DATABASE],
     )
+
+
+def pg_data(c: Container) -> str:
+    """Where a Postgres accessory's container keeps its cluster: the volume's root, or
+    after an upgrade to major N its directory ``pgN`` (its PGDATA), kept when it is replaced."""
+    env = (c.attrs.get("Config") or {}).get("Env") or []
+    found = [e.split("=", 1)[1] for e in env if e.startswith("PGDATA=")]
+    return found[-1] if found else DATA_DIRS["postgres"]
 
 
 def _published_ports(client: docker.DockerClient) -> set[int]:
@@ -374,7 +381,6 @@ class DockerAccessories(DockerState):
         reporter: Reporter,
     ) -> Failure | None:
         self._guard(clearance, target)
-        refuse_upgrade(step, "docker")
         accessory = from_json(step.accessory, json.loads(step.declaration))
         host = self._accessory_host(accessory)
         conn = self._conn(host.name)
@@ -388,6 +394,13 @@ class DockerAccessories(DockerState):
             network = labels.network(self.app.name, self.slot.name)
             ensure_network(client, self.app.name, self.slot.name, network)
             found = self._get(client, name)
+            if step.action == "upgrade" and found is not None:
+                # it builds on backups, which build on this module
+                from shipway.backends.docker.backups import DockerBackups
+                from shipway.backends.docker.upgrades import upgrade
+
+                assert isinstance(self, DockerBackups)
+                return upgrade(self, conn, found, accessory, creds, bind, deadline, reporter)
             same = found is not None and found.labels.get(labels.DIGEST) == accessory.digest()
             if found is not None and same and step.action == "start":
                 if found.status != "running":
@@ -397,7 +410,12 @@ class DockerAccessories(DockerState):
                 ensure_image(client, image)  # before the old one goes
                 if found is not None:
                     remove(found, STOP_TIMEOUT)
-                spec = self._server(accessory, image, name, network, creds, bind)
+                data = pg_data(found) if found is not None else None
+                if found is None and accessory.kind == "postgres":
+                    from shipway.backends.docker.upgrades import cluster_dir
+
+                    data = cluster_dir(self, client, image, accessory)
+                spec = self._server(accessory, image, name, network, creds, bind, data)
                 create(client, spec).start()
                 self._note(host.name, f"{step.action}d accessory {accessory.name} ({image})")
         return self._accessory_gate(conn, accessory, name, creds, deadline, reporter)
@@ -410,11 +428,12 @@ class DockerAccessories(DockerState):
         network: str,
         creds: Credentials,
         bind: str | None,
+        pgdata: str | None = None,
     ) -> ContainerSpec:
         """Its container, as the official image of its kind takes it: Postgres from the
         environment its entrypoint reads (POSTGRES_USER, _PASSWORD, _DB: used when the data
-        directory is empty), Redis from its command line (a password, the append-only file
-        on)."""
+        directory is empty; PGDATA ``pgdata``, a directory of the volume after an upgrade),
+        Redis from its command line (a password, the append-only file on)."""
         kind = accessory.kind
         env: dict[str, str] = {}
         command: list[str] | None = None
@@ -424,6 +443,8 @@ class DockerAccessories(DockerState):
                 "POSTGRES_PASSWORD": creds.password,
                 "POSTGRES_DB": creds.database,
             }
+            if pgdata is not None and pgdata != DATA_DIRS[kind]:
+                env["PGDATA"] = pgdata
         else:
             command = ["redis-server", "--requirepass", creds.password, "--appendonly", "yes"]
         volume = labels.accessory_volume(self.app.name, self.slot.name, accessory.name)

@@ -199,6 +199,18 @@ class DockerBackups(DockerAccessories):
         reporter.line(f"  copying {source.name} into container {c.name}")
         if not c.put_archive("/tmp", TarOf(source, name, 0o600)):
             raise BackendError(f"container {c.name}: the backup could not be copied into /tmp")
+        try:
+            self._pg_load(c, creds, version, path, reporter)
+        finally:
+            with contextlib.suppress(BackendError, docker.errors.APIError):
+                _exec(c, ["rm", "-f", path], {}, "rm")
+
+    @staticmethod
+    def _pg_load(
+        c: Container, creds: Credentials, version: str, path: str, reporter: Reporter
+    ) -> None:
+        """The dump at ``path`` in the container made the app's database (loaded beside
+        it and swapped in: :func:`~shipway.backends.backups.pg_swap_restore`)."""
         env = _pg_env(creds) | {"PGDATABASE": "postgres"}
         started = time.monotonic()
 
@@ -213,11 +225,7 @@ class DockerBackups(DockerAccessories):
             words = ["pg_restore", *files.PG_RESTORE_WORDS, f"--dbname={staging}", path]
             _exec(c, words, env, "pg_restore", tick=tick)
 
-        try:
-            files.pg_swap_restore(creds.database, files.pg_major(version), sql, load, reporter.line)
-        finally:
-            with contextlib.suppress(BackendError, docker.errors.APIError):
-                _exec(c, ["rm", "-f", path], {}, "rm")
+        files.pg_swap_restore(creds.database, files.pg_major(version), sql, load, reporter.line)
 
     # -- Redis ---------------------------------------------------------------------------
 
@@ -406,13 +414,15 @@ def _exec(
     what: str,
     out: IO[bytes] | None = None,
     tick: Callable[[], None] | None = None,
+    user: str = "",
 ) -> bytes:
-    """``words`` run in the container to their end, its standard output streamed to ``out``
-    (or returned); a BackendError with the end of its standard error when it fails."""
+    """``words`` run in the container to their end (as ``user``: default the image's), its
+    standard output streamed to ``out`` (or returned); a BackendError with the end of its
+    standard error when it fails."""
     assert c.client is not None
     api = c.client.api
     made = api.exec_create(
-        str(c.id), list(words), stdout=True, stderr=True, environment=dict(env) or None
+        str(c.id), list(words), stdout=True, stderr=True, environment=dict(env) or None, user=user
     )
     got, err = bytearray(), bytearray()
     for chunk, errs in api.exec_start(made["Id"], stream=True, demux=True):

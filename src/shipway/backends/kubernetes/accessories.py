@@ -46,7 +46,6 @@ from shipway.backends.accessories import (
     AccessoryStatus,
     Credentials,
     link_name,
-    refuse_upgrade,
     server_image,
 )
 from shipway.backends.kubernetes import render
@@ -61,6 +60,8 @@ from shipway.spec.secrets import Secret
 MANAGER = "shipway-accessory"
 ACCESSORY = "shipway.io/accessory"
 DECLARED = "shipway.io/declaration"
+#: on an upgraded Postgres accessory's Secret: the claim's directory its cluster is in
+PGDATA_NOTE = "shipway.io/pgdata"
 DEFAULT_SIZE = "1Gi"
 START_LIMIT = 300.0
 LOOK = 0.5
@@ -71,6 +72,17 @@ DATA_DIRS = {"postgres": "/var/lib/postgresql/data", "redis": "/data"}
 
 def object_name(app: str, name: str) -> str:
     return f"{app}-acc-{name}"
+
+
+def pg_data(sts: Any) -> str | None:
+    """The PGDATA a live StatefulSet's server runs with (kept when it is applied again),
+    or None (none live, or not a Postgres one)."""
+    containers = sts.spec.template.spec.containers if sts is not None and sts.spec else []
+    for c in containers or []:
+        for e in c.env or []:
+            if e.name == "PGDATA" and e.value:
+                return str(e.value)
+    return None
 
 
 class KubernetesAccessories(KubernetesState):
@@ -137,10 +149,12 @@ class KubernetesAccessories(KubernetesState):
         )
 
     def _service(self, name: str) -> Any:
+        return self._accessory_object(Service, name)
+
+    def _accessory_object(self, res: type[Any], name: str) -> Any:
+        """The accessory ``name``'s object of kind ``res``, or None when there is none."""
         try:
-            return self.client.get(
-                Service, object_name(self.app.name, name), namespace=self.namespace
-            )
+            return self.client.get(res, object_name(self.app.name, name), namespace=self.namespace)
         except ApiError as exc:
             if exc.status.code == 404:
                 return None
@@ -250,20 +264,39 @@ class KubernetesAccessories(KubernetesState):
         reporter: Reporter,
     ) -> Failure | None:
         self._guard(clearance, target)
-        refuse_upgrade(step, "kubernetes")
         accessory = from_json(step.accessory, json.loads(step.declaration))
         with self._edge(f"starting accessory {accessory.name} in {target}"):
             creds = self._credentials(accessory, True)
             assert creds is not None
             self._secrets[link_name(accessory.name)] = Secret(creds.password)
             self._apply_service(accessory)
-            sts = self.client.apply(from_dict(self._statefulset(accessory)), force=True)
+            live = self._accessory_object(StatefulSet, accessory.name)
+        if step.action == "upgrade" and live is not None:
+            # it builds on backups, which build on this module
+            from shipway.backends.kubernetes.backups import KubernetesBackups
+            from shipway.backends.kubernetes.upgrades import upgrade
+
+            assert isinstance(self, KubernetesBackups)
+            return upgrade(self, live, accessory, creds, deadline, reporter)
+        with self._edge(f"starting accessory {accessory.name} in {target}"):
+            body = self._statefulset(accessory, pg_data(live) or self._kept_pgdata(accessory))
+            sts = self.client.apply(from_dict(body), force=True)
         return self._accessory_gate(accessory, sts.metadata.generation, deadline, reporter)
 
-    def _statefulset(self, accessory: Accessory) -> dict[str, Any]:
+    def _kept_pgdata(self, accessory: Accessory) -> str | None:
+        """The PGDATA an upgrade left the cluster in, kept on the accessory's Secret (which
+        lives as long as its claim: a StatefulSet ``destroy`` deleted is made anew on it)."""
+        if accessory.kind != "postgres":
+            return None
+        found = self._accessory_object(SecretObject, accessory.name)
+        notes = (found.metadata.annotations or {}) if found is not None else {}
+        return notes.get(PGDATA_NOTE)
+
+    def _statefulset(self, accessory: Accessory, pgdata: str | None = None) -> dict[str, Any]:
         """Its StatefulSet, as the official image of its kind takes it: Postgres from the
-        environment its entrypoint reads (the password from the Secret), Redis from its
-        command line (the password from the Secret, expanded by the kubelet)."""
+        environment its entrypoint reads (the password from the Secret; PGDATA ``pgdata``,
+        a directory of the claim: ``pgdata``, or ``pgN`` after an upgrade to major N), Redis
+        from its command line (the password from the Secret, expanded by the kubelet)."""
         name = object_name(self.app.name, accessory.name)
         kind, port = accessory.kind, SERVER_PORTS[accessory.kind]
         labels = self._accessory_labels(accessory.name)
@@ -280,7 +313,7 @@ class KubernetesAccessories(KubernetesState):
                 {"name": "POSTGRES_USER", "value": PG_USER},
                 {"name": "POSTGRES_PASSWORD", "valueFrom": password},
                 {"name": "POSTGRES_DB", "value": self.app.name},
-                {"name": "PGDATA", "value": f"{DATA_DIRS[kind]}/pgdata"},
+                {"name": "PGDATA", "value": pgdata or f"{DATA_DIRS[kind]}/pgdata"},
             ]
         else:
             container["env"] = [{"name": "REDIS_PASSWORD", "valueFrom": password}]

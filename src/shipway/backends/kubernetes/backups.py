@@ -291,6 +291,19 @@ class KubernetesBackups(KubernetesAccessories):
         reporter.line(f"  copying {source.name} into pod {pod}")
         with open(source, "rb") as data:
             self._sh(pod, "postgres", f"umask 077; cat > {path}", "copying the dump", stdin=data)
+        try:
+            self._pg_load(pod, creds, version, path, reporter)
+        finally:
+            try:
+                self._sh(pod, "postgres", f"rm -f {path}", "rm")
+            except BackendError as exc:
+                reporter.line(f"  warning: {path} in pod {pod} was not removed: {exc}")
+
+    def _pg_load(
+        self, pod: str, creds: Credentials, version: str, path: str, reporter: Reporter
+    ) -> None:
+        """The dump at ``path`` in the pod made the app's database (loaded beside it and
+        swapped in: :func:`~shipway.backends.backups.pg_swap_restore`)."""
         env = PG_ENV + "export PGDATABASE=postgres; "
 
         def sql(statement: str) -> None:
@@ -302,10 +315,4 @@ class KubernetesBackups(KubernetesAccessories):
             script = f"{env}exec pg_restore {words} --dbname='{staging}' {path}"
             self._sh(pod, "postgres", script, "pg_restore")
 
-        try:
-            files.pg_swap_restore(creds.database, files.pg_major(version), sql, load, reporter.line)
-        finally:
-            try:
-                self._sh(pod, "postgres", f"rm -f {path}", "rm")
-            except BackendError as exc:
-                reporter.line(f"  warning: {path} in pod {pod} was not removed: {exc}")
+        files.pg_swap_restore(creds.database, files.pg_major(version), sql, load, reporter.line)
