@@ -180,10 +180,14 @@ def test_a_deploy_held_at_its_health_gate_is_drawn_live_step_by_step_to_its_outc
 
         # what the page showed, in order: the steps advancing past the gate, then the outcome
         # (events read in one batch are drawn once: fast steps may show only the last)
+        # (the page may first draw r1's deploy, the slot's last operation, under load: only
+        # the lines of r2's plan, counted in its own number of steps, are this deploy's)
         seen = browser.execute_script("return window.liveSeen;")
-        steps = [int(m.group(1)) for m in map(STEP.search, seen) if m]
+        gate_step = STEP.search(held)
+        assert gate_step is not None, held
+        at_gate, total = int(gate_step.group(1)), gate_step.group(2)
+        steps = [int(m.group(1)) for m in map(STEP.search, seen) if m and m.group(2) == total]
         assert steps == sorted(steps), seen
-        at_gate = int(STEP.search(held).group(1))  # type: ignore[union-attr]
         assert max(steps) > at_gate, f"no step after the gate was drawn: {seen}"
         assert seen[-1].endswith("| rolled"), seen
     finally:

@@ -118,6 +118,9 @@ def test_a_signal_mid_deploy_marks_it_failed_and_the_previous_release_serves(
 ) -> None:
     slot.deploy()
     slot.edit_spec('GREETING = "hello"', 'GREETING = "second"')
+    # the worker's readiness takes 6 s: the signal lands mid-wait even when this test
+    # reads the deploy's output late on a loaded machine
+    slot.edit_spec('initial_delay = "1s"', 'initial_delay = "6s"')
     proc = slot.spawn("deploy", "local")
     read_until(proc, "] wait until worker is ready")  # r2's web is up beside r1's
     proc.send_signal(sig)
