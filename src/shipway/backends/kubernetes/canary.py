@@ -255,7 +255,7 @@ class KubernetesCanaries(KubernetesHealth):
     def _canary_routes(self) -> list[Any]:
         if not self._serves_routes():  # no Gateway API: no route
             return []
-        labels = {"shipway.io/slot": render.instance_of(self.app.name, self.slot.name)}
+        labels = {gw.SLOT_LABEL: render.instance_of(self.app.name, self.slot.name)}
         with self._edge("reading the slot's HTTPRoutes"):
             found = list(self.client.list(gw.HTTPRoute, namespace=self.namespace, labels=labels))
         return [
@@ -342,7 +342,7 @@ class KubernetesCanaries(KubernetesHealth):
                     "name": cm,
                     "namespace": self.namespace,
                     # not the slot's labels: observing and pruning never see it
-                    "labels": {render.MANAGED_BY: render.MANAGER, "shipway.io/canary-notes":
+                    "labels": {render.MANAGED_BY: render.MANAGER, gw.NOTES_LABEL:
                                render.instance_of(self.app.name, self.slot.name)},
                 },
                 "data": data,
