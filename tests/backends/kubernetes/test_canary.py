@@ -37,6 +37,7 @@ from shipway.backends.protocol import Reason
 from shipway.engine.outcome import Rolled, RolledBack
 from shipway.errors import InputError
 from tests.backends.local.conftest import eventually
+from tests.canary_spec import canary_table
 from tests.loops import RequestLoop
 
 from .conftest import Slot
@@ -45,16 +46,11 @@ from .test_real_pods import WEB, image
 GatewayClass = create_global_resource(gw.GROUP, "v1", "GatewayClass", "gatewayclasses")
 
 # the real-pod tests' app, its health gate on "/" (a broken canary's "/up" answers 500)
-SPEC = WEB.replace('path = "/up"', 'path = "/"') + """strategy = "canary"
-
-[slots.test1.canary]
-steps = [10, 50, 100]
-step_time = "{step_time}"
-step_requests = 5
-error_ratio = 10
-gateway = "{gateway}"
-prometheus = "{prometheus}"
-
+SPEC = (
+    WEB.replace('path = "/up"', 'path = "/"')
+    + 'strategy = "canary"\n\n'
+    + canary_table("test1", "{step_time}", 5, gateway="{gateway}", prometheus="{prometheus}")
+    + """
 [env]
 UP_STATUS = "{up_status}"
 
@@ -62,6 +58,7 @@ UP_STATUS = "{up_status}"
 host = "{host}"
 process = "web"
 """
+)
 
 
 
@@ -305,7 +302,8 @@ def test_destroy_leaves_nothing_of_a_canary_slot(real_slot: Slot) -> None:
         lambda: list(slot.client.list(Deployment, namespace=slot.namespace)) == [],
         what="the Deployments gone",
     )
-    assert ask(app.routes[0].host, "/version")[0] == 404  # the Gateway routes it nowhere
+    # the Gateway takes the route's deletion from its watch: then it routes the host nowhere
+    eventually(lambda: ask(app.routes[0].host, "/version")[0] == 404, what="the host unrouted")
 
 
 def test_an_app_without_routes_refuses_the_canary(slot: Slot) -> None:
