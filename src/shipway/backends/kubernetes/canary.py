@@ -263,13 +263,14 @@ class KubernetesCanaries(KubernetesHealth):
             if gw.CANARY in (route.to_dict()["metadata"].get("annotations") or {})
         ]  # fmt: skip
 
-    def _serves_routes(self) -> bool:
-        """Whether the cluster serves the HTTPRoute kind (the Gateway API's CRDs)."""
+    def _serves_routes(self, *, unless_forbidden: bool = False) -> bool:
+        """Whether the cluster serves the HTTPRoute kind (the Gateway API's CRDs); with
+        ``unless_forbidden``, False too when the identity may not list them."""
         with self._edge("reading the Gateway API"):
             try:
                 next(iter(self.client.list(gw.HTTPRoute, namespace=self.namespace)), None)
             except (ApiError, httpx2.HTTPStatusError) as exc:
-                if _code(exc) == 404:
+                if _code(exc) == 404 or (unless_forbidden and _code(exc) == 403):
                     return False
                 raise
         return True

@@ -54,7 +54,9 @@ class KubernetesDestroy(KubernetesSteps, KubernetesAccessories):
         its canary notes: they go first, the routes before the Services they send to."""
         instance = render.instance_of(self.app.name, self.slot.name)
         beside = [("ConfigMap", {gw.NOTES_LABEL: instance})]
-        if self._serves_routes():  # (a source's routes carry no route label: not these)
+        # an identity that may not list HTTPRoutes (a role without the Gateway API's
+        # rights) never ran a canary here; a source's routes carry no route label
+        if self._serves_routes(unless_forbidden=True):
             beside.insert(0, ("HTTPRoute", {gw.SLOT_LABEL: instance, gw.ROUTE_LABEL: "canary"}))
         return [
             (kind, str(obj.metadata.name))
