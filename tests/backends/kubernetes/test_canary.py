@@ -29,6 +29,7 @@ from lightkube.core.exceptions import ApiError
 from lightkube.generic_resource import create_global_resource, create_namespaced_resource
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.coordination_v1 import Lease
+from lightkube.resources.core_v1 import ConfigMap, Secret, Service
 
 from shipway.backends.kubernetes import gateway as gw
 from shipway.backends.kubernetes.lease import lease_name
@@ -36,6 +37,7 @@ from shipway.backends.protocol import Reason
 from shipway.engine.outcome import Rolled, RolledBack
 from shipway.errors import InputError
 from tests.backends.local.conftest import eventually
+from tests.canary_spec import canary_table
 from tests.loops import RequestLoop
 
 from .conftest import Slot
@@ -44,16 +46,11 @@ from .test_real_pods import WEB, image
 GatewayClass = create_global_resource(gw.GROUP, "v1", "GatewayClass", "gatewayclasses")
 
 # the real-pod tests' app, its health gate on "/" (a broken canary's "/up" answers 500)
-SPEC = WEB.replace('path = "/up"', 'path = "/"') + """strategy = "canary"
-
-[slots.test1.canary]
-steps = [10, 50, 100]
-step_time = "{step_time}"
-step_requests = 5
-error_ratio = 10
-gateway = "{gateway}"
-prometheus = "{prometheus}"
-
+SPEC = (
+    WEB.replace('path = "/up"', 'path = "/"')
+    + 'strategy = "canary"\n\n'
+    + canary_table("test1", "{step_time}", 5, gateway="{gateway}", prometheus="{prometheus}")
+    + """
 [env]
 UP_STATUS = "{up_status}"
 
@@ -61,6 +58,7 @@ UP_STATUS = "{up_status}"
 host = "{host}"
 process = "web"
 """
+)
 
 
 
@@ -229,6 +227,31 @@ def test_a_canary_left_by_a_killed_deploy_ends_with_one_release_serving(
     real_slot: Slot, verdict: str
 ) -> None:
     slot = real_slot
+    app = killed_at_first_share(slot)
+    host = app.routes[0].host
+    # left behind: the split goes on, the tester's header reaches the canary
+    assert ask(host, "/version", headers={gw.HEADER: "always"}) == (200, "v2")
+    assert slot.statuses(app)[2] == "pending"
+
+    done = slot.cli("canary", verdict, "test1")
+    print(done.stdout + done.stderr)
+    assert done.returncode == 0, done.stdout + done.stderr
+    serving, status = ("v1", "failed") if verdict == "abort" else ("v2", "deployed")
+    # the old pods drain (their preStop sleep) while the Gateway takes them out: then the
+    # one release alone answers
+    eventually(
+        lambda: {ask(host, "/version")[1] for _ in range(10)} == {serving},
+        what=f"{serving} alone answering",
+    )
+    assert {ask(host, "/version")[1] for _ in range(20)} == {serving}
+    assert all_to_stable(route_of(slot, app), f"{app.name}-web")
+    eventually(lambda: canary_deployments(slot) == [], what="the canary's Deployment gone")
+    assert slot.statuses(app)[2] == status
+
+
+def killed_at_first_share(slot: Slot) -> Any:
+    """v1 deployed, then a deploy of v2 killed (SIGKILL) while its canary holds 10 %:
+    its objects, its route's split, its notes and its Lease (expired since) are left."""
     deployed_v1(slot)
     app = write(slot, "v2", step_time="10m")  # the canary holds its first share
     host = app.routes[0].host
@@ -246,27 +269,41 @@ def test_a_canary_left_by_a_killed_deploy_ends_with_one_release_serving(
         proc.communicate(timeout=30)
     finally:
         proc.kill()
-    # left behind: the split goes on, the tester's header reaches the canary
-    assert ask(host, "/version", headers={gw.HEADER: "always"}) == (200, "v2")
-    assert slot.statuses(app)[2] == "pending"
     held = slot.client.get(Lease, lease_name(app.name, "test1"), namespace=slot.namespace)
     held.spec.renewTime = datetime.now(UTC) - timedelta(seconds=300)  # time passes
     slot.client.replace(held)
+    return app
 
-    done = slot.cli("canary", verdict, "test1")
+
+def test_destroy_leaves_nothing_of_a_canary_slot(real_slot: Slot) -> None:
+    """Destroyed in the middle of a canary (its deploy killed): the HTTPRoute, the canary's
+    Deployment and Service, its notes and every other object of the slot are gone."""
+    slot = real_slot
+    app = killed_at_first_share(slot)
+    instance = f"{app.name}-test1"
+    notes = list(slot.client.list(ConfigMap, namespace=slot.namespace,
+                                  labels={gw.NOTES_LABEL: instance}))  # fmt: skip
+    assert [n.metadata.name for n in notes] == [f"{instance}-canary-notes"]
+    assert canary_deployments(slot) != [] and route_of(slot, app)
+
+    done = slot.cli("destroy", "test1", "--confirm", "test1")
     print(done.stdout + done.stderr)
     assert done.returncode == 0, done.stdout + done.stderr
-    serving, status = ("v1", "failed") if verdict == "abort" else ("v2", "deployed")
-    # the old pods drain (their preStop sleep) while the Gateway takes them out: then the
-    # one release alone answers
+    route = gw.route_name(app.name, app.routes[0].host)
+    assert f"deleted HTTPRoute {route}" in done.stdout, done.stdout
+    # on the API server: nothing of the app (Deployments go in the background)
+    left = {
+        kind.__name__: [o.metadata.name for o in slot.client.list(kind, namespace=slot.namespace)]
+        for kind in (gw.HTTPRoute, Service, ConfigMap, Secret, Lease)
+    }
+    left["ConfigMap"] = [n for n in left["ConfigMap"] if n != "kube-root-ca.crt"]
+    assert left == {k: [] for k in left}, left
     eventually(
-        lambda: {ask(host, "/version")[1] for _ in range(10)} == {serving},
-        what=f"{serving} alone answering",
+        lambda: list(slot.client.list(Deployment, namespace=slot.namespace)) == [],
+        what="the Deployments gone",
     )
-    assert {ask(host, "/version")[1] for _ in range(20)} == {serving}
-    assert all_to_stable(route_of(slot, app), f"{app.name}-web")
-    eventually(lambda: canary_deployments(slot) == [], what="the canary's Deployment gone")
-    assert slot.statuses(app)[2] == status
+    # the Gateway takes the route's deletion from its watch: then it routes the host nowhere
+    eventually(lambda: ask(app.routes[0].host, "/version")[0] == 404, what="the host unrouted")
 
 
 def test_an_app_without_routes_refuses_the_canary(slot: Slot) -> None:

@@ -67,3 +67,20 @@ def test_a_namespace_scoped_service_account_deploys_fails_fast_and_rolls_back(
     again = slot.cli("deploy", "test1", "--image", "registry.example/shop:2", env=env)
     assert again.returncode == 0, again.stdout + again.stderr
     assert slot.images()["shop-web"] == "registry.example/shop:2"
+
+
+def test_the_documented_role_destroys_a_slot(
+    slot: Slot, mint_kubeconfig: Callable[..., Path]
+) -> None:
+    """The Role holds no right on the Gateway API's routes (a canary slot's): destroy, which
+    also looks for a canary slot's HTTPRoutes where the cluster serves them, still runs."""
+    kubeconfig = mint_kubeconfig(slot.namespace, documented_role()["rules"], name="deployer")
+    slot.write()
+    env = {"KUBECONFIG": str(kubeconfig)}
+    first = slot.cli("deploy", "test1", env=env)
+    assert first.returncode == 0, first.stdout + first.stderr
+
+    done = slot.cli("destroy", "test1", "--confirm", "test1", env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "deleted Deployment shop-web" in done.stdout, done.stdout
+    assert slot.images() == {}

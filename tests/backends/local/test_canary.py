@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.backends.local.conftest import Slot, eventually, slot_of
+from tests.canary_spec import canary_table
 from tests.loops import RequestLoop
 
 APP = '''\
@@ -81,12 +82,7 @@ BROKEN = "0"
 
 [slots.local]
 strategy = "canary"
-[slots.local.canary]
-steps = [10, 50, 100]
-step_time = "STEP_TIME"
-step_requests = 20
-error_ratio = 10
-"""
+""" + canary_table("local", "STEP_TIME", 20)
 
 HOST = "canary.localhost"
 

@@ -255,7 +255,7 @@ class KubernetesCanaries(KubernetesHealth):
     def _canary_routes(self) -> list[Any]:
         if not self._serves_routes():  # no Gateway API: no route
             return []
-        labels = {"shipway.io/slot": render.instance_of(self.app.name, self.slot.name)}
+        labels = {gw.SLOT_LABEL: render.instance_of(self.app.name, self.slot.name)}
         with self._edge("reading the slot's HTTPRoutes"):
             found = list(self.client.list(gw.HTTPRoute, namespace=self.namespace, labels=labels))
         return [
@@ -263,13 +263,14 @@ class KubernetesCanaries(KubernetesHealth):
             if gw.CANARY in (route.to_dict()["metadata"].get("annotations") or {})
         ]  # fmt: skip
 
-    def _serves_routes(self) -> bool:
-        """Whether the cluster serves the HTTPRoute kind (the Gateway API's CRDs)."""
+    def _serves_routes(self, *, unless_forbidden: bool = False) -> bool:
+        """Whether the cluster serves the HTTPRoute kind (the Gateway API's CRDs); with
+        ``unless_forbidden``, False too when the identity may not list them."""
         with self._edge("reading the Gateway API"):
             try:
                 next(iter(self.client.list(gw.HTTPRoute, namespace=self.namespace)), None)
             except (ApiError, httpx2.HTTPStatusError) as exc:
-                if _code(exc) == 404:
+                if _code(exc) == 404 or (unless_forbidden and _code(exc) == 403):
                     return False
                 raise
         return True
@@ -342,7 +343,7 @@ class KubernetesCanaries(KubernetesHealth):
                     "name": cm,
                     "namespace": self.namespace,
                     # not the slot's labels: observing and pruning never see it
-                    "labels": {render.MANAGED_BY: render.MANAGER, "shipway.io/canary-notes":
+                    "labels": {render.MANAGED_BY: render.MANAGER, gw.NOTES_LABEL:
                                render.instance_of(self.app.name, self.slot.name)},
                 },
                 "data": data,

@@ -1,8 +1,10 @@
 """``destroy`` in the cluster: every object labelled as the slot's — Ingresses, Services,
-Deployments (their pods go with them), release-command Jobs, ConfigMaps, Secrets — then the
-release records, and the Lease once it is released. Claims stay unless asked. The objects
-of a source the slot's history holds, and their Secret data, are the source part's
-(:mod:`.source_destroy`), called where they join.
+Deployments (their pods go with them), release-command Jobs, ConfigMaps, Secrets — and a
+canary slot's HTTPRoutes and canary notes (labelled as the slot's under their own keys, so
+observing never lists them: :mod:`.canary`), then the release records, and the Lease once
+it is released. Claims stay unless asked. The objects of a source the slot's history holds,
+and their Secret data, are the source part's (:mod:`.source_destroy`), called where they
+join.
 
 What must never happen: another app's or slot's object deleted (everything is found by the
 slot's labels, the records by the app's), a claim deleted without ``volumes``, or the
@@ -18,6 +20,8 @@ from lightkube.resources.batch_v1 import Job
 from lightkube.resources.coordination_v1 import Lease
 from lightkube.types import CascadeType
 
+from shipway.backends.kubernetes import gateway as gw
+from shipway.backends.kubernetes import render
 from shipway.backends.kubernetes.accessories import KubernetesAccessories
 from shipway.backends.kubernetes.lease import lease_name
 from shipway.backends.kubernetes.records import record_name
@@ -29,7 +33,7 @@ from shipway.spec.model import Target
 
 #: what destroy deletes, in order: what serves first, the records last
 KINDS = ("Ingress", "Service", "Deployment", "Job", "ConfigMap", "Secret")
-_TYPES: dict[str, type[Any]] = {**RESOURCES, "Job": Job}
+_TYPES: dict[str, type[Any]] = {**RESOURCES, "Job": Job, "HTTPRoute": gw.HTTPRoute}
 
 
 class KubernetesDestroy(KubernetesSteps, KubernetesAccessories):
@@ -37,13 +41,28 @@ class KubernetesDestroy(KubernetesSteps, KubernetesAccessories):
 
     def _found(self) -> list[tuple[str, str]]:
         """(kind, name) of the slot's objects, in deletion order, claims last."""
-        out = []
+        out = self._routed_and_noted()
         for kind in (*KINDS, "PersistentVolumeClaim"):
             for obj in self.client.list(
                 _TYPES[kind], namespace=self.namespace, labels=self._labels()
             ):
                 out.append((kind, str(obj.metadata.name)))
         return out
+
+    def _routed_and_noted(self) -> list[tuple[str, str]]:
+        """(kind, name) of the slot's HTTPRoutes (where the cluster serves the kind) and
+        its canary notes: they go first, the routes before the Services they send to."""
+        instance = render.instance_of(self.app.name, self.slot.name)
+        beside = [("ConfigMap", {gw.NOTES_LABEL: instance})]
+        # an identity that may not list HTTPRoutes (a role without the Gateway API's
+        # rights) never ran a canary here; a source's routes carry no route label
+        if self._serves_routes(unless_forbidden=True):
+            beside.insert(0, ("HTTPRoute", {gw.SLOT_LABEL: instance, gw.ROUTE_LABEL: "canary"}))
+        return [
+            (kind, str(obj.metadata.name))
+            for kind, labels in beside
+            for obj in self.client.list(_TYPES[kind], namespace=self.namespace, labels=labels)
+        ]
 
     def leftovers(self, target: Target) -> list[Leftover]:
         self._serves(target)
@@ -82,7 +101,7 @@ class KubernetesDestroy(KubernetesSteps, KubernetesAccessories):
         except ApiError as exc:
             if exc.status.code != 403:
                 raise
-        return [
+        return self._routed_and_noted() + [
             (kind, str(obj.metadata.name))
             for kind in KINDS
             for obj in self.client.list(

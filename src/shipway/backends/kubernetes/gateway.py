@@ -39,6 +39,11 @@ CANARY = "shipway.io/canary"
 PERCENT = "shipway.io/canary-percent"
 #: on the canary's objects (and its pods): the canary's id
 CANARY_LABEL = "shipway.io/canary"
+#: on a slot's HTTPRoutes and its canary notes: the slot's instance (not observing's label:
+#: observing never lists them)
+SLOT_LABEL = "shipway.io/slot"
+NOTES_LABEL = "shipway.io/canary-notes"
+ROUTE_LABEL = "shipway.io/route"
 #: what the canary's Deployment and Service are named after the stable ones
 SUFFIX = "-canary"
 #: the header a tester sends: ``always`` (the canary) or ``never`` (the stable)
@@ -119,9 +124,9 @@ def route_body(
             {"backendRefs": [{**to_stable, "weight": 100 - percent},
                              {**to_canary, "weight": percent}]},
         ]  # fmt: skip
-    labels = {**render.selector_labels(app, slot), "shipway.io/route": "canary"}
+    labels = {**render.selector_labels(app, slot), ROUTE_LABEL: "canary"}
     del labels[render.INSTANCE]  # not an object observing lists (no kind of the slot's)
-    labels["shipway.io/slot"] = render.instance_of(app, slot)
+    labels[SLOT_LABEL] = render.instance_of(app, slot)
     return {
         "apiVersion": f"{GROUP}/v1",
         "kind": "HTTPRoute",
