@@ -9,6 +9,7 @@ environment (``SHIPWAY_SSH_CONFIG``, ``SHIPWAY_KNOWN_HOSTS``), never the user's 
 from __future__ import annotations
 
 import contextlib
+import os
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -69,8 +70,26 @@ class Lines:
 
 
 def free_port() -> int:
-    """A proxy port of this test's own (tests.testenv.ports: a band per xdist worker)."""
-    return ports.free_port("0.0.0.0")
+    """A proxy port of this test's own (tests.testenv.ports: a band per xdist worker) that
+    no shared proxy on the test hosts serves: one another test or run left on host B (its
+    own network namespace) is not seen by a bind here, and would already hold the port's
+    routes (seen once: two apps' slots on one proxy, the second refused)."""
+    engines = [url for name in ("SHIPWAY_TEST_DOCKER_A", "SHIPWAY_TEST_DOCKER_B_SOCKET")
+               if (url := os.environ.get(name, "")).startswith("unix://")]  # fmt: skip
+    for _ in range(100):
+        port = ports.free_port("0.0.0.0")
+        if not any(_proxy_on(engine, port) for engine in engines):
+            return port
+    raise RuntimeError("no port of this worker's band is free of shared proxies")
+
+
+def _proxy_on(engine: str, port: int) -> bool:
+    client = docker.DockerClient(base_url=engine, timeout=30)
+    try:
+        found = client.api.containers(all=True, filters={"name": f"shipway-proxy-{port}"})
+        return any(f"/shipway-proxy-{port}" in (c.get("Names") or []) for c in found)
+    finally:
+        client.close()
 
 
 def ssh_environ(env: DockerEnv) -> dict[str, str]:
