@@ -9,7 +9,8 @@ session of its own, so everything it starts (a shell's children, their children)
 again: on its timeout (``app.release_timeout``) or the deploy's deadline, and when the
 deploy is interrupted, the whole session is stopped (SIGTERM, then SIGKILL). Its process
 is marked in ``run/release-command.json`` while it runs (pid, boot id, pid namespace, start
-time); a deploy killed with SIGKILL leaves the mark, and the next release command first
+time), and the command does not start before its mark is written (it waits at a gate on
+its stdin); a deploy killed with SIGKILL leaves the mark, and the next release command first
 stops what is still running of that session — only when the mark proves it is that one.
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -44,6 +46,20 @@ from shipway.spec.secrets import Masker, Secret
 
 #: how long the release command's session has after SIGTERM before SIGKILL
 STOP_GRACE = 2.0
+
+
+#: what the release command's session runs first: it waits for one line on its stdin
+#: (written once its mark is), then becomes the command with stdin from /dev/null; on
+#: end-of-file (the deploy died before the mark) it exits without running it
+GATE = 'read -r _ || exit 97; exec "$@" </dev/null'
+
+
+def _runnable(program: str, cwd: Path | str, env: Mapping[str, str]) -> bool:
+    """Whether ``program`` names an executable file (a path from ``cwd``, else on PATH)."""
+    if "/" in program:
+        path = Path(cwd, program)
+        return path.is_file() and os.access(path, os.X_OK)
+    return shutil.which(program, path=env.get("PATH", os.defpath)) is not None
 
 
 def _mark_file(d: SlotDirs) -> Path:
@@ -90,21 +106,23 @@ class LocalReleaseCommand(LocalEnvironment):
         log = d.logs / f"_release-r{release.revision}.log"
         private_log(log)
         redact = self._redactor(d)
-        try:
-            proc = subprocess.Popen(
-                words,
-                cwd=cwd,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # its own session: all it starts is found again
-            )
-        except OSError as exc:
+        if not _runnable(words[0], cwd, env):
             return Failure(
                 reason=Reason.RELEASE_COMMAND_FAILED,
-                message=f"cannot run {words[0]!r}: {exc.strerror or exc}",
+                message=f"cannot run {words[0]!r}: no such executable file (the release's "
+                "PATH and directory searched)",
             )
+        # the command waits at GATE until its mark is written: a deploy killed between the
+        # two leaves no command running unmarked (its gate reads end-of-file: it exits)
+        proc = subprocess.Popen(
+            ["/bin/sh", "-c", GATE, "shipway-release-command", *words],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own session: all it starts is found again
+        )
         started = process_start(proc.pid)
         mark = ProcessMark.mine()
         try:
@@ -120,6 +138,9 @@ class LocalReleaseCommand(LocalEnvironment):
                 },
                 0o600,
             )
+            assert proc.stdin is not None
+            proc.stdin.write(b"go\n")
+            proc.stdin.close()  # the gate opens: the command runs, marked
             failure = self._watch(proc, started, command, log, reporter, redact, deadline)
             if failure is None:  # what it wrote in the snapshot is build output, not data
                 snapshot.remember_built(cwd)
@@ -133,6 +154,8 @@ class LocalReleaseCommand(LocalEnvironment):
             # what it left behind in its session (a process it put in the background) ends
             # with it: nothing of a release command outlives its step
             stop_session(proc.pid, started, grace=0.5)
+            if proc.stdin is not None and not proc.stdin.closed:
+                proc.stdin.close()  # the gate never opened: the command never runs
             proc.wait()
             with contextlib.suppress(FileNotFoundError):
                 _mark_file(d).unlink()
