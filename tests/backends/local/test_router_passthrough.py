@@ -172,8 +172,13 @@ class Router:
         eventually(self._listening, what="the router to listen")
 
     def _listening(self) -> bool:
+        """Both listeners take connections (the control socket's file exists from its bind,
+        a moment before it listens: a connect then is refused)."""
         with socket.create_connection(("127.0.0.1", self.port), timeout=1):
-            return self.sock.exists()
+            pass
+        with socket.socket(socket.AF_UNIX) as s:
+            s.connect(str(self.sock))
+        return True
 
     def point(self, upstreams: list[str]) -> None:
         hosts = {HOST: {"program": "p", "upstreams": upstreams, "since": 1.0}}
