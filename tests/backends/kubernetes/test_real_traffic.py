@@ -103,6 +103,8 @@ def test_a_rolling_update_and_a_rollback_under_load_fail_no_request(real_slot: S
 
     with load(lambda: url) as rolled:
         deploy(real_slot, app, image("v2"))
+        # the loop spans the change: it goes on until kube-proxy sends it to v2 (≤ 1 s)
+        eventually(lambda: rolled.seen.get("200 v2"), what="v2 answering in the loop")
     rolled.check("v1", "v2")
     # the old pods serve out their preStop sleep while kube-proxy drops them (about 1 s)
     eventually(
@@ -112,6 +114,7 @@ def test_a_rolling_update_and_a_rollback_under_load_fail_no_request(real_slot: S
     lines = Lines()
     with load(lambda: url) as back:
         outcome = api.rollback(app, "test1", backend=real_slot.backend(app), reporter=lines)
+        eventually(lambda: back.seen.get("200 v1"), what="v1 answering in the loop")
     assert isinstance(outcome, Rolled), lines.text
     back.check("v2", "v1")
     eventually(
