@@ -11,6 +11,7 @@ is touched), then the backend puts it back under the slot's lock.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -139,8 +140,16 @@ def declared(app: App, name: str) -> Accessory:
 
 def _backup_path(out: Path | None, name: str) -> Path:
     """Where the backup goes: ``out`` itself, or ``name`` in it when it is a directory (the
-    current one by default). An existing file is never overwritten."""
-    path = (out / name if out.is_dir() else out) if out is not None else Path.cwd() / name
+    current one by default; a second backup within the same second is ``<name>-2``). An
+    existing file is never overwritten: a file ``out`` names that exists is refused."""
+    if out is None or out.is_dir():
+        directory = out if out is not None else Path.cwd()
+        stem, suffix = os.path.splitext(name)
+        path, n = directory / name, 2
+        while path.exists():
+            path, n = directory / f"{stem}-{n}{suffix}", n + 1
+        return path.absolute()
+    path = out
     if path.exists():
         raise InputError(
             f"{path} exists: a backup never overwrites a file (hint: --out another file, or "
