@@ -10,7 +10,6 @@ spec is refused before that, when it is read (:data:`shipway.spec.accessories.SU
 
 from __future__ import annotations
 
-import struct
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -35,9 +34,6 @@ SERVER_PORTS = {"postgres": 5432, "redis": 6379}
 #: (``registry.example.com/library``: ``postgres:15`` is pulled as
 #: ``registry.example.com/library/postgres:15``)
 MIRROR_ENV = "SHIPWAY_ACCESSORY_MIRROR"
-#: Postgres' SSLRequest: a server answers it with one byte (``S`` or ``N``) before any
-#: authentication, so a probe needs no credentials and no client library
-_SSL_REQUEST = struct.pack("!ii", 8, 80877103)
 
 
 def link(kind: str, password: str, host: str, port: int, database: str) -> str:
@@ -83,23 +79,6 @@ class Stream(Protocol):
     def sendall(self, data: bytes) -> Any: ...
 
     def recv(self, n: int) -> bytes: ...
-
-
-def answers(kind: str, stream: Stream, password: str) -> bool:
-    """Whether the server at the other end of ``stream`` answers in its own protocol:
-    Postgres its SSLRequest; Redis a PING after AUTH. Raises OSError as the stream does."""
-    if kind == "postgres":
-        stream.sendall(_SSL_REQUEST)
-        return stream.recv(1) in (b"S", b"N")
-    secret = password.encode()
-    stream.sendall(b"*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n*1\r\n$4\r\nPING\r\n" % (len(secret), secret))
-    got = b""
-    while b"PONG" not in got and len(got) < 256:
-        chunk = stream.recv(256)
-        if not chunk:
-            break
-        got += chunk
-    return got.startswith(b"+OK") and b"+PONG" in got
 
 
 @dataclass(frozen=True)
@@ -252,4 +231,3 @@ def accessories_of(backend: Backend) -> Accessories:
 def link_name(accessory: str) -> str:
     """The name the password alone is masked under (never a placeholder's name)."""
     return f"(accessory {accessory} password)"
-

@@ -37,6 +37,13 @@ def version_over(kind: str, stream: Stream, creds: Credentials) -> str | None:
         return None
 
 
+def answers(kind: str, stream: Stream, creds: Credentials) -> bool:
+    """Whether the server at the other end of ``stream`` takes the app's login: Postgres a
+    SCRAM login (a server starting up answers the protocol but refuses logins: not yet),
+    Redis ``AUTH`` then a command. Raises OSError as the stream does."""
+    return version_over(kind, stream, creds) is not None
+
+
 # -- Redis ---------------------------------------------------------------------------------
 
 

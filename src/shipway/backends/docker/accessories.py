@@ -47,7 +47,6 @@ from shipway.backends.accessories import (
     SERVER_PORTS,
     AccessoryStatus,
     Credentials,
-    answers,
     link_name,
     server_image,
 )
@@ -66,6 +65,7 @@ from shipway.backends.docker.state import DockerState
 from shipway.backends.docker.volumes import volume_sizes
 from shipway.backends.protocol import Failure, Leftover, Reason, Reporter
 from shipway.backends.volume_status import human_bytes
+from shipway.backends.wire import answers
 from shipway.errors import BackendError, InputError
 from shipway.guard import Clearance
 from shipway.plan.model import StartAccessory
@@ -240,9 +240,7 @@ class DockerAccessories(DockerState):
         volume = volumes.get(volume_name)
         creds = _credentials(volume) if volume is not None else None
         healthy = (
-            c.status == "running"
-            and creds is not None
-            and self._answers(conn, c, kind, creds.password)
+            c.status == "running" and creds is not None and self._answers(conn, c, kind, creds)
         )
         state = (
             "running"
@@ -280,8 +278,8 @@ class DockerAccessories(DockerState):
                     return str(b["HostIp"])
         return None
 
-    def _answers(self, conn: HostConnection, c: Container, kind: str, password: str) -> bool:
-        """Whether its server answers in its own protocol, asked on the slot's network from
+    def _answers(self, conn: HostConnection, c: Container, kind: str, creds: Credentials) -> bool:
+        """Whether its server takes the app's login, asked on the slot's network from
         the host (over SSH for a remote one): the published port may not be reachable from
         where shipway runs."""
         try:
@@ -289,7 +287,7 @@ class DockerAccessories(DockerState):
         except OSError:
             return False
         try:
-            return answers(kind, stream, password)
+            return answers(kind, stream, creds)
         except OSError:
             return False
         finally:
@@ -484,7 +482,7 @@ class DockerAccessories(DockerState):
             with edge(f"host {conn.name}: accessory {accessory.name}"):
                 c = conn.client().containers.get(name)
                 status = str(c.status)
-                if status == "running" and self._answers(conn, c, accessory.kind, creds.password):
+                if status == "running" and self._answers(conn, c, accessory.kind, creds):
                     reporter.line(f"  accessory {accessory.describe()} answers on {where}")
                     return None
                 stopped = status in ("exited", "dead")

@@ -159,7 +159,7 @@ class DockerBackups(DockerAccessories):
                     f"accessory {accessory.name} was never started in slot {slot} (hint: "
                     f"shipway deploy {slot} creates it)"
                 )
-            if c.status != "running" or not self._answers(conn, c, accessory.kind, creds.password):
+            if c.status != "running" or not self._answers(conn, c, accessory.kind, creds):
                 raise InputError(
                     f"accessory {accessory.name} runs in slot {slot} on {host.name} but does not "
                     f"answer ({c.status}) (hint: shipway deploy {slot} starts it)"
@@ -287,7 +287,7 @@ class DockerBackups(DockerAccessories):
             c.start()
             c.reload()
             files.wait_until(
-                lambda: _reloaded(c) and self._answers(conn, c, "redis", creds.password),
+                lambda: _reloaded(c) and self._answers(conn, c, "redis", creds),
                 START_LIMIT,
                 "did not answer on the restored data",
             )
@@ -333,7 +333,7 @@ class DockerBackups(DockerAccessories):
                 if h.status in ("exited", "dead"):
                     tail = container_logs.text(h, 8).replace(creds.password, "***")
                     raise BackendError(f"redis-server did not load the snapshot: {tail}")
-                return self._answers(conn, h, "redis", creds.password)
+                return self._answers(conn, h, "redis", creds)
 
             files.wait_until(up, START_LIMIT, "did not load the snapshot")
             command, persistence = self._redis(conn, h, creds)

@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import json
 import secrets as _random
-import time
 
 import docker
 import docker.errors
@@ -89,7 +88,7 @@ def upgrade(
         if failure is not None:
             raise BackendError(" ".join([failure.message, *failure.details[-3:]]))
         new.reload()
-        version = _logged_in_version(b, conn, new, creds, deadline)
+        version = b._version(conn, new, "postgres", creds)
         if files.pg_major(version) != after:
             raise BackendError(f"the new server is postgres {version}, not {after}")
         b._pg_load(new, creds, version, dump, reporter)
@@ -114,26 +113,6 @@ def upgrade(
         f"postgres {before}'s container and cluster deleted, the dump kept in {dump}"
     )
     return None
-
-
-#: how long a new server that answers may refuse logins (starting up, on a loaded host)
-LOGIN_WAIT = 60.0
-
-
-def _logged_in_version(
-    b: DockerBackups, conn: HostConnection, c: Container, creds: Credentials, deadline: float
-) -> str:
-    """The new server's version, read by logging in: a server answers the protocol probe
-    while it still refuses logins ("the database system is starting up"), so a refused
-    login is tried again, at most :data:`LOGIN_WAIT` seconds and never past ``deadline``."""
-    until = min(deadline, time.monotonic() + LOGIN_WAIT)
-    while True:
-        try:
-            return b._version(conn, c, "postgres", creds)
-        except BackendError:
-            if time.monotonic() >= until:
-                raise
-            time.sleep(0.5)
 
 
 def _put_back(

@@ -94,8 +94,7 @@ def wait_listed(
             )
         if not said:
             reporter.line(
-                f"  waiting for Service {service} to list its {want} ready pod(s) "
-                f"({have} so far)"
+                f"  waiting for Service {service} to list its {want} ready pod(s) ({have} so far)"
             )
             said = True
         time.sleep(min(POLL, left))

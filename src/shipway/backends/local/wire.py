@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import socket
 
-from shipway.backends import accessories
 from shipway.backends.accessories import Credentials
+from shipway.backends.wire import answers as over
 from shipway.backends.wire import version_over
 
 PROBE_TIMEOUT = 2.0
@@ -21,11 +21,11 @@ def connect(creds: Credentials, timeout: float = PROBE_TIMEOUT) -> socket.socket
 
 
 def answers(kind: str, creds: Credentials) -> bool:
-    """Whether the server on the accessory's port answers in its own protocol: Postgres
-    its SSLRequest; Redis a PING after AUTH."""
+    """Whether the server on the accessory's port takes the app's login (:func:`.answers`
+    of :mod:`shipway.backends.wire`)."""
     try:
         with connect(creds) as sock:
-            return accessories.answers(kind, sock, creds.password)
+            return over(kind, sock, creds)
     except OSError:
         return False
 
