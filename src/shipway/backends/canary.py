@@ -79,6 +79,21 @@ class CanaryPreflight(Protocol):
         ...
 
 
+@runtime_checkable
+class CanaryStickiness(Protocol):
+    def canary_keeps_clients(self, target: Target) -> bool:
+        """Whether a client keeps the side of its first answer (a cookie the proxy sets);
+        a backend without this part always keeps them. Read-only."""
+        ...
+
+
+def keeps_clients(backend: Backend, target: Target) -> bool:
+    """Whether the backend's split keeps a client on its side (what the plan says)."""
+    if not isinstance(backend, CanaryStickiness):
+        return True
+    return backend.canary_keeps_clients(target)
+
+
 def refuse_unsplittable(backend: Backend, target: Target) -> None:
     """An InputError (exit 2) when the backend says a canary cannot run in the target."""
     if not isinstance(backend, CanaryPreflight):

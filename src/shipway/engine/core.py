@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from shipway.backends.canary import canaries_of, canary_id, refuse_unsplittable
+from shipway.backends.canary import canaries_of, canary_id, keeps_clients, refuse_unsplittable
 from shipway.backends.protocol import (
     BuildInputs,
     LockHolder,
@@ -205,7 +205,8 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs, Backups, Freezing):
         if slot.canary is None:
             return plan
         refuse_unsplittable(self.backend, target)  # nothing to split or count: exit 2
-        steps, why_not = canary_steps(plan.steps, release.artifact, slot.canary)
+        sticky = keeps_clients(self.backend, target)
+        steps, why_not = canary_steps(plan.steps, release.artifact, slot.canary, sticky=sticky)
         notes = [why_not] if why_not else slot.canary.rules()
         return replace(plan, steps=tuple(steps), notes=(*plan.notes, *notes))
 

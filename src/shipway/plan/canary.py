@@ -273,13 +273,15 @@ def analyse(rules: Canary, percent: int, canary: Tally, stable: Tally, elapsed: 
 
 
 def canary_steps(
-    steps: Sequence[Step], artifact: Artifact, rules: Canary
+    steps: Sequence[Step], artifact: Artifact, rules: Canary, *, sticky: bool = True
 ) -> tuple[list[Step], str]:
     """A rollout's steps with the canary's before its switch: each analysed share set
     (``ShiftTraffic``) and analysed (``AnalyseCanary``) before the first unit that moves an
     existing host to the new release; the switch itself is the 100 % step, after which the
     stable drains and goes as in any rollout. Nothing switches an existing host (a first
-    deploy, or a release whose routes stay): the steps as they are, and a note saying why."""
+    deploy, or a release whose routes stay): the steps as they are, and a note saying why.
+    ``sticky``: the backend's split keeps a client on its side (a Gateway whose
+    implementation sets no cookie does not)."""
     moving = [
         i
         for i, s in enumerate(steps)
@@ -291,8 +293,7 @@ def canary_steps(
     first = moving[0]
     added: list[Step] = []
     for percent in rules.analysed:
-        # a Gateway's HTTPRoute (kubernetes) keeps no client on its side
-        added.append(ShiftTraffic(percent=percent, sticky=rules.gateway is None))
+        added.append(ShiftTraffic(percent=percent, sticky=sticky))
         added.append(AnalyseCanary(percent=percent, rules=declared))
     return [*steps[:first], *added, *steps[first:]], ""
 

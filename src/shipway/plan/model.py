@@ -282,14 +282,17 @@ class CanaryStep(Step):
 class ShiftTraffic(CanaryStep):
     """Send ``percent`` of the requests of every host the release moves to it (the canary),
     the rest to the release serving them now; a client keeps its side (a cookie), unless
-    ``sticky`` is false (a Gateway API route: each request is split by weight)."""
+    ``sticky`` is false (a Gateway whose implementation sets no cookie: a client without
+    one is split per request)."""
 
     name: ClassVar[str] = "shift-traffic"
     percent: int
     sticky: bool = True
 
     def describe(self) -> str:
-        how = "sticky by cookie" if self.sticky else "each request split by weight"
+        how = "sticky by cookie"
+        if not self.sticky:
+            how = "each request split by weight (the Gateway's implementation sets no cookie)"
         return f"send {self.percent}% of requests to the new release (the canary), {how}"
 
 

@@ -351,3 +351,149 @@ def check_refused(slot: Slot, ref: str, why: str) -> Any:
     plan = slot.cli("plan", "test1")
     assert plan.returncode == 2 and why in plan.stderr, plan.stdout + plan.stderr
     return done
+
+
+# -- stickiness: the canary's cookie ---------------------------------------------------
+
+
+def answer(host: str, cookie: str | None = None) -> tuple[str, list[str]]:
+    """``/version``'s answer through the Gateway (``cookie``: the Cookie header sent), and
+    the cookies it sets."""
+    _, url, _ = gateway_env()
+    headers = {"Host": host, **({"Cookie": cookie} if cookie else {})}
+    request = urllib.request.Request(f"{url}/version", headers=headers)
+    with urllib.request.urlopen(request, timeout=5) as got:
+        return got.read().decode().strip(), list(got.headers.get_all("Set-Cookie") or [])
+
+
+def served(host: str, cookie: str | None, n: int = 40) -> dict[str, int]:
+    return dict(Counter(answer(host, cookie)[0] for _ in range(n)))
+
+
+def share_taken(slot: Slot, app: Any, percent: int) -> bool:
+    """The route carries ``percent`` and the Gateway took it as it is."""
+    route = route_of(slot, app)
+    annotations = route["metadata"].get("annotations") or {}
+    ok, _ = gw.route_state(route, gateway_env()[0])
+    return ok and annotations.get(gw.PERCENT) == str(percent)
+
+
+def gateway_keeps_clients(slot: Slot) -> bool:
+    """What the testenv's GatewayClass declares (Traefik v3.6.12: no backendRef filters)."""
+    ns, name = gw.split_gateway(gateway_env()[0])
+    cls = slot.client.get(gw.Gateway, name, namespace=ns).to_dict()["spec"]["gatewayClassName"]
+    return gw.keeps_clients(slot.client.get(gw.GatewayClass, cls).to_dict())
+
+
+@pytest.mark.parametrize("verdict", ["promote", "abort"])
+def test_a_client_with_the_canarys_cookie_stays_on_its_release(
+    real_slot: Slot, verdict: str
+) -> None:
+    """A client holding the cookie of one side is served by that side at every share; a
+    client without one lands by weight (and gets the cookie of its side where the Gateway's
+    implementation runs a backendRef's filters; the plan says which); after the canary
+    ends, the cookie does no harm: the one release answers every request."""
+    slot = real_slot
+    deployed_v1(slot)
+    app = write(slot, "v2", step_time="10m")  # each share held until promoted by hand
+    host = app.routes[0].host
+    sticky = gateway_keeps_clients(slot)
+    plan = slot.cli("plan", "test1")
+    assert plan.returncode == 0, plan.stdout + plan.stderr
+    said = "sticky by cookie" if sticky else "each request split by weight (the Gateway's"
+    assert f"send 10% of requests to the new release (the canary), {said}" in plan.stdout
+    ident = f"{app.name}.test1.r2"
+    on_canary, on_stable = (f"{gw.COOKIE}={ident}.{side}" for side in ("canary", "stable"))
+    proc = slot.start_deploy(image("v2"))
+    try:
+        for percent in (10, 50):
+            eventually(lambda p=percent: share_taken(slot, app, p), timeout=180,
+                       what=f"the {percent}% share taken by the Gateway")  # fmt: skip
+            assert served(host, on_canary) == {"v2": 40}
+            assert served(host, f"a=1; {on_stable}; b=2") == {"v1": 40}
+            # without a cookie (or with an earlier canary's): by weight
+            landed = [answer(host) for _ in range(40)]
+            assert {body for body, _ in landed} <= {"v1", "v2"}, landed
+            for body, cookies in landed:
+                side = "canary" if body == "v2" else "stable"
+                expected = [c for c in cookies if c.startswith(f"{gw.COOKIE}={ident}.{side};")]
+                assert (len(expected) == 1) if sticky else (cookies == []), (body, cookies)
+            answer(host, f"{gw.COOKIE}={app.name}.test1.r1.canary")  # an earlier canary's: 200
+            done = slot.cli("canary", verdict if percent == 50 else "promote", "test1")
+            assert done.returncode == 0, done.stdout + done.stderr
+        out, _ = proc.communicate(timeout=300)
+    finally:
+        proc.kill()
+    print(out)
+    assert proc.returncode == (0 if verdict == "promote" else 10), out
+    serving = "v2" if verdict == "promote" else "v1"
+    eventually(
+        lambda: {answer(host, c)[0] for c in (on_canary, on_stable) for _ in range(5)}
+        == {serving},
+        what=f"{serving} alone answering",
+    )
+    for cookie in (on_canary, on_stable, None):
+        assert served(host, cookie, 20) == {serving: 20}
+    assert all_to_stable(route_of(slot, app), f"{app.name}-web")
+
+
+# -- every routed process counted ------------------------------------------------------
+
+TWO = (
+    SPEC.replace('process = "web"\n', 'process = "web"\n\n[[routes]]\nhost = "{api_host}"\n'
+                 'process = "api"\n')
+    + """
+[processes.api]
+port = 8080
+replicas = 1
+command = "{api_command}"
+healthcheck = {{ path = "/", interval = "1s", timeout = "1s", attempts = 3 }}
+"""
+)  # fmt: skip
+
+
+def write_two(slot: Slot, tag: str, api_up_status: str) -> Any:
+    ref, _, prometheus = gateway_env()
+    name = "cn" + slot.namespace[-6:]
+    return slot.write(
+        TWO,
+        name=name,
+        image=image(tag),
+        up_status="200",
+        host=f"{name}.canary.test",
+        api_host=f"api-{name}.canary.test",
+        api_command=f"env UP_STATUS={api_up_status} /app/serve",
+        gateway=ref,
+        prometheus=prometheus,
+        step_time="1s",
+    )
+
+
+def test_a_broken_canary_of_a_second_routed_process_is_aborted(real_slot: Slot) -> None:
+    """Both routed processes' Services are counted: the first process's canary is good,
+    the second's answers 500 on ``/up``; the canary is aborted on the second's answers."""
+    app = write_two(real_slot, "v1", "200")
+    outcome, lines = real_slot.deploy(app)
+    assert isinstance(outcome, Rolled), lines.text
+    web, api = (route.host for route in app.routes)
+    eventually(lambda: ask(api, "/version") == (200, "v1"), what="v1's api served")
+    app = write_two(real_slot, "v2", "500")
+    both = RequestLoop(lambda i: ask((web, api)[i % 2], "/up"), rate=25)
+    with both as loop:
+        outcome, lines = real_slot.deploy(app)
+        eventually(lambda: ask(api, "/up") == (200, "ok"), what="the stable api answers /up")
+    print(lines.text)
+    print(seen(loop))
+    assert isinstance(outcome, RolledBack), lines.text
+    assert outcome.failure.reason == Reason.CANARY_ABORTED, outcome.failure
+    said = " ".join([outcome.failure.message, *outcome.failure.details])
+    assert "aborted at 10%" in said, said
+    bad = [a for a in loop.answers if a.status == 500]
+    assert bad, "the api's canary got no request"
+    assert [a for a in loop.failed() if a.status != 500] == []
+    for route, process in zip(app.routes, ("web", "api"), strict=True):
+        name = gw.route_name(app.name, route.host)
+        body = real_slot.client.get(gw.HTTPRoute, name, namespace=real_slot.namespace).to_dict()
+        assert all_to_stable(body, f"{app.name}-{process}")
+    eventually(lambda: canary_deployments(real_slot) == [], what="the canaries' Deployments gone")
+    assert real_slot.statuses(app) == {1: "deployed", 2: "failed"}

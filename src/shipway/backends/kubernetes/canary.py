@@ -104,6 +104,25 @@ class KubernetesCanaries(KubernetesHealth):
             return f"no counts: {down} (key prometheus of [slots.{self.slot.name}.canary])"
         return None
 
+    def canary_keeps_clients(self, target: Target) -> bool:
+        """Whether the Gateway's implementation sets the cookie of the side that served a
+        first answer (its GatewayClass declares that it runs a backendRef's filters): the
+        route's rules are the same either way. Read-only; False when it cannot be read."""
+        self._serves(target)
+        rules = self._gateway_spec()
+        assert rules.gateway is not None
+        ns, name = gw.split_gateway(rules.gateway)
+        try:
+            doing = f"reading the Gateway {rules.gateway}"
+            found = self._object_or_none(gw.Gateway, name, ns, doing)
+            spec = (found.to_dict() if found is not None else {}).get("spec") or {}
+            cls_name = str(spec.get("gatewayClassName") or "")
+            doing = f"reading the GatewayClass {cls_name}"
+            cls = self._object_or_none(gw.GatewayClass, cls_name, None, doing) if cls_name else None
+        except BackendError:  # e.g. an identity that may not read GatewayClasses
+            return False
+        return cls is not None and gw.keeps_clients(cls.to_dict())
+
     # -- the share ------------------------------------------------------------------
 
     def shift_traffic(
@@ -275,7 +294,9 @@ class KubernetesCanaries(KubernetesHealth):
                 raise
         return True
 
-    def _object_or_none(self, resource: Any, name: str, namespace: str, doing: str) -> Any:
+    def _object_or_none(
+        self, resource: Any, name: str, namespace: str | None, doing: str
+    ) -> Any:
         """The object, or None when it is not there."""
         with self._edge(doing):
             try:
@@ -295,14 +316,13 @@ class KubernetesCanaries(KubernetesHealth):
         routes = self._canary_routes()
         if not routes:
             return None
-        body = routes[0].to_dict()
-        annotations = body["metadata"]["annotations"]
-        split = body["spec"]["rules"][-1]["backendRefs"]
-        port = int(split[0]["port"])
-        services = {
-            "stable": gw.traefik_service(self.namespace, split[0]["name"], port),
-            "canary": gw.traefik_service(self.namespace, split[1]["name"], port),
-        }
+        services: dict[str, set[str]] = {"stable": set(), "canary": set()}
+        for route in routes:  # every routed process (two hosts of one process: one each)
+            split = route.to_dict()["spec"]["rules"][-1]["backendRefs"]
+            for side, ref in zip(("stable", "canary"), split, strict=False):
+                name = gw.traefik_service(self.namespace, ref["name"], int(ref["port"]))
+                services[side].add(name)
+        annotations = routes[0].to_dict()["metadata"]["annotations"]
         sides = gw.tallies(rules.prometheus, services)
         return CanaryCounts(
             canary=str(annotations[gw.CANARY]),

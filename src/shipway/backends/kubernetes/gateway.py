@@ -7,6 +7,15 @@ part that applies and waits is :mod:`.canary`.
 The route's status is the implementation's word: a weight counts only once the route's
 parent (the Gateway) says ``Accepted`` and ``ResolvedRefs`` for the route's generation.
 
+Stickiness, from standard ``HTTPRoute`` fields only: a request holding this canary's
+``shipway-canary`` cookie (``<canary id>.canary`` or ``.stable``: a ``Cookie`` header match
+of type ``RegularExpression``) goes to that side; the weighted rule's two ``backendRefs``
+each carry a ``ResponseHeaderModifier`` filter adding the cookie of their side, so a
+client's first answer tells it where it landed. A backendRef's filters are
+"implementation-specific" in the Gateway API: an implementation that does not run them
+(Traefik v3.6, docs/canary.md) splits each cookieless request by weight and sets no cookie;
+:func:`keeps_clients` reads from the GatewayClass whether the implementation says it does.
+
 The counts: Traefik (the implementation the test environment runs, docs/canary.md) names
 the Service of a route's backend ``<namespace>-<service>-http-<port>@kubernetesgateway`` in
 its ``traefik_service_*`` metrics; its request-duration histogram is configured with the
@@ -17,13 +26,14 @@ bucket is one of the tally's buckets.
 from __future__ import annotations
 
 import json
+import re
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
-from lightkube.generic_resource import create_namespaced_resource
+from lightkube.generic_resource import create_global_resource, create_namespaced_resource
 
 from shipway.backends.kubernetes import render
 from shipway.backends.kubernetes.names import dns_name
@@ -33,6 +43,7 @@ from shipway.plan.canary import Tally
 GROUP = "gateway.networking.k8s.io"
 HTTPRoute = create_namespaced_resource(GROUP, "v1", "HTTPRoute", "httproutes")
 Gateway = create_namespaced_resource(GROUP, "v1", "Gateway", "gateways")
+GatewayClass = create_global_resource(GROUP, "v1", "GatewayClass", "gatewayclasses")
 
 #: on the route: the canary it splits for, its share, when the share was set
 CANARY = "shipway.io/canary"
@@ -48,6 +59,12 @@ ROUTE_LABEL = "shipway.io/route"
 SUFFIX = "-canary"
 #: the header a tester sends: ``always`` (the canary) or ``never`` (the stable)
 HEADER = "X-Shipway-Canary"
+#: the cookie that keeps a client on its side (the local router's and Docker's name)
+COOKIE = "shipway-canary"
+#: what a GatewayClass declares when its implementation runs a backendRef's filters (the
+#: Gateway API names the request-header variant only) and a ResponseHeaderModifier
+BACKEND_FILTERS = "HTTPRouteBackendRequestHeaderModification"
+RESPONSE_HEADERS = "HTTPRouteResponseHeaderModification"
 #: the latency histogram (as the local router's: 1 ms, growing by 1.25x, 64 buckets)
 BASE, GROWTH, BUCKETS = 0.001, 1.25, 64
 #: how long a Prometheus query may take
@@ -118,11 +135,19 @@ def route_body(
         def header(value: str) -> list[dict[str, Any]]:
             return [{"headers": [{"name": HEADER, "value": value}]}]
 
-        rules = [
+        def cookie(side: str) -> list[dict[str, Any]]:
+            regex = cookie_match(ident, side)
+            return [{"headers": [{"type": "RegularExpression", "name": "Cookie", "value": regex}]}]
+
+        rules = [  # the tester's header first: it wins over a cookie (rule order breaks the tie)
             {"matches": header("always"), "backendRefs": [{**to_canary, "weight": 1}]},
             {"matches": header("never"), "backendRefs": [{**to_stable, "weight": 1}]},
-            {"backendRefs": [{**to_stable, "weight": 100 - percent},
-                             {**to_canary, "weight": percent}]},
+            {"matches": cookie("canary"), "backendRefs": [{**to_canary, "weight": 1}]},
+            {"matches": cookie("stable"), "backendRefs": [{**to_stable, "weight": 1}]},
+            {"backendRefs": [
+                {**to_stable, "weight": 100 - percent, "filters": set_cookie(ident, "stable")},
+                {**to_canary, "weight": percent, "filters": set_cookie(ident, "canary")},
+            ]},
         ]  # fmt: skip
     labels = {**render.selector_labels(app, slot), ROUTE_LABEL: "canary"}
     del labels[render.INSTANCE]  # not an object observing lists (no kind of the slot's)
@@ -138,6 +163,35 @@ def route_body(
         },
         "spec": {"parentRefs": [parent], "hostnames": [host], "rules": rules},
     }
+
+
+def cookie_value(ident: str, side: str) -> str:
+    """The cookie's value for a client on ``side`` of the canary ``ident``: a cookie of an
+    earlier canary matches no rule of this one (the client is split again)."""
+    return f"{ident}.{side}"
+
+
+def cookie_match(ident: str, side: str) -> str:
+    """A regular expression (RE2 and Python alike) matching a whole ``Cookie`` header that
+    holds the cookie of ``side``, among any others."""
+    value = re.escape(cookie_value(ident, side))
+    return rf"(^|.*;\s*){COOKIE}={value}(\s*;.*|\s*)$"
+
+
+def set_cookie(ident: str, side: str) -> list[dict[str, Any]]:
+    """A backendRef's filters: its answers set the cookie of its side."""
+    cookie = f"{COOKIE}={cookie_value(ident, side)}; Path=/; HttpOnly; SameSite=Lax"
+    header = {"name": "Set-Cookie", "value": cookie}
+    return [{"type": "ResponseHeaderModifier", "responseHeaderModifier": {"add": [header]}}]
+
+
+def keeps_clients(gateway_class: Mapping[str, Any]) -> bool:
+    """Whether the GatewayClass's implementation says it runs a backendRef's filters and a
+    ResponseHeaderModifier (its ``status.supportedFeatures``): then a first answer sets the
+    cookie of the side that served it."""
+    declared = (gateway_class.get("status") or {}).get("supportedFeatures") or []
+    names = {f.get("name") if isinstance(f, Mapping) else f for f in declared}
+    return {BACKEND_FILTERS, RESPONSE_HEADERS} <= names
 
 
 def route_state(route: Mapping[str, Any], gateway: str) -> tuple[bool, str]:
@@ -206,12 +260,14 @@ def reachable(prometheus: str) -> str | None:
     return None
 
 
-def tallies(prometheus: str, services: Mapping[str, str]) -> dict[str, Tally]:
-    """Each side's counts (``services``: side -> Traefik's name of its Service), read from
-    Prometheus: requests and 5xx answers by status code, the duration histogram by bucket.
-    A 502/503/504 Traefik answers itself (no server reached) is counted as a 5xx here."""
-    selector = 'service=~"' + "|".join(sorted(set(services.values()))) + '"'
-    by_name = {name: side for side, name in services.items()}
+def tallies(prometheus: str, services: Mapping[str, Collection[str]]) -> dict[str, Tally]:
+    """Each side's counts, summed over its Services (``services``: side -> Traefik's names
+    of the Services of that side: one per routed process), read from Prometheus: requests
+    and 5xx answers by status code, the duration histogram by bucket. A 502/503/504 Traefik
+    answers itself (no server reached) is counted as a 5xx here."""
+    by_name = {name: side for side, names in services.items() for name in names}
+    # DNS names, a port and "@": nothing a regular expression reads specially
+    selector = 'service=~"' + "|".join(sorted(by_name)) + '"'
     requests = dict.fromkeys(services, 0)
     errors = dict.fromkeys(services, 0)
     cumulative: dict[str, dict[str, int]] = {side: {} for side in services}
@@ -229,7 +285,8 @@ def tallies(prometheus: str, services: Mapping[str, str]) -> dict[str, Tally]:
         metric = sample["metric"]
         side = by_name.get(str(metric.get("service")))
         if side is not None:
-            cumulative[side][str(metric.get("le"))] = int(float(sample["value"][1]))
+            le = str(metric.get("le"))
+            cumulative[side][le] = cumulative[side].get(le, 0) + int(float(sample["value"][1]))
     return {
         side: Tally(requests[side], errors[side], 0, _histogram(cumulative[side]))
         for side in services
