@@ -409,6 +409,12 @@ def test_a_client_with_the_canarys_cookie_stays_on_its_release(
         for percent in (10, 50):
             eventually(lambda p=percent: share_taken(slot, app, p), timeout=180,
                        what=f"the {percent}% share taken by the Gateway")  # fmt: skip
+            taken = time.monotonic()
+            # Traefik writes the route's status before its router runs the new rules (its
+            # providers' throttle): the tester's header reaching the canary says they run
+            eventually(lambda: ask(host, "/version", headers={gw.HEADER: "always"})
+                       == (200, "v2"), what="the canary's rules running")  # fmt: skip
+            print(f"{percent}%: rules running {time.monotonic() - taken:.2f}s after the status")
             assert served(host, on_canary) == {"v2": 40}
             assert served(host, f"a=1; {on_stable}; b=2") == {"v1": 40}
             # without a cookie (or with an earlier canary's): by weight
@@ -461,7 +467,7 @@ def write_two(slot: Slot, tag: str, api_up_status: str) -> Any:
         image=image(tag),
         up_status="200",
         host=f"{name}.canary.test",
-        api_host=f"api-{name}.canary.test",
+        api_host=f"second-{name}.canary.test",  # its route listed second
         api_command=f"env UP_STATUS={api_up_status} /app/serve",
         gateway=ref,
         prometheus=prometheus,
