@@ -410,6 +410,8 @@ def test_a_client_with_the_canarys_cookie_stays_on_its_release(
             eventually(lambda p=percent: share_taken(slot, app, p), timeout=180,
                        what=f"the {percent}% share taken by the Gateway")  # fmt: skip
             taken = time.monotonic()
+            split = route_of(slot, app)["spec"]["rules"][-1]["backendRefs"]
+            assert [bool(ref.get("filters")) for ref in split] == [sticky, sticky], split
             # Traefik writes the route's status before its router runs the new rules (its
             # providers' throttle): the tester's header reaching the canary says they run
             eventually(lambda: ask(host, "/version", headers={gw.HEADER: "always"})

@@ -47,6 +47,16 @@ def test_the_route_sends_a_cookie_holder_to_its_side_and_sets_it_on_a_first_answ
     ]  # fmt: skip
 
 
+def test_an_implementation_without_backend_filters_gets_none() -> None:
+    body = gw.route_body(
+        "shop", "prod", "apps", "shop.example", "gateways/web", "shop-web", 8080,
+        ("shop-web-canary", IDENT, 10), set_cookies=False,
+    )  # fmt: skip
+    rules = body["spec"]["rules"]
+    assert rules[:4] == split_route()["spec"]["rules"][:4]  # a cookie holder keeps its side
+    assert [sorted(r) for r in rules[-1]["backendRefs"]] == [["name", "port", "weight"]] * 2
+
+
 def test_no_canary_no_cookie_rule() -> None:
     body = gw.route_body("shop", "prod", "apps", "h", "gateways/web", "shop-web", 8080, None)
     assert body["spec"]["rules"] == [{"backendRefs": [{"name": "shop-web", "port": 8080,

@@ -136,6 +136,7 @@ class KubernetesCanaries(KubernetesHealth):
             for process in sorted({p for _, p, _ in hosts}):
                 self._start_canary(target, release, process, ident, r)
         moved = []
+        sticky = 0 < percent < 100 and self.canary_keeps_clients(target)
         for host, process, port in hosts:
             stable = render.workload_name(self.app.name, process)
             split = (gw.canary_name(stable), ident, percent) if 0 < percent < 100 else None
@@ -143,7 +144,7 @@ class KubernetesCanaries(KubernetesHealth):
                 continue  # never split: nothing to put back
             body = gw.route_body(
                 self.app.name, self.slot.name, self.namespace, host, str(rules.gateway),
-                stable, port, split,
+                stable, port, split, set_cookies=sticky,
             )  # fmt: skip
             self._apply_route(body)
             moved.append(host)
@@ -151,7 +152,9 @@ class KubernetesCanaries(KubernetesHealth):
             self._wait_route(gw.route_name(self.app.name, host), str(rules.gateway))
         if 0 < percent < 100:
             r.line(f"  {percent}% of {', '.join(sorted(moved))} to r{release.revision} "
-                   f"(HTTPRoute weights, accepted by the Gateway {rules.gateway})")  # fmt: skip
+                   f"(HTTPRoute weights, accepted by the Gateway {rules.gateway}; "
+                   f"{'a first answer sets' if sticky else 'no answer sets'} the cookie "
+                   f"{gw.COOKIE})")  # fmt: skip
             return
         if percent == 0:
             r.line("  every request to the stable release (the canary's share is 0)")

@@ -117,10 +117,14 @@ def route_body(
     stable: str,
     port: int,
     canary: tuple[str, str, int] | None,
+    *,
+    set_cookies: bool = True,
 ) -> dict[str, Any]:
     """The host's HTTPRoute: every request to ``stable``, or (``canary``: its Service, its
     id, its share) that share to the canary's Service by weight; a tester's header picks a
-    release."""
+    release, and a cookie of this canary keeps a client on its side. ``set_cookies``: the
+    weighted split's backendRefs set the cookie of their side (only where the Gateway's
+    implementation says it runs a backendRef's filters: another might refuse the route)."""
     gw_namespace, gw_name = split_gateway(gateway)
     parent = {"group": GROUP, "kind": "Gateway", "namespace": gw_namespace, "name": gw_name}
     to_stable = {"name": stable, "port": port}
@@ -144,11 +148,12 @@ def route_body(
             {"matches": header("never"), "backendRefs": [{**to_stable, "weight": 1}]},
             {"matches": cookie("canary"), "backendRefs": [{**to_canary, "weight": 1}]},
             {"matches": cookie("stable"), "backendRefs": [{**to_stable, "weight": 1}]},
-            {"backendRefs": [
-                {**to_stable, "weight": 100 - percent, "filters": set_cookie(ident, "stable")},
-                {**to_canary, "weight": percent, "filters": set_cookie(ident, "canary")},
-            ]},
+            {"backendRefs": [{**to_stable, "weight": 100 - percent},
+                             {**to_canary, "weight": percent}]},
         ]  # fmt: skip
+        if set_cookies:
+            for ref, side in zip(rules[-1]["backendRefs"], ("stable", "canary"), strict=True):
+                ref["filters"] = set_cookie(ident, side)
     labels = {**render.selector_labels(app, slot), ROUTE_LABEL: "canary"}
     del labels[render.INSTANCE]  # not an object observing lists (no kind of the slot's)
     labels[SLOT_LABEL] = render.instance_of(app, slot)
