@@ -209,8 +209,8 @@ def route_state(route: Mapping[str, Any], gateway: str) -> tuple[bool, str]:
             continue
         conditions = {c.get("type"): c for c in parent.get("conditions") or []}
         said = "; ".join(
-            f"{t}={c.get('status')} ({c.get('reason')}: {c.get('message') or ''})".rstrip(": )")
-            + (")" if c.get("message") else "")
+            f"{t}={c.get('status')} ({c.get('reason')}"
+            + (f": {c['message']})" if c.get("message") else ")")
             for t, c in conditions.items()
         )
         current = all(
