@@ -145,6 +145,19 @@ def deployed_v1(slot: Slot) -> Any:
     return app
 
 
+def aborted_at_first_share(outcome: Any, lines: Any, loop: RequestLoop) -> list[Any]:
+    """The deploy's outcome is an abort at 10 % with the counts that decided; the loop's
+    answers of 500 (the broken canary's)."""
+    print(lines.text)
+    print(seen(loop))
+    assert isinstance(outcome, RolledBack), lines.text
+    assert outcome.failure.reason == Reason.CANARY_ABORTED, outcome.failure
+    said = " ".join([outcome.failure.message, *outcome.failure.details])
+    assert "aborted at 10%" in said, said
+    assert "canary: " in said and "stable: " in said, said  # the counts that decided
+    return [a for a in loop.answers if a.status == 500]
+
+
 def test_a_broken_canary_is_aborted_from_the_gateways_counts(real_slot: Slot) -> None:
     deployed_v1(real_slot)
     app = write(real_slot, "v2", up_status="500")
@@ -154,14 +167,7 @@ def test_a_broken_canary_is_aborted_from_the_gateways_counts(real_slot: Slot) ->
         aborted_at = time.monotonic()
         # after the abort: the stable alone answers
         eventually(lambda: ask(host, "/up") == (200, "ok"), what="the stable answers /up")
-    print(lines.text)
-    print(seen(loop))
-    assert isinstance(outcome, RolledBack), lines.text
-    assert outcome.failure.reason == Reason.CANARY_ABORTED, outcome.failure
-    said = " ".join([outcome.failure.message, *outcome.failure.details])
-    assert "aborted at 10%" in said, said
-    assert "canary: " in said and "stable: " in said, said  # the counts that decided
-    bad = [a for a in loop.answers if a.status == 500]
+    bad = aborted_at_first_share(outcome, lines, loop)
     assert bad, "the canary got no request: the HTTPRoute did not split"
     assert len(bad) <= 30, len(bad)  # 3 counted decide; Prometheus scrapes every second
     late = [a for a in bad if a.began > aborted_at + 2]
@@ -489,13 +495,7 @@ def test_a_broken_canary_of_a_second_routed_process_is_aborted(real_slot: Slot) 
     with both as loop:
         outcome, lines = real_slot.deploy(app)
         eventually(lambda: ask(api, "/up") == (200, "ok"), what="the stable api answers /up")
-    print(lines.text)
-    print(seen(loop))
-    assert isinstance(outcome, RolledBack), lines.text
-    assert outcome.failure.reason == Reason.CANARY_ABORTED, outcome.failure
-    said = " ".join([outcome.failure.message, *outcome.failure.details])
-    assert "aborted at 10%" in said, said
-    bad = [a for a in loop.answers if a.status == 500]
+    bad = aborted_at_first_share(outcome, lines, loop)
     assert bad, "the api's canary got no request"
     assert [a for a in loop.failed() if a.status != 500] == []
     for route, process in zip(app.routes, ("web", "api"), strict=True):
