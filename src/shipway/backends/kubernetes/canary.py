@@ -106,8 +106,8 @@ class KubernetesCanaries(KubernetesHealth):
 
     def canary_keeps_clients(self, target: Target) -> bool:
         """Whether the Gateway's implementation sets the cookie of the side that served a
-        first answer (its GatewayClass declares that it runs a backendRef's filters): the
-        route's rules are the same either way. Read-only; False when it cannot be read."""
+        first answer (its GatewayClass declares that it runs a backendRef's filters): only
+        then does the route's split carry them. Read-only; False when it cannot be read."""
         self._serves(target)
         rules = self._gateway_spec()
         assert rules.gateway is not None

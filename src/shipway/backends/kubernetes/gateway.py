@@ -9,12 +9,12 @@ parent (the Gateway) says ``Accepted`` and ``ResolvedRefs`` for the route's gene
 
 Stickiness, from standard ``HTTPRoute`` fields only: a request holding this canary's
 ``shipway-canary`` cookie (``<canary id>.canary`` or ``.stable``: a ``Cookie`` header match
-of type ``RegularExpression``) goes to that side; the weighted rule's two ``backendRefs``
-each carry a ``ResponseHeaderModifier`` filter adding the cookie of their side, so a
-client's first answer tells it where it landed. A backendRef's filters are
-"implementation-specific" in the Gateway API: an implementation that does not run them
-(Traefik v3.6, docs/canary.md) splits each cookieless request by weight and sets no cookie;
-:func:`keeps_clients` reads from the GatewayClass whether the implementation says it does.
+of type ``RegularExpression``) goes to that side; where the Gateway's implementation runs a
+backendRef's filters (:func:`keeps_clients`, from its GatewayClass), the weighted rule's two
+``backendRefs`` each carry a ``ResponseHeaderModifier`` filter adding the cookie of their
+side, so a client's first answer tells it where it landed. A backendRef's filters are
+"implementation-specific" in the Gateway API; one that does not run them (Traefik v3.6,
+docs/canary.md) is given none, and splits each cookieless request by weight.
 
 The counts: Traefik (the implementation the test environment runs, docs/canary.md) names
 the Service of a route's backend ``<namespace>-<service>-http-<port>@kubernetesgateway`` in
