@@ -30,6 +30,7 @@ from lightkube.generic_resource import create_global_resource, create_namespaced
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import ConfigMap, Secret, Service
+from lightkube.types import PatchType
 
 from shipway.backends.kubernetes import gateway as gw
 from shipway.backends.kubernetes.lease import lease_name
@@ -448,6 +449,59 @@ def test_a_client_with_the_canarys_cookie_stays_on_its_release(
     for cookie in (on_canary, on_stable, None):
         assert served(host, cookie, 20) == {serving: 20}
     assert all_to_stable(route_of(slot, app), f"{app.name}-web")
+
+
+def declared(features: list[str]) -> dict[str, Any]:
+    """A status as an implementation writes it (here by hand: no controller takes the class)."""
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    accepted = {"type": "Accepted", "status": "True", "reason": "Accepted", "message": "",
+                "lastTransitionTime": now, "observedGeneration": 1}  # fmt: skip
+    out: dict[str, Any] = {"conditions": [accepted]}
+    if features:
+        out["supportedFeatures"] = [{"name": f} for f in features]
+    return {"status": out}
+
+
+def test_the_plan_is_sticky_where_the_gateway_class_declares_backend_filters(slot: Slot) -> None:
+    """The plan's wording comes from the Gateway's class: one that declares a backendRef's
+    filters gets ``sticky by cookie`` (a class and a Gateway whose statuses are written
+    here, as an implementation that runs them would)."""
+    if not serves_gateway_api(slot):
+        pytest.fail("the plane serves no Gateway API: run scripts/k8s-testenv up")
+    cls = f"shipway-declares-{slot.namespace}"[:63]
+    slot.client.create(GatewayClass({"metadata": {"name": cls},
+                                     "spec": {"controllerName": "example.com/none"}}))  # fmt: skip
+    try:
+        features = ["HTTPRoute", gw.RESPONSE_HEADERS, gw.BACKEND_FILTERS]
+        slot.client.patch(GatewayClass.Status, cls, declared(features), patch_type=PatchType.MERGE)
+        listener = {"name": "web", "port": 80, "protocol": "HTTP"}
+        body = {"metadata": {"name": "sticky", "namespace": slot.namespace},
+                "spec": {"gatewayClassName": cls, "listeners": [listener]}}  # fmt: skip
+        slot.client.create(gw.Gateway(body))
+        slot.client.patch(gw.Gateway.Status, "sticky", declared([]), namespace=slot.namespace,
+                          patch_type=PatchType.MERGE)  # fmt: skip
+        _, _, prometheus = gateway_env()
+        name = "cn" + slot.namespace[-6:]
+        app = slot.write(SPEC, name=name, image=image("v1"), up_status="200",
+                         host=f"{name}.canary.test", gateway=f"{slot.namespace}/sticky",
+                         prometheus=prometheus, step_time="1s")  # fmt: skip
+        outcome, lines = slot.deploy(app)  # the first release: no canary, nothing to compare
+        assert isinstance(outcome, Rolled), lines.text
+        slot.write(SPEC, name=name, image=image("v2"), up_status="200",
+                   host=f"{name}.canary.test", gateway=f"{slot.namespace}/sticky",
+                   prometheus=prometheus, step_time="1s")  # fmt: skip
+        for sticky in (True, False):
+            if not sticky:  # the class no longer declares them
+                slot.client.patch(GatewayClass.Status, cls, declared(["HTTPRoute"]),
+                                  patch_type=PatchType.MERGE)  # fmt: skip
+            plan = slot.cli("plan", "test1")
+            assert plan.returncode == 0, plan.stdout + plan.stderr
+            how = "sticky by cookie" if sticky else "each request split by weight (the Gateway's"
+            for percent in (10, 50):
+                line = f"send {percent}% of requests to the new release (the canary), {how}"
+                assert line in plan.stdout, plan.stdout
+    finally:
+        slot.client.delete(GatewayClass, cls)
 
 
 # -- every routed process counted ------------------------------------------------------
