@@ -20,7 +20,9 @@ import time
 import urllib.error
 import urllib.request
 from collections import Counter
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -462,10 +464,14 @@ def declared(features: list[str]) -> dict[str, Any]:
     return {"status": out}
 
 
-def test_the_plan_is_sticky_where_the_gateway_class_declares_backend_filters(slot: Slot) -> None:
+def test_the_plan_is_sticky_where_the_gateway_class_declares_backend_filters(
+    slot: Slot, mint_kubeconfig: Callable[..., Path]
+) -> None:
     """The plan's wording comes from the Gateway's class: one that declares a backendRef's
     filters gets ``sticky by cookie`` (a class and a Gateway whose statuses are written
-    here, as an implementation that runs them would)."""
+    here, as an implementation that runs them would); an identity that may not read the
+    class (a namespace's Role), or a class that does not declare them, gets the split by
+    weight."""
     if not serves_gateway_api(slot):
         pytest.fail("the plane serves no Gateway API: run scripts/k8s-testenv up")
     cls = f"shipway-declares-{slot.namespace}"[:63]
@@ -490,11 +496,12 @@ def test_the_plan_is_sticky_where_the_gateway_class_declares_backend_filters(slo
         slot.write(SPEC, name=name, image=image("v2"), up_status="200",
                    host=f"{name}.canary.test", gateway=f"{slot.namespace}/sticky",
                    prometheus=prometheus, step_time="1s")  # fmt: skip
-        for sticky in (True, False):
-            if not sticky:  # the class no longer declares them
+        in_namespace = {"KUBECONFIG": str(mint_kubeconfig(slot.namespace, name="deployer"))}
+        for sticky, env in ((True, None), (False, in_namespace), (False, None)):
+            if not sticky and env is None:  # the class no longer declares them
                 slot.client.patch(GatewayClass.Status, cls, declared(["HTTPRoute"]),
                                   patch_type=PatchType.MERGE)  # fmt: skip
-            plan = slot.cli("plan", "test1")
+            plan = slot.cli("plan", "test1", env=env)
             assert plan.returncode == 0, plan.stdout + plan.stderr
             how = "sticky by cookie" if sticky else "each request split by weight (the Gateway's"
             for percent in (10, 50):
