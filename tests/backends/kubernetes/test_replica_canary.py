@@ -123,6 +123,16 @@ def at_share(slot: Slot, percent: int) -> dict[str, Any]:
     return found
 
 
+def canary_ready(slot: Slot, app: Any, pods: int) -> None:
+    """Until the canary's Deployment has ``pods`` ready (the share is set before they are)."""
+
+    def ready() -> bool:
+        live = slot.client.get(Deployment, f"{app.name}-web{gw.SUFFIX}", namespace=slot.namespace)
+        return live.status is not None and (live.status.readyReplicas or 0) == pods
+
+    eventually(ready, timeout=120, what=f"{pods} canary pods ready")
+
+
 def test_a_good_replica_canary_walks_its_steps_with_requests_on_both_releases(
     real_slot: Slot,
 ) -> None:
@@ -140,6 +150,7 @@ def test_a_good_replica_canary_walks_its_steps_with_requests_on_both_releases(
         try:
             status = at_share(slot, 10)
             assert status["canary"] == f"{app.name}.test1.r2", status
+            canary_ready(slot, app, 1)
             # during the step: 1 canary pod beside 2 stable ones behind the one Service
             labels = {gw.CANARY_LABEL: status["canary"]}
             assert len(list(slot.client.list(Pod, namespace=slot.namespace, labels=labels))) == 1
@@ -194,6 +205,7 @@ def killed_at_first_share(slot: Slot) -> tuple[Any, str]:
     proc = started(slot, "v2")
     try:
         at_share(slot, 10)
+        canary_ready(slot, app, 1)
         proc.kill()
         proc.communicate(timeout=30)
     finally:
