@@ -146,6 +146,7 @@ def test_a_good_replica_canary_walks_its_steps_with_requests_on_both_releases(
     assert "about 10% of requests by pod count (web: 1 pod beside 2 (33%))" in plan.stdout
 
     with RequestLoop(lambda _: version(url), rate=20) as loop:
+        began = time.monotonic()
         proc = started(slot, "v2")
         try:
             status = at_share(slot, 10)
@@ -155,15 +156,21 @@ def test_a_good_replica_canary_walks_its_steps_with_requests_on_both_releases(
             labels = {gw.CANARY_LABEL: status["canary"]}
             assert len(list(slot.client.list(Pod, namespace=slot.namespace, labels=labels))) == 1
             seen = versions(url, 60)
-            print("at 10%:", dict(seen))
+            print("at 10% (1 canary pod of 3):", dict(seen))
             assert set(seen) == {"v1", "v2"}, seen  # P(no v2 in 60 at 1/3) ~ 3e-11
             assert 5 <= seen["v2"] <= 40, seen
+            at_share(slot, 50)
+            canary_ready(slot, app, 2)
+            seen = versions(url, 60)
+            print("at 50% (2 canary pods of 4):", dict(seen))
+            assert 12 <= seen["v2"] <= 48, seen
             out, _ = proc.communicate(timeout=300)
+            print(f"the deploy took {time.monotonic() - began:.1f}s")
         finally:
             proc.kill()
         eventually(lambda: version(url) == (200, "v2"), what="v2 answering")
     print(out)
-    print(Counter(a.body for a in loop.answers))
+    print("the loop:", dict(Counter(f"{a.status} {a.body}" for a in loop.answers)))
     assert proc.returncode == 0, out
     assert "canary 10%:" in out and "canary 50%:" in out, out
     assert "promote (held 20s, its pods healthy (replica-ratio: no request counts))" in out, out
@@ -224,6 +231,9 @@ def test_a_replica_canary_left_by_a_killed_deploy_ends_with_one_release(
     app, url = killed_at_first_share(slot)
     assert canary_deployments(slot) == [f"{app.name}-web-canary"]
     assert set(versions(url, 30)) == {"v1", "v2"}  # left behind: both still serve
+    shown = slot.cli("canary", "status", "test1").stdout
+    assert "its deploy is gone" in shown, shown
+    assert "no per-release counts: a replica-ratio canary" in shown, shown
     done = slot.cli("canary", verdict, "test1")
     print(done.stdout + done.stderr)
     assert done.returncode == 0, done.stdout + done.stderr
