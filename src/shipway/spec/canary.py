@@ -33,23 +33,19 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from shipway.spec.canary_split import Split, read_split, refuse_counted, replica_rules
+from shipway.spec.canary_split import (
+    COUNTED_KEYS,
+    Split,
+    read_split,
+    refuse_counted,
+    replica_rules,
+)
 from shipway.spec.check import Checker, kind_of
 from shipway.spec.locate import KeyPath
 
 AtTimeout = Literal["abort", "promote"]
 
-KEYS = (
-    "steps",
-    "step_time",
-    "step_requests",
-    "error_rate",
-    "error_ratio",
-    "latency_ratio",
-    "false_abort",
-    "timeout",
-    "at_timeout",
-)
+KEYS = ("steps", "step_time", *COUNTED_KEYS)
 #: the keys of a kubernetes slot's canary (required there, refused elsewhere)
 GATEWAY_KEYS = ("gateway", "prometheus")
 #: backends whose proxy splits and counts a canary's requests (on kubernetes: a Gateway API

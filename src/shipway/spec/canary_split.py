@@ -24,7 +24,8 @@ from shipway.spec.locate import KeyPath
 Split = Literal["gateway", "replicas"]
 SPLITS: tuple[Split, ...] = ("gateway", "replicas")
 KEY = "split"
-#: the keys that tune the test on counted requests: a replica-ratio canary has no counts
+#: the keys that tune the test on counted requests (spec/canary.py's KEYS but the steps and
+#: their time): a replica-ratio canary has no counts
 COUNTED_KEYS = (
     "step_requests",
     "error_rate",

@@ -14,16 +14,13 @@ import json
 import subprocess
 import time
 from collections import Counter
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from lightkube.resources.apps_v1 import Deployment
-from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import Pod, Service
 
 from shipway.backends.kubernetes import gateway as gw
-from shipway.backends.kubernetes.lease import lease_name
 from shipway.backends.protocol import Reason
 from shipway.engine.outcome import RolledBack
 from tests.backends.local.conftest import eventually
@@ -205,6 +202,23 @@ def test_a_crash_looping_replica_canary_is_aborted_and_the_stable_runs_alone(
     assert slot.statuses(app) == {1: "deployed", 2: "failed"}
 
 
+def test_a_replica_canary_that_never_starts_fails_its_gate_with_exit_10(
+    real_slot: Slot,
+) -> None:
+    slot = real_slot
+    app, url = deployed_v1(slot)
+    write(slot, "v2", step_time="10m")
+    done = slot.cli("deploy", "test1", "--image", image("crash"))  # exits 3 at each start
+    print(done.stdout + done.stderr)
+    assert done.returncode == 10, done.stdout + done.stderr  # rolled-back
+    said = done.stdout + done.stderr
+    assert "the canary of web is not ready: CrashLoopBackOff" in said, said
+    eventually(lambda: canary_deployments(slot) == [], what="the canary's Deployment gone")
+    eventually(lambda: pod_images(slot) == {image("v1")}, timeout=120, what="every pod on v1")
+    assert set(versions(url, 20)) == {"v1"}
+    assert slot.statuses(app) == {1: "deployed", 2: "failed"}
+
+
 def killed_at_first_share(slot: Slot) -> tuple[Any, str]:
     """v1 deployed, then a deploy of v2 killed (SIGKILL) while its canary holds 10 %."""
     app, url = deployed_v1(slot)
@@ -217,9 +231,7 @@ def killed_at_first_share(slot: Slot) -> tuple[Any, str]:
         proc.communicate(timeout=30)
     finally:
         proc.kill()
-    held = slot.client.get(Lease, lease_name(app.name, "test1"), namespace=slot.namespace)
-    held.spec.renewTime = datetime.now(UTC) - timedelta(seconds=300)  # time passes
-    slot.client.replace(held)
+    slot.expire_lease(app.name)  # time passes
     return app, url
 
 

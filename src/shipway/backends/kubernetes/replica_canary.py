@@ -24,7 +24,6 @@ import time
 from typing import Any
 
 from lightkube.codecs import from_dict
-from lightkube.core.exceptions import ApiError
 from lightkube.operators import exists
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import Pod
@@ -137,12 +136,9 @@ class KubernetesReplicaCanaries(KubernetesHealth):
 
     def _deployment_or_none(self, name: str) -> Any:
         with self._edge(f"reading Deployment/{name}"):
-            try:
-                return self.client.get(Deployment, name, namespace=self.namespace)
-            except ApiError as exc:
-                if exc.status.code == 404:
-                    return None
-                raise
+            found = self.client.list(Deployment, namespace=self.namespace,
+                                     fields={"metadata.name": name})  # fmt: skip
+            return next(iter(found), None)
 
     def canary_health(self, target: Target) -> Failure | None:
         self._serves(target)
