@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import Pod, Service
+from lightkube.resources.discovery_v1 import EndpointSlice
 
 from shipway.backends.kubernetes import gateway as gw
 from shipway.backends.protocol import Reason
@@ -120,14 +121,24 @@ def at_share(slot: Slot, percent: int) -> dict[str, Any]:
     return found
 
 
-def canary_ready(slot: Slot, app: Any, pods: int) -> None:
-    """Until the canary's Deployment has ``pods`` ready (the share is set before they are)."""
+def canary_ready(slot: Slot, app: Any, pods: int, url: str) -> None:
+    """Until the canary's Deployment has ``pods`` ready (the share is set before they are),
+    the stable Service's endpoints hold them beside the 2 stable pods, and a canary pod
+    answers through it (kube-proxy programs its rules a moment after the endpoints)."""
 
     def ready() -> bool:
         live = slot.client.get(Deployment, f"{app.name}-web{gw.SUFFIX}", namespace=slot.namespace)
         return live.status is not None and (live.status.readyReplicas or 0) == pods
 
+    def endpoints() -> int:
+        labels = {"kubernetes.io/service-name": f"{app.name}-web"}
+        slices = slot.client.list(EndpointSlice, namespace=slot.namespace, labels=labels)
+        every = [e for s in slices for e in s.endpoints or []]
+        return sum(1 for e in every if e.conditions is not None and e.conditions.ready)
+
     eventually(ready, timeout=120, what=f"{pods} canary pods ready")
+    eventually(lambda: endpoints() == pods + 2, what=f"{pods + 2} endpoints of the Service")
+    eventually(lambda: "v2" in versions(url, 10), what="a canary pod answering")
 
 
 def test_a_good_replica_canary_walks_its_steps_with_requests_on_both_releases(
@@ -148,7 +159,7 @@ def test_a_good_replica_canary_walks_its_steps_with_requests_on_both_releases(
         try:
             status = at_share(slot, 10)
             assert status["canary"] == f"{app.name}.test1.r2", status
-            canary_ready(slot, app, 1)
+            canary_ready(slot, app, 1, url)
             # during the step: 1 canary pod beside 2 stable ones behind the one Service
             labels = {gw.CANARY_LABEL: status["canary"]}
             assert len(list(slot.client.list(Pod, namespace=slot.namespace, labels=labels))) == 1
@@ -157,7 +168,7 @@ def test_a_good_replica_canary_walks_its_steps_with_requests_on_both_releases(
             assert set(seen) == {"v1", "v2"}, seen  # P(no v2 in 60 at 1/3) ~ 3e-11
             assert 5 <= seen["v2"] <= 40, seen
             at_share(slot, 50)
-            canary_ready(slot, app, 2)
+            canary_ready(slot, app, 2, url)
             seen = versions(url, 60)
             print("at 50% (2 canary pods of 4):", dict(seen))
             assert 12 <= seen["v2"] <= 48, seen
@@ -226,7 +237,7 @@ def killed_at_first_share(slot: Slot) -> tuple[Any, str]:
     proc = started(slot, "v2")
     try:
         at_share(slot, 10)
-        canary_ready(slot, app, 1)
+        canary_ready(slot, app, 1, url)
         proc.kill()
         proc.communicate(timeout=30)
     finally:
