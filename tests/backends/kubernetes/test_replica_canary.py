@@ -189,6 +189,14 @@ def test_a_good_replica_canary_walks_its_steps_with_requests_on_both_releases(
     assert slot.statuses(app) == {1: "superseded", 2: "deployed"}
 
 
+def the_stable_alone(slot: Slot, app: Any, url: str) -> None:
+    """Rolled back: the canary's Deployment gone, every pod on v1, v1 alone answering."""
+    eventually(lambda: canary_deployments(slot) == [], what="the canary's Deployment gone")
+    eventually(lambda: pod_images(slot) == {image("v1")}, timeout=120, what="every pod on v1")
+    assert set(versions(url, 20)) == {"v1"}
+    assert slot.statuses(app) == {1: "deployed", 2: "failed"}
+
+
 def test_a_crash_looping_replica_canary_is_aborted_and_the_stable_runs_alone(
     real_slot: Slot,
 ) -> None:
@@ -207,10 +215,7 @@ def test_a_crash_looping_replica_canary_is_aborted_and_the_stable_runs_alone(
     assert failure.exit_code == 3, failure  # the container's own exit
     assert "canary giving up" in "\n".join(failure.details), failure.details  # its log tail
     assert took < 180, took  # its pods decided it, not the step's 10 minutes
-    eventually(lambda: canary_deployments(slot) == [], what="the canary's Deployment gone")
-    eventually(lambda: pod_images(slot) == {image("v1")}, timeout=120, what="every pod on v1")
-    assert set(versions(url, 20)) == {"v1"}
-    assert slot.statuses(app) == {1: "deployed", 2: "failed"}
+    the_stable_alone(slot, app, url)
 
 
 def test_a_replica_canary_that_never_starts_fails_its_gate_with_exit_10(
@@ -224,10 +229,7 @@ def test_a_replica_canary_that_never_starts_fails_its_gate_with_exit_10(
     assert done.returncode == 10, done.stdout + done.stderr  # rolled-back
     said = done.stdout + done.stderr
     assert "the canary of web is not ready: CrashLoopBackOff" in said, said
-    eventually(lambda: canary_deployments(slot) == [], what="the canary's Deployment gone")
-    eventually(lambda: pod_images(slot) == {image("v1")}, timeout=120, what="every pod on v1")
-    assert set(versions(url, 20)) == {"v1"}
-    assert slot.statuses(app) == {1: "deployed", 2: "failed"}
+    the_stable_alone(slot, app, url)
 
 
 def killed_at_first_share(slot: Slot) -> tuple[Any, str]:
