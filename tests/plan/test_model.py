@@ -23,7 +23,9 @@ from shipway.plan import (
 from shipway.plan.model import (
     STEP_TYPES,
     AnalyseCanary,
+    HoldCanary,
     SetImage,
+    ShiftReplicas,
     ShiftTraffic,
     StartAccessory,
     WaitImage,
@@ -58,6 +60,8 @@ ALL_STEPS = [
     ),
     ShiftTraffic(percent=10),
     AnalyseCanary(percent=10, rules='{"steps": [10, 100]}'),
+    ShiftReplicas(percent=10, sticky=False, pods="web: 1 pod beside 2 (33%)"),
+    HoldCanary(percent=10, rules='{"steps": [10, 100]}', seconds=30.0),
 ]
 
 

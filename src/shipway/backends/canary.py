@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from shipway.backends.protocol import Backend, Reporter
+from shipway.backends.protocol import Backend, Failure, Reporter
 from shipway.errors import InputError
 from shipway.guard import Clearance
 from shipway.plan.canary import Tally
@@ -92,6 +92,25 @@ def keeps_clients(backend: Backend, target: Target) -> bool:
     if not isinstance(backend, CanaryStickiness):
         return True
     return backend.canary_keeps_clients(target)
+
+
+@runtime_checkable
+class CanaryHealth(Protocol):
+    def canary_health(self, target: Target) -> Failure | None:
+        """A replica-ratio canary's pods now (``split = "replicas"``: no router counts its
+        requests): the failure of one that crash-loops, fails its readiness probe or cannot
+        start (with the pod's events and log tail), or None while they are healthy."""
+        ...
+
+
+def health_of(backend: Backend) -> CanaryHealth:
+    """The backend as one that watches a replica-ratio canary's pods."""
+    if not isinstance(backend, CanaryHealth):
+        raise InputError(
+            f'the {backend.name} backend runs no replica-ratio canary (split = "replicas" is '
+            "for kubernetes slots)"
+        )
+    return backend
 
 
 def refuse_unsplittable(backend: Backend, target: Target) -> None:

@@ -72,7 +72,10 @@ def _lines(doc: dict[str, Any]) -> list[str]:
         f"(steps {_steps(doc['steps'])}; deploy pid {doc['deploy_pid']}: {alive})"
     ]
     counts = doc["counts"]
-    for side, key in (("canary", "on_canary"), ("stable", "stable")):
+    if doc.get("split") == "replicas":  # nothing counts its requests
+        lines.append("  no per-release counts: a replica-ratio canary, decided by its pods' health")
+        counts = None
+    for side, key in (("canary", "on_canary"), ("stable", "stable")) if counts else ():
         c = counts[key]
         p99 = f", p99 {c['p99_ms']} ms" if c["p99_ms"] is not None else ""
         lines.append(

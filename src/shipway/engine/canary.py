@@ -22,11 +22,12 @@ from typing import Any
 
 from shipway.backends.canary import CanaryCounts, canaries_of, canary_id
 from shipway.backends.protocol import Backend, Failure, Reason, Reporter
+from shipway.engine.replica_canary import PodWatch
 from shipway.events.model import CanaryFigures
 from shipway.events.sink import tell
 from shipway.guard import Clearance
 from shipway.plan.canary import Analysis, Tally, analyse, rules_of
-from shipway.plan.model import AnalyseCanary, ShiftTraffic
+from shipway.plan.model import AnalyseCanary, HoldCanary, ShiftTraffic
 from shipway.release.model import Release, now_utc
 from shipway.spec.model import Target
 
@@ -55,6 +56,7 @@ class CanaryWalk:
         self.record = record
         self.baseline: CanaryCounts | None = None
         self.since = time.monotonic()
+        self.pods = PodWatch(backend)  # a replica-ratio canary's held steps
 
     def shift(self, release: Release, step: ShiftTraffic) -> None:
         c, t = self.clearance, self.target
@@ -85,7 +87,11 @@ class CanaryWalk:
                     message=f"the canary r{release.revision} is no longer in the proxy",
                 )
                 return failure, release
-            verdict = self._verdict(rules_of(step), step.percent, counts, ident)
+            if isinstance(step, HoldCanary):  # no counts: the canary's pods decide
+                held = self.pods.decide(self.target, step, time.monotonic() - self.since)
+                verdict = self._by_hand(held, ident)
+            else:
+                verdict = self._verdict(rules_of(step), step.percent, counts, ident)
             now = time.monotonic()
             if verdict.verdict != "hold":
                 return self._decided(release, step, verdict, rules.steps)
@@ -103,6 +109,10 @@ class CanaryWalk:
         on_canary = counts.on_canary.minus(base.on_canary if base else Tally())
         stable = counts.stable.minus(base.stable if base else Tally())
         verdict = analyse(rules, percent, on_canary, stable, time.monotonic() - self.since)
+        return self._by_hand(verdict, ident)
+
+    def _by_hand(self, verdict: Analysis, ident: str) -> Analysis:
+        """The verdict, or a person's promote or abort of this canary when one is noted."""
         hand = self.canaries.read_canary_note(self.target, "decision")
         if hand and hand.get("canary") == ident and hand.get("verdict") in ("promote", "abort"):
             self.canaries.canary_note(self.clearance, self.target, "decision", None)
@@ -127,6 +137,10 @@ class CanaryWalk:
                     f"stable: {_counts(verdict.stable)}",
                 ),
             )
+            if isinstance(step, HoldCanary):  # no counts; a pods' failure has its own words
+                sick = self.pods.failure or Failure(reason, "")
+                failure = replace(failure, process=sick.process, exit_code=sick.exit_code,
+                                  details=sick.details)  # fmt: skip
         self.reporter.line(f"  {verdict.line()}")
         self._tell(release, verdict, steps, final=True)
         entry = {**verdict.to_json(), "at": now_utc()}

@@ -43,6 +43,7 @@ from shipway.plan.canary import canary_steps
 from shipway.plan.change import Diff
 from shipway.plan.diff import drift, plan_diff
 from shipway.plan.model import NoOp, Observed, Plan, changes_between
+from shipway.plan.replica_canary import replica_steps, routed_replicas
 from shipway.plan.rollout import restore_steps, rollout_plan, with_waits
 from shipway.release import history
 from shipway.release.artifact import Artifact
@@ -205,6 +206,10 @@ class Engine(Workloads, BlueGreen, Destruction, OneOffs, Backups, Freezing):
         if slot.canary is None:
             return plan
         refuse_unsplittable(self.backend, target)  # nothing to split or count: exit 2
+        if slot.canary.split == "replicas":  # no router: the share is the canary's pods
+            stable = routed_replicas(view)
+            steps, notes = replica_steps(plan.steps, release.artifact, slot.canary, stable)
+            return replace(plan, steps=tuple(steps), notes=(*plan.notes, *notes))
         sticky = keeps_clients(self.backend, target)
         steps, why_not = canary_steps(plan.steps, release.artifact, slot.canary, sticky=sticky)
         notes = [why_not] if why_not else slot.canary.rules()

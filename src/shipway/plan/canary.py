@@ -178,6 +178,8 @@ class Analysis:
     timed_out: bool = False
 
     def line(self) -> str:
+        if not self.tests:  # a replica-ratio canary's held step: no counts, no test
+            return f"canary {self.percent}%: {self.elapsed:.1f}s: {self.verdict} ({self.why})"
         c, s = self.canary, self.stable
         return (
             f"canary {self.percent}%: {c.bad}/{c.requests} bad on the canary, "

@@ -311,6 +311,38 @@ class AnalyseCanary(CanaryStep):
 
 
 @dataclass(frozen=True)
+class ShiftReplicas(ShiftTraffic):
+    """A replica-ratio canary's share (``split = "replicas"``, plan/replica_canary.py): the
+    canary's pods beside the stable's behind the stable Service. ``pods``: what the spec's
+    replicas give, per routed process (``web: 1 beside 2``); the backend counts the live
+    stable's pods when it scales."""
+
+    name: ClassVar[str] = "shift-replicas"
+    pods: str = ""
+
+    def describe(self) -> str:
+        return (
+            f"run the new release (the canary) beside the stable for about {self.percent}% of "
+            f"requests by pod count ({self.pods}); the Service splits per connection, not sticky"
+        )
+
+
+@dataclass(frozen=True)
+class HoldCanary(AnalyseCanary):
+    """Hold a replica-ratio canary's share ``seconds`` while its pods stay healthy: no router
+    counts its requests, so its pods' health alone decides."""
+
+    name: ClassVar[str] = "hold-canary"
+    seconds: float = 0.0
+
+    def describe(self) -> str:
+        return (
+            f"hold the canary at {self.percent}% for {self.seconds:g}s watching its pods: a "
+            "crash loop or a failing readiness probe aborts it (its pods removed at once)"
+        )
+
+
+@dataclass(frozen=True)
 class WorkloadStep(Step):
     """A step on a workload shipway did not render (``set-image``): only a backend with
     such workloads performs it (:class:`~shipway.backends.protocol.SourceBackend`)."""
@@ -419,6 +451,8 @@ STEP_TYPES: dict[str, type[Step]] = {
         StartAccessory,
         ShiftTraffic,
         AnalyseCanary,
+        ShiftReplicas,
+        HoldCanary,
     )
 }
 

@@ -14,7 +14,9 @@ latency_ratio = 1.5       # a canary request slower than this x the stable's p99
 false_abort = 0.01        # the test's false-abort rate over the whole canary
 timeout = "30m"           # the longest one step may stay inconclusive (too little traffic)
 at_timeout = "abort"      # then: "abort" (the stable keeps serving) or "promote"
-# on kubernetes only, and required there:
+# on kubernetes only:
+split = "gateway"         # or "replicas": the share in pods, no router (spec/canary_split.py)
+# required with split = "gateway" on kubernetes:
 gateway = "gateways/web"  # the Gateway (namespace/name) the canary's HTTPRoute attaches to
 prometheus = "http://prometheus.monitoring:9090"  # where the gateway's metrics are queried
 ```
@@ -31,22 +33,19 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from shipway.spec.canary_split import (
+    COUNTED_KEYS,
+    Split,
+    read_split,
+    refuse_counted,
+    replica_rules,
+)
 from shipway.spec.check import Checker, kind_of
 from shipway.spec.locate import KeyPath
 
 AtTimeout = Literal["abort", "promote"]
 
-KEYS = (
-    "steps",
-    "step_time",
-    "step_requests",
-    "error_rate",
-    "error_ratio",
-    "latency_ratio",
-    "false_abort",
-    "timeout",
-    "at_timeout",
-)
+KEYS = ("steps", "step_time", *COUNTED_KEYS)
 #: the keys of a kubernetes slot's canary (required there, refused elsewhere)
 GATEWAY_KEYS = ("gateway", "prometheus")
 #: backends whose proxy splits and counts a canary's requests (on kubernetes: a Gateway API
@@ -76,6 +75,8 @@ class Canary:
     #: Prometheus its implementation's metrics are read from
     gateway: str | None = None
     prometheus: str | None = None
+    #: what sends the canary its share: a router ("gateway") or its pods' count ("replicas")
+    split: Split = "gateway"
 
     @property
     def analysed(self) -> tuple[int, ...]:
@@ -95,10 +96,13 @@ class Canary:
             "at_timeout": self.at_timeout,
             **({"gateway": self.gateway} if self.gateway else {}),
             **({"prometheus": self.prometheus} if self.prometheus else {}),
+            **({"split": self.split} if self.split != "gateway" else {}),
         }
 
     def rules(self) -> list[str]:
         """The rules as a plan shows them."""
+        if self.split == "replicas":
+            return replica_rules(self.steps, self.step_time)
         share = self.false_abort / max(1, 2 * len(self.analysed))
         return [
             f"canary steps: {', '.join(f'{s}%' for s in self.steps)} of requests; each share "
@@ -135,11 +139,15 @@ def parse_canary(
         )
         return None
     kube = backend == "kubernetes"
+    split, raw = read_split(c, raw, path, backend)
     table = c.table({} if raw is None else raw, path, KEYS + GATEWAY_KEYS if kube else KEYS)
-    if table is None:
+    if table is None or split is None:
         return None
     gateway = prometheus = None
-    if kube:
+    if split == "replicas":
+        if not refuse_counted(c, table, path):
+            return None
+    elif kube:
         gateway, prometheus = _gateway_keys(c, table, path)
         if gateway is None or prometheus is None:
             return None
@@ -188,6 +196,7 @@ def parse_canary(
         at_timeout=at_timeout,  # type: ignore[arg-type]
         gateway=gateway,
         prometheus=prometheus,
+        split=split,
     )
 
 

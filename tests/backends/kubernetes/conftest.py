@@ -186,6 +186,18 @@ class Slot:
             env={**os.environ, **BASE_ENV, "KUBECONFIG": str(self.kubeconfig)},
         )
 
+    def expire_lease(self, app: str, slot: str = "test1") -> None:
+        """The slot's Lease as if its holder had stopped renewing it 5 minutes ago."""
+        from datetime import UTC, datetime, timedelta
+
+        from lightkube.resources.coordination_v1 import Lease
+
+        from shipway.backends.kubernetes.lease import lease_name
+
+        held = self.client.get(Lease, lease_name(app, slot), namespace=self.namespace)
+        held.spec.renewTime = datetime.now(UTC) - timedelta(seconds=300)
+        self.client.replace(held)
+
     def close(self) -> None:
         for backend in self.backends:
             backend.close()

@@ -421,3 +421,28 @@ def test_a_deployment_s_replica_sets_are_its_name_and_a_template_hash() -> None:
     )
     assert not is_replica_set_of("shop-web", "shop-web")
     assert not is_replica_set_of("shop-web-", "shop-web")
+
+
+def test_a_held_workloads_health_counts_crashes_even_while_it_is_done() -> None:
+    """A replica-ratio canary held at its share (Judge.health): a pod that crashed and came
+    back ready is still a crash; the second exit of one pod is over its allowance."""
+    judge = Judge(Watched("web", "app-web", "t", 1, 2), Tuning())
+    done = deployment(
+        observedGeneration=2, desired=1, updatedReplicas=1, replicas=1, availableReplicas=1
+    )
+    running = copy.deepcopy(pod("", ""))
+    cs = running["status"]["containerStatuses"][0]
+    cs.update(ready=True, state={"running": {}})
+    running["status"]["phase"] = "Running"
+    assert judge.health(done, [running], 0) is None
+    cs.update(restartCount=1, lastState={"terminated": {"exitCode": 3, "reason": "Error"}})
+    assert judge.health(done, [running], 1) is None  # one crash a pod is allowed
+    assert judge.assess(done, [running], 1).done  # a rollout would have forgiven it
+    cs["restartCount"] = 2
+    signal = judge.health(done, [running], 2)
+    assert signal is not None and signal.reason == "CrashLoopBackOff" and signal.exit_code == 3
+    failed = deployment(observedGeneration=2, desired=1, conditions=[
+        {"type": "Progressing", "reason": "ProgressDeadlineExceeded", "message": "too slow"}
+    ])  # fmt: skip
+    stuck = Judge(Watched("web", "app-web", "t", 1, 2), Tuning()).health(failed, [], 0)
+    assert stuck is not None and stuck.reason == "ProgressDeadlineExceeded"

@@ -35,8 +35,8 @@ from lightkube.types import CascadeType, PatchType
 from shipway.backends.canary import CanaryCounts, canary_id
 from shipway.backends.kubernetes import gateway as gw
 from shipway.backends.kubernetes import render
-from shipway.backends.kubernetes.health import KubernetesHealth
 from shipway.backends.kubernetes.names import dns_name
+from shipway.backends.kubernetes.replica_canary import KubernetesReplicaCanaries
 from shipway.backends.kubernetes.rollout import Watched, readiness_window
 from shipway.backends.protocol import Reporter
 from shipway.errors import BackendError, InputError
@@ -48,14 +48,14 @@ from shipway.spec.canary import Canary
 from shipway.spec.model import Target
 
 NOTES = ("state", "decision")
-#: how long the canary's pods get to be ready, and the implementation to take a route
-READY_WITHIN = 300.0
+#: how long the implementation gets to take a route (the pods' gate: GATE_WITHIN)
 ROUTE_WITHIN = 60.0
 
 
-class KubernetesCanaries(KubernetesHealth):
+class KubernetesCanaries(KubernetesReplicaCanaries):
     """The protocol's Canaries part on Kubernetes (and the preflight that refuses a canary
-    where the cluster cannot run one)."""
+    where the cluster cannot run one); a replica-ratio canary's own steps are in
+    :mod:`.replica_canary`."""
 
     def _gateway_spec(self) -> Canary:
         rules = self.slot.canary
@@ -74,8 +74,6 @@ class KubernetesCanaries(KubernetesHealth):
         accepted it, or no Prometheus answering — or nothing to split: a slot whose objects
         come from a source, or an app without routes. Read-only."""
         self._serves(target)
-        rules = self._gateway_spec()
-        assert rules.gateway is not None and rules.prometheus is not None
         if self.slot.source is not None:
             return (
                 "its objects come from a source (manifests or a chart): shipway splits only "
@@ -83,6 +81,10 @@ class KubernetesCanaries(KubernetesHealth):
             )
         if not self.app.in_slot(self.slot.name).routes:
             return "the app has no route: no request to split (add a [[routes]] entry)"
+        if self._by_replicas():  # split by pod count: no Gateway, no Prometheus needed
+            return None
+        rules = self._gateway_spec()
+        assert rules.gateway is not None and rules.prometheus is not None
         ns, name = gw.split_gateway(rules.gateway)
         if not self._serves_routes():
             return (
@@ -129,6 +131,12 @@ class KubernetesCanaries(KubernetesHealth):
         self, clearance: Clearance, target: Target, release: Release, percent: int, r: Reporter
     ) -> None:
         self._guard(clearance, target)
+        if self._by_replicas():  # no router: the share is the canary's pods (or none)
+            if 0 < percent < 100:
+                return self._replica_share(target, release, percent, r)
+            if percent == 0:
+                r.line("  the canary's pods removed: the stable's pods alone serve")
+            return self._remove_canaries(r)
         rules = self._gateway_spec()
         ident = canary_id(release)
         hosts = self._routed(release)
@@ -207,17 +215,7 @@ class KubernetesCanaries(KubernetesHealth):
                 generation=int(applied.metadata.generation or 0),
                 readiness_window=readiness_window(body, self.tuning),
             )
-            temporary = self._session is None
-            with self._edge(f"watching the canary of {process}"):
-                session = self._start_session()
-            try:
-                deadline = time.monotonic() + READY_WITHIN
-                failure = self._wait(target, session, watched.process, [watched], deadline, r)
-            finally:
-                if temporary:
-                    self._end_session()
-            if failure is not None:
-                raise BackendError(f"the canary of {process} is not ready: {failure.message}")
+            self._gate(target, watched, r)
             r.line(f"  the canary of {process} is ready ({body['metadata']['name']})")
 
     def _route_exists(self, host: str) -> bool:
@@ -313,6 +311,8 @@ class KubernetesCanaries(KubernetesHealth):
 
     def canary_counts(self, target: Target) -> CanaryCounts | None:
         self._serves(target)
+        if self._by_replicas():
+            return self._replica_counts()
         rules = self.slot.canary
         if rules is None or not rules.prometheus:
             return None

@@ -332,13 +332,7 @@ class Judge:
         if state == "failed":
             return Verdict(failure=Signal(progress.reason, why), counts=counts, note=why)
         rechecks: list[float] = []
-        failure = self._deployment_conditions(deployment, now, rechecks)
-        for pod in new_pods(pods, w):
-            self.seen.add(_name(pod))
-            doomed = self._pod(pod, now, rechecks)
-            failure = failure or doomed
-        if failure is None:
-            failure = self._over_allowance(counts)
+        failure = self._signals(deployment, pods, counts, now, rechecks)
         note = why
         total = sum(self.strikes.values())
         if total:
@@ -349,6 +343,32 @@ class Judge:
             note=note,
             recheck_at=min(rechecks) if rechecks else None,
         )
+
+    def _signals(
+        self,
+        deployment: Mapping[str, Any],
+        pods: Iterable[Mapping[str, Any]],
+        counts: Counts,
+        now: float,
+        rechecks: list[float],
+    ) -> Signal | None:
+        failure = self._deployment_conditions(deployment, now, rechecks)
+        for pod in new_pods(pods, self.watched):
+            self.seen.add(_name(pod))
+            doomed = self._pod(pod, now, rechecks)
+            failure = failure or doomed
+        return failure or self._over_allowance(counts)
+
+    def health(
+        self, deployment: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], now: float
+    ) -> Signal | None:
+        """A workload held after its rollout (a replica-ratio canary at its share): its new
+        pods' signals even while the Deployment counts as done — a pod that crashed and came
+        back is still a crash — or the Deployment's own failure."""
+        progress = self.rule(deployment, self.watched.generation)
+        if progress.state == "failed":
+            return Signal(progress.reason, progress.why)
+        return self._signals(deployment, pods, progress.counts, now, [])
 
     def _deployment_conditions(
         self, deployment: Mapping[str, Any], now: float, rechecks: list[float]
