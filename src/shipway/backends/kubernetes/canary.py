@@ -208,14 +208,14 @@ class KubernetesCanaries(KubernetesReplicaCanaries):
             if kind != "Deployment":
                 continue
             watched = Watched(
-                process=f"{process} (canary)",
+                process=f"{process}{gw.SUFFIX}",  # its pods' component (web-canary)
                 deployment=body["metadata"]["name"],
                 template=body["spec"]["template"]["metadata"]["annotations"][render.TEMPLATE],
                 replicas=render.declared_replicas(body),
                 generation=int(applied.metadata.generation or 0),
                 readiness_window=readiness_window(body, self.tuning),
             )
-            self._gate(target, watched, r)
+            self._gate(target, watched, r, f"{process} (canary)")
             r.line(f"  the canary of {process} is ready ({body['metadata']['name']})")
 
     def _route_exists(self, host: str) -> bool:
