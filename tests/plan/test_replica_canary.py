@@ -37,7 +37,7 @@ def test_replica_steps_hold_each_share_and_say_it_is_by_pod_count() -> None:
     service = Unit(key="Deployment/shop-web", kind="Deployment", body={}, phase=1, switches=True)
     artifact = Artifact((service,))
     steps = [ApplyObject(unit=service.key, kind="Deployment", action="update")]
-    rules = Canary(steps=(10, 50, 100), step_time=20.0, split="replicas")
+    rules = Canary(steps=(10, 50, 100), step_time=20.0, split="replicas", at_timeout="promote")
     out, notes = replica_steps(steps, artifact, rules, {"web": 2})
     assert [type(s).__name__ for s in out] == [
         "ShiftReplicas", "HoldCanary", "ShiftReplicas", "HoldCanary", "ApplyObject",
@@ -49,7 +49,8 @@ def test_replica_steps_hold_each_share_and_say_it_is_by_pod_count() -> None:
         "count (web: 1 pod beside 2 (33%)); the Service splits per connection, not sticky"
     )
     hold = out[1]
-    assert isinstance(hold, HoldCanary) and hold.seconds == 20.0
+    assert isinstance(hold, HoldCanary) and hold.seconds == 20.0 and hold.at_timeout == "promote"
+    assert "inconclusive (no request counts), at_timeout = 'promote' decides" in hold.describe()
     assert "crash loop or a failing readiness probe aborts it" in hold.describe()
     for step in out[:2]:  # a saved plan applies exactly these steps
         assert step_from_json(json.loads(json.dumps(step.to_json()))) == step
@@ -62,10 +63,14 @@ def test_replica_steps_hold_each_share_and_say_it_is_by_pod_count() -> None:
     assert same == first_deploy and "no canary" in why[0]
 
 
-def test_a_held_step_is_decided_by_the_pods_and_the_time_alone() -> None:
-    assert held(10, 20.0, 5.0, None).verdict == "hold"
-    done = held(10, 20.0, 20.0, None)
-    assert done.verdict == "promote" and "no request counts" in done.why
-    sick = held(10, 20.0, 1.0, "pod web-x: container web exited (Error)")
+def test_a_held_step_is_inconclusive_at_its_end_and_at_timeout_decides() -> None:
+    assert held(10, 20.0, 5.0, None, "promote").verdict == "hold"
+    # no counts: never a pass on its own — the spec's at_timeout, said, decides
+    done = held(10, 20.0, 20.0, None, "promote")
+    assert done.verdict == "promote" and "inconclusive" in done.why
+    assert "no request counts" in done.why and "at_timeout = 'promote'" in done.why
+    stopped = held(10, 20.0, 20.0, None, "abort")
+    assert stopped.verdict == "abort" and "inconclusive" in stopped.why
+    sick = held(10, 20.0, 1.0, "pod web-x: container web exited (Error)", "promote")
     assert sick.verdict == "abort" and "container web exited" in sick.why
     assert sick.line().startswith("canary 10%: 1.0s: abort (the canary's pods are failing")

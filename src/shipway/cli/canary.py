@@ -73,7 +73,10 @@ def _lines(doc: dict[str, Any]) -> list[str]:
     ]
     counts = doc["counts"]
     if doc.get("split") == "replicas":  # nothing counts its requests
-        lines.append("  no per-release counts: a replica-ratio canary, decided by its pods' health")
+        lines.append(
+            "  no per-release counts: a replica-ratio canary, aborted by its pods' health, "
+            "each step otherwise inconclusive until at_timeout decides"
+        )
         counts = None
     for side, key in (("canary", "on_canary"), ("stable", "stable")) if counts else ():
         c = counts[key]

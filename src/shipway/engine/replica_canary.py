@@ -34,4 +34,4 @@ class PodWatch:
             self.read_at = now
             self.failure = health_of(self.backend).canary_health(target)
         sick = self.failure.message if self.failure is not None else None
-        return held(step.percent, step.seconds, elapsed, sick)
+        return held(step.percent, step.seconds, elapsed, sick, step.at_timeout)

@@ -329,16 +329,19 @@ class ShiftReplicas(ShiftTraffic):
 
 @dataclass(frozen=True)
 class HoldCanary(AnalyseCanary):
-    """Hold a replica-ratio canary's share ``seconds`` while its pods stay healthy: no router
-    counts its requests, so its pods' health alone decides."""
+    """Hold a replica-ratio canary's share ``seconds`` watching its pods: no router counts
+    its requests, so a health signal aborts it, and at the end it is inconclusive and
+    ``at_timeout`` (the spec's) decides."""
 
     name: ClassVar[str] = "hold-canary"
     seconds: float = 0.0
+    at_timeout: Literal["abort", "promote"] = "abort"
 
     def describe(self) -> str:
         return (
             f"hold the canary at {self.percent}% for {self.seconds:g}s watching its pods: a "
-            "crash loop or a failing readiness probe aborts it (its pods removed at once)"
+            "crash loop or a failing readiness probe aborts it (its pods removed at once); "
+            f"then, inconclusive (no request counts), at_timeout = {self.at_timeout!r} decides"
         )
 
 

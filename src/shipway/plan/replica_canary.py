@@ -5,8 +5,9 @@ With no router, the canary's pods run beside the stable's behind the stable Serv
 kube-proxy sends each connection to one of them: a share is ``canary / (canary + stable)``
 pods. The canary gets ``round(share x stable / (100 - share))`` pods (halves up), at least
 one, so a step's share is only approximate — with 2 stable pods, 10 % asked is 1 canary pod
-(33 %). Nothing counts requests per release: a step is held ``step_time`` and decided by
-the canary's pods alone (:func:`held`): a health signal aborts it, the time promotes it.
+(33 %). Nothing counts requests per release: a step is held ``step_time`` (:func:`held`):
+a health signal of the canary's pods aborts it; at the end, having no counts, it is
+inconclusive (never a pass: invariant 17) and the spec's ``at_timeout`` decides.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from shipway.plan.canary import Analysis, Tally, canary_steps
 from shipway.plan.model import AnalyseCanary, HoldCanary, ShiftReplicas, ShiftTraffic, Step
 from shipway.release.artifact import Artifact
-from shipway.spec.canary import Canary
+from shipway.spec.canary import AtTimeout, Canary
 from shipway.spec.model import App
 
 
@@ -56,22 +57,29 @@ def replica_steps(
             pods = said(step.percent, stable)
             step = ShiftReplicas(percent=step.percent, sticky=False, pods=pods)
         elif isinstance(step, AnalyseCanary):
-            step = HoldCanary(percent=step.percent, rules=declared, seconds=rules.step_time)
+            step = HoldCanary(percent=step.percent, rules=declared, seconds=rules.step_time,
+                              at_timeout=rules.at_timeout)  # fmt: skip
         mapped.append(step)
     return mapped, rules.rules()
 
 
-def held(percent: int, seconds: float, elapsed: float, sick: str | None) -> Analysis:
+def held(
+    percent: int, seconds: float, elapsed: float, sick: str | None, at_timeout: AtTimeout
+) -> Analysis:
     """A held step's decision: ``abort`` on a health signal of the canary's pods (``sick``:
-    what it is), ``promote`` once it was held ``seconds``, else ``hold``. No request counts
-    (the tallies are empty, and no test ran)."""
+    what it is); once it was held ``seconds``, inconclusive — no request counts, so never a
+    pass on its own — and ``at_timeout`` (the spec's, always said) decides; else ``hold``.
+    The tallies are empty: no test ran."""
     none = Tally()
     if sick is not None:
         return Analysis("abort", f"the canary's pods are failing: {sick}", percent, elapsed,
                         none, none)  # fmt: skip
     if elapsed >= seconds:
-        why = f"held {seconds:g}s, its pods healthy (replica-ratio: no request counts)"
-        return Analysis("promote", why, percent, elapsed, none, none)
+        why = (
+            f"inconclusive after {seconds:g}s, its pods healthy (replica-ratio: no request "
+            f"counts); at_timeout = {at_timeout!r}"
+        )
+        return Analysis(at_timeout, why, percent, elapsed, none, none)
     why = f"{elapsed:.0f}s of {seconds:g}s, its pods healthy"
     return Analysis("hold", why, percent, elapsed, none, none)
 

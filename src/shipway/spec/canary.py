@@ -45,7 +45,7 @@ from shipway.spec.locate import KeyPath
 
 AtTimeout = Literal["abort", "promote"]
 
-KEYS = ("steps", "step_time", *COUNTED_KEYS)
+KEYS = ("steps", "step_time", *COUNTED_KEYS, "at_timeout")
 #: the keys of a kubernetes slot's canary (required there, refused elsewhere)
 GATEWAY_KEYS = ("gateway", "prometheus")
 #: backends whose proxy splits and counts a canary's requests (on kubernetes: a Gateway API
@@ -102,7 +102,7 @@ class Canary:
     def rules(self) -> list[str]:
         """The rules as a plan shows them."""
         if self.split == "replicas":
-            return replica_rules(self.steps, self.step_time)
+            return replica_rules(self.steps, self.step_time, self.at_timeout)
         share = self.false_abort / max(1, 2 * len(self.analysed))
         return [
             f"canary steps: {', '.join(f'{s}%' for s in self.steps)} of requests; each share "

@@ -7,7 +7,9 @@
   run beside the stable's behind the stable Service, so a share is the canary's pods among
   all of them, rounded to whole pods. Nothing counts requests per release, so the keys of
   the request test (and ``gateway``, ``prometheus``) are refused with it: each step is held
-  ``step_time`` and decided by the canary's pods' health alone.
+  ``step_time`` while the canary's pods' health may abort it, and then, with no counts to
+  judge, it ends *inconclusive* — never a pass — and ``at_timeout`` decides; so it is
+  required, said by the spec's author, never a default.
 
 Only the reading and the plan's words are here; the share in pods is
 :mod:`shipway.plan.replica_canary`.
@@ -33,7 +35,6 @@ COUNTED_KEYS = (
     "latency_ratio",
     "false_abort",
     "timeout",
-    "at_timeout",
 )
 
 
@@ -62,22 +63,33 @@ def read_split(
 
 def refuse_counted(c: Checker, table: Mapping[str, Any], path: KeyPath) -> bool:
     """With ``split = "replicas"``: a problem on ``c`` for each key of the request test, the
-    Gateway or the Prometheus (nothing counts requests here). True when there was none."""
+    Gateway or the Prometheus (nothing counts requests here), and one when ``at_timeout``
+    is not said (each step ends inconclusive: the author decides what then). True when
+    there was none."""
     clean = True
+    if "at_timeout" not in table:
+        c.error(
+            (*path, "at_timeout"),
+            'is required for a replica-ratio canary (split = "replicas"): no router counts its '
+            "requests, so each step ends inconclusive after step_time (its pods healthy) and "
+            "never passes on its own",
+            'say what then: at_timeout = "promote" (go on to the next step) or "abort"',
+        )
+        clean = False
     for key in (*COUNTED_KEYS, "gateway", "prometheus"):
         if key in table:
             c.error(
                 (*path, key),
                 'does not apply to a replica-ratio canary (split = "replicas"): no router '
-                "counts its requests, each step is held step_time and decided by its pods' "
-                "health",
+                "counts its requests, each step is held step_time, aborted by its pods' "
+                "health, then decided by at_timeout",
                 'remove it, or use split = "gateway" with a gateway and a prometheus',
             )
             clean = False
     return clean
 
 
-def replica_rules(steps: tuple[int, ...], step_time: float) -> list[str]:
+def replica_rules(steps: tuple[int, ...], step_time: float, at_timeout: str) -> list[str]:
     """What a plan says of a replica-ratio canary."""
     return [
         f"replica-ratio canary (split = \"replicas\"): steps {', '.join(f'{s}%' for s in steps)} "
@@ -86,7 +98,9 @@ def replica_rules(steps: tuple[int, ...], step_time: float) -> list[str]:
         "pod per connection",
         "no stickiness: a client's requests reach either release",
         f"no per-release request counts (no router to count them): each share is held "
-        f"{step_time:g}s and decided by the canary's pods alone — a crash loop, a readiness "
-        "probe that fails or a pod that cannot start aborts it (outcome rolled-back); a "
-        "canary that answers badly while its pods stay healthy is promoted",
+        f"{step_time:g}s: a crash loop, a readiness probe that fails or a pod that cannot "
+        "start aborts it (outcome rolled-back); otherwise it ends inconclusive (no counts: "
+        f"never a pass) and at_timeout = {at_timeout!r} decides"
+        + (": a canary that answers badly while its pods stay healthy goes on"
+           if at_timeout == "promote" else ""),
     ]

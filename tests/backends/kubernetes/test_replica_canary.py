@@ -37,6 +37,7 @@ SPEC = (
 split = "replicas"
 steps = [10, 50, 100]
 step_time = "{step_time}"
+at_timeout = "promote"
 
 [[routes]]
 host = "{host}"
