@@ -340,6 +340,14 @@ def pg_major(version_line: str) -> str:
     return ".".join(parts[:2]) if parts[0] in ("9", "8", "7") else parts[0]
 
 
+def major(kind: str, version_line: str) -> str:
+    """The major version a server of ``kind`` says it is (Postgres as :func:`pg_major`;
+    Redis ``8.2.3``: ``8``)."""
+    if kind == "postgres":
+        return pg_major(version_line)
+    return version_word(version_line).split(".")[0]
+
+
 def version_word(version_line: str) -> str:
     """The first word of a version line that is a version (``15.18``), or ``""``."""
     words = version_line.replace("(", " ").replace(")", " ").split()

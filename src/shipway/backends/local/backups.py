@@ -58,7 +58,7 @@ class LocalBackups(LocalAccessories):
         if accessory.kind == "postgres":
             major = servers.data_version(data) or accessory.version or ""
             return version, pg_dump(major, creds, into, self.environ, reporter)
-        files.redis_bgsave(_redis(creds), _persistence(creds), reporter.line)
+        files.redis_bgsave(redis_command(creds), redis_persistence(creds), reporter.line)
         _copy(data / "dump.rdb", into)
         return version, "BGSAVE"
 
@@ -139,7 +139,7 @@ class LocalBackups(LocalAccessories):
             write_atomic(conf, servers.redis_conf(data, creds, appendonly=False).encode(), 0o600)
             self.supervisor.start(name)
             wait_until(lambda: wire.answers("redis", creds), START_LIMIT, "did not answer")
-            files.redis_append_only(_redis(creds), _persistence(creds))
+            files.redis_append_only(redis_command(creds), redis_persistence(creds))
             write_atomic(conf, servers.redis_conf(data, creds).encode(), 0o600)
         except BaseException as exc:
             self.supervisor.stop(name)
@@ -271,7 +271,7 @@ def run_tool(
 # -- Redis ---------------------------------------------------------------------------------
 
 
-def _redis(creds: Credentials) -> files.RedisCommand:
+def redis_command(creds: Credentials) -> files.RedisCommand:
     """Its commands after AUTH, each on a connection of its own."""
 
     def command(*words: bytes) -> bytes:
@@ -284,7 +284,7 @@ def _redis(creds: Credentials) -> files.RedisCommand:
     return command
 
 
-def _persistence(creds: Credentials) -> files.RedisInfo:
+def redis_persistence(creds: Credentials) -> files.RedisInfo:
     def info() -> dict[str, str]:
         with wire.connect(creds, 30.0) as sock:
             try:
@@ -293,6 +293,14 @@ def _persistence(creds: Credentials) -> files.RedisInfo:
                 raise BackendError(f"the accessory's Redis: {exc}") from exc
 
     return info
+
+
+def redis_keys(creds: Credentials) -> int:
+    """How many keys the server holds (``DBSIZE``)."""
+    reply = redis_command(creds)(b"DBSIZE")
+    if not reply.startswith(b":"):
+        raise BackendError(f"DBSIZE: {reply.decode(errors='replace').strip()}")
+    return int(reply[1:].split(b"\r\n", 1)[0])
 
 
 def _copy(source: Path, into: Path) -> None:
