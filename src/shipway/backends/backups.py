@@ -230,6 +230,14 @@ def redis_bgsave(command: RedisCommand, persistence: RedisInfo, say: Callable[[s
         )
 
 
+def redis_keys(command: RedisCommand) -> int:
+    """How many keys the server holds (``DBSIZE``)."""
+    reply = command(b"DBSIZE")
+    if not reply.startswith(b":"):
+        raise BackendError(f"DBSIZE: {reply.decode(errors='replace').strip()}")
+    return int(reply[1:].split(b"\r\n", 1)[0])
+
+
 def redis_append_only(command: RedisCommand, persistence: RedisInfo) -> None:
     """The append-only file on, rewritten from what the server loaded (a server started on
     a snapshot with it off: with it on, Redis would have loaded that file instead)."""
@@ -324,11 +332,12 @@ def upgrade_dump(root: str, before: str, after: str) -> tuple[str, str, str]:
     return new_data, dump, script
 
 
-def old_cluster_gone(root: str, after: str) -> str:
-    """The ``sh`` command that deletes from ``root`` all but the new cluster's directory,
-    shipway's own files (the dump) and ``lost+found``: once the new server answers."""
+def old_cluster_gone(root: str, keep: str) -> str:
+    """The ``sh`` command that deletes from ``root`` all but the new data's directory
+    ``keep`` (``pg16``, ``redis8``), shipway's own files (the dump) and ``lost+found``: once
+    the new server answers."""
     return (
-        f'find {root} -mindepth 1 -maxdepth 1 ! -name "pg{after}" ! -name "shipway-*" '
+        f'find {root} -mindepth 1 -maxdepth 1 ! -name "{keep}" ! -name "shipway-*" '
         "! -name lost+found -exec rm -rf {} +"
     )
 

@@ -92,7 +92,7 @@ def upgrade(
         note = {"metadata": {"annotations": {PGDATA_NOTE: new_data}}}
         name = object_name(b.app.name, accessory.name)
         b.client.patch(SecretObject, name, note, namespace=b.namespace)
-    b._sh(pod, "postgres", files.old_cluster_gone(ROOT, after), "deleting the old cluster")
+    b._sh(pod, "postgres", files.old_cluster_gone(ROOT, f"pg{after}"), "deleting the old cluster")
     reporter.line(
         f"  accessory {accessory.name}: postgres {after} answers with the data restored; "
         f"postgres {before}'s cluster deleted, the dump kept in {dump}"

@@ -296,11 +296,7 @@ class LocalAccessories(LocalState):
                 return None
             if state in failed or time.monotonic() > until:
                 tail = log.read_text(errors="replace").splitlines()[-12:] if log.exists() else []
-                why = (
-                    "did not start"
-                    if state in failed
-                    else "did not answer in time"
-                )
+                why = "did not start" if state in failed else "did not answer in time"
                 return Failure(
                     reason=Reason.STEP_FAILED,
                     message=f"accessory {accessory.describe()} {why} ({state.lower()})",

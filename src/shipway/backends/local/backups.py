@@ -295,14 +295,6 @@ def redis_persistence(creds: Credentials) -> files.RedisInfo:
     return info
 
 
-def redis_keys(creds: Credentials) -> int:
-    """How many keys the server holds (``DBSIZE``)."""
-    reply = redis_command(creds)(b"DBSIZE")
-    if not reply.startswith(b":"):
-        raise BackendError(f"DBSIZE: {reply.decode(errors='replace').strip()}")
-    return int(reply[1:].split(b"\r\n", 1)[0])
-
-
 def _copy(source: Path, into: Path) -> None:
     """``source`` copied to ``into``, made 0600 before a byte is written."""
     fd = os.open(into, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

@@ -38,7 +38,6 @@ from shipway.backends.local.backups import (
     pg_restore,
     pg_tool,
     redis_command,
-    redis_keys,
     redis_persistence,
 )
 from shipway.backends.local.dirs import private_dir, write_atomic
@@ -112,7 +111,7 @@ class _Redis:
     def write_out(self, old: str, into: Path, reporter: Reporter) -> None:
         files.redis_bgsave(redis_command(self.creds), redis_persistence(self.creds), reporter.line)
         shutil.copyfile(self.here / "data" / "dump.rdb", into)
-        self.keys = redis_keys(self.creds)
+        self.keys = files.redis_keys(redis_command(self.creds))
 
     def make(self, new: str, copy: Path, reporter: Reporter) -> None:
         data = private_dir(self.here / "data")
@@ -130,7 +129,7 @@ class _Redis:
         return accessory_conf(name, command, self.here, "TERM")
 
     def load(self, new: str, copy: Path, reporter: Reporter) -> str:
-        keys = redis_keys(self.creds)
+        keys = files.redis_keys(redis_command(self.creds))
         if self.keys and not keys:
             raise BackendError(f"redis {new} loaded none of the {self.keys} keys of the snapshot")
         files.redis_append_only(redis_command(self.creds), redis_persistence(self.creds))
