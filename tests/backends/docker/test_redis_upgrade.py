@@ -19,17 +19,9 @@ from tests.backends.docker.conftest import SLOT, Deployment
 from tests.backends.docker.test_accessories import accessory, write
 from tests.backends.docker.test_backups import deployed, published, redis, shipway
 from tests.backends.local.conftest import eventually
-from tests.testenv.redis_images import redis_images
+from tests.testenv.redis_images import GET, redis_images
 
 pytestmark = pytest.mark.timeout(600)
-
-#: GET through the app's link (REDIS_URL), run by ``shipway run`` in the app's image (busybox:
-#: its sh and nc; the password is URL-safe, so Redis' inline commands carry it)
-GET = (
-    'u=${REDIS_URL#*://}; a=${u%%@*}; hp=${u#*@}; hp=${hp%%/*}; '
-    'printf "AUTH %s\\r\\nGET %s\\r\\nQUIT\\r\\n" "${a#*:}" "$0" | nc "${hp%:*}" "${hp##*:}"'
-)
-
 
 @pytest.fixture
 def images() -> tuple[str, str]:
