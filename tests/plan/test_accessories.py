@@ -81,7 +81,7 @@ def test_a_redis_major_change_is_refused_unasked_and_planned_as_a_snapshot_when_
     assert err.value.exit_code == 2
     assert "shipway.toml: accessories.cache.version" in text
     assert "--upgrade-accessory cache" in text and 'keep version = "7"' in text
-    assert "snapshot (BGSAVE) loaded by a new redis 8 server in a new data directory" in text
+    assert "snapshot (as shipway backup takes it) loaded by a new redis 8 server" in text
     (step,) = accessory_steps(
         {"cache": R8}, {"cache": seen(R7)}, "shipway.toml", upgrade=("cache",)
     )
@@ -89,7 +89,7 @@ def test_a_redis_major_change_is_refused_unasked_and_planned_as_a_snapshot_when_
     assert "7 -> 8, asked by --upgrade-accessory cache" in step.why
     line = step.describe()
     assert line.startswith("upgrade accessory cache (redis 8): 7 -> 8")
-    assert "snapshotted (BGSAVE)" in line and "old data directory kept" in line
+    assert "snapshotted (as shipway backup takes it)" in line and "old data directory kept" in line
     assert "dumped" not in line
     assert step_from_json(step.to_json()) == step
 

@@ -238,9 +238,16 @@ def redis_keys(command: RedisCommand) -> int:
     return int(reply[1:].split(b"\r\n", 1)[0])
 
 
+def redis_loaded(persistence: RedisInfo) -> None:
+    """Until the server has loaded its data (it answers ``INFO`` while it loads, and
+    refuses every command on its keys with ``-LOADING``)."""
+    wait_until(lambda: persistence().get("loading") == "0", TOOL_LIMIT, "did not load its data")
+
+
 def redis_append_only(command: RedisCommand, persistence: RedisInfo) -> None:
     """The append-only file on, rewritten from what the server loaded (a server started on
     a snapshot with it off: with it on, Redis would have loaded that file instead)."""
+    redis_loaded(persistence)
     reply = command(b"CONFIG", b"SET", b"appendonly", b"yes")
     if not reply.startswith(b"+OK"):
         raise BackendError(f"CONFIG SET appendonly yes: {reply.decode(errors='replace').strip()}")

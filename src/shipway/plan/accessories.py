@@ -5,7 +5,7 @@ its own declaration changed (then at the cost of a restart, said in the step). A
 its major version is refused unless the deploy names the accessory in ``upgrade``
 (``--upgrade-accessory NAME``): the server's data belongs to its major version, so a
 Postgres upgrade is a dump and restore into a new cluster, and a Redis upgrade a snapshot
-(``BGSAVE``, as a backup takes it) loaded by the new server in a new data directory, each
+(as ``shipway backup`` takes it) loaded by the new server in a new data directory, each
 with the old data kept until the new server answers (dokku-postgres#264: an upgrade no one
 asked for broke a database). A downgrade is refused either way (neither reads the data
 of a newer major: Redis 7 refuses a Redis 8 snapshot, "Can't handle RDB format version
@@ -124,7 +124,8 @@ def _upgrade(
 #: how each kind's major-version change is done (said when it is refused unasked)
 _HOW = {
     "postgres": "a dump and restore into a new postgres {new} cluster",
-    "redis": "a snapshot (BGSAVE) loaded by a new redis {new} server in a new data directory",
+    "redis": "a snapshot (as shipway backup takes it) loaded by a new redis {new} server in a "
+    "new data directory",
 }
 #: why each kind is never downgraded
 _NEWER = {

@@ -378,8 +378,8 @@ class StartAccessory(Step):
             return f"start {what}: it is not running{self.why and f' ({self.why})'}"
         if self.action == "upgrade":
             how = (
-                "snapshotted (BGSAVE), the snapshot loaded by the new server in a new data "
-                "directory"
+                "snapshotted (as shipway backup takes it), the snapshot loaded by the new "
+                "server in a new data directory"
                 if self.kind == "redis"
                 else "dumped, restored into a new cluster"
             )

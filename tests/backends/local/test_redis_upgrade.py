@@ -91,7 +91,7 @@ def test_a_redis_upgrade_asked_for_moves_the_keys_to_the_new_major_and_never_bac
     r = cache.run("plan", "local", "--upgrade-accessory", "cache")
     assert r.code == 0, r.text
     assert "upgrade accessory cache (redis 8): 7 -> 8, asked by --upgrade-accessory cache" in r.out
-    assert "snapshotted (BGSAVE)" in r.out
+    assert "snapshotted (as shipway backup takes it)" in r.out
     r = cache.run("deploy", "local", "--upgrade-accessory", "cache")
     assert r.code == 0, r.text
     assert "BGSAVE of redis 7" in r.out

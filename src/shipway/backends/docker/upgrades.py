@@ -178,7 +178,8 @@ def _keys(
     b: DockerBackups, conn: HostConnection, new: Container, creds: Credentials, had: int, after: str
 ) -> int:
     """How many keys the new server holds; a BackendError when it holds none of ``had``."""
-    command, _ = b._redis(conn, new, creds)
+    command, persistence = b._redis(conn, new, creds)
+    files.redis_loaded(persistence)
     keys = files.redis_keys(command)
     if had and not keys:
         raise BackendError(f"redis {after} loaded none of the {had} keys of the snapshot")

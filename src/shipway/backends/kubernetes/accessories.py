@@ -466,7 +466,6 @@ class KubernetesAccessories(KubernetesState):
                 try:
                     said = list(self.client.log(
                         f"{name}-0", namespace=self.namespace, container=cs.name, tail_lines=6,
-                        previous=cs.state is None or cs.state.terminated is None,
                     ))  # fmt: skip
                 except ApiError as exc:
                     said = [f"(its log: {exc.status.message})"]

@@ -103,7 +103,7 @@ def upgrade(
             b._pg_load(pod, creds, version, dump, reporter)
             loaded = "the data restored"
         else:
-            now = _keys(b._sh(pod, "redis", REDIS_ENV + "redis-cli DBSIZE", "redis-cli DBSIZE"))
+            now = _keys(b._sh(pod, "redis", REDIS_KEYS, "redis-cli DBSIZE"))
             if keys and not now:
                 raise BackendError(f"redis {after} loaded none of the {keys} keys of the snapshot")
             loaded = f"its {now} keys loaded from the snapshot"
@@ -138,6 +138,14 @@ REDIS_SNAPSHOT = REDIS_ENV + (
     'rm -rf "{new}" "{dump}.partial" && umask 077 && redis-cli --rdb "{dump}.partial" >&2 && '
     'mv "{dump}.partial" "{dump}" && mkdir "{new}" && cp "{dump}" "{new}/dump.rdb" && '
     "redis-cli DBSIZE"
+)
+
+
+#: how many keys the server holds, once it has loaded its data (it answers INFO while it
+#: loads, and DBSIZE with -LOADING)
+REDIS_KEYS = REDIS_ENV + (
+    "until [ \"$(redis-cli INFO persistence | tr -d '\\r' | grep '^loading:' | cut -d: -f2)\" "
+    "= 0 ]; do sleep 0.1; done; redis-cli DBSIZE"
 )
 
 

@@ -129,6 +129,7 @@ class _Redis:
         return accessory_conf(name, command, self.here, "TERM")
 
     def load(self, new: str, copy: Path, reporter: Reporter) -> str:
+        files.redis_loaded(redis_persistence(self.creds))
         keys = files.redis_keys(redis_command(self.creds))
         if self.keys and not keys:
             raise BackendError(f"redis {new} loaded none of the {self.keys} keys of the snapshot")
