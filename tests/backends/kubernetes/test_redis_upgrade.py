@@ -14,7 +14,6 @@ hostPath PersistentVolume on the real node (this machine), as in test_accessorie
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,9 +23,12 @@ from lightkube.resources.core_v1 import Pod
 from tests.testenv.redis_images import GET, redis_images
 
 from .conftest import Slot
-from .test_accessories import WEB, static_volume
+from .test_accessories import WEB
+from .test_accessory_upgrade import claim_dir, refused_unasked
 from .test_backups import REDIS, ready_pod, sh
 from .test_real_pods import app_name, image
+
+__all__ = ["claim_dir"]  # the fixture, used by name
 
 pytestmark = [pytest.mark.k8s, pytest.mark.real_node, pytest.mark.timeout(600)]
 
@@ -34,13 +36,6 @@ pytestmark = [pytest.mark.k8s, pytest.mark.real_node, pytest.mark.timeout(600)]
 SPEC = WEB.replace('kind = "postgres"\nversion = "15"', 'kind = "redis"\nversion = "7"').replace(
     "DATABASE_URL", "REDIS_URL"
 )
-
-
-@pytest.fixture
-def claim_dir(real_slot: Slot, tmp_path: Path) -> Iterator[Path]:
-    where = tmp_path / "pv"
-    for _ in static_volume(real_slot, f"data-{app_name(real_slot)}-acc-db-0", where):
-        yield where
 
 
 def with_keys(s: Slot, mirror: str) -> tuple[str, dict[str, str]]:
@@ -64,12 +59,7 @@ def test_a_redis_upgrade_refused_then_done_then_never_back(
 ) -> None:
     s = real_slot
     pod, env = with_keys(s, redis_images()[0])
-    before = s.client.get(Pod, pod, namespace=s.namespace)
-    for verb in ("plan", "deploy"):
-        r = s.cli(verb, "test1", env=env)
-        assert r.returncode == 2, r.stdout + r.stderr
-        assert "accessories.db.version" in r.stderr and "--upgrade-accessory db" in r.stderr
-    assert s.client.get(Pod, pod, namespace=s.namespace).metadata.uid == before.metadata.uid
+    refused_unasked(s, pod, env)
     r = s.cli("plan", "test1", "--upgrade-accessory", "db", env=env)
     assert r.returncode == 0, r.stderr
     assert "upgrade accessory db (redis 8): 7 -> 8, asked by --upgrade-accessory db" in r.stdout

@@ -97,16 +97,13 @@ def upgrade(
         if failure is not None:
             raise BackendError(" ".join([failure.message, *failure.details[-3:]]))
         pod, _, version = b._answering(accessory)
-        if files.major(kind, version) != after:
-            raise BackendError(f"the new server is {kind} {version}, not {after}")
+        files.new_major(kind, version, after)
         if kind == "postgres":
             b._pg_load(pod, creds, version, dump, reporter)
             loaded = "the data restored"
         else:
             now = _keys(b._sh(pod, "redis", REDIS_KEYS, "redis-cli DBSIZE"))
-            if keys and not now:
-                raise BackendError(f"redis {after} loaded none of the {keys} keys of the snapshot")
-            loaded = f"its {now} keys loaded from the snapshot"
+            loaded = files.keys_loaded(keys, now, after)
     except Exception as exc:
         again = _put_back(b, was, old_data, new_data, deadline, reporter)
         return Failure(

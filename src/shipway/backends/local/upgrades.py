@@ -131,11 +131,10 @@ class _Redis:
     def load(self, new: str, copy: Path, reporter: Reporter) -> str:
         files.redis_loaded(redis_persistence(self.creds))
         keys = files.redis_keys(redis_command(self.creds))
-        if self.keys and not keys:
-            raise BackendError(f"redis {new} loaded none of the {self.keys} keys of the snapshot")
+        loaded = files.keys_loaded(self.keys, keys, new)
         files.redis_append_only(redis_command(self.creds), redis_persistence(self.creds))
         self._write_conf(appendonly=True)
-        return f"its {keys} keys loaded from the snapshot"
+        return loaded
 
 
 def upgrade(
@@ -185,9 +184,7 @@ def upgrade(
         failure = local._accessory_gate(accessory, creds, name, log, deadline, reporter, True)
         if failure is not None:
             raise BackendError(" ".join([failure.message, *failure.details[-3:]]))
-        version = wire.server_version(kind, creds) or "?"
-        if files.major(kind, version) != new:
-            raise BackendError(f"the new server is {kind} {version}, not {new}")
+        files.new_major(kind, wire.server_version(kind, creds) or "?", new)
         loaded = way.load(new, copy, reporter)
     except BaseException as exc:
         failed = _put_back(local, way, name, old, new)
