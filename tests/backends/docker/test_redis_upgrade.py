@@ -92,6 +92,15 @@ def test_a_redis_upgrade_is_refused_unless_asked_then_moves_the_keys_to_8_and_ne
     r = shipway(d, "deploy", SLOT)
     assert r.returncode == 0 and "accessory" not in r.stdout.split("(made from")[0], r.stdout
     assert accessory(d).id == new.id
+    # destroyed (its container gone, its volume kept) and deployed again: the new container
+    # is made on the data the upgrade left in redis8/, not on the volume's empty root
+    r = shipway(d, "destroy", SLOT, "--confirm", SLOT)
+    assert r.returncode == 0, r.stderr
+    assert deployed(d) == password
+    address, port = published(d, d.env.a)
+    assert b"redis_version:8.2.3" in redis(address, port, password, "INFO", "server")
+    assert redis(address, port, password, "GET", "greeting") == b"$4\r\nkept\r\n"
+    new = accessory(d)
     # never back: redis 7 cannot read 8's data
     write(d, kind="redis", version="7")
     started = accessory(d).attrs["State"]["StartedAt"]

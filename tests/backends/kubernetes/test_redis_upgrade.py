@@ -87,6 +87,15 @@ def test_a_redis_upgrade_refused_then_done_then_never_back(
     ready_pod(s, pod, not_uid=uid)
     assert sh(s, pod, "redis", REDIS + "GET after") == "upgrade"
     assert sh(s, pod, "redis", REDIS + "GET greeting") == "kept"
+    # destroyed (its StatefulSet gone, its claim and Secret kept) and deployed again: made
+    # anew on the data the upgrade left in redis8/ (kept on the Secret), not an empty root
+    r = s.cli("destroy", "test1", "--confirm", "test1", env=env)
+    assert r.returncode == 0, r.stderr
+    r = s.cli("deploy", "test1", env=env, timeout=400)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "redis_version:8.2.3" in sh(s, pod, "redis", REDIS + "INFO server")
+    assert sh(s, pod, "redis", REDIS + "GET after") == "upgrade"
+    assert sorted(os.listdir(claim_dir)) == ["redis8", "shipway-upgrade-7-to-8.rdb"]
     # never back: redis 7 cannot read 8's data
     uid = s.client.get(Pod, pod, namespace=s.namespace).metadata.uid
     s.write(SPEC, name=app_name(s), image=image("v1"))
