@@ -104,6 +104,7 @@ def test_a_redis_upgrade_asked_for_moves_the_keys_to_the_new_major_and_never_bac
     assert not (here / "data.7").exists()
     assert (here / "upgrade-7-to-8.rdb").read_bytes().startswith(b"REDIS")
     assert (here / "upgrade-7-to-8.rdb.sha256").is_file()
+    assert (here / "upgrade-7-to-8.rdb").stat().st_mode & 0o777 == 0o600
     # what it loaded is what it keeps: the append-only file is on, and a restart reads it
     assert "appendonly yes" in (here / "redis.conf").read_text()
     assert "+OK" in redis(cache, "SET", "after", "upgrade")

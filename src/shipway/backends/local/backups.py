@@ -59,7 +59,7 @@ class LocalBackups(LocalAccessories):
             major = servers.data_version(data) or accessory.version or ""
             return version, pg_dump(major, creds, into, self.environ, reporter)
         files.redis_bgsave(redis_command(creds), redis_persistence(creds), reporter.line)
-        _copy(data / "dump.rdb", into)
+        copy_private(data / "dump.rdb", into)
         return version, "BGSAVE"
 
     def restore_accessory(
@@ -295,7 +295,7 @@ def redis_persistence(creds: Credentials) -> files.RedisInfo:
     return info
 
 
-def _copy(source: Path, into: Path) -> None:
+def copy_private(source: Path, into: Path) -> None:
     """``source`` copied to ``into``, made 0600 before a byte is written."""
     fd = os.open(into, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with open(source, "rb") as src, os.fdopen(fd, "wb") as dst:

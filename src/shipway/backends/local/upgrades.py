@@ -34,6 +34,7 @@ from shipway.backends.local.accessories import (
     program_name,
 )
 from shipway.backends.local.backups import (
+    copy_private,
     pg_dump,
     pg_restore,
     pg_tool,
@@ -110,7 +111,7 @@ class _Redis:
 
     def write_out(self, old: str, into: Path, reporter: Reporter) -> None:
         files.redis_bgsave(redis_command(self.creds), redis_persistence(self.creds), reporter.line)
-        shutil.copyfile(self.here / "data" / "dump.rdb", into)
+        copy_private(self.here / "data" / "dump.rdb", into)
         self.keys = files.redis_keys(redis_command(self.creds))
 
     def make(self, new: str, copy: Path, reporter: Reporter) -> None:
