@@ -91,7 +91,7 @@ def upgrade(
             f"{root}/shipway-upgrade-{before}-to-{after}.rdb",
         )
         reporter.line(f"  accessory {accessory.name}: BGSAVE of redis {server} to {dump}")
-        keys = _snapshot(b, conn, old, creds, old_data, new_data, dump)
+        keys = _snapshot(b, conn, old, creds, old_data, new_data, dump, reporter)
     kept = f"{name}-{prefix}{before}"
     new: Container | None = None
     stopped = False
@@ -160,11 +160,12 @@ def _snapshot(
     old_data: str,
     new_data: str,
     dump: str,
+    reporter: Reporter,
 ) -> int:
     """A ``BGSAVE`` of the old server, copied to ``dump`` (kept) and into ``new_data``
     (made anew); how many keys the old server held."""
     command, persistence = b._redis(conn, old, creds)
-    files.redis_bgsave(command, persistence, lambda line: None)
+    files.redis_bgsave(command, persistence, reporter.line)
     keys = files.redis_keys(command)
     script = (
         f'rm -rf "{new_data}" "{dump}.partial" && umask 077 && mkdir "{new_data}" && '
