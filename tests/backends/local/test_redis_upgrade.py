@@ -96,6 +96,7 @@ def test_a_redis_upgrade_asked_for_moves_the_keys_to_the_new_major_and_never_bac
     assert r.code == 0, r.text
     assert "BGSAVE of redis 7" in r.out
     assert "redis 8 answers with its 2 keys loaded from the snapshot; data.7 deleted" in r.out
+    assert "the snapshot kept in upgrade-7-to-8.rdb" in r.out
     assert server_says(cache) == "redis_version:8.2.3"
     assert "kept" in redis(cache, "GET", "greeting") and "42" in redis(cache, "GET", "answer")
     (status,) = cache.status()["accessories"]

@@ -51,7 +51,7 @@ from shipway.spec.model import Target
 class _Postgres:
     """How a Postgres cluster moves: ``pg_dump``, ``initdb``, ``pg_restore``."""
 
-    kind, copy, suffix = "postgres", "pg_dump", ".dump"
+    kind, copy, noun, suffix = "postgres", "pg_dump", "dump", ".dump"
 
     def __init__(self, local: LocalAccessories, creds: Credentials, here: Path) -> None:
         self.local, self.creds, self.here = local, creds, here
@@ -87,7 +87,7 @@ class _Redis:
     """How a Redis data set moves: ``BGSAVE``, the snapshot copied into a new directory, the
     new server started on it with the append-only file off, then on."""
 
-    kind, copy, suffix = "redis", "BGSAVE", ".rdb"
+    kind, copy, noun, suffix = "redis", "BGSAVE", "snapshot", ".rdb"
 
     def __init__(self, local: LocalAccessories, creds: Credentials, here: Path) -> None:
         self.local, self.creds, self.here = local, creds, here
@@ -199,13 +199,13 @@ def upgrade(
             message=(
                 f"the upgrade of accessory {accessory.name} to {kind} {new} failed: {exc}; "
                 f"{kind} {old} {running} (kept whole; the new data is in {failed}, "
-                f"the {way.copy} copy in {copy})"
+                f"the {way.noun} in {copy})"
             ),
         )
     shutil.rmtree(kept)
     reporter.line(
         f"  accessory {accessory.name}: {kind} {new} answers with {loaded}; "
-        f"{kept.name} deleted, the {way.copy} copy kept in {copy.name}"
+        f"{kept.name} deleted, the {way.noun} kept in {copy.name}"
     )
     return None
 
