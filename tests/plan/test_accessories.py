@@ -61,17 +61,46 @@ def test_an_upgrade_asked_for_is_planned_as_a_dump_and_restore() -> None:
     assert step_from_json(step.to_json()) == step
 
 
-def test_a_downgrade_a_redis_major_change_and_an_unknown_name_are_refused_even_asked() -> None:
+def test_a_downgrade_and_an_unknown_name_are_refused_even_asked() -> None:
     pg14 = Accessory("db", "postgres", "14")
     with pytest.raises(InputError, match="never downgraded"):
         accessory_steps({"db": pg14}, {"db": seen(DB)}, "shipway.toml", upgrade=("db",))
-    r6, r7 = Accessory("cache", "redis", "6"), Accessory("cache", "redis", "7")
-    with pytest.raises(InputError, match="upgrades a postgres accessory only"):
-        accessory_steps({"cache": r7}, {"cache": seen(r6)}, "shipway.toml", upgrade=("cache",))
     with pytest.raises(InputError, match=r"--upgrade-accessory dbb: shipway\.toml declares no"):
         accessory_steps({"db": DB}, {"db": seen(DB)}, "shipway.toml", upgrade=("dbb",))
     # asked for, but nothing changes: nothing is planned
     assert accessory_steps({"db": DB}, {"db": seen(DB)}, "shipway.toml", upgrade=("db",)) == []
+
+
+R7, R8 = Accessory("cache", "redis", "7"), Accessory("cache", "redis", "8")
+
+
+def test_a_redis_major_change_is_refused_unasked_and_planned_as_a_snapshot_when_asked() -> None:
+    with pytest.raises(InputError) as err:
+        accessory_steps({"cache": R8}, {"cache": seen(R7)}, "shipway.toml")
+    text = str(err.value)
+    assert err.value.exit_code == 2
+    assert "shipway.toml: accessories.cache.version" in text
+    assert "--upgrade-accessory cache" in text and 'keep version = "7"' in text
+    assert "snapshot (as shipway backup takes it) loaded by a new redis 8 server" in text
+    (step,) = accessory_steps(
+        {"cache": R8}, {"cache": seen(R7)}, "shipway.toml", upgrade=("cache",)
+    )
+    assert (step.action, step.kind, step.version) == ("upgrade", "redis", "8")
+    assert "7 -> 8, asked by --upgrade-accessory cache" in step.why
+    line = step.describe()
+    assert line.startswith("upgrade accessory cache (redis 8): 7 -> 8")
+    assert "snapshotted (as shipway backup takes it)" in line and "old data directory kept" in line
+    assert "dumped" not in line
+    assert step_from_json(step.to_json()) == step
+
+
+def test_a_redis_downgrade_is_refused_even_asked_saying_why() -> None:
+    with pytest.raises(InputError) as err:
+        accessory_steps({"cache": R7}, {"cache": seen(R8)}, "shipway.toml", upgrade=("cache",))
+    text = str(err.value)
+    assert err.value.exit_code == 2
+    assert "never downgraded" in text and "cannot read a newer one's RDB" in text
+    assert 'keep version = "8"' in text
 
 
 def test_another_kind_on_the_same_data_is_refused() -> None:

@@ -15,11 +15,13 @@ A failing upgrade needs a "new" server that is not what was asked for: the mirro
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import importlib.util
 import io
 import os
 import tarfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import docker
@@ -65,37 +67,44 @@ def _push(client: docker.DockerClient, ref: str) -> None:
             raise RuntimeError(f"push {ref}: {chunk['error']}")
 
 
+@contextlib.contextmanager
+def image_maker(lock_name: str) -> Iterator[tuple[docker.DockerClient, str, str]]:
+    """(host A's client, the image prefix, the registry), held under a file lock across
+    test workers (what one makes, the others find made)."""
+    prefix = os.environ.get("SHIPWAY_TEST_IMAGE_PREFIX")
+    registry = os.environ.get("SHIPWAY_TEST_REGISTRY")
+    engine = os.environ.get("SHIPWAY_TEST_DOCKER_A")
+    if not (prefix and registry and engine):
+        pytest.fail("the Docker test environment is not set: eval scripts/docker-testenv env")
+    lock = Path(os.environ.get("TMPDIR", "/tmp")) / lock_name
+    client = docker.DockerClient(base_url=engine, timeout=600)
+    try:
+        with open(lock, "a") as held:
+            fcntl.flock(held, fcntl.LOCK_EX)
+            yield client, prefix, registry
+    finally:
+        client.close()
+
+
 def postgres_images() -> tuple[str, str]:
     """(the mirror holding a real ``postgres:15`` and ``postgres:16``, the mirror whose
     ``postgres:16`` is a 15): built and pushed once; skips when pgserver is missing."""
     site = pgserver_install()
     if site is None:
         pytest.skip("no postgres 16 on this machine (the pgserver wheel ships one)")
-    prefix = os.environ.get("SHIPWAY_TEST_IMAGE_PREFIX")
-    registry = os.environ.get("SHIPWAY_TEST_REGISTRY")
-    engine = os.environ.get("SHIPWAY_TEST_DOCKER_A")
-    if not (prefix and registry and engine):
-        pytest.fail("the Docker test environment is not set: eval scripts/docker-testenv env")
-    fake = f"{registry}/shipway-test-fake16"
-    lock = Path(os.environ.get("TMPDIR", "/tmp")) / "shipway-test-postgres-16.lock"
-    client = docker.DockerClient(base_url=engine, timeout=600)
-    try:
-        with open(lock, "a") as held:
-            fcntl.flock(held, fcntl.LOCK_EX)
-            base = f"{prefix}/postgres:15"
-            client.images.get(base)
-            real = f"{prefix}/postgres:16"
-            try:
-                client.images.get(real)
-            except docker.errors.ImageNotFound:
-                client.images.build(
-                    fileobj=_context(site, base), custom_context=True, tag=real, rm=True
-                )
-            _push(client, real)
-            image = client.images.get(base)
-            for tag in ("15", "16"):
-                image.tag(f"{fake}/postgres", tag)
-                _push(client, f"{fake}/postgres:{tag}")
-    finally:
-        client.close()
+    with image_maker("shipway-test-postgres-16.lock") as (client, prefix, registry):
+        fake = f"{registry}/shipway-test-fake16"
+        base = f"{prefix}/postgres:15"
+        client.images.get(base)
+        real = f"{prefix}/postgres:16"
+        try:
+            client.images.get(real)
+        except docker.errors.ImageNotFound:
+            context = _context(site, base)
+            client.images.build(fileobj=context, custom_context=True, tag=real, rm=True)
+        _push(client, real)
+        image = client.images.get(base)
+        for tag in ("15", "16"):
+            image.tag(f"{fake}/postgres", tag)
+            _push(client, f"{fake}/postgres:{tag}")
     return prefix, fake

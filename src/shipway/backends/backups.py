@@ -230,9 +230,24 @@ def redis_bgsave(command: RedisCommand, persistence: RedisInfo, say: Callable[[s
         )
 
 
+def redis_keys(command: RedisCommand) -> int:
+    """How many keys the server holds (``DBSIZE``)."""
+    reply = command(b"DBSIZE")
+    if not reply.startswith(b":"):
+        raise BackendError(f"DBSIZE: {reply.decode(errors='replace').strip()}")
+    return int(reply[1:].split(b"\r\n", 1)[0])
+
+
+def redis_loaded(persistence: RedisInfo) -> None:
+    """Until the server has loaded its data (it answers ``INFO`` while it loads, and
+    refuses every command on its keys with ``-LOADING``)."""
+    wait_until(lambda: persistence().get("loading") == "0", TOOL_LIMIT, "did not load its data")
+
+
 def redis_append_only(command: RedisCommand, persistence: RedisInfo) -> None:
     """The append-only file on, rewritten from what the server loaded (a server started on
     a snapshot with it off: with it on, Redis would have loaded that file instead)."""
+    redis_loaded(persistence)
     reply = command(b"CONFIG", b"SET", b"appendonly", b"yes")
     if not reply.startswith(b"+OK"):
         raise BackendError(f"CONFIG SET appendonly yes: {reply.decode(errors='replace').strip()}")
@@ -324,11 +339,12 @@ def upgrade_dump(root: str, before: str, after: str) -> tuple[str, str, str]:
     return new_data, dump, script
 
 
-def old_cluster_gone(root: str, after: str) -> str:
-    """The ``sh`` command that deletes from ``root`` all but the new cluster's directory,
-    shipway's own files (the dump) and ``lost+found``: once the new server answers."""
+def old_cluster_gone(root: str, keep: str) -> str:
+    """The ``sh`` command that deletes from ``root`` all but the new data's directory
+    ``keep`` (``pg16``, ``redis8``), shipway's own files (the dump) and ``lost+found``: once
+    the new server answers."""
     return (
-        f'find {root} -mindepth 1 -maxdepth 1 ! -name "pg{after}" ! -name "shipway-*" '
+        f'find {root} -mindepth 1 -maxdepth 1 ! -name "{keep}" ! -name "shipway-*" '
         "! -name lost+found -exec rm -rf {} +"
     )
 
@@ -338,6 +354,28 @@ def pg_major(version_line: str) -> str:
     15.18 (Debian 15.18-0+deb12u1)``, ``15.18``: ``15``; ``9.6.24``: ``9.6``)."""
     parts = version_word(version_line).split(".")
     return ".".join(parts[:2]) if parts[0] in ("9", "8", "7") else parts[0]
+
+
+def major(kind: str, version_line: str) -> str:
+    """The major version a server of ``kind`` says it is (Postgres as :func:`pg_major`;
+    Redis ``8.2.3``: ``8``)."""
+    if kind == "postgres":
+        return pg_major(version_line)
+    return version_word(version_line).split(".")[0]
+
+
+def new_major(kind: str, version: str, after: str) -> None:
+    """A BackendError unless the server an upgrade started (``version``) is major ``after``."""
+    if major(kind, version) != after:
+        raise BackendError(f"the new server is {kind} {version}, not {after}")
+
+
+def keys_loaded(had: int, now: int, after: str) -> str:
+    """What a Redis upgrade's new server loaded (``its 2 keys loaded from the snapshot``); a
+    BackendError when it holds none of the ``had`` keys the old one held."""
+    if had and not now:
+        raise BackendError(f"redis {after} loaded none of the {had} keys of the snapshot")
+    return f"its {now} keys loaded from the snapshot"
 
 
 def version_word(version_line: str) -> str:

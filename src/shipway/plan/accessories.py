@@ -4,9 +4,12 @@ An accessory is the slot's: only a deploy plans it, and only when it is missing,
 its own declaration changed (then at the cost of a restart, said in the step). A change of
 its major version is refused unless the deploy names the accessory in ``upgrade``
 (``--upgrade-accessory NAME``): the server's data belongs to its major version, so a
-Postgres upgrade is a dump and restore into a new cluster, with the old data kept until
-the new server answers (dokku-postgres#264: an upgrade no one asked for broke a database).
-A downgrade, and a Redis major change, are refused either way. An accessory the spec no
+Postgres upgrade is a dump and restore into a new cluster, and a Redis upgrade a snapshot
+(as ``shipway backup`` takes it) loaded by the new server in a new data directory, each
+with the old data kept until the new server answers (dokku-postgres#264: an upgrade no one
+asked for broke a database). A downgrade is refused either way (neither reads the data
+of a newer major: Redis 7 refuses a Redis 8 snapshot, "Can't handle RDB format version
+12"). An accessory the spec no
 longer declares keeps running with its data (a note says so); only ``destroy --volumes``
 deletes it.
 """
@@ -95,27 +98,40 @@ def _upgrade(
     key = f"{spec_file}: accessories.{accessory.name}.version"
     old, new = now.version or "", accessory.version or ""
     runs = f"{accessory.kind} {old} runs in this slot with its data, and the spec asks for {new}"
-    if accessory.kind != "postgres":
+    how = _HOW.get(accessory.kind)
+    if how is None:
         raise InputError(
-            f"{key}: {runs}: shipway upgrades a postgres accessory only (hint: keep "
+            f"{key}: {runs}: shipway upgrades a postgres or redis accessory only (hint: keep "
             f'version = "{old}", or back it up, destroy the slot with --volumes, deploy and '
             "restore the backup)"
         )
     if int(new) < int(old):
         raise InputError(
-            f"{key}: {runs}: a major version is never downgraded (a newer cluster's data "
-            f'cannot be read by an older server) (hint: keep version = "{old}")'
+            f"{key}: {runs}: a major version is never downgraded ({_NEWER[accessory.kind]}) "
+            f'(hint: keep version = "{old}")'
         )
     if not asked:
         raise InputError(
-            f"{key}: {runs}: a major-version change is done only when asked for, as a dump "
-            f"and restore into a new postgres {new} cluster, with the {old} data kept until "
-            f"the new server answers (hint: {UPGRADE_FLAG} {accessory.name} on plan and "
-            f'deploy; back it up first: shipway backup SLOT {accessory.name}; or keep '
-            f'version = "{old}")'
+            f"{key}: {runs}: a major-version change is done only when asked for, as "
+            f"{how.format(new=new)}, with the {old} data kept until the new server answers "
+            f"(hint: {UPGRADE_FLAG} {accessory.name} on plan and deploy; back it up first: "
+            f'shipway backup SLOT {accessory.name}; or keep version = "{old}")'
         )
     why = f"{old} -> {new}, asked by {UPGRADE_FLAG} {accessory.name}"
     return StartAccessory(accessory.name, accessory.kind, new, "upgrade", declaration, why)
+
+
+#: how each kind's major-version change is done (said when it is refused unasked)
+_HOW = {
+    "postgres": "a dump and restore into a new postgres {new} cluster",
+    "redis": "a snapshot (as shipway backup takes it) loaded by a new redis {new} server in a "
+    "new data directory",
+}
+#: why each kind is never downgraded
+_NEWER = {
+    "postgres": "a newer cluster's data cannot be read by an older server",
+    "redis": "an older redis cannot read a newer one's RDB snapshot or append-only file",
+}
 
 
 def undeclared_notes(

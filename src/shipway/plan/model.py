@@ -415,10 +415,16 @@ class StartAccessory(Step):
         if self.action == "start":
             return f"start {what}: it is not running{self.why and f' ({self.why})'}"
         if self.action == "upgrade":
+            how = (
+                "snapshotted (as shipway backup takes it), the snapshot loaded by the new "
+                "server in a new data directory"
+                if self.kind == "redis"
+                else "dumped, restored into a new cluster"
+            )
             return (
-                f"upgrade {what}: {self.why}: dumped, restored into a new cluster, the old "
-                "data directory kept until the new server answers (and put back if it does "
-                "not); its clients lose their connections meanwhile"
+                f"upgrade {what}: {self.why}: {how}, the old data directory kept until the "
+                "new server answers (and put back if it does not); its clients lose their "
+                "connections meanwhile"
             )
         return (
             f"restart {what}: its declaration changed ({self.why}); its clients lose "

@@ -44,7 +44,7 @@ ACCESSORY_KEYS = ("kind", "version", "image", "command", "port", "health_command
 #: this machine has)
 KNOWN_VERSIONS: dict[str, tuple[str, ...]] = {
     "postgres": ("12", "13", "14", "15", "16", "17"),
-    "redis": ("6", "7"),
+    "redis": ("6", "7", "8"),
 }
 #: the backends that run each kind this version; the others come in later ones
 SUPPORTED: dict[str, tuple[str, ...]] = {

@@ -9,6 +9,8 @@ with the pgserver wheel's 16.2; Debian bookworm has no second major)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tests.backends.docker.conftest import SLOT, Deployment
@@ -37,11 +39,9 @@ def with_rows(d: Deployment, mirror: str, monkeypatch: pytest.MonkeyPatch) -> st
     return password
 
 
-def test_an_upgrade_is_refused_unless_asked_and_then_is_a_dump_and_restore(
-    deployment: Deployment, images: tuple[str, str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    d = deployment
-    password = with_rows(d, images[0], monkeypatch)
+def refused_unasked(d: Deployment) -> Any:
+    """``plan`` and ``deploy`` without ``--upgrade-accessory`` refused (exit 2, naming the
+    key and the flag), the accessory's container the very same, not restarted; it."""
     before = accessory(d)
     for verb in ("plan", "deploy"):
         r = shipway(d, verb, SLOT)
@@ -52,6 +52,15 @@ def test_an_upgrade_is_refused_unless_asked_and_then_is_a_dump_and_restore(
         before.id,
         before.attrs["State"]["StartedAt"],
     )
+    return before
+
+
+def test_an_upgrade_is_refused_unless_asked_and_then_is_a_dump_and_restore(
+    deployment: Deployment, images: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    d = deployment
+    password = with_rows(d, images[0], monkeypatch)
+    before = refused_unasked(d)
     r = shipway(d, "plan", SLOT, "--upgrade-accessory", "db")
     assert r.returncode == 0, r.stderr
     assert "upgrade accessory db (postgres 16): 15 -> 16, asked by --upgrade-accessory db" in (

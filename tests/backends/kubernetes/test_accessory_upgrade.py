@@ -56,17 +56,23 @@ def rows(s: Slot, pod: str) -> str:
     return sh(s, pod, "postgres", PSQL + "'select text from notes order by id'")
 
 
-def test_upgrade_refused_then_done(
-    real_slot: Slot, claim_dir: Path
-) -> None:
-    s = real_slot
-    pod, env = with_rows(s, postgres_images()[0])
+def refused_unasked(s: Slot, pod: str, env: dict[str, str]) -> None:
+    """``plan`` and ``deploy`` without ``--upgrade-accessory`` refused (exit 2, naming the
+    key and the flag), the accessory's pod the very same."""
     before = s.client.get(Pod, pod, namespace=s.namespace)
     for verb in ("plan", "deploy"):
         r = s.cli(verb, "test1", env=env)
         assert r.returncode == 2, r.stdout + r.stderr
         assert "accessories.db.version" in r.stderr and "--upgrade-accessory db" in r.stderr
     assert s.client.get(Pod, pod, namespace=s.namespace).metadata.uid == before.metadata.uid
+
+
+def test_upgrade_refused_then_done(
+    real_slot: Slot, claim_dir: Path
+) -> None:
+    s = real_slot
+    pod, env = with_rows(s, postgres_images()[0])
+    refused_unasked(s, pod, env)
     r = s.cli("plan", "test1", "--upgrade-accessory", "db", env=env)
     assert r.returncode == 0, r.stderr
     assert "upgrade accessory db (postgres 16): 15 -> 16, asked by --upgrade-accessory db" in (

@@ -105,6 +105,17 @@ def pg_data(c: Container) -> str:
     return found[-1] if found else DATA_DIRS["postgres"]
 
 
+def data_dir(c: Container, kind: str) -> str:
+    """Where an accessory's container keeps its data: the volume's root, or after an
+    upgrade to major N its directory — Postgres' ``pgN`` (:func:`pg_data`), Redis'
+    ``redisN`` (its ``--dir``)."""
+    if kind == "postgres":
+        return pg_data(c)
+    words = list((c.attrs.get("Config") or {}).get("Cmd") or [])
+    found = [words[i + 1] for i, w in enumerate(words[:-1]) if w == "--dir"]
+    return found[-1] if found else DATA_DIRS[kind]
+
+
 def _published_ports(client: docker.DockerClient) -> set[int]:
     """Every port a container of the host publishes (any app's, any tool's)."""
     used: set[int] = set()
@@ -408,8 +419,8 @@ class DockerAccessories(DockerState):
                 ensure_image(client, image)  # before the old one goes
                 if found is not None:
                     remove(found, STOP_TIMEOUT)
-                data = pg_data(found) if found is not None else None
-                if found is None and accessory.kind == "postgres":
+                data = data_dir(found, accessory.kind) if found is not None else None
+                if found is None:
                     from shipway.backends.docker.upgrades import cluster_dir
 
                     data = cluster_dir(self, client, image, accessory)
@@ -426,12 +437,13 @@ class DockerAccessories(DockerState):
         network: str,
         creds: Credentials,
         bind: str | None,
-        pgdata: str | None = None,
+        data: str | None = None,
     ) -> ContainerSpec:
         """Its container, as the official image of its kind takes it: Postgres from the
         environment its entrypoint reads (POSTGRES_USER, _PASSWORD, _DB: used when the data
-        directory is empty; PGDATA ``pgdata``, a directory of the volume after an upgrade),
-        Redis from its command line (a password, the append-only file on)."""
+        directory is empty; PGDATA ``data``, a directory of the volume after an upgrade),
+        Redis from its command line (a password, the append-only file on, ``--dir``
+        ``data`` after an upgrade)."""
         kind = accessory.kind
         env: dict[str, str] = {}
         command: list[str] | None = None
@@ -441,10 +453,12 @@ class DockerAccessories(DockerState):
                 "POSTGRES_PASSWORD": creds.password,
                 "POSTGRES_DB": creds.database,
             }
-            if pgdata is not None and pgdata != DATA_DIRS[kind]:
-                env["PGDATA"] = pgdata
+            if data is not None and data != DATA_DIRS[kind]:
+                env["PGDATA"] = data
         else:
             command = ["redis-server", "--requirepass", creds.password, "--appendonly", "yes"]
+            if data is not None and data != DATA_DIRS[kind]:
+                command += ["--dir", data]
         volume = labels.accessory_volume(self.app.name, self.slot.name, accessory.name)
         port = SERVER_PORTS[kind]
         return ContainerSpec(

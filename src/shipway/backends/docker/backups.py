@@ -52,6 +52,7 @@ from shipway.backends.docker.accessories import (
     START_LIMIT,
     STOP_TIMEOUT,
     DockerAccessories,
+    data_dir,
 )
 from shipway.backends.docker.connection import HostConnection, Stream
 from shipway.backends.docker.containers import ContainerSpec, create
@@ -66,14 +67,14 @@ T = TypeVar("T")
 #: in a Redis accessory's volume, during a restore: the prepared data, and what it replaced
 PREPARED = "shipway-restore"
 ASIDE = "shipway-before-restore"
-#: the server that loads a snapshot (its password last)
-LOADER = ("redis-server", "--dir", f"/data/{PREPARED}", "--appendonly", "no", "--requirepass")
+#: the server that loads a snapshot in the directory that follows (its password last)
+LOADER = ("redis-server", "--appendonly", "no", "--dir")
 #: the kind of the helper containers of a restore (removed on every path)
 HELPER = "accessory-restore"
 #: moves every entry of a directory but shipway's own (``shipway-*``) into another
 _MOVE = r"""
 set -eu
-cd /data
+cd "$0"
 move() {
   for f in "$1"/* "$1"/.[!.]* "$1"/..?*; do
     [ -e "$f" ] || [ -L "$f" ] || continue
@@ -111,7 +112,7 @@ class DockerBackups(DockerAccessories):
                 return version, f"{tool} in {where}"
             command, persistence = self._redis(conn, c, creds)
             files.redis_bgsave(command, persistence, reporter.line)
-            _fetch(c, f"{DATA_DIRS['redis']}/dump.rdb", into)
+            _fetch(c, f"{data_dir(c, 'redis')}/dump.rdb", into)
             return version, f"BGSAVE in {where}"
 
     def restore_accessory(
@@ -264,26 +265,27 @@ class DockerBackups(DockerAccessories):
         source: Path,
         reporter: Reporter,
     ) -> None:
-        there = _exec(c, ["ls", "-A", DATA_DIRS["redis"]], {}, "ls").decode().split()
+        here = data_dir(c, "redis")  # the volume's root, or an upgrade's redis<N>
+        there = _exec(c, ["ls", "-A", here], {}, "ls").decode().split()
         if ASIDE in there:
             raise InputError(
-                f"/data/{ASIDE} is in accessory {accessory.name}'s volume on {conn.name}: an "
+                f"{here}/{ASIDE} is in accessory {accessory.name}'s volume on {conn.name}: an "
                 "earlier restore was cut short and left the data it replaced there; nothing "
                 "was restored (hint: look at it, move it away, and restore again)"
             )
         if PREPARED in there:  # an earlier restore's, never swapped in: not the app's data
-            _exec(c, ["rm", "-rf", f"/data/{PREPARED}"], {}, "rm")
+            _exec(c, ["rm", "-rf", f"{here}/{PREPARED}"], {}, "rm")
         reporter.line(f"  loading {source.name} in a helper container of {c.name}'s image")
         try:
-            self._prepare(conn, c, creds, source)
+            self._prepare(conn, c, creds, f"{here}/{PREPARED}", source)
         except BaseException:
             with contextlib.suppress(BackendError, docker.errors.APIError):
-                _exec(c, ["rm", "-rf", f"/data/{PREPARED}"], {}, "rm")
+                _exec(c, ["rm", "-rf", f"{here}/{PREPARED}"], {}, "rm")
             raise
         reporter.line(f"  stopping accessory {accessory.name} to swap the data in")
         c.stop(timeout=STOP_TIMEOUT)
         try:
-            self._helper(c, ["sh", "-c", SWAP], "swap")
+            self._helper(c, ["sh", "-c", SWAP, here], "swap")
             c.start()
             c.reload()
             files.wait_until(
@@ -295,35 +297,44 @@ class DockerBackups(DockerAccessories):
             stamp = str(int(time.time()))
             with contextlib.suppress(docker.errors.APIError):
                 c.stop(timeout=STOP_TIMEOUT)
-            self._helper(c, ["sh", "-c", PUT_BACK, "sh", stamp], "put back")
+            self._helper(c, ["sh", "-c", PUT_BACK, here, stamp], "put back")
             c.start()
             if isinstance(exc, Exception):
                 raise BackendError(
                     f"the restore failed ({exc}); the data before it is back in place and the "
                     f"accessory started on it (what was loaded is kept in "
-                    f"/data/shipway-restore-failed.{stamp} in its volume)"
+                    f"{here}/shipway-restore-failed.{stamp} in its volume)"
                 ) from exc
             raise
-        _exec(c, ["rm", "-rf", f"/data/{ASIDE}"], {}, "rm")
+        _exec(c, ["rm", "-rf", f"{here}/{ASIDE}"], {}, "rm")
 
     def _prepare(
-        self, conn: HostConnection, c: Container, creds: Credentials, source: Path
+        self,
+        conn: HostConnection,
+        c: Container,
+        creds: Credentials,
+        into: str,
+        source: Path | None = None,
+        image: str | None = None,
     ) -> None:
-        """The snapshot loaded by a server of the accessory's image in ``/data/PREPARED``,
-        its append-only file rewritten from it, and that server stopped: the data a server
-        started with the append-only file on loads."""
-        image = str((c.attrs.get("Config") or {}).get("Image") or c.attrs["Image"])
+        """The snapshot loaded by a server of ``image`` (the accessory's own by default) in
+        ``into`` (a directory of its volume), its append-only file rewritten from it, and
+        that server stopped: the data a server started with the append-only file on loads.
+        ``source``: a local file copied there first (else ``into/dump.rdb`` is there)."""
+        image = image or str((c.attrs.get("Config") or {}).get("Image") or c.attrs["Image"])
         helper = dataclasses.replace(
             self._helper_spec(c, image, "load"),
-            command=[*LOADER, creds.password],
+            command=[*LOADER, into, "--requirepass", creds.password],
             network=labels.network(self.app.name, self.slot.name),
         )
         client = c.client
         assert client is not None
         h = create(client, helper)
         try:
-            tar = TarOf(source, f"{PREPARED}/dump.rdb", 0o600, dirs=(PREPARED,))
-            if not h.put_archive(DATA_DIRS["redis"], tar):
+            root = DATA_DIRS["redis"]
+            rel = into.removeprefix(f"{root}/")
+            tar = TarOf(source, f"{rel}/dump.rdb", 0o600, dirs=_parents(rel)) if source else None
+            if tar is not None and not h.put_archive(root, tar):
                 raise BackendError("the snapshot could not be copied into the accessory's volume")
             h.start()
             h.reload()
@@ -379,6 +390,12 @@ class DockerBackups(DockerAccessories):
                 )
         finally:
             _gone(h)
+
+
+def _parents(rel: str) -> tuple[str, ...]:
+    """``a``, ``a/b`` for ``a/b``: the directories a tar makes before ``rel/…``."""
+    parts = rel.split("/")
+    return tuple("/".join(parts[: i + 1]) for i in range(len(parts)))
 
 
 def _gone(h: Container) -> None:

@@ -60,7 +60,8 @@ from shipway.spec.secrets import Secret
 MANAGER = "shipway-accessory"
 ACCESSORY = "shipway.io/accessory"
 DECLARED = "shipway.io/declaration"
-#: on an upgraded Postgres accessory's Secret: the claim's directory its cluster is in
+#: on an upgraded accessory's Secret: the claim's directory its data is in (the name is
+#: from when only Postgres was upgraded)
 PGDATA_NOTE = "shipway.io/pgdata"
 DEFAULT_SIZE = "1Gi"
 START_LIMIT = 300.0
@@ -83,6 +84,46 @@ def pg_data(sts: Any) -> str | None:
             if e.name == "PGDATA" and e.value:
                 return str(e.value)
     return None
+
+
+def data_dir(sts: Any) -> str | None:
+    """The directory of the claim a live StatefulSet's server keeps its data in when it is
+    not the default: Postgres' PGDATA (:func:`pg_data`), Redis' ``--dir`` (``redisN``
+    after an upgrade to major N); None otherwise."""
+    found = pg_data(sts)
+    containers = sts.spec.template.spec.containers if sts is not None and sts.spec else []
+    for c in containers or []:
+        words = list(c.args or [])
+        found = next((words[i + 1] for i, w in enumerate(words[:-1]) if w == "--dir"), found)
+    return found
+
+
+#: an upgrade's new Redis data directory (``$0``) made ready for a server started with the
+#: append-only file on: the snapshot there loaded by the new image's server with it off (on
+#: loopback, another port), the file turned on and rewritten, the server stopped. Nothing to
+#: do when the directory holds an append-only file already (every start after the first).
+REDIS_LOAD = r"""
+set -eu
+d="$0"
+if [ -e "$d/appendonlydir" ] || [ -e "$d/appendonly.aof" ] || [ ! -e "$d/dump.rdb" ]; then
+  exit 0
+fi
+redis-server --port 6390 --bind 127.0.0.1 --protected-mode no --dir "$d" --appendonly no \
+  --save "" --daemonize yes --pidfile /tmp/loader.pid --logfile /tmp/loader.log
+until [ "$(redis-cli -p 6390 PING 2>/dev/null)" = PONG ]; do
+  if [ -s /tmp/loader.pid ] && ! kill -0 "$(cat /tmp/loader.pid)" 2>/dev/null; then
+    echo "redis-server did not load the snapshot: $(tail -n 4 /tmp/loader.log)" >&2
+    exit 1
+  fi
+  sleep 0.1
+done
+info() { redis-cli -p 6390 INFO persistence | tr -d '\r' | grep "^$1:" | cut -d: -f2; }
+[ "$(redis-cli -p 6390 CONFIG SET appendonly yes)" = OK ]
+until [ "$(info aof_enabled)" = 1 ] && [ "$(info aof_rewrite_in_progress)" = 0 ] \
+  && [ "$(info aof_rewrite_scheduled)" = 0 ]; do sleep 0.1; done
+echo "loaded the snapshot: $(redis-cli -p 6390 DBSIZE) keys" >&2
+redis-cli -p 6390 SHUTDOWN NOSAVE >/dev/null 2>&1 || true
+"""
 
 
 class KubernetesAccessories(KubernetesState):
@@ -279,15 +320,14 @@ class KubernetesAccessories(KubernetesState):
             assert isinstance(self, KubernetesBackups)
             return upgrade(self, live, accessory, creds, deadline, reporter)
         with self._edge(f"starting accessory {accessory.name} in {target}"):
-            body = self._statefulset(accessory, pg_data(live) or self._kept_pgdata(accessory))
+            body = self._statefulset(accessory, data_dir(live) or self._kept_pgdata(accessory))
             sts = self.client.apply(from_dict(body), force=True)
         return self._accessory_gate(accessory, sts.metadata.generation, deadline, reporter)
 
     def _kept_pgdata(self, accessory: Accessory) -> str | None:
-        """The PGDATA an upgrade left the cluster in, kept on the accessory's Secret (which
-        lives as long as its claim: a StatefulSet ``destroy`` deleted is made anew on it)."""
-        if accessory.kind != "postgres":
-            return None
+        """The directory of the claim an upgrade left the data in, kept on the accessory's
+        Secret (which lives as long as its claim: a StatefulSet ``destroy`` deleted is made
+        anew on it)."""
         found = self._accessory_object(SecretObject, accessory.name)
         notes = (found.metadata.annotations or {}) if found is not None else {}
         return notes.get(PGDATA_NOTE)
@@ -296,7 +336,9 @@ class KubernetesAccessories(KubernetesState):
         """Its StatefulSet, as the official image of its kind takes it: Postgres from the
         environment its entrypoint reads (the password from the Secret; PGDATA ``pgdata``,
         a directory of the claim: ``pgdata``, or ``pgN`` after an upgrade to major N), Redis
-        from its command line (the password from the Secret, expanded by the kubelet)."""
+        from its command line (the password from the Secret, expanded by the kubelet; after
+        an upgrade to major N, ``--dir`` ``pgdata`` = ``/data/redisN``, which a first
+        container of the same image makes ready: :data:`REDIS_LOAD`)."""
         name = object_name(self.app.name, accessory.name)
         kind, port = accessory.kind, SERVER_PORTS[accessory.kind]
         labels = self._accessory_labels(accessory.name)
@@ -308,6 +350,7 @@ class KubernetesAccessories(KubernetesState):
             "volumeMounts": [{"name": "data", "mountPath": DATA_DIRS[kind]}],
             "readinessProbe": {"tcpSocket": {"port": port}, "periodSeconds": 1},
         }
+        init: list[dict[str, Any]] = []
         if kind == "postgres":
             container["env"] = [
                 {"name": "POSTGRES_USER", "value": PG_USER},
@@ -320,6 +363,10 @@ class KubernetesAccessories(KubernetesState):
             container["args"] = [
                 "redis-server", "--requirepass", "$(REDIS_PASSWORD)", "--appendonly", "yes",
             ]  # fmt: skip
+            if pgdata is not None and pgdata != DATA_DIRS[kind]:
+                container["args"] += ["--dir", pgdata]
+                load = {k: container[k] for k in ("image", "volumeMounts")}
+                init = [{"name": "load", **load, "command": ["sh", "-c", REDIS_LOAD, pgdata]}]
         return {
             "apiVersion": "apps/v1",
             "kind": "StatefulSet",
@@ -338,7 +385,11 @@ class KubernetesAccessories(KubernetesState):
                 "selector": {"matchLabels": labels},
                 "template": {
                     "metadata": {"labels": labels},
-                    "spec": {"containers": [container], "terminationGracePeriodSeconds": 30},
+                    "spec": {
+                        **({"initContainers": init} if init else {}),
+                        "containers": [container],
+                        "terminationGracePeriodSeconds": 30,
+                    },
                 },
                 "volumeClaimTemplates": [
                     {
@@ -353,15 +404,29 @@ class KubernetesAccessories(KubernetesState):
         }
 
     def _accessory_gate(
-        self, accessory: Accessory, generation: int | None, deadline: float, reporter: Reporter
+        self,
+        accessory: Accessory,
+        generation: int | None,
+        deadline: float,
+        reporter: Reporter,
+        first_exit_fails: bool = False,
     ) -> Failure | None:
         """Until its pod of the applied revision is ready (its port accepts connections),
-        or time is up: then what its pod says."""
+        or time is up: then what its pod says. ``first_exit_fails``: a container of that
+        pod that exits with an error once has failed (a new major's, in an upgrade), with
+        the end of its log."""
         name = object_name(self.app.name, accessory.name)
         until = min(deadline, time.monotonic() + START_LIMIT)
         while True:
             with self._edge(f"waiting on accessory {accessory.name}"):
                 sts = self.client.get(StatefulSet, name, namespace=self.namespace)
+                exited = self._exited(name, sts) if first_exit_fails else None
+            if exited is not None:
+                return Failure(
+                    reason=Reason.STEP_FAILED,
+                    message=f"accessory {accessory.describe()} did not start ({exited[0]})",
+                    details=tuple([*self._pod_story(name), *exited[1]]),
+                )
             status = sts.status
             done = (
                 status is not None
@@ -379,6 +444,34 @@ class KubernetesAccessories(KubernetesState):
                     details=tuple(self._pod_story(name)),
                 )
             time.sleep(LOOK)
+
+    def _exited(self, name: str, sts: Any) -> tuple[str, list[str]] | None:
+        """(which container of the StatefulSet's pod of its new revision exited with an
+        error, the end of its log), or None."""
+        try:
+            pod = self.client.get(Pod, f"{name}-0", namespace=self.namespace)
+        except ApiError:
+            return None
+        revision = (pod.metadata.labels or {}).get("controller-revision-hash")
+        if pod.status is None or revision != (sts.status.updateRevision if sts.status else None):
+            return None
+        statuses = [
+            *(pod.status.initContainerStatuses or []),
+            *(pod.status.containerStatuses or []),
+        ]
+        for cs in statuses:
+            ended = [st.terminated for st in (cs.state, cs.lastState) if st and st.terminated]
+            code = next((t.exitCode for t in ended if t.exitCode), 0)
+            if code:
+                try:
+                    said = list(self.client.log(
+                        f"{name}-0", namespace=self.namespace, container=cs.name, tail_lines=6,
+                    ))  # fmt: skip
+                except ApiError as exc:
+                    said = [f"(its log: {exc.status.message})"]
+                tail = [f"  {cs.name}: {line.rstrip()}" for line in said]
+                return f"{cs.name} exited {code}", [self._redact(line) for line in tail]
+        return None
 
     def _pod_story(self, name: str) -> list[str]:
         """What its pod's status says (phase, conditions, container states)."""

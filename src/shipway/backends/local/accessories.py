@@ -67,6 +67,17 @@ def accessory_conf(name: str, command: list[str], here: Path, stopsignal: str) -
     )
 
 
+def data_version(here: Path, kind: str) -> str | None:
+    """The major version the data of the accessory whose directory is ``here`` belongs to:
+    a Postgres cluster's ``PG_VERSION``; Redis' files say none, so the version it was last
+    started as (``accessory.json``)."""
+    if kind == "postgres":
+        return servers.data_version(here / "data")
+    meta = read_json(here / "accessory.json", None)
+    found = meta.get("version") if isinstance(meta, dict) else None
+    return str(found) if found else None
+
+
 class LocalAccessories(LocalState):
     """The protocol's Accessories (:mod:`shipway.backends.accessories`)."""
 
@@ -201,7 +212,7 @@ class LocalAccessories(LocalState):
         private_log(log)
         name = program_name(target, accessory.name)
         self.supervisor.ensure()
-        found = servers.data_version(here / "data") if accessory.kind == "postgres" else None
+        found = data_version(here, accessory.kind)
         if step.action == "upgrade" and found not in (None, accessory.version):
             from shipway.backends.local.upgrades import upgrade  # it builds on backups
 
@@ -247,7 +258,7 @@ class LocalAccessories(LocalState):
                 )
             # INT: Postgres' fast shutdown (TERM would wait for every client to leave)
             return servers.pg_command(version, data, creds.port, self.environ), "INT"
-        binary = servers.redis_binary(self.environ)
+        binary = servers.redis_binary(self.environ, version)
         if binary is None:
             raise BackendError("redis-server is not installed (hint: apt-get install redis-server)")
         found = servers.redis_version(binary)
@@ -269,9 +280,13 @@ class LocalAccessories(LocalState):
         log: Path,
         deadline: float,
         reporter: Reporter,
+        first_exit_fails: bool = False,
     ) -> Failure | None:
-        """Until the server answers in its own protocol, or it failed, or time is up."""
+        """Until the server answers in its own protocol, or it failed, or time is up.
+        ``first_exit_fails``: a server that exits once has failed (a new major's, in an
+        upgrade, whose old server waits), not only one supervisord gave up on."""
         until = min(deadline, time.monotonic() + START_LIMIT)
+        failed = {"FATAL", "EXITED", "STOPPED"} | ({"BACKOFF"} if first_exit_fails else set())
         while True:
             state = state_of(self.supervisor.info().get(name))
             if state == "RUNNING" and wire.answers(accessory.kind, creds):
@@ -279,13 +294,9 @@ class LocalAccessories(LocalState):
                     f"  accessory {accessory.describe()} answers on 127.0.0.1:{creds.port}"
                 )
                 return None
-            if state in ("FATAL", "EXITED", "STOPPED") or time.monotonic() > until:
+            if state in failed or time.monotonic() > until:
                 tail = log.read_text(errors="replace").splitlines()[-12:] if log.exists() else []
-                why = (
-                    "did not start"
-                    if state in ("FATAL", "EXITED", "STOPPED")
-                    else "did not answer in time"
-                )
+                why = "did not start" if state in failed else "did not answer in time"
                 return Failure(
                     reason=Reason.STEP_FAILED,
                     message=f"accessory {accessory.describe()} {why} ({state.lower()})",

@@ -58,8 +58,8 @@ class LocalBackups(LocalAccessories):
         if accessory.kind == "postgres":
             major = servers.data_version(data) or accessory.version or ""
             return version, pg_dump(major, creds, into, self.environ, reporter)
-        files.redis_bgsave(_redis(creds), _persistence(creds), reporter.line)
-        _copy(data / "dump.rdb", into)
+        files.redis_bgsave(redis_command(creds), redis_persistence(creds), reporter.line)
+        copy_private(data / "dump.rdb", into)
         return version, "BGSAVE"
 
     def restore_accessory(
@@ -139,7 +139,7 @@ class LocalBackups(LocalAccessories):
             write_atomic(conf, servers.redis_conf(data, creds, appendonly=False).encode(), 0o600)
             self.supervisor.start(name)
             wait_until(lambda: wire.answers("redis", creds), START_LIMIT, "did not answer")
-            files.redis_append_only(_redis(creds), _persistence(creds))
+            files.redis_append_only(redis_command(creds), redis_persistence(creds))
             write_atomic(conf, servers.redis_conf(data, creds).encode(), 0o600)
         except BaseException as exc:
             self.supervisor.stop(name)
@@ -271,7 +271,7 @@ def run_tool(
 # -- Redis ---------------------------------------------------------------------------------
 
 
-def _redis(creds: Credentials) -> files.RedisCommand:
+def redis_command(creds: Credentials) -> files.RedisCommand:
     """Its commands after AUTH, each on a connection of its own."""
 
     def command(*words: bytes) -> bytes:
@@ -284,7 +284,7 @@ def _redis(creds: Credentials) -> files.RedisCommand:
     return command
 
 
-def _persistence(creds: Credentials) -> files.RedisInfo:
+def redis_persistence(creds: Credentials) -> files.RedisInfo:
     def info() -> dict[str, str]:
         with wire.connect(creds, 30.0) as sock:
             try:
@@ -295,7 +295,7 @@ def _persistence(creds: Credentials) -> files.RedisInfo:
     return info
 
 
-def _copy(source: Path, into: Path) -> None:
+def copy_private(source: Path, into: Path) -> None:
     """``source`` copied to ``into``, made 0600 before a byte is written."""
     fd = os.open(into, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with open(source, "rb") as src, os.fdopen(fd, "wb") as dst:

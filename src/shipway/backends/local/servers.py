@@ -2,8 +2,11 @@
 
 Postgres: ``/usr/lib/postgresql/<major>/bin`` (Debian's ``postgresql-<major>``, which keeps
 every installed major version side by side — so a pinned major is a path, and two slots may
-run two majors); Redis: ``redis-server`` on ``PATH`` (Debian's ``redis-server``). Why the
-distribution's packages and not a wheel: docs/local.md, *Accessories*.
+run two majors); Redis: ``$SHIPWAY_REDIS_ROOT/<major>/bin/redis-server`` when that directory
+is given and holds the major (laid out as Debian's Postgres: one directory per major, so a
+Redis upgrade finds the new major beside the old), else ``redis-server`` on ``PATH``
+(Debian's ``redis-server``, one major). Why the distribution's packages and not a wheel:
+docs/local.md, *Accessories*.
 
 Postgres refuses to run as root ("root" execution of the PostgreSQL server is not
 permitted). Run by root, shipway starts it (and ``initdb``) in a user namespace of its own
@@ -52,7 +55,17 @@ def pg_installed(environ: Mapping[str, str] | None = None) -> list[str]:
     return sorted(found, key=lambda v: int(v) if v.isdigit() else 0)
 
 
-def redis_binary(environ: Mapping[str, str]) -> str | None:
+#: a directory laid out ``<major>/bin/redis-server`` to find each Redis major in first
+REDIS_ROOT_VARIABLE = "SHIPWAY_REDIS_ROOT"
+
+
+def redis_binary(environ: Mapping[str, str], version: str | None = None) -> str | None:
+    """The ``redis-server`` of major ``version``: ``$SHIPWAY_REDIS_ROOT/<major>/bin``'s
+    when it is there, else the one on ``PATH`` (its major is checked when it starts)."""
+    given = environ.get(REDIS_ROOT_VARIABLE)
+    mine = Path(given) / version / "bin" / "redis-server" if given and version else None
+    if mine is not None and mine.is_file():
+        return str(mine)
     return shutil.which("redis-server", path=environ.get("PATH", os.defpath))
 
 
@@ -71,7 +84,7 @@ def problem(accessory: Accessory, environ: Mapping[str, str], spec_file: str) ->
             f"postgresql-{version}{other})"
         )
     if accessory.kind == "redis":
-        if redis_binary(environ) is None:
+        if redis_binary(environ, accessory.version) is None:
             return (
                 f"{key}: redis-server is not installed on this machine (not on PATH) "
                 "(hint: apt-get install redis-server)"
