@@ -67,7 +67,7 @@ class CanaryWalk:
         try:
             self.canaries.shift_traffic(c, t, release, step.percent, self.reporter)
         except CanaryNotReady as exc:
-            said = f"not ready for its {step.percent}% share: {exc.failure.message}"
+            said = f"the canary is not ready for its {step.percent}% share: {exc.failure.message}"
             return replace(exc.failure, message=said)
         self.baseline = self.canaries.canary_counts(t)
         self.since = time.monotonic()
