@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from shipway.backends.protocol import Backend, Failure, Reporter
-from shipway.errors import InputError
+from shipway.errors import BackendError, InputError
 from shipway.guard import Clearance
 from shipway.plan.canary import Tally
 from shipway.release.model import Release
@@ -43,6 +43,16 @@ class CanaryCounts:
         }
 
 
+class CanaryNotReady(BackendError):
+    """A share's canary whose processes failed the wait that gates it (a crash loop, an
+    image that cannot be pulled …): ``failure`` is the wait's own, with its reason, exit
+    code, events and log tail — the engine gives it as the step's failure."""
+
+    def __init__(self, failure: Failure) -> None:
+        super().__init__(failure.headline())
+        self.failure = failure
+
+
 def canary_id(release: Release) -> str:
     return f"{release.app}.{release.slot}.r{release.revision}"
 
@@ -54,7 +64,8 @@ class Canaries(Protocol):
     ) -> None:
         """Send ``percent`` of the requests of every host ``release`` moves to its program,
         the rest to the program serving the host now; 0 takes every canary of the slot out
-        of the proxy at once (every request to the stable)."""
+        of the proxy at once (every request to the stable). A canary whose processes fail
+        the wait that gates a share: :class:`CanaryNotReady`."""
         ...
 
     def canary_counts(self, target: Target) -> CanaryCounts | None:

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from shipway.backends.canary import CanaryCounts, canaries_of, canary_id
+from shipway.backends.canary import CanaryCounts, CanaryNotReady, canaries_of, canary_id
 from shipway.backends.protocol import Backend, Failure, Reason, Reporter
 from shipway.engine.replica_canary import PodWatch
 from shipway.events.model import CanaryFigures
@@ -58,13 +58,20 @@ class CanaryWalk:
         self.since = time.monotonic()
         self.pods = PodWatch(backend)  # a replica-ratio canary's held steps
 
-    def shift(self, release: Release, step: ShiftTraffic) -> None:
+    def shift(self, release: Release, step: ShiftTraffic) -> Failure | None:
+        """Set the step's share; the failure of a canary whose processes did not get ready
+        for it (the backend's wait's: its reason, exit code and log tail), else None."""
         c, t = self.clearance, self.target
         if not release.canary and self.baseline is None:  # a canary starts: no stale decision
             self.canaries.canary_note(c, t, "decision", None)
-        self.canaries.shift_traffic(c, t, release, step.percent, self.reporter)
+        try:
+            self.canaries.shift_traffic(c, t, release, step.percent, self.reporter)
+        except CanaryNotReady as exc:
+            said = f"the canary is not ready for its {step.percent}% share: {exc.failure.message}"
+            return replace(exc.failure, message=said)
         self.baseline = self.canaries.canary_counts(t)
         self.since = time.monotonic()
+        return None
 
     def finish(self, release: Release) -> None:
         """After the switch (every step done): the whole share to the promoted release, the

@@ -311,8 +311,7 @@ class Walker:
                 self.backend, self.clearance, self.target, self.reporter, record
             )
         if isinstance(step, ShiftTraffic):
-            self.canary.shift(self.release, step)
-            return None
+            return self.canary.shift(self.release, step)
         if isinstance(step, AnalyseCanary):
             failure, self.release = self.canary.analyse(self.release, step)
             return failure

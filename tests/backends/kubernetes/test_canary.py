@@ -182,6 +182,41 @@ def test_a_broken_canary_is_aborted_from_the_gateways_counts(real_slot: Slot) ->
     assert real_slot.statuses(app) == {1: "deployed", 2: "failed"}
 
 
+def test_a_crash_looping_canary_fails_its_first_share_from_its_pods(real_slot: Slot) -> None:
+    """The new release's app exits 3 on start (the testenv's ``crash`` image): the pod wait
+    that gates the canary's first share watches the canary's pods (component
+    ``web-canary``) and fails at the crash loop with the pod's own reason, exit code and
+    last words — not at the gate's 300 s timeout — before any route splits: every request
+    through the Gateway is the stable's, and the canary's Deployment is removed."""
+    app = deployed_v1(real_slot)
+    host = app.routes[0].host
+    app = write(real_slot, "crash")
+    with RequestLoop(lambda _: ask(host, "/version"), rate=25) as loop:
+        started = time.monotonic()
+        outcome, lines = real_slot.deploy(app)
+        took = time.monotonic() - started
+        eventually(lambda: canary_deployments(real_slot) == [], what="the canary's Deployment gone")
+        after = loop.done
+        eventually(lambda: loop.done >= after + 25, what="requests after the rollback")
+    print(lines.text)
+    print(f"failed after {took:.1f}s; {seen(loop)}")
+    assert isinstance(outcome, RolledBack), lines.text
+    assert outcome.exit_code == 10 and outcome.to_revision == 1, outcome
+    failure = outcome.failure
+    said = "\n".join([outcome.line(), *outcome.details()])  # what the user is told
+    # the rollout watch's own reason (a normal rollout's: test_real_pods.py), from the pod
+    assert failure.reason == "CrashLoopBackOff", said
+    assert failure.exit_code == 3, said  # what the app's script exits with
+    assert "CRASH_ON_START is set, exiting 3" in said, said  # its log tail
+    assert f"{app.name}-web-canary-" in failure.message, said  # the pod it read
+    assert "canary" in said.split("\n")[0], said  # the headline says it was the canary
+    assert took < 120, took  # at the crash loop, not at the gate's 300 s timeout
+    # no request reached the crashing release: the stable answered every one
+    assert loop.done > 0 and loop.failed("v1") == [], seen(loop)
+    assert all_to_stable(route_of(real_slot, app), f"{app.name}-web")
+    assert real_slot.statuses(app) == {1: "deployed", 2: "failed"}
+
+
 def test_a_good_canary_is_promoted_to_all_requests(real_slot: Slot) -> None:
     deployed_v1(real_slot)
     app = write(real_slot, "v2")

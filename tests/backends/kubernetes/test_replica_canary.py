@@ -229,7 +229,9 @@ def test_a_replica_canary_that_never_starts_fails_its_gate_with_exit_10(
     print(done.stdout + done.stderr)
     assert done.returncode == 10, done.stdout + done.stderr  # rolled-back
     said = done.stdout + done.stderr
-    assert "the canary of web is not ready: CrashLoopBackOff" in said, said
+    # the rollout watch's own failure: its reason, the app's exit code and its log tail
+    assert "web (canary): CrashLoopBackOff: the canary is not ready for its 10% share" in said
+    assert "(exit code 3)" in said and "CRASH_ON_START is set, exiting 3" in said, said
     the_stable_alone(slot, app, url)
 
 

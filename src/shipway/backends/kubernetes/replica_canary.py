@@ -28,13 +28,12 @@ from lightkube.operators import exists
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import Pod
 
-from shipway.backends.canary import CanaryCounts, canary_id
+from shipway.backends.canary import CanaryCounts, CanaryNotReady, canary_id
 from shipway.backends.kubernetes import gateway as gw
 from shipway.backends.kubernetes import render
 from shipway.backends.kubernetes.health import KubernetesHealth
 from shipway.backends.kubernetes.rollout import Judge, Watched, readiness_window
 from shipway.backends.protocol import Failure, Reason, Reporter
-from shipway.errors import BackendError
 from shipway.plan.canary import Tally
 from shipway.plan.replica_canary import replica_share
 from shipway.release.model import Release
@@ -116,8 +115,8 @@ class KubernetesReplicaCanaries(KubernetesHealth):
         return watched
 
     def _gate(self, target: Target, watched: Watched, r: Reporter, label: str = "") -> None:
-        """Until the canary's Deployment is ready (the rollout wait; its progress said as
-        ``label``), else a BackendError."""
+        """Until the canary's Deployment is ready (the rollout wait; its progress and its
+        failure said as ``label``), else :class:`CanaryNotReady` with the wait's failure."""
         temporary = self._session is None
         with self._edge(f"watching {watched.deployment}"):
             session = self._start_session()
@@ -128,11 +127,8 @@ class KubernetesReplicaCanaries(KubernetesHealth):
         finally:
             if temporary:
                 self._end_session()
-        if failure is not None:
-            raise BackendError(
-                f"the canary of {watched.process} is not ready: {failure.reason}: "
-                f"{failure.message}"
-            )
+        if failure is not None:  # the watch's own words: reason, exit code, log tail
+            raise CanaryNotReady(failure)
 
     def _deployment_or_none(self, name: str) -> Any:
         with self._edge(f"reading Deployment/{name}"):
