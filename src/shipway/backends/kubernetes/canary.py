@@ -35,6 +35,7 @@ from lightkube.types import CascadeType, PatchType
 from shipway.backends.canary import CanaryCounts, canary_id
 from shipway.backends.kubernetes import gateway as gw
 from shipway.backends.kubernetes import render
+from shipway.backends.kubernetes.endpoints import wait_listed
 from shipway.backends.kubernetes.names import dns_name
 from shipway.backends.kubernetes.replica_canary import KubernetesReplicaCanaries
 from shipway.backends.kubernetes.rollout import Watched, readiness_window
@@ -216,7 +217,12 @@ class KubernetesCanaries(KubernetesReplicaCanaries):
                 readiness_window=readiness_window(body, self.tuning),
             )
             self._gate(target, watched, r, f"{process} (canary)")
-            r.line(f"  the canary of {process} is ready ({body['metadata']['name']})")
+            # no route sends to the canary's Service before it lists the pods counted ready
+            # (the endpoints controller lags the Deployment; the Gateway answers 503 then)
+            canary = body["metadata"]["name"]
+            with self._edge(f"waiting for Service {canary} to list its pods"):
+                wait_listed(self.client, self.namespace, canary, canary, r)
+            r.line(f"  the canary of {process} is ready ({canary})")
 
     def _route_exists(self, host: str) -> bool:
         name = gw.route_name(self.app.name, host)
