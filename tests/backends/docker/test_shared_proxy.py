@@ -20,6 +20,7 @@ from shipway import api
 from shipway.backends.docker import admin, caddy, render
 from shipway.backends.docker.records import read_tree, tar_of
 from shipway.engine import Rolled
+from shipway.plan.model import ApplyObject, NoOp
 from shipway.release.artifact import digest_of
 from tests.backends.docker.conftest import SLOT, Deployment, Lines
 from tests.backends.local.conftest import eventually
@@ -233,3 +234,38 @@ def test_a_host_with_a_per_slot_proxy_is_moved_over_by_a_step_the_plan_shows(
     finally:
         client.close()
     assert api.plan(deployment.app(), SLOT, image=env.images.v2).unchanged
+
+
+def test_an_upstream_file_naming_another_release_is_drift_and_repaired(
+    deployment: Deployment,
+) -> None:
+    """What a route serves is its upstream file: one that names other containers than the
+    route's entry (a run killed between the two writes, or a hand edit) is seen by observe
+    and put back by a repair, without a reload."""
+    env = deployment.env
+    name = f"file-{deployment.name}.test"
+    deployment.write(hosts=[env.a], extra=ROUTE.format(host=name))
+    assert isinstance(deployment.deploy(), Rolled)
+    (proxy,) = deployment.containers(env.a, kind="proxy")
+    tree = read_tree(proxy, caddy.CONFIG_DIR)
+    owner = f"{deployment.name}/{SLOT}"
+    (key,) = caddy.parse_parts(tree)[owner]
+    entry = caddy.parse_parts(tree)[owner][key]
+    upstream = caddy.upstream_file(f"{owner} {key}")
+    (web,) = deployment.containers(env.a, kind="app")
+    # the route's file names the alias its one container was given, and Caddy serves it
+    assert tree[upstream][0] == f"{entry['group']}\n".encode()
+    assert web.labels["org.shipway.alias"] == entry["group"]
+    assert get(deployment, env.a, name) == (200, "v1\n")
+
+    proxy.put_archive(caddy.CONFIG_DIR, tar_of({upstream: (b"shipway-up-nobody\n", 0o644)}))
+    eventually(lambda: get(deployment, env.a, name)[0] in (502, 503), what="served by nobody")
+    plan = api.plan(deployment.app(), SLOT, repair=True)
+    assert key in {s.unit for s in plan.steps if isinstance(s, ApplyObject)}, plan.steps
+    detail = "\n".join(api.object_diff(deployment.app(), SLOT, plan))
+    assert "its upstream file names other containers than its entry" in detail, detail
+    started = _servers_started(proxy)
+    api.repair(deployment.app(), SLOT, reporter=Lines(), timeout=120)
+    assert get(deployment, env.a, name) == (200, "v1\n")
+    assert _servers_started(proxy) == started  # the file alone was written again
+    assert [type(s) for s in api.plan(deployment.app(), SLOT, repair=True).steps] == [NoOp]

@@ -82,7 +82,7 @@ def _dynamic(source: str, body: Mapping[str, Any]) -> dict[str, Any]:
         "name": f"{{file.{source}}}",
         "port": port,
         "refresh": "1s",
-        "versions": {"ipv4": True},
+        "versions": {"ipv4": True, "ipv6": False},  # unset is true
     }
 
 
