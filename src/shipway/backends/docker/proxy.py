@@ -488,8 +488,9 @@ def _config_files(
     proxy_id: str,
     tree: Mapping[str, tuple[bytes, int]],
 ) -> dict[str, tuple[bytes, int]]:
-    """The shared proxy's two files for every slot's routes: the parts themselves and
-    Caddy's config composed from them all (with the share tokens in ``tree``: 0600)."""
+    """The shared proxy's files for every slot's routes: the parts themselves, Caddy's
+    config composed from them all (with the share tokens in ``tree``: 0600), and the
+    upstream file of each route that has one."""
     identity = admin.identity(proxy_id)
     routes = caddy.flatten(parts)
     config = caddy.compose(routes, proxy_body, identity, caddy.tokens_of(tree))
