@@ -63,8 +63,9 @@ class RequestLoop:
 
 #: The one failure a request through the Docker hosts' Caddy may meet at a config reload:
 #: the old server, shutting down, closes a connection it accepted and read without answering
-#: (Go's net/http, golang/go#75591; docs/docker.md, *What is not zero-downtime*). Tests of
-#: the shared proxy allow it once per reload and no other failure; issue 32 keeps it open.
+#: (Go's net/http, golang/go#75591; docs/docker.md, *What is not zero-downtime*). A deploy's
+#: switch does not reload (its tests allow no failure); tests of what still reloads (a stop,
+#: a canary's shares) allow it once per reload and no other failure.
 RELOAD_RACE = "RemoteDisconnected"
 
 

@@ -6,6 +6,7 @@ composed before the socket is reloaded by ``exec`` and has its socket afterwards
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -110,6 +111,9 @@ def test_a_proxy_composed_before_the_socket_reloads_by_exec_then_has_its_socket(
     body, _ = drift.body_of(proxy.labels)
     old = caddy.dumps(caddy.compose(routes, body or {}, None))
     proxy.put_archive(caddy.CONFIG_DIR, tar_of({caddy.CONFIG_FILE: (old, 0o644)}))
+    # nor the file that says which config was loaded (an older shipway wrote none)
+    volume = next(m for m in proxy.attrs["Mounts"] if m["Destination"] == caddy.CONFIG_DIR)
+    Path(volume["Source"], caddy.LOADED_FILE).unlink()
     config = f"{caddy.CONFIG_DIR}/{caddy.CONFIG_FILE}"
     now = f"unix/{caddy.CONFIG_DIR}/{caddy.ADMIN_SOCKET}"
     reload = ["caddy", "reload", "--config", config, "--address", now]

@@ -54,3 +54,29 @@ def test_a_route_entry_with_a_canary_is_drift() -> None:
     assert caddy_canary.drift_of({"body": BODY, "canary": CANARY}) == [
         "a canary (shop.prod.r2) takes 10% of its requests"
     ]
+
+
+def test_a_route_with_a_release_alias_reads_its_upstreams_from_its_file() -> None:
+    key = "shop/prod route/web@a"
+    unit = {"body": BODY, "group": "shipway-up-1"}
+    config = caddy.compose({key: unit}, {}, "x")
+    (handler,) = config["apps"]["http"]["servers"]["shipway"]["routes"][0]["handle"]
+    source = f"{caddy.CONFIG_DIR}/{caddy.upstream_file(key)}"
+    assert "upstreams" not in handler
+    assert handler["dynamic_upstreams"] == {
+        "source": "a",
+        "name": f"{{file.{source}}}",
+        "port": "80",
+        "refresh": "1s",
+        "versions": {"ipv4": True, "ipv6": False},
+    }
+    file = caddy.upstream_file(key)
+    assert caddy.upstream_files({key: unit}) == {file: (b"shipway-up-1\n", 0o644)}
+    # another release's alias: the same config (a switch reloads nothing)
+    assert caddy.compose({key: {**unit, "group": "shipway-up-2"}}, {}, "x") == config
+    # a canary names both releases' containers itself
+    split = caddy.compose({key: {**unit, "canary": CANARY}}, {}, "x")
+    route = split["apps"]["http"]["servers"]["shipway"]["routes"][0]
+    proxy = route["handle"][-1]["routes"][2]["handle"][0]
+    assert "dynamic_upstreams" not in proxy
+    assert [u["dial"] for u in proxy["upstreams"]] == ["s-1:80", "s-2:80", "c-1:80"]

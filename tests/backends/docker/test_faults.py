@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from shipway import api
-from shipway.backends.docker import admin
+from shipway.backends.docker import admin, caddy
+from shipway.backends.docker.records import tar_of
 from shipway.engine import Rolled, RolledBack
 from shipway.errors import ShipwayError
 from tests.backends.docker.conftest import SLOT, Deployment, Lines
@@ -118,6 +119,10 @@ def test_a_reload_exec_cut_off_is_run_again_whole(
     """Where the admin socket cannot be reached, the switch is an exec of caddy reload;
     one whose answer was cut off is run again (loading the same files twice is safe)."""
     deployed_first(faulty)
+    # a switch that reloads: the proxy's last load not recorded (as after a run killed
+    # between its write and its load), so the switch loads the config again
+    (proxy,) = faulty.deployment.containers(faulty.deployment.env.a, kind="proxy")
+    proxy.put_archive(caddy.CONFIG_DIR, tar_of({caddy.LOADED_FILE: (b"killed\n", 0o644)}))
     monkeypatch.setattr(admin, "host_socket", lambda proxy, config_dir: None)  # unreachable
     faulty.proxy.rule(method="POST", path="/exec/[^/]+/start$", reset="after")
     outcome, lines = faulty.deploy(faulty.deployment.env.images.v2)

@@ -14,7 +14,6 @@ from shipway.backends.protocol import Reason
 from shipway.engine import NoAnchor, Rolled, RolledBack
 from shipway.release.model import ReleaseStatus
 from tests.backends.docker.conftest import SLOT, Deployment, Lines
-from tests.loops import beyond_reload_race
 from tests.testenv.docker import DockerHost, wait_http
 
 
@@ -103,7 +102,7 @@ def test_redeploy_under_load_fails_no_request(deployment: Deployment) -> None:
         while load.ok["v2"] < 50 and time.monotonic() < deadline:
             time.sleep(0.05)
     failed = list(load.failures.elements())
-    assert beyond_reload_race(failed, reloads=3 * len(urls)) == [], load.failures.most_common(5)
+    assert failed == [], load.failures.most_common(5)  # switches, no reload: none lost
     assert load.ok["v1"] > 100 and load.ok["v2"] > 50
     for host in (env.a, env.b):
         assert deployment.get(host) == (200, "v2\n")

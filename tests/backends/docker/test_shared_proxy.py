@@ -10,6 +10,7 @@ import http.client
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import docker.errors
 import docker.types
@@ -19,6 +20,7 @@ from shipway import api
 from shipway.backends.docker import admin, caddy, render
 from shipway.backends.docker.records import read_tree, tar_of
 from shipway.engine import Rolled
+from shipway.plan.model import ApplyObject, NoOp
 from shipway.release.artifact import digest_of
 from tests.backends.docker.conftest import SLOT, Deployment, Lines
 from tests.backends.local.conftest import eventually
@@ -54,6 +56,16 @@ def other(deployment: Deployment, docker_env: DockerEnv, tmp_path: Path) -> Iter
         d.cleanup()
 
 
+#: what the moving app answers while its route switches: either release
+SWITCHING = {(200, "v1\n"), (200, "v2\n")}
+
+
+def _servers_started(proxy: Any) -> int:
+    """How many times the proxy's Caddy started a server (once per server at its start and
+    at each config load): unchanged across a switch that reloads nothing."""
+    return proxy.logs(stdout=True, stderr=True).count(b'"server running"')
+
+
 def answers(d: Deployment, host: DockerHost, name: str) -> tuple[int, str] | None:
     """:func:`get`, or None while nothing listens on the port yet."""
     try:
@@ -82,16 +94,22 @@ def test_two_apps_share_the_proxy_and_never_fail_each_other(
         "404: no app serves nobody.test on this host\n",
     )
 
-    # redeploying either fails none of the other's requests
+    # redeploying either fails none of the other's requests, nor its own: the switch
+    # rewrites the route's upstream file, and Caddy's config is not reloaded
     for moving, moving_name, still, still_name, serves in (
         (deployment, shop, other, blog, "v1\n"),
         (other, blog, deployment, shop, "v2\n"),
     ):
         fetch = functools.partial(lambda _, d, name: get(d, env.a, name), d=still, name=still_name)
-        with RequestLoop(fetch, limit=BOUND) as loop:
+        own = functools.partial(lambda _, d, name: get(d, env.a, name), d=moving, name=moving_name)
+        started = _servers_started(proxy)
+        with RequestLoop(fetch, limit=BOUND) as loop, RequestLoop(own, limit=BOUND) as mine:
             assert isinstance(moving.deploy(image=env.images.v2), Rolled)
+        assert _servers_started(proxy) == started  # no reload
         failed = [a.body if a.status == 0 else str(a) for a in loop.failed(serves)]
-        assert len(loop.answers) > 10 and beyond_reload_race(failed, 1) == [], loop.answers[-5:]
+        assert len(loop.answers) > 10 and failed == [], loop.answers[-5:]
+        own_failed = [str(a) for a in mine.answers if (a.status, a.body) not in SWITCHING]
+        assert len(mine.answers) > 10 and own_failed == [], mine.answers[-5:]
         assert get(moving, env.a, moving_name) == (200, "v2\n")
 
     # the proxy was never replaced: each deploy changed only its own routes
@@ -137,6 +155,8 @@ def _per_slot_proxy(d: Deployment, host: DockerHost) -> str:
     try:
         (shared,) = d.containers(host, kind="proxy")
         part = caddy.parse_parts(read_tree(shared, caddy.CONFIG_DIR))[f"{d.name}/{SLOT}"]
+        # as before upstream files: each route names its containers in the config
+        part = {k: {n: v for n, v in f.items() if n != "group"} for k, f in part.items()}
         shared.remove(force=True)
         client.volumes.get(shared.name).remove(force=True)
         name = volume = f"shipway-{d.name}-{SLOT}-proxy"
@@ -214,3 +234,38 @@ def test_a_host_with_a_per_slot_proxy_is_moved_over_by_a_step_the_plan_shows(
     finally:
         client.close()
     assert api.plan(deployment.app(), SLOT, image=env.images.v2).unchanged
+
+
+def test_an_upstream_file_naming_another_release_is_drift_and_repaired(
+    deployment: Deployment,
+) -> None:
+    """What a route serves is its upstream file: one that names other containers than the
+    route's entry (a run killed between the two writes, or a hand edit) is seen by observe
+    and put back by a repair, without a reload."""
+    env = deployment.env
+    name = f"file-{deployment.name}.test"
+    deployment.write(hosts=[env.a], extra=ROUTE.format(host=name))
+    assert isinstance(deployment.deploy(), Rolled)
+    (proxy,) = deployment.containers(env.a, kind="proxy")
+    tree = read_tree(proxy, caddy.CONFIG_DIR)
+    owner = f"{deployment.name}/{SLOT}"
+    (key,) = caddy.parse_parts(tree)[owner]
+    entry = caddy.parse_parts(tree)[owner][key]
+    upstream = caddy.upstream_file(f"{owner} {key}")
+    (web,) = deployment.containers(env.a, kind="app")
+    # the route's file names the alias its one container was given, and Caddy serves it
+    assert tree[upstream][0] == f"{entry['group']}\n".encode()
+    assert web.labels["org.shipway.alias"] == entry["group"]
+    assert get(deployment, env.a, name) == (200, "v1\n")
+
+    proxy.put_archive(caddy.CONFIG_DIR, tar_of({upstream: (b"shipway-up-nobody\n", 0o644)}))
+    eventually(lambda: get(deployment, env.a, name)[0] in (502, 503), what="served by nobody")
+    plan = api.plan(deployment.app(), SLOT, repair=True)
+    assert key in {s.unit for s in plan.steps if isinstance(s, ApplyObject)}, plan.steps
+    detail = "\n".join(api.object_diff(deployment.app(), SLOT, plan))
+    assert "its upstream file names other containers than its entry" in detail, detail
+    started = _servers_started(proxy)
+    api.repair(deployment.app(), SLOT, reporter=Lines(), timeout=120)
+    assert get(deployment, env.a, name) == (200, "v1\n")
+    assert _servers_started(proxy) == started  # the file alone was written again
+    assert [type(s) for s in api.plan(deployment.app(), SLOT, repair=True).steps] == [NoOp]

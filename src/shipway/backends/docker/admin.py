@@ -5,8 +5,9 @@ Caddy's admin API listens on ``admin.sock`` in the proxy's config volume (not on
 port: nothing of it is exposed anywhere). That file lives under the engine's data root on
 the host (``/var/lib/docker/volumes/<volume>/_data``), where only the engine's own user
 (root) may go — who can use the engine already — so reaching it adds no new way in. A
-switch that can reach it (an engine on a local socket; an SSH host, through the SSH
-connection, when its user may use the socket) posts the new configuration there: about
+config change (a switch needs none: :mod:`.caddy`) that can reach it (an engine on a
+local socket; an SSH host, through the SSH connection, when its user may use the socket)
+posts the new configuration there: about
 2 ms of Caddy's own time against an ``exec`` of ``caddy reload`` (create, start and
 inspect an exec, Caddy's binary started in the container: 67 ms on a quiet test host,
 0.2 s or more under the benchmark's load: docs/docker.md).

@@ -1,11 +1,17 @@
 """The proxy's configuration: Caddy's native JSON, composed from route units. PURE.
 
-Why Caddy, driven this way (see docs/docker.md): a configuration *reload* is graceful —
-the listening socket is kept across configs, requests in flight finish on the old config,
-new requests use the new one — so moving a route from the old containers to the new ones
-drops nothing. The files below are written through the Engine API (``put_archive`` into the
-proxy's volume), then loaded through Caddy's admin API on its unix socket in that volume
-where shipway can reach it (:mod:`.admin`), else by an ``exec`` of ``caddy reload``.
+A switch changes no Caddy config (docs/docker.md): a route whose containers were given
+their release's network alias (:func:`.labels.release_alias`) takes its upstreams from a
+file, its *upstream file* (``{file.PATH}``, read by Caddy at each request, as the name of
+Caddy's ``a`` dynamic upstreams: every address that name resolves to on the proxy's
+networks, round-robin). Moving the route to another release's containers rewrites that
+file only — no reload, whose new listener can lose another app's request (Go's
+``Server.Shutdown`` closes a connection it accepted and read without answering). The config
+is reloaded only when it changes: a route added or removed, its host names, TLS, port or a
+canary's weights (a canary's route names its containers itself). The files are written
+through the Engine API (``put_archive`` into the proxy's volume), a config loaded through
+Caddy's admin API on its unix socket in that volume where shipway can reach it
+(:mod:`.admin`), else by an ``exec`` of ``caddy reload``.
 
 Files in the proxy's volume (mounted at :data:`CONFIG_DIR`):
 
@@ -15,11 +21,15 @@ Files in the proxy's volume (mounted at :data:`CONFIG_DIR`):
 ``routes.json``  a per-slot proxy of before the shared one: ``{key: {...}}`` (read to move
                  its routes over, never written any more);
 ``caddy.json``   the Caddy config composed from them, what Caddy loads at start and reload;
+``loaded.sha``   the digest of the ``caddy.json`` Caddy was last made to load (a run killed
+                 between the write and the load leaves it older: the next switch reloads);
+``upstream-*``   a route's upstream file: its release's alias (:func:`upstream_file`);
 ``admin.sock``   Caddy's admin API (made by Caddy; not a file the config writes).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -31,6 +41,7 @@ ROUTES_FILE = "routes.json"
 PARTS_FILE = "slots.json"
 CONFIG_FILE = "caddy.json"
 ADMIN_SOCKET = "admin.sock"
+LOADED_FILE = "loaded.sha"
 #: where a config composed before the admin socket has its admin API (the proxy's own
 #: loopback): still taken as up to date, and replaced by the next reload
 LEGACY_ADMIN = "localhost:2019"
@@ -42,16 +53,56 @@ def _duration(seconds: float) -> str:
     return f"{round(seconds * 1000)}ms"
 
 
+def loaded(config: bytes) -> bytes:
+    """The content of :data:`LOADED_FILE` once Caddy was made to load ``config``."""
+    return hashlib.sha256(config).hexdigest().encode() + b"\n"
+
+
+def upstream_file(key: str) -> str:
+    """The name of the upstream file of the route ``key`` (``"app/slot key"``) in the
+    proxy's config directory."""
+    return f"upstream-{hashlib.sha256(key.encode()).hexdigest()[:20]}"
+
+
+def upstream_files(routes: Mapping[str, Mapping[str, Any]]) -> dict[str, tuple[bytes, int]]:
+    """Each route's upstream file (of those that name their release's alias): its content."""
+    return {
+        upstream_file(k): (f"{f['group']}\n".encode(), 0o644)
+        for k, f in routes.items()
+        if f.get("group")
+    }
+
+
+def _dynamic(source: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    """Caddy's ``a`` upstreams: the name in file ``source``, read at each request, resolved
+    (at most a second old; again after a failed try) on the proxy's networks."""
+    port = str(body["upstreams"][0]).rsplit(":", 1)[-1]
+    return {
+        "source": "a",
+        "name": f"{{file.{source}}}",
+        "port": port,
+        "refresh": "1s",
+        "versions": {"ipv4": True, "ipv6": False},  # unset is true
+    }
+
+
 def route(
-    body: Mapping[str, Any], upstream_try: float, canary: Mapping[str, Any] | None = None
+    body: Mapping[str, Any],
+    upstream_try: float,
+    canary: Mapping[str, Any] | None = None,
+    source: str | None = None,
 ) -> dict[str, Any]:
     """One Caddy route: requests for the body's host names (all, when none) go round-robin
     to its upstreams. A dial that fails (container going away) is retried on the others,
     and on the same one, for ``upstream_try`` seconds before the client gets a 502.
-    ``canary``: a canary beside it, split by weight (:mod:`.caddy_canary`)."""
+    ``canary``: a canary beside it, split by weight (:mod:`.caddy_canary`). ``source``: its
+    upstream file (the body's upstreams are then all the addresses its name resolves to)."""
+    upstreams: dict[str, Any] = {"upstreams": [{"dial": u} for u in body["upstreams"]]}
+    if source and not canary:
+        upstreams = {"dynamic_upstreams": _dynamic(source, body)}
     handler = {
         "handler": "reverse_proxy",
-        "upstreams": [{"dial": u} for u in body["upstreams"]],
+        **upstreams,
         # a kept-alive connection to an upstream closes after 1 s unused (Caddy's default
         # is 2 minutes; a reload does not close the old config's idle ones): an old
         # container's drain, which waits for its last connection, then ends within 1 s of
@@ -145,8 +196,8 @@ def compose(
             "routes": [
                 *(r for k, f in ordered if f["body"].get("tls")
                   for r in https.http_routes(k, f["body"], int(proxy.get("port", 80)))),
-                *(route(b, upstream_try, f.get("canary"))
-                  for _, f in ordered if (b := _plain(f["body"]))),
+                *(route(b, upstream_try, f.get("canary"), _source(k, f, config_dir))
+                  for k, f in ordered if (b := _plain(f["body"]))),
                 UNKNOWN_HOST,
             ],
             "errors": {"routes": [RELEASE_DOWN]},
@@ -178,6 +229,11 @@ def compose(
     }
 
 
+def _source(key: str, unit: Mapping[str, Any], config_dir: str) -> str | None:
+    """Where the route ``key``'s upstream file is in the proxy (None: it names none)."""
+    return f"{config_dir}/{upstream_file(key)}" if unit.get("group") else None
+
+
 def _plain(body: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """A route body as its plain-HTTP route: without its HTTPS names (they are redirected);
     None when it has no other."""
@@ -197,9 +253,10 @@ def _tls_servers(
     its HTTPS names), and, on a host that gets its certificates from an issuer, the
     loopback listener that relays them."""
     routes = [r for _, f in secure for r in https.share_routes(f["body"], tokens.get(None))]
-    for _, f in secure:
+    for k, f in secure:
         body = {**f["body"], "hosts": https.names_of(f["body"])}
-        routes.append(https.hsts(route(body, upstream_try, f.get("canary")), body))
+        handled = route(body, upstream_try, f.get("canary"), _source(k, f, config_dir))
+        routes.append(https.hsts(handled, body))
     relay = [
         r
         for k, f in secure

@@ -27,6 +27,8 @@ PROCESS = PREFIX + "process"
 RELEASE = PREFIX + "release"
 DEPLOYMENT = PREFIX + "deployment"
 REPLICA = PREFIX + "replica"
+#: the release alias an app container was given at create (:func:`release_alias`)
+ALIAS = PREFIX + "alias"
 #: salted hash of the environment a container was created with (secret values included
 #: only through the hash), to tell a container recreated by hand from the one shipway made
 ENV_HASH = PREFIX + "env-hash"
@@ -118,6 +120,16 @@ def container(app: str, slot: str, process: str, replica: int, deployment_id: st
     """An app container: unique per process, replica and deployment id, so a new release's
     containers start beside the old ones and the proxy can name exactly which to use."""
     return _safe(f"{app}-{slot}-{process}-{replica}-{deployment_id}")
+
+
+def release_alias(app: str, slot: str, process: str, deployment_id: str) -> str:
+    """The network alias every container of one process and deployment id has on its slot's
+    network (given at create): the one DNS name the shared proxy resolves to all of that
+    release's replicas of the process, which a switch names in the route's upstream file
+    (:mod:`.caddy`). Hashed: short (a DNS label), and unique across the slots' networks a
+    shared proxy joins."""
+    digest = hashlib.sha256(f"{app}/{slot}/{process}/{deployment_id}".encode()).hexdigest()
+    return f"shipway-up-{digest[:20]}"
 
 
 def proxy(app: str, slot: str) -> str:

@@ -4,9 +4,13 @@ One Caddy container per host and port (``shipway-proxy-<port>``, :mod:`.shared`)
 by every app and slot serving there and belongs to none: the first slot that needs it
 creates it, each slot adds and removes only its own routes (its part of the proxy's files,
 under the proxy's lock), and it is removed with the last routes on it. The routes (a
-separate, later unit than the containers they name) are written into its volume and loaded
-by a graceful reload (through Caddy's admin socket where it can be reached, :mod:`.admin`,
-else an ``exec`` of ``caddy reload``), so requests in flight finish where they started.
+separate, later unit than the containers they name) are written into its volume. A switch
+of a route to another release's containers rewrites the route's upstream file only (the
+release's network alias, :mod:`.caddy`): Caddy reads it at each request, so no reload runs
+and no request of any app on the proxy is lost to one. A change of the config itself (a route
+added or removed, its host names, TLS, a canary) is loaded by a graceful reload (through
+Caddy's admin socket where it can be reached, :mod:`.admin`, else an ``exec`` of ``caddy
+reload``), so requests in flight finish where they started.
 What must never happen: another slot's routes changed or lost; a route written that the
 running proxy does not serve (a refused reload puts the previous files back); or traffic
 moved to a container before its health gate passed (the plan orders the route after the
@@ -41,7 +45,7 @@ from shipway.backends.docker.containers import (
 from shipway.backends.docker.edge import explain
 from shipway.backends.docker.records import read_tree, read_tree_of, tar_of
 from shipway.backends.docker.retrying import transient_call
-from shipway.backends.docker.state import DockerState
+from shipway.backends.docker.state import DockerState, name_of, tags_of
 from shipway.errors import BackendError
 from shipway.plan.model import Remove
 from shipway.release.artifact import Unit
@@ -209,6 +213,7 @@ class DockerProxy(DockerState):
             with contextlib.suppress(docker.errors.APIError):
                 shared.join(client, container, labels.network(app, slot))
         files = _config_files(parts, body, str(container.id), tree)
+        files |= _stamp(files[caddy.CONFIG_FILE][0])  # what it loads as it starts
         container.put_archive(config_dir, tar_of(files))
         try:
             container.start()
@@ -269,24 +274,34 @@ class DockerProxy(DockerState):
                 "use another proxy_port)"
             )
         files = _config_files(parts, proxy_body, str(proxy.id), tree)
-        proxy.put_archive(config_dir, tar_of(files))
+        config = files[caddy.CONFIG_FILE][0]
+        # only what changed: an upstream file rewritten is a switch (of its route alone)
+        changed = {k: v for k, v in files.items() if tree.get(k) != v}
+        if changed:
+            proxy.put_archive(config_dir, tar_of(changed))
         emptied: dict[str, tuple[bytes, int]] = {}  # the certificate files of routes gone
         for key, unit in caddy.parse_parts(tree).get(self._owner, {}).items():
             if key not in parts.get(self._owner, {}):
                 emptied |= https.given_files(f"{self._owner} {key}", unit.get("body") or {}, None)
+                if caddy.upstream_file(f"{self._owner} {key}") in tree:
+                    emptied[caddy.upstream_file(f"{self._owner} {key}")] = (b"", 0o644)
         if proxy.status != "running":
+            proxy.put_archive(config_dir, tar_of({**emptied, **_stamp(config)}))
+            return parts
+        if tree.get(caddy.LOADED_FILE) == _stamp(config)[caddy.LOADED_FILE]:
+            # the config Caddy runs already: a switch (upstream files) or nothing
             if emptied:
                 proxy.put_archive(config_dir, tar_of(emptied))
             return parts
         running = tree.get(caddy.CONFIG_FILE, (b"", 0))[0]  # what the proxy runs now
-        refused = self._reload(host, proxy, config_dir, files[caddy.CONFIG_FILE][0], running)
+        refused = self._reload(host, proxy, config_dir, config, running)
         if refused is not None:
-            previous = {k: v for k, v in tree.items() if k in (caddy.PARTS_FILE, caddy.CONFIG_FILE)}
+            previous = {k: v for k, v in tree.items() if k in changed}
             if previous:
                 proxy.put_archive(config_dir, tar_of(previous))
             raise BackendError(f"the proxy {proxy.name} refused its new configuration {refused}")
-        if emptied:  # only once the config that names them no more is the one running
-            proxy.put_archive(config_dir, tar_of(emptied))
+        # only once the config that names them no more is the one running
+        proxy.put_archive(config_dir, tar_of({**emptied, **_stamp(config)}))
         return parts
 
     def _reload(
@@ -329,15 +344,43 @@ class DockerProxy(DockerState):
         shared.join(client, proxy, self._network)
         if unit.body.get("tls"):
             self._tls_files(proxy, unit, secrets)
+        group = self._group_of(client, unit)
 
         def put(routes: dict[str, Any]) -> None:
             routes[unit.key] = {"key": unit.key, "digest": unit.digest, "body": dict(unit.body)}
+            if group is not None:
+                routes[unit.key]["group"] = group
 
         self._reconfigure(unit.host or "", client, proxy, put)
         self._switched_at[unit.host or ""] = time.monotonic()
         targets = ", ".join(str(u).split(":")[0] for u in unit.body["upstreams"])
         where = ", ".join(unit.body.get("hosts") or []) or "all requests"
         return f"switched {where} to {targets}"
+
+    def _release_alias(self, body: Mapping[str, Any]) -> list[str]:
+        """The release alias an app container of ``body`` gets on its network (none for a
+        process that takes no requests)."""
+        tags = body.get("labels") or {}
+        if body.get("port") is None or not tags.get(labels.PROCESS):
+            return []
+        process, deployment = str(tags[labels.PROCESS]), str(tags.get(labels.DEPLOYMENT, "0"))
+        return [labels.release_alias(self.app.name, self.slot.name, process, deployment)]
+
+    def _group_of(self, client: docker.DockerClient, unit: Unit) -> str | None:
+        """The release alias that names exactly the route's containers on this host (what
+        its upstream file says), or None when none does: containers made before the alias,
+        or others of the same alias (the config then names the containers: a reload)."""
+        upstreams = [str(u).rsplit(":", 1) for u in unit.body.get("upstreams") or []]
+        if not upstreams or len({tuple(u[1:]) for u in upstreams}) != 1 or len(upstreams[0]) != 2:
+            return None
+        names = {u[0] for u in upstreams}
+        members: dict[str, set[str]] = {}
+        for c in self._labelled(client, labels.APP_CONTAINER, sparse=True):
+            alias = tags_of(c).get(labels.ALIAS)
+            if alias:
+                members.setdefault(alias, set()).add(name_of(c))
+        aliases = [a for a, of in members.items() if of & names]
+        return aliases[0] if len(aliases) == 1 and members[aliases[0]] == names else None
 
     def _tls_files(self, proxy: Container, unit: Unit, secrets: Mapping[str, Secret]) -> None:
         """The files a route's HTTPS needs in the proxy's config directory, written before
@@ -445,11 +488,22 @@ def _config_files(
     proxy_id: str,
     tree: Mapping[str, tuple[bytes, int]],
 ) -> dict[str, tuple[bytes, int]]:
-    """The shared proxy's two files for every slot's routes: the parts themselves and
-    Caddy's config composed from them all (with the share tokens in ``tree``: 0600)."""
+    """The shared proxy's files for every slot's routes: the parts themselves, Caddy's
+    config composed from them all (with the share tokens in ``tree``: 0600), and the
+    upstream file of each route that has one."""
     identity = admin.identity(proxy_id)
-    config = caddy.compose(caddy.flatten(parts), proxy_body, identity, caddy.tokens_of(tree))
-    return {caddy.PARTS_FILE: _parts_file(parts), caddy.CONFIG_FILE: (caddy.dumps(config), 0o600)}
+    routes = caddy.flatten(parts)
+    config = caddy.compose(routes, proxy_body, identity, caddy.tokens_of(tree))
+    return {
+        **caddy.upstream_files(routes),  # before the config that names them
+        caddy.PARTS_FILE: _parts_file(parts),
+        caddy.CONFIG_FILE: (caddy.dumps(config), 0o600),
+    }
+
+
+def _stamp(config: bytes) -> dict[str, tuple[bytes, int]]:
+    """The file that says Caddy was made to load ``config``."""
+    return {caddy.LOADED_FILE: (caddy.loaded(config), 0o644)}
 
 
 def _ensure_token(proxy: Container, config_dir: str = caddy.CONFIG_DIR) -> dict[str, Any]:

@@ -247,6 +247,9 @@ class DockerReads(DockerVolumes):
             ),
             caddy.dumps(caddy.compose(served, body, None)),
         )
+        stamp = tree.get(caddy.LOADED_FILE)
+        unloaded = bool(routes) and stamp is not None and stamp[0] != caddy.loaded(config)
+        owner = labels.owner(self.app.name, self.slot.name)
         out = []
         for key, fragment in sorted(routes.items()):
             reasons = []
@@ -255,6 +258,12 @@ class DockerReads(DockerVolumes):
                 reasons.append("its entry in the proxy's files was changed")
             if stale:
                 reasons.append("the proxy's caddy.json no longer matches its routes")
+            if unloaded:
+                reasons.append("the proxy has not loaded its caddy.json")
+            group = fragment.get("group")
+            upstream = tree.get(caddy.upstream_file(f"{owner} {key}"), (b"", 0))[0]
+            if group and upstream.decode(errors="replace").strip() != group:
+                reasons.append("its upstream file names other containers than its entry")
             reasons += caddy_canary.drift_of(fragment)
             body_process = (fragment.get("body") or {}).get("process")
             unit = ObservedUnit(

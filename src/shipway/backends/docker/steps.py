@@ -173,6 +173,7 @@ class DockerSteps(DockerProxy, DockerVolumes):
             remove(existing, int(body.get("stop_timeout", 10)))
         env = {k: str(v) for k, v in reveal(body["env"], secrets).items()}
         resources = body.get("resources") or {}
+        alias = self._release_alias(body)  # what the proxy resolves to this release's replicas
         container = create(
             client,
             ContainerSpec(
@@ -183,11 +184,12 @@ class DockerSteps(DockerProxy, DockerVolumes):
                     **labels.of_unit(self.app.name, self.slot.name, labels.APP_CONTAINER, unit),
                     **body.get("labels", {}),
                     labels.ENV_HASH: drift.env_hash(name, env),
+                    **({labels.ALIAS: alias[0]} if alias else {}),
                 },
                 entrypoint=body.get("entrypoint"),
                 command=body.get("args"),
                 network=str(body["network"]),
-                aliases=list(body.get("aliases") or []),
+                aliases=[*(body.get("aliases") or []), *alias],
                 mounts=file_mounts(client, body) + data_mounts(body),
                 restart=str(body.get("restart", "no")),
                 stop_timeout=int(body.get("stop_timeout", 10)),
