@@ -80,18 +80,3 @@ def test_a_route_with_a_release_alias_reads_its_upstreams_from_its_file() -> Non
     proxy = route["handle"][-1]["routes"][2]["handle"][0]
     assert "dynamic_upstreams" not in proxy
     assert [u["dial"] for u in proxy["upstreams"]] == ["s-1:80", "s-2:80", "c-1:80"]
-
-
-@pytest.mark.parametrize(
-    ("said", "reads"),
-    [
-        ("v2.11.9 h1:abc=\n", True),
-        ("v2.8.0 h1:x\n", True),
-        ("v2.7.6 h1:x\n", False),  # no {file.*}: its routes name their containers
-        ("2.6.2\n", False),
-        ("caddy: not found\n", False),
-    ],
-)
-def test_an_upstream_file_is_used_only_by_a_caddy_that_reads_it(said: str, reads: bool) -> None:
-    version = caddy.version_of(said)
-    assert (version is not None and version >= caddy.UPSTREAM_FILES_SINCE) is reads

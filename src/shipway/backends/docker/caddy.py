@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -57,17 +56,6 @@ def _duration(seconds: float) -> str:
 def loaded(config: bytes) -> bytes:
     """The content of :data:`LOADED_FILE` once Caddy was made to load ``config``."""
     return hashlib.sha256(config).hexdigest().encode() + b"\n"
-
-
-#: the first Caddy with what an upstream file needs: the ``{file.*}`` placeholder and the
-#: ``a`` upstreams' cache keyed by the name it gives (2.8.0; ``a`` upstreams since 2.5)
-UPSTREAM_FILES_SINCE = (2, 8, 0)
-
-
-def version_of(said: str) -> tuple[int, ...] | None:
-    """The version ``caddy version`` prints (``v2.11.9 h1:…``), or None."""
-    found = re.match(r"\s*v?(\d+)\.(\d+)\.(\d+)", said)
-    return tuple(int(n) for n in found.groups()) if found else None
 
 
 def upstream_file(key: str) -> str:

@@ -344,7 +344,7 @@ class DockerProxy(DockerState):
         shared.join(client, proxy, self._network)
         if unit.body.get("tls"):
             self._tls_files(proxy, unit, secrets)
-        group = self._group_of(client, unit) if self._reads_upstream_files(proxy) else None
+        group = self._group_of(client, unit)
 
         def put(routes: dict[str, Any]) -> None:
             routes[unit.key] = {"key": unit.key, "digest": unit.digest, "body": dict(unit.body)}
@@ -356,23 +356,6 @@ class DockerProxy(DockerState):
         targets = ", ".join(str(u).split(":")[0] for u in unit.body["upstreams"])
         where = ", ".join(unit.body.get("hosts") or []) or "all requests"
         return f"switched {where} to {targets}"
-
-    def _reads_upstream_files(self, proxy: Container) -> bool:
-        """Whether the proxy's Caddy reads an upstream file (``{file.*}`` and the ``a``
-        upstreams keyed by the name it gives: Caddy 2.8.0). An older one, a ``proxy_image``
-        pinned before it, or one whose version cannot be read, gets its routes' containers
-        named in its config (a switch is then a reload, as before)."""
-        key = str(proxy.id)
-        if key not in self._caddy_versions:
-            found: tuple[int, ...] | None = None
-            with contextlib.suppress(docker.errors.APIError):
-                result = proxy.exec_run(["caddy", "version"])
-                said = result.output if isinstance(result.output, bytes) else b""
-                if result.exit_code == 0:
-                    found = caddy.version_of(said.decode(errors="replace"))
-            self._caddy_versions[key] = found
-        version = self._caddy_versions[key]
-        return version is not None and version >= caddy.UPSTREAM_FILES_SINCE
 
     def _release_alias(self, body: Mapping[str, Any]) -> list[str]:
         """The release alias an app container of ``body`` gets on its network (none for a

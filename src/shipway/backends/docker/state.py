@@ -83,8 +83,6 @@ class DockerState(Guarded):
         self.primary = self.host_addresses[0].name
         #: host -> time.monotonic() of its proxy's last route switch (drain starts there)
         self._switched_at: dict[str, float] = {}
-        #: each proxy container's Caddy version, read once a run (``caddy version``)
-        self._caddy_versions: dict[str, tuple[int, ...] | None] = {}
         #: host -> this slot's own proxy of before the shared one, as the last observe saw
         self._per_slot: dict[str, str] = {}
         #: (host, unit key) -> its container as the observation listed it (labels, state),
