@@ -145,9 +145,18 @@ def data_mounts(body: Mapping[str, Any]) -> list[docker.types.Mount]:
 
 
 def remove(c: Container, timeout: int) -> None:
-    """Stop it (giving it ``timeout`` seconds) and remove it; one already gone is fine."""
+    """Stop it (giving it ``timeout`` seconds) and remove it; one already gone is fine, and
+    so is one whose removal the engine already runs (``409 removal ... is already in
+    progress``: a restart policy's or another call's): it is waited on until gone."""
     with contextlib.suppress(docker.errors.NotFound):
         if c.status in ("running", "restarting", "paused"):
             c.stop(timeout=timeout)
-    with contextlib.suppress(docker.errors.NotFound):
+    try:
         c.remove(force=True)
+    except docker.errors.NotFound:
+        return
+    except docker.errors.APIError as exc:
+        if exc.status_code != 409 or "already in progress" not in str(exc):
+            raise
+        with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+            c.wait(condition="removed", timeout=max(timeout, 10))
