@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import select
 import signal
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,7 @@ def test_logs_prints_and_follows(slot: Slot) -> None:
     assert r.code == 0, r.text
     assert 'web.1@r1 | 127.0.0.1 "GET / HTTP/1.1" 200' in r.out
     assert "worker" not in r.out
+    slot.env["PYTHONFAULTHANDLER"] = "1"  # SIGABRT prints every thread's stack
     follower = slot.spawn("logs", "local", "-f", "-n", "0")
     assert follower.stdout is not None
     seen = ""
@@ -79,7 +81,12 @@ def test_logs_prints_and_follows(slot: Slot) -> None:
     # read on to its end, as a terminal would: a follower whose output pipe is full (the
     # slot's processes kept logging while the test stopped reading) blocks in its last
     # flush and never exits — what three whole runs met, waiting without reading
-    follower.communicate(timeout=30)
+    try:
+        follower.communicate(timeout=30)
+    except subprocess.TimeoutExpired:  # where it is stuck, for whoever reads the failure
+        follower.send_signal(signal.SIGABRT)
+        said = follower.communicate(timeout=10)[0] or ""
+        pytest.fail(f"logs -f did not exit 30 s after SIGINT; its stacks:\n{said[-6000:]}")
     assert follower.returncode == 0
 
 
