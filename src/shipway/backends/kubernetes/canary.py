@@ -37,7 +37,7 @@ from shipway.backends.kubernetes import gateway as gw
 from shipway.backends.kubernetes import render
 from shipway.backends.kubernetes.endpoints import wait_listed
 from shipway.backends.kubernetes.names import dns_name
-from shipway.backends.kubernetes.replica_canary import KubernetesReplicaCanaries
+from shipway.backends.kubernetes.replica_canary import KubernetesReplicaCanaries, status_code
 from shipway.backends.kubernetes.rollout import Watched, readiness_window
 from shipway.backends.protocol import Reporter
 from shipway.errors import BackendError, InputError
@@ -296,22 +296,10 @@ class KubernetesCanaries(KubernetesReplicaCanaries):
             try:
                 next(iter(self.client.list(gw.HTTPRoute, namespace=self.namespace)), None)
             except (ApiError, httpx2.HTTPStatusError) as exc:
-                if _code(exc) == 404 or (unless_forbidden and _code(exc) == 403):
+                if status_code(exc) == 404 or (unless_forbidden and status_code(exc) == 403):
                     return False
                 raise
         return True
-
-    def _object_or_none(
-        self, resource: Any, name: str, namespace: str | None, doing: str
-    ) -> Any:
-        """The object, or None when it is not there."""
-        with self._edge(doing):
-            try:
-                return self.client.get(resource, name, namespace=namespace)
-            except (ApiError, httpx2.HTTPStatusError) as exc:
-                if _code(exc) == 404:
-                    return None
-                raise
 
     # -- the counts -----------------------------------------------------------------
 
@@ -402,13 +390,6 @@ def _host_of(unit: Unit) -> tuple[str, str, int]:
     rule = unit.body["spec"]["rules"][0]
     backend = rule["http"]["paths"][0]["backend"]["service"]
     return str(rule["host"]), str(unit.process or ""), int(backend["port"]["number"])
-
-
-def _code(exc: ApiError | httpx2.HTTPStatusError) -> int:
-    """The HTTP status of an API error (a kind not served answers a bare 404)."""
-    if isinstance(exc, ApiError):
-        return int(exc.status.code or 0)
-    return exc.response.status_code
 
 
 def _known(name: str) -> None:

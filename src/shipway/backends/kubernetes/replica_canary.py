@@ -23,7 +23,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import httpx2
 from lightkube.codecs import from_dict
+from lightkube.core.exceptions import ApiError
 from lightkube.operators import exists
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import Pod
@@ -60,6 +62,13 @@ def replica_workload(body: dict[str, Any], ident: str, pods: int, percent: int) 
     return out
 
 
+def status_code(exc: ApiError | httpx2.HTTPStatusError) -> int:
+    """The HTTP status of an API error (a kind not served answers a bare 404)."""
+    if isinstance(exc, ApiError):
+        return int(exc.status.code or 0)
+    return exc.response.status_code
+
+
 class KubernetesReplicaCanaries(KubernetesHealth):
     """The replica-ratio half of the Canaries part (:mod:`.canary` branches here)."""
 
@@ -89,7 +98,7 @@ class KubernetesReplicaCanaries(KubernetesHealth):
 
         name = render.workload_name(self.app.name, process)
         unit = release.artifact.get(render.unit_key("Deployment", name))
-        live = self._deployment_or_none(name)
+        live = self._object_or_none(Deployment, name, self.namespace, f"reading Deployment/{name}")
         stable = (
             int(live.spec.replicas or 0) if live is not None and live.spec is not None
             else render.declared_replicas(unit.body)
@@ -130,16 +139,25 @@ class KubernetesReplicaCanaries(KubernetesHealth):
         if failure is not None:  # the watch's own words: reason, exit code, log tail
             raise CanaryNotReady(failure)
 
-    def _deployment_or_none(self, name: str) -> Any:
-        with self._edge(f"reading Deployment/{name}"):
-            found = self.client.list(Deployment, namespace=self.namespace,
-                                     fields={"metadata.name": name})  # fmt: skip
-            return next(iter(found), None)
+    def _object_or_none(
+        self, resource: Any, name: str, namespace: str | None, doing: str
+    ) -> Any:
+        """The object, or None when it is not there."""
+        with self._edge(doing):
+            try:
+                return self.client.get(resource, name, namespace=namespace)
+            except (ApiError, httpx2.HTTPStatusError) as exc:
+                if status_code(exc) == 404:
+                    return None
+                raise
 
     def canary_health(self, target: Target) -> Failure | None:
         self._serves(target)
         for process, (ident, watched, judge) in sorted((self._held or {}).items()):
-            live = self._deployment_or_none(watched.deployment)
+            live = self._object_or_none(
+                Deployment, watched.deployment, self.namespace,
+                f"reading Deployment/{watched.deployment}",
+            )  # fmt: skip
             if live is None:
                 return Failure(
                     Reason.CANARY_ABORTED,
