@@ -21,7 +21,7 @@ import importlib.util
 import io
 import os
 import tarfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import docker
@@ -60,11 +60,21 @@ def _context(site: Path, base: str) -> io.BytesIO:
     return buf
 
 
-def _push(client: docker.DockerClient, ref: str) -> None:
+def push(client: docker.DockerClient, ref: str) -> None:
     repo, tag = ref.rsplit(":", 1)
     for chunk in client.api.push(repo, tag=tag, stream=True, decode=True):
         if isinstance(chunk, dict) and "error" in chunk:
             raise RuntimeError(f"push {ref}: {chunk['error']}")
+
+
+def built(client: docker.DockerClient, ref: str, context: Callable[[], io.BytesIO]) -> None:
+    """``ref`` built from ``context()`` unless the engine has it, then pushed (a new
+    machine's registry holds nothing yet)."""
+    try:
+        client.images.get(ref)
+    except docker.errors.ImageNotFound:
+        client.images.build(fileobj=context(), custom_context=True, tag=ref, rm=True)
+    push(client, ref)
 
 
 @contextlib.contextmanager
@@ -96,15 +106,9 @@ def postgres_images() -> tuple[str, str]:
         fake = f"{registry}/shipway-test-fake16"
         base = f"{prefix}/postgres:15"
         client.images.get(base)
-        real = f"{prefix}/postgres:16"
-        try:
-            client.images.get(real)
-        except docker.errors.ImageNotFound:
-            context = _context(site, base)
-            client.images.build(fileobj=context, custom_context=True, tag=real, rm=True)
-        _push(client, real)
+        built(client, f"{prefix}/postgres:16", lambda: _context(site, base))
         image = client.images.get(base)
         for tag in ("15", "16"):
             image.tag(f"{fake}/postgres", tag)
-            _push(client, f"{fake}/postgres:{tag}")
+            push(client, f"{fake}/postgres:{tag}")
     return prefix, fake

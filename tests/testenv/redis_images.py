@@ -24,7 +24,7 @@ import docker
 import docker.errors
 import pytest
 
-from tests.testenv.pg_images import _push, image_maker
+from tests.testenv.pg_images import built, image_maker, push
 
 REAL = """FROM {base}
 COPY redis-server /usr/local/bin/redis-server
@@ -78,14 +78,10 @@ def _context(dockerfile: str, server: bytes) -> io.BytesIO:
 
 
 def _built(client: docker.DockerClient, ref: str, dockerfile: str, server: Path | bytes) -> None:
-    try:
-        client.images.get(ref)
-    except docker.errors.ImageNotFound:
-        data = server if isinstance(server, bytes) else server.read_bytes()
-        client.images.build(
-            fileobj=_context(dockerfile, data), custom_context=True, tag=ref, rm=True
-        )
-    _push(client, ref)
+    def context() -> io.BytesIO:
+        return _context(dockerfile, server if isinstance(server, bytes) else server.read_bytes())
+
+    built(client, ref, context)
 
 
 def redis_images() -> tuple[str, str]:
@@ -101,5 +97,5 @@ def redis_images() -> tuple[str, str]:
         _built(client, f"{prefix}/redis:8", REAL.format(base=base), binary)
         _built(client, f"{broken}/redis:8", BROKEN.format(base=base), BROKEN_SERVER)
         client.images.get(base).tag(f"{broken}/redis", "7")
-        _push(client, f"{broken}/redis:7")
+        push(client, f"{broken}/redis:7")
     return prefix, broken
