@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import threading
 import tomllib
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -59,22 +56,3 @@ def make_app(tmp_path: Path) -> Callable[[str], App]:
 
     return make
 
-
-@pytest.fixture(autouse=True)
-def _signals_as_they_were(request: pytest.FixtureRequest) -> object:
-    """SIGINT and SIGTERM as each test found them. A test that leaves one ignored in the
-    worker (an in-process operation cut short) would make every process the worker starts
-    later ignore it too (an ignored signal outlives exec): a ``logs -f`` that SIGINT must
-    stop then never stops. Put back, and said as a warning naming the test."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    yield
-    for sig, handler in before.items():
-        if handler is not None and signal.getsignal(sig) != handler:
-            warnings.warn(
-                f"{request.node.nodeid} left {sig.name} as {signal.getsignal(sig)!r}: put back",
-                stacklevel=1,
-            )
-            signal.signal(sig, handler)
