@@ -9,6 +9,7 @@ import subprocess
 from dataclasses import replace
 from pathlib import Path
 
+from tests import cliproc
 from tests.backends.local.conftest import Slot, eventually
 from tests.cli.conftest import shipway
 
@@ -78,7 +79,7 @@ def test_ls_lists_every_app_and_slot_of_the_state_dir_without_a_spec(
     nowhere.mkdir()
 
     def ls(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
+        return cliproc.run(
             shipway("ls", *args), env=hello.env, cwd=nowhere, capture_output=True, text=True,
             check=False,
         )  # fmt: skip

@@ -3,7 +3,6 @@ their key and the fix (exit 2), snapshotted and read back."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import pytest
 from shipway.errors import SecretUnavailable, SpecInvalid
 from shipway.spec.parse import from_snapshot
 from shipway.spec.secrets import resolve_all
+from tests import cliproc
 from tests.conftest import app_from_toml
 
 BASE = '[app]\nname = "shop"\n[processes.web]\ncommand = "x"\nport = 8000\n'
@@ -112,7 +112,7 @@ def test_a_command_accessory_parses_but_runs_on_no_backend_yet() -> None:
 
 def test_validate_exits_2_naming_the_file_key_and_fix(tmp_path: Path) -> None:
     (tmp_path / "shipway.toml").write_text(BASE + '[accessories.db]\nkind = "postgres"\n')
-    done = subprocess.run(
+    done = cliproc.run(
         [sys.executable, "-m", "shipway", "-f", str(tmp_path / "shipway.toml"), "validate"],
         capture_output=True,
         text=True,

@@ -3,11 +3,12 @@ the spec is read, exit 2, naming the file, line, key and the fix, before anythin
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from typing import Any
 
 import pytest
+
+from tests import cliproc
 
 
 @pytest.mark.parametrize("backend", ["local", "docker"])
@@ -22,7 +23,7 @@ def test_split_replicas_is_refused_where_shipways_proxy_splits(
         f'port = 8000\n\n[slots.test1]\n{where}strategy = "canary"\n\n'
         '[slots.test1.canary]\nsplit = "replicas"\n'
     )
-    done = subprocess.run([sys.executable, "-m", "shipway", "-f", str(spec), "deploy", "test1"],
+    done = cliproc.run([sys.executable, "-m", "shipway", "-f", str(spec), "deploy", "test1"],
                           capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
     assert done.returncode == 2, done.stdout + done.stderr
     assert "shipway.toml:" in done.stderr and "slots.test1.canary.split" in done.stderr

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests import cliproc
+
 SPEC = """
 [app]
 name = "site"
@@ -26,7 +28,7 @@ backend = "local"
 
 def validate(app: Path, path: str) -> subprocess.CompletedProcess[str]:
     (app / "shipway.toml").write_text(SPEC.format(path=path))
-    return subprocess.run(
+    return cliproc.run(
         [sys.executable, "-m", "shipway", "-f", str(app / "shipway.toml"), "validate"],
         capture_output=True, text=True, check=False, timeout=60,
     )  # fmt: skip

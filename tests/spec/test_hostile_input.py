@@ -12,7 +12,6 @@ import itertools
 import json
 import os
 import string
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +22,7 @@ import yaml
 from shipway.errors import InputError, SecretUnavailable, SpecInvalid
 from shipway.spec import SecretRef, load
 from shipway.spec.limits import MAX_SECRET_FILE_BYTES, MAX_VALUES
+from tests import cliproc
 from tests.spec.test_validation_cases import HOSTILE, SPECS, expected, problems
 
 OK = '[app]\nname = "hello"\n[processes.web]\ncommand = "python3 app.py"\nport = 8000\n'
@@ -177,7 +177,7 @@ def test_the_cli_exits_2_with_the_file_and_a_hint(
     make: Callable[[Path], Path], tmp_path: Path
 ) -> None:
     path = make(tmp_path)
-    p = subprocess.run(
+    p = cliproc.run(
         [sys.executable, "-m", "shipway", "-f", str(path), "validate"],
         cwd=tmp_path,
         capture_output=True,
@@ -196,7 +196,7 @@ def test_the_cli_exits_2_with_the_file_and_a_hint(
 def test_json_output_lists_a_hostile_problem(tmp_path: Path) -> None:
     spec = tmp_path / "shipway.yaml"
     spec.write_bytes((HOSTILE / "alias_bomb.yaml").read_bytes())
-    p = subprocess.run(
+    p = cliproc.run(
         [sys.executable, "-m", "shipway", "-f", str(spec), "validate", "-o", "json"],
         capture_output=True,
         text=True,

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from shipway.engine import Rolled
+from tests import cliproc
 from tests.backends.docker.conftest import SLOT, Deployment, Lines
 from tests.backends.docker.test_accessories import accessory, mirror, write
 from tests.backends.local.conftest import eventually
@@ -36,7 +37,7 @@ pytestmark = pytest.mark.timeout(600)
 
 
 def shipway(d: Deployment, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return cliproc.run(
         [sys.executable, "-m", "shipway", "-f", str(d.spec_file), *args],
         capture_output=True, text=True, timeout=300, env=dict(os.environ),
     )  # fmt: skip

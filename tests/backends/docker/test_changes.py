@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from typing import Any
 
@@ -16,6 +15,7 @@ import pytest
 
 from shipway import api
 from shipway.release import codec
+from tests import cliproc
 from tests.backends.docker.conftest import SLOT, Deployment
 
 CANARY_OLD = "tok-canary-docker-old-0b3e"
@@ -34,7 +34,7 @@ TOKEN = { from_env = "CHANGES_TOKEN" }
 
 
 def cli(deployment: Deployment, *args: str, token: str = CANARY_OLD) -> Any:
-    result = subprocess.run(
+    result = cliproc.run(
         [sys.executable, "-m", "shipway", "-f", str(deployment.spec_file), *args],
         capture_output=True,
         text=True,

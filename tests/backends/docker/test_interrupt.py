@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 
 from shipway.backends.docker import labels
 from shipway.release.model import ReleaseStatus
+from tests import cliproc
 from tests.backends.docker.conftest import SLOT, Deployment
 from tests.testenv.docker import DockerHost
 
@@ -29,7 +30,7 @@ attempts = 3000
 
 
 def cli(deployment: Deployment, *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
+    return cliproc.ShipwayProcess(
         [sys.executable, "-m", "shipway", "-f", str(deployment.spec_file), *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -10,12 +10,13 @@ import subprocess
 import sys
 
 from shipway.engine import Rolled
+from tests import cliproc
 from tests.backends.docker.conftest import SLOT, Deployment, ssh_environ
 from tests.backends.local.conftest import eventually
 
 
 def spawn(d: Deployment, *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
+    return cliproc.ShipwayProcess(
         [sys.executable, "-m", "shipway", "-f", str(d.spec_file), *args],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, **ssh_environ(d.env)},
@@ -63,7 +64,7 @@ def test_a_killed_runs_one_off_is_removed_by_the_next_run_and_env_reaches_it(
         p.communicate(timeout=60)
     assert [c.name for c in deployment.containers(env.a, kind="one-off")] == [left.name]
 
-    r = subprocess.run(
+    r = cliproc.run(
         [sys.executable, "-m", "shipway", "-f", str(deployment.spec_file), "run", SLOT,
          "-e", "DJANGO_SUPERUSER_USERNAME=ann", "-e", "FROM_SHELL", "--",
          "sh", "-c", "echo $DJANGO_SUPERUSER_USERNAME $FROM_SHELL"],

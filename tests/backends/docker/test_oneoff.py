@@ -6,13 +6,13 @@ from __future__ import annotations
 import os
 import pty
 import signal
-import subprocess
 import sys
 import time
 
 import pytest
 
 from shipway.engine import Rolled
+from tests import cliproc
 from tests.backends.docker.conftest import SLOT, Deployment, ssh_environ
 from tests.backends.docker.test_release_phase import SECRET, TOKEN, events, kind, shipway
 from tests.terminal import read_until
@@ -59,7 +59,7 @@ def test_run_gives_the_command_a_terminal(deployment: Deployment) -> None:
     deployment.write(hosts=[env.a])
     assert isinstance(deployment.deploy(), Rolled)
     main, sub = pty.openpty()
-    p = subprocess.Popen(
+    p = cliproc.ShipwayProcess(
         [sys.executable, "-m", "shipway", "-f", str(deployment.spec_file), "run", SLOT, "--",
          "sh"],
         stdin=sub, stdout=sub, stderr=sub, start_new_session=True,

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from shipway.engine import Rolled, RolledBack
+from tests import cliproc
 from tests.backends.docker.conftest import Deployment, Lines, ssh_environ
 from tests.testenv.docker import DockerHost
 
@@ -102,7 +103,7 @@ def test_a_failing_release_command_starts_no_new_container(deployment: Deploymen
 def shipway(
     d: Deployment, *args: str, stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return cliproc.run(
         [sys.executable, "-m", "shipway", "-f", str(d.spec_file), *args],
         input=stdin,
         stdin=None if stdin is not None else subprocess.DEVNULL,

@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import pytest
 
 from shipway import api
 from shipway.errors import HostKeyMismatch, UnknownHostKey
+from tests import cliproc
 from tests.backends.docker.conftest import SLOT, Deployment
 
 
@@ -82,7 +82,7 @@ def test_cli_refusal_exit_code_and_message(deployment: Deployment, tmp_path: Pat
     empty = tmp_path / "empty_known_hosts"
     empty.write_text("")
     deployment.write(hosts=[env.b])
-    proc = subprocess.run(
+    proc = cliproc.run(
         [sys.executable, "-m", "shipway", "-f", str(deployment.spec_file), "plan", SLOT],
         capture_output=True,
         text=True,

@@ -27,6 +27,7 @@ from shipway.backends.kubernetes.rollout import Tuning
 from shipway.engine.outcome import Outcome
 from shipway.release.model import Release
 from shipway.spec import App, load
+from tests import cliproc
 
 TOKEN = "tok-5f3a9c1e-never-print-me"
 BASE_ENV = {"SHOP_TOKEN": TOKEN}
@@ -165,7 +166,7 @@ class Slot:
             "KUBECONFIG": str(self.kubeconfig),
             **(env or {}),
         }
-        return subprocess.run(
+        return cliproc.run(
             [sys.executable, "-m", "shipway", "-f", str(self.spec_file), *args],
             capture_output=True,
             text=True,
@@ -178,7 +179,7 @@ class Slot:
         """``shipway deploy test1 --image IMAGE`` started in a subprocess (to interrupt it),
         its output in one stream."""
         args = ["-f", str(self.spec_file), "deploy", "test1", "--image", image]
-        return subprocess.Popen(
+        return cliproc.ShipwayProcess(
             [sys.executable, "-m", "shipway", *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

@@ -21,6 +21,7 @@ import pytest
 from lightkube.resources.batch_v1 import Job
 
 from shipway.engine.outcome import NoAnchor, Rolled, RolledBack
+from tests import cliproc
 from tests.backends.kubernetes.conftest import BASE_ENV, SHOP, Slot
 from tests.backends.kubernetes.test_blue_green import (
     audited,
@@ -137,7 +138,7 @@ RUN_SPEC = (
 
 
 def cli(slot: Slot, *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
+    return cliproc.ShipwayProcess(
         [sys.executable, "-m", "shipway", "-f", str(slot.spec_file), *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

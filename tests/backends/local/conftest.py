@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 import pytest
 
 from shipway.backends.local.supervisor import Supervisor
+from tests import cliproc
 from tests.testenv import ports
 
 REPO = Path(__file__).resolve().parents[3]
@@ -93,7 +94,7 @@ class Slot:
         return [sys.executable, "-m", "shipway", "-f", str(spec or self.spec), *args]
 
     def run(self, *args: str, spec: Path | None = None, timeout: float = 120) -> Result:
-        p = subprocess.run(
+        p = cliproc.run(
             self.argv(*args, spec=spec),
             env=self.env,
             cwd=self.app_dir,
@@ -105,7 +106,7 @@ class Slot:
         return Result(p.returncode, p.stdout, p.stderr)
 
     def spawn(self, *args: str, spec: Path | None = None) -> subprocess.Popen[str]:
-        p = subprocess.Popen(
+        p = cliproc.ShipwayProcess(
             self.argv(*args, spec=spec),
             env=self.env,
             cwd=self.app_dir,

@@ -4,9 +4,9 @@ typed; and ``-f`` typed after the command is refused with the line that works.""
 from __future__ import annotations
 
 import shlex
-import subprocess
 import sys
 
+from tests import cliproc
 from tests.backends.local.conftest import Slot
 
 
@@ -20,7 +20,7 @@ def test_a_suggested_command_carries_the_spec_file_the_user_gave(slot: Slot) -> 
 
 
 def test_f_after_the_command_is_refused_with_the_line_that_works(slot: Slot) -> None:
-    p = subprocess.run(
+    p = cliproc.run(
         [sys.executable, "-m", "shipway", "plan", "local", "-f", str(slot.app_dir)],
         env=slot.env,
         capture_output=True,

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests import cliproc
 from tests.backends.local.conftest import Slot
 
 
@@ -17,7 +18,7 @@ def test_an_app_whose_directory_is_gone_is_stopped_by_name(slot: Slot, tmp_path:
     shutil.rmtree(slot.app_dir)
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
+        return cliproc.run(
             [sys.executable, "-m", "shipway", *args],
             env=slot.env,
             cwd=tmp_path,
