@@ -14,10 +14,13 @@ waiting for a core does not count. Median and p90 per case, and the wall-clock m
   command of that slot's kind pays for its backend (and ``shipway.api``) before the first
   call.
 
-    python bench/cli_startup.py [--runs 21] [--pythonpath SRC] [--no-bytecode]
+    python bench/cli_startup.py [--runs 21] [--pythonpath SRC] [--against SRC] [--only TEXT]
 
-``--pythonpath``: run another source tree's shipway with this interpreter (e.g. a checkout
-of an older commit's ``src``), to compare two versions in the same minute.
+``--pythonpath``: run another source tree's shipway with this interpreter (e.g. an older
+commit's ``src``: ``git archive COMMIT src | tar -x -C /tmp/old``). ``--against SRC``: run
+SRC's shipway too, each case alternating between the two in every round, and print the
+change: on a shared machine whose load moves by the minute, two runs one after the other
+compare the load as much as the code.
 """
 
 from __future__ import annotations
@@ -64,10 +67,22 @@ def once(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float]:
     return cpu, wall
 
 
+def row(cpu: list[float], wall: list[float]) -> dict[str, float]:
+    return {
+        "cpu_median_ms": round(median(cpu), 1),
+        "cpu_p90_ms": round(percentile(cpu, 90), 1),
+        "wall_median_ms": round(median(wall), 1),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=21)
     parser.add_argument("--pythonpath", type=Path, help="another shipway's src directory")
+    parser.add_argument(
+        "--against", type=Path, metavar="SRC",
+        help="also run the shipway of SRC (a src directory), in the same rounds: before/after",
+    )  # fmt: skip
     parser.add_argument(
         "--no-bytecode", action="store_true",
         help="keep PYTHONDONTWRITEBYTECODE (every start compiles shipway again)",
@@ -76,47 +91,60 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="where the figures go")
     args = parser.parse_args()
     run = Run("cli_startup", {k: str(v) for k, v in vars(args).items()})
-    env = user_environ(bytecode=not args.no_bytecode)
-    env = {k: v for k, v in env.items() if not k.startswith("SHIPWAY_")}
+    base = user_environ(bytecode=not args.no_bytecode)
+    base = {k: v for k, v in base.items() if not k.startswith("SHIPWAY_")}
+    trees: dict[str, dict[str, str]] = {}
+    if args.against:  # first: "before"
+        trees[str(args.against)] = {**base, "PYTHONPATH": str(args.against.resolve())}
     if args.pythonpath:
-        env["PYTHONPATH"] = str(args.pythonpath.resolve())
+        trees[str(args.pythonpath)] = {**base, "PYTHONPATH": str(args.pythonpath.resolve())}
+    else:
+        trees["the installed shipway"] = dict(base)
     with tempfile.TemporaryDirectory(prefix="cli-startup-") as tmp:
         app = Path(tmp) / "app"
         shutil.copytree(ROOT / "examples" / "hello", app)
-        env["SHIPWAY_STATE_DIR"] = str(Path(tmp) / "state")
+        for env in trees.values():
+            env["SHIPWAY_STATE_DIR"] = str(Path(tmp) / "state")
         todo = {
             name: cmd
             for name, cmd in cases(app / "shipway.toml").items()
             if not args.only or args.only in name or name == "python -c pass"
         }
-        for cmd in todo.values():  # once each first: bytecode written, caches warm
-            once(cmd, env, app)
-        cpu: dict[str, list[float]] = {name: [] for name in todo}
-        wall: dict[str, list[float]] = {name: [] for name in todo}
+        cpu: dict[tuple[str, str], list[float]] = {(t, n): [] for t in trees for n in todo}
+        wall: dict[tuple[str, str], list[float]] = {(t, n): [] for t in trees for n in todo}
+        for env in trees.values():  # once each first: bytecode written, caches warm
+            for cmd in todo.values():
+                once(cmd, env, app)
         for _ in range(args.runs):
             for name, cmd in todo.items():
-                c, w = once(cmd, env, app)
-                cpu[name].append(c)
-                wall[name].append(w)
-    where = args.pythonpath or "the installed shipway"
-    print(f"shipway from {where}; bytecode {'not written' if args.no_bytecode else 'kept'}")
-    print(f"{'':26} {'CPU median':>10} {'CPU p90':>8} {'wall median':>11}   (ms, n={args.runs})")
-    figures = {}
-    for name in todo:
-        row = {
-            "cpu_median_ms": round(median(cpu[name]), 1),
-            "cpu_p90_ms": round(percentile(cpu[name], 90), 1),
-            "wall_median_ms": round(median(wall[name]), 1),
-        }
-        figures[name] = row
-        print(
-            f"{name:26} {row['cpu_median_ms']:10.1f} {row['cpu_p90_ms']:8.1f}"
-            f" {row['wall_median_ms']:11.1f}"
-        )
-    if "shipway --help" in figures:
-        help_wall = figures["shipway --help"]["wall_median_ms"]
-        print(f"goal: shipway --help <= 150 ms wall: {'met' if help_wall <= 150 else 'NOT met'}")
-    run.finish({"cases": figures}, args.json)
+                for tree, env in trees.items():
+                    c, w = once(cmd, env, app)
+                    cpu[tree, name].append(c)
+                    wall[tree, name].append(w)
+    print(f"bytecode {'not written' if args.no_bytecode else 'kept'}; ms, n={args.runs} each")
+    figures: dict[str, dict[str, dict[str, float]]] = {}
+    for tree in trees:
+        print(f"shipway from {tree}")
+        print(f"  {'':26} {'CPU median':>10} {'CPU p90':>8} {'wall median':>11}")
+        figures[tree] = {}
+        for name in todo:
+            r = figures[tree][name] = row(cpu[tree, name], wall[tree, name])
+            print(
+                f"  {name:26} {r['cpu_median_ms']:10.1f} {r['cpu_p90_ms']:8.1f}"
+                f" {r['wall_median_ms']:11.1f}"
+            )
+        if "shipway --help" in figures[tree]:
+            wall_ms = figures[tree]["shipway --help"]["wall_median_ms"]
+            met = "met" if wall_ms <= 150 else "NOT met"
+            print(f"  goal: shipway --help <= 150 ms wall: {met}")
+    if len(trees) == 2:
+        before, after = trees
+        print(f"CPU median, {before} -> {after}")
+        for name in todo:
+            b = figures[before][name]["cpu_median_ms"]
+            a = figures[after][name]["cpu_median_ms"]
+            print(f"  {name:26} {b:7.1f} -> {a:7.1f}  ({a - b:+.1f} ms, {(a - b) / b:+.0%})")
+    run.finish({"trees": figures}, args.json)
 
 
 if __name__ == "__main__":
