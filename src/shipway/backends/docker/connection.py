@@ -9,7 +9,8 @@ channel that sshd forwards to the engine's socket when the host's URL names it
 else a channel running ``docker system dial-stdio`` on the host, as docker-py's own SSH
 transport does; health checks reach a container's address on the host through a ``direct-tcpip``
 channel of the same connection (SSH port forwarding), so no container port is ever
-published for them.
+published for them. The SSH parts (:mod:`.trust`, :mod:`.sshpool`, :mod:`.streamlocal`, and
+paramiko with them) are imported when an SSH host is first used, never for a local socket.
 """
 
 from __future__ import annotations
