@@ -9,7 +9,7 @@ from shipway.backends import dockersdk
 
 # First, before any module of this package imports docker (a package's __init__ runs before
 # its modules): the SDK without its SSH transport, which only an ssh:// host loads, and with
-# it paramiko and invoke (~70 ms of every command otherwise). See shipway.backends.dockersdk.
+# it paramiko and invoke (~80 ms of every command otherwise). See shipway.backends.dockersdk.
 dockersdk.load()
 
 from shipway.backends.docker.backend import DockerBackend, connect  # noqa: E402
