@@ -21,6 +21,7 @@ import pytest
 from shipway.backends.docker.edge import edge
 from shipway.errors import BackendError
 from tests.backends.docker.conftest import SLOT, Deployment
+from tests.cli.probe import run_loaded
 from tests.testenv.docker import DockerEnv
 
 #: the modules only an ssh:// host needs
@@ -71,37 +72,14 @@ print(json.dumps(out))
     assert out == {"before": [], "ping": True, "after": []}
 
 
-#: runs the command line in-process, then reports its exit code and the SSH modules loaded
-CLI_PROBE = """
-import json, sys
-from shipway.cli.main import main
-sys.argv = ["shipway", *sys.argv[1:]]
-code = 0
-try:
-    main()
-except SystemExit as exc:
-    code = exc.code
-ssh = sorted(m for m in sys.modules if m.split(".")[0] in ("paramiko", "invoke")
-             or m == "docker.transport.sshconn")
-print(json.dumps({"exit": code, "ssh": ssh}), file=sys.stderr)
-"""
-
-
 def test_commands_on_a_local_socket_slot_load_no_ssh_transport(deployment: Deployment) -> None:
     """The whole command, as a user runs it: a deploy, then the plan and status of a docker
     slot whose host is a local socket."""
     deployment.write(hosts=[deployment.env.a])
     for args in (["deploy", SLOT], ["plan", SLOT], ["status", SLOT]):
-        p = subprocess.run(
-            [sys.executable, "-c", CLI_PROBE, "-f", str(deployment.spec_file), *args],
-            env=dict(os.environ),
-            capture_output=True,
-            text=True,
-            timeout=240,
-            check=False,
-        )
-        report = json.loads(p.stderr.strip().splitlines()[-1])
-        assert report == {"exit": 0, "ssh": []}, (args, p.stdout, p.stderr)
+        run = run_loaded(["-f", str(deployment.spec_file), *args], os.environ)
+        assert run.exit == 0, (args, run.stdout, run.stderr)
+        assert [m for m in run.modules if m.startswith(SSH_ONLY)] == [], args
 
 
 def test_an_ssh_host_loads_it_when_first_used(

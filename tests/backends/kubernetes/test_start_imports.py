@@ -5,25 +5,10 @@ start (``bench/cli_startup.py``)."""
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 
 from tests.backends.kubernetes.conftest import BASE_ENV, Slot
-
-#: runs the command line in-process, then reports its exit code and the modules loaded
-PROBE = """
-import json, sys
-from shipway.cli.main import main
-sys.argv = ["shipway", *sys.argv[1:]]
-code = 0
-try:
-    main()
-except SystemExit as exc:
-    code = exc.code
-print(json.dumps({"exit": code, "modules": sorted(sys.modules)}), file=sys.stderr)
-"""
+from tests.cli.probe import run_loaded
 
 UNUSED = ("paramiko", "invoke", "docker.transport.sshconn", "httpx2.websockets", "wsproto")
 
@@ -32,17 +17,9 @@ def test_a_plan_loads_neither_the_websocket_client_nor_ssh(slot: Slot) -> None:
     slot.write()
     engine = os.environ.get("SHIPWAY_TEST_DOCKER_A", "")
     assert engine.startswith("unix://"), "eval scripts/docker-testenv env"
-    p = subprocess.run(
-        [sys.executable, "-c", PROBE, "-f", str(slot.spec_file), "plan", "test1"],
-        env={**os.environ, **BASE_ENV, "KUBECONFIG": str(slot.kubeconfig), "DOCKER_HOST": engine},
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-    report = json.loads(p.stderr.strip().splitlines()[-1])
-    assert report["exit"] == 0, p.stdout + p.stderr
-    assert "shipway.backends.kubernetes.backend" in report["modules"]
-    assert "docker" in report["modules"]  # the image was looked up on the engine
-    loaded = [m for m in report["modules"] if m.startswith(UNUSED)]
-    assert loaded == []
+    env = {**os.environ, **BASE_ENV, "KUBECONFIG": str(slot.kubeconfig), "DOCKER_HOST": engine}
+    run = run_loaded(["-f", str(slot.spec_file), "plan", "test1"], env)
+    assert run.exit == 0, run.stdout + run.stderr
+    assert "shipway.backends.kubernetes.backend" in run.modules
+    assert "docker" in run.modules  # the image was looked up on the engine
+    assert [m for m in run.modules if m.startswith(UNUSED)] == []
