@@ -11,26 +11,10 @@ backend, ``appfiles``): then these fail. What the imports cost is measured by
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import pytest
 
 from tests.backends.local.conftest import Slot
-
-#: runs the command line in-process, then reports its exit code and every module loaded
-PROBE = """
-import json, sys
-from shipway.cli.main import main
-sys.argv = ["shipway", *json.loads(sys.argv[1])]
-code = 0
-try:
-    main()
-except SystemExit as exc:
-    code = exc.code
-print(json.dumps({"exit": code, "modules": sorted(sys.modules)}), file=sys.stderr)
-"""
+from tests.cli.probe import run_loaded
 
 #: what only another backend (or a YAML spec, or a terminal's live view) needs
 CLIENTS = ("docker", "paramiko", "lightkube", "aiohttp", "yaml", "rich", "kubernetes")
@@ -38,18 +22,10 @@ OTHER_BACKENDS = ("shipway.backends.docker", "shipway.backends.kubernetes")
 
 
 def loaded(slot: Slot, *args: str) -> tuple[int, str, list[str]]:
-    """``shipway -f SPEC ARGS`` run by :data:`PROBE`: exit code, stdout, modules loaded."""
-    p = subprocess.run(
-        [sys.executable, "-c", PROBE, json.dumps(["-f", str(slot.spec), *args])],
-        env=slot.env,
-        cwd=slot.app_dir,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-    report = json.loads(p.stderr.strip().splitlines()[-1])
-    return report["exit"], p.stdout, report["modules"]
+    """``shipway -f SPEC ARGS`` run by :data:`~tests.cli.probe.PROBE`: exit code, stdout,
+    modules loaded."""
+    run = run_loaded(["-f", str(slot.spec), *args], slot.env, slot.app_dir)
+    return run.exit, run.stdout, run.modules
 
 
 def foreign(modules: list[str]) -> list[str]:

@@ -96,6 +96,9 @@ class ImageBuilder:
 
     def client(self) -> docker.DockerClient:
         if self._client is None:
+            from shipway.backends import dockersdk
+
+            dockersdk.load()  # without its SSH transport unless the engine is over SSH
             import docker
 
             host = self.app.build.host

@@ -15,7 +15,8 @@ from typing import Any
 import paramiko
 import pytest
 
-from shipway.backends.docker.connection import HostConnection, _refused, _SparePool
+from shipway.backends.docker.connection import HostConnection
+from shipway.backends.docker.sshpool import _refused, _SparePool
 from shipway.backends.docker.streamlocal import open_streamlocal
 from shipway.errors import BackendError
 from tests.backends.docker.conftest import SLOT, Deployment, Lines

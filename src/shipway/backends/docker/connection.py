@@ -9,7 +9,8 @@ channel that sshd forwards to the engine's socket when the host's URL names it
 else a channel running ``docker system dial-stdio`` on the host, as docker-py's own SSH
 transport does; health checks reach a container's address on the host through a ``direct-tcpip``
 channel of the same connection (SSH port forwarding), so no container port is ever
-published for them.
+published for them. The SSH parts (:mod:`.trust`, :mod:`.sshpool`, :mod:`.streamlocal`, and
+paramiko with them) are imported when an SSH host is first used, never for a local socket.
 """
 
 from __future__ import annotations
@@ -22,30 +23,28 @@ import stat
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol
 
 import docker
 import docker.errors
-import paramiko
-from docker.constants import (
-    DEFAULT_DOCKER_API_VERSION,
-    DEFAULT_MAX_POOL_SIZE,
-    MINIMUM_DOCKER_API_VERSION,
-)
-from docker.transport.sshconn import SSHConnection, SSHConnectionPool, SSHHTTPAdapter
+from docker.constants import DEFAULT_DOCKER_API_VERSION, MINIMUM_DOCKER_API_VERSION
 from docker.utils import version_lt
 
 from shipway.backends.docker.machines import HostAddress
 from shipway.backends.docker.retrying import RetryingDockerClient
-from shipway.backends.docker.streamlocal import open_streamlocal
-from shipway.backends.docker.trust import SshParams, open_ssh, ssh_params
 from shipway.backends.retry import RetryPolicy
 from shipway.errors import BackendError
 
+if TYPE_CHECKING:
+    import paramiko
+
+    from shipway.backends.docker.sshpool import OnePoolAdapter
+    from shipway.backends.docker.trust import SshParams
+
 API_TIMEOUT = 60
-# paramiko logs a refused forward ("channel open FAILED") at ERROR; shipway reports it
-# itself (a health probe that found nothing listening), so keep it off stderr unless the
-# application configures logging.
+# paramiko (imported only for an ssh:// host: .sshpool, .trust) logs a refused forward
+# ("channel open FAILED") at ERROR; shipway reports it itself (a health probe that found
+# nothing listening), so keep it off stderr unless the application configures logging.
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 
@@ -59,154 +58,6 @@ class Stream(Protocol):
     def settimeout(self, timeout: float | None) -> Any: ...
 
     def close(self) -> Any: ...
-
-
-class _ForwardedConnection(SSHConnection):
-    """An API connection that is a channel sshd forwards to the engine's socket on the host
-    (:func:`.streamlocal.open_streamlocal`), instead of a ``dial-stdio`` session."""
-
-    def __init__(self, transport: paramiko.Transport, timeout: int, host: str, path: str) -> None:
-        super().__init__(transport, timeout, host)
-        self._path = path
-
-    def connect(self) -> None:
-        assert self.ssh_transport is not None  # given at __init__
-        try:
-            channel = open_streamlocal(self.ssh_transport, self._path, self.timeout)
-        except paramiko.ChannelException as exc:
-            raise BackendError(_refused(str(self.ssh_host), self._path, exc)) from exc
-        channel.settimeout(self.timeout)
-        self.sock = cast(Any, channel)
-
-
-def _refused(host: str, path: str, exc: paramiko.ChannelException) -> str:
-    why = (
-        "sshd does not forward sockets (AllowStreamLocalForwarding no, or DisableForwarding)"
-        if exc.code == 1
-        else "nothing there answers, or the SSH user may not use it"
-    )
-    return (
-        f"host {host}: cannot reach the Docker engine's socket {path} through SSH: {why} "
-        f"(sshd said: {exc.text}) (hint: check the path on the host (`ls -l {path}`) and "
-        "that the SSH user is in the docker group; or leave the path out of the host's URL, "
-        "and each connection runs `docker system dial-stdio` on the host instead)"
-    )
-
-
-class _SparePool(SSHConnectionPool):
-    """The host's channels, with a few always open ahead of need. A call whose connection
-    the engine takes over (an exec's output, the events stream a health gate follows) never
-    gives its channel back, so the next call would open one: a ``dial-stdio`` on the host,
-    0.4 s or more on a busy one, in the middle of a switch. Whenever a call takes a channel
-    and fewer than ``spare`` are left idle, one is opened in the background, and is given to
-    a call only once it has answered."""
-
-    spare = 2
-
-    def __init__(
-        self, ssh: paramiko.SSHClient, timeout: int, maxsize: int, host: str, path: str | None
-    ) -> None:
-        super().__init__(ssh_client=ssh, timeout=timeout, maxsize=maxsize, host=host)
-        transport = ssh.get_transport()
-        self._forward = (transport, timeout, host, path) if transport and path else None
-        self._opening = 0
-        self._spare_lock = threading.Lock()
-
-    def _new_conn(self) -> Any:
-        if self._forward is None:
-            return super()._new_conn()
-        return _ForwardedConnection(*self._forward)
-
-    def _get_conn(self, timeout: float | None = None) -> Any:
-        self._open_first()
-        conn = super()._get_conn(timeout)
-        self.top_up(self.spare)
-        return conn
-
-    def _open_first(self) -> None:
-        """Put the open channels where the pool's next ``get()`` looks. Its queue is LIFO,
-        and a call whose channel was taken over or closed gives back an empty slot
-        (``None``) at that end: the next call would open a channel (a ``dial-stdio``, 0.3 s)
-        while open ones wait idle beneath it."""
-        slots = self.pool
-        if slots is None:
-            return
-        with slots.mutex:
-            items = list(slots.queue)
-            empty = [c for c in items if c is None or c.sock is None]
-            if empty and items[-1] in empty:
-                slots.queue.clear()
-                slots.queue.extend(empty + [c for c in items if c not in empty])
-
-    def _idle(self) -> int:
-        slots = self.pool
-        if slots is None:
-            return 0
-        return sum(1 for c in list(slots.queue) if c is not None and c.sock is not None)
-
-    def top_up(self, count: int) -> None:
-        """Open channels in the background until ``count`` are idle (or being opened)."""
-        with self._spare_lock:
-            wanted = count - self._idle() - self._opening
-            if wanted <= 0:
-                return
-            self._opening += wanted
-        for _ in range(wanted):
-            threading.Thread(target=self._open_one, daemon=True).start()
-
-    def _open_one(self) -> None:
-        try:
-            conn = self._new_conn()
-            conn.connect()
-            # the channel's first answer waits for ``dial-stdio`` to start on the host (0.2 s
-            # on a quiet one): paid here, in the background, not by the call that takes it
-            conn.request("GET", "/_ping")
-            conn.getresponse().read()
-            slots = self.pool
-            # it takes the place of an empty slot (None) of the pool's queue — a LIFO queue's
-            # get() would hand back the connection last given back instead, and lose it
-            placed = False
-            if slots is not None:  # else the pool was closed meanwhile
-                with slots.mutex:
-                    if None in slots.queue:  # else it is full
-                        slots.queue.remove(None)
-                        slots.queue.append(conn)
-                        slots.not_empty.notify()
-                        placed = True
-            if not placed:
-                conn.close()
-        except Exception:  # a spare that could not be opened: the next call opens its own
-            logging.getLogger(__name__).debug("a spare SSH channel did not open", exc_info=True)
-        finally:
-            with self._spare_lock:
-                self._opening -= 1
-
-
-class _OnePoolAdapter(SSHHTTPAdapter):
-    """docker-py's SSH adapter keys its connection pools by the whole request URL, so every
-    new path (each container's ``/json``, each exec) opened a new channel and ran a new
-    ``docker system dial-stdio`` on the host: about 0.4 s per Engine API call over SSH on
-    the test host. One pool per host instead, shared by its clients (urllib3's pool is
-    thread-safe): its HTTP connections (channels) are kept alive and reused, as they are
-    on a unix socket. Closing a client leaves the pool to its :class:`HostConnection`."""
-
-    def __init__(self, address: HostAddress, ssh: paramiko.SSHClient, timeout: int) -> None:
-        super().__init__(address.engine_url, timeout=timeout, shell_out=True)
-        self.ssh_client = ssh
-        self._pool = _SparePool(ssh, timeout, DEFAULT_MAX_POOL_SIZE, address.name, address.path)
-
-    def get_connection(self, url: str | bytes, proxies: Any = None) -> SSHConnectionPool:
-        return self._pool
-
-    def prefill(self, count: int) -> None:
-        """Open ``count`` channels ahead of need, in the background (:class:`_SparePool`)."""
-        self._pool.top_up(count)
-
-    def close(self) -> None:
-        pass  # a client's close: the pool is the host's (:meth:`shut`)
-
-    def shut(self) -> None:
-        self._pool.close()  # its channels; the SSH connection is the HostConnection's
 
 
 class HostConnection:
@@ -231,7 +82,7 @@ class HostConnection:
         self._params: SshParams | None = None
         self._client: docker.DockerClient | None = None
         self._version: str | None = None
-        self._adapter: _OnePoolAdapter | None = None
+        self._adapter: OnePoolAdapter | None = None
         self._lock = threading.RLock()
 
     @property
@@ -248,6 +99,8 @@ class HostConnection:
         """The host's one SSH connection; a dead one (the network dropped it, sshd went
         away) is replaced by a new, verified one — and the cached API client, whose
         connection pool still holds the dead transport, with it."""
+        from shipway.backends.docker.trust import open_ssh, ssh_params
+
         with self._lock:
             if not self._ssh_alive():
                 if self._ssh is not None:
@@ -264,6 +117,8 @@ class HostConnection:
             return self._ssh
 
     def _over_ssh(self, version: str, policy: RetryPolicy) -> docker.DockerClient:
+        from shipway.backends.docker.sshpool import OnePoolAdapter
+
         client = RetryingDockerClient(
             policy,
             base_url=self.address.engine_url,
@@ -276,7 +131,7 @@ class HostConnection:
         if self._adapter is None or self._adapter.ssh_client is not ssh:
             if self._adapter is not None:
                 self._adapter.shut()
-            self._adapter = _OnePoolAdapter(self.address, ssh, API_TIMEOUT)
+            self._adapter = OnePoolAdapter(self.address, ssh, API_TIMEOUT)
         client.api.mount("http+docker://ssh", self._adapter)
         return client
 
@@ -327,6 +182,8 @@ class HostConnection:
         slot's network). Raises OSError when nothing answers there."""
         if not self.address.over_ssh:
             return socket.create_connection((ip, port), timeout=timeout)
+        import paramiko
+
         transport = self._ssh_client().get_transport()
         if transport is None:
             raise OSError(f"host {self.name}: the SSH connection is closed")
@@ -367,6 +224,10 @@ class HostConnection:
             return sock
         if not self.address.over_ssh:
             raise OSError(f"host {self.name}: no unix socket of the host is reachable from here")
+        import paramiko
+
+        from shipway.backends.docker.streamlocal import open_streamlocal
+
         transport = self._ssh_client().get_transport()
         if transport is None:
             raise OSError(f"host {self.name}: the SSH connection is closed")
@@ -379,7 +240,7 @@ class HostConnection:
 
     def warm(self, channels: int) -> None:
         """Connect (as :meth:`client`) and, over SSH, open ``channels`` channels ahead of
-        need (see :meth:`_OnePoolAdapter.prefill`)."""
+        need (see :meth:`.sshpool.OnePoolAdapter.prefill`)."""
         self.client()
         adapter = self._adapter
         if adapter is not None:

@@ -11,10 +11,10 @@ were tried again first where they may be (:mod:`.retrying`, the shared retry pol
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Iterator
 
 import docker.errors
-import paramiko
 import requests
 
 from shipway.backends import retry
@@ -44,10 +44,21 @@ def edge(what: str) -> Iterator[None]:
         raise BackendError(
             f"{what}: the Docker engine did not answer: {exc}{retry.gave_up(exc)}"
         ) from exc
-    except paramiko.SSHException as exc:
-        raise BackendError(f"{what}: SSH failed: {exc}") from exc
-    except OSError as exc:
-        raise BackendError(f"{what}: {exc}") from exc
+    except Exception as exc:
+        if isinstance(exc, _ssh_exception()):
+            raise BackendError(f"{what}: SSH failed: {exc}") from exc
+        if isinstance(exc, OSError):
+            raise BackendError(f"{what}: {exc}") from exc
+        raise
+
+
+def _ssh_exception() -> type[Exception] | tuple[()]:
+    """paramiko's ``SSHException``, if paramiko is loaded: only an ssh:// host's connection
+    loads it (:mod:`.sshpool`), and nothing else raises it, so a command on local sockets
+    never imports paramiko just to name its exception. ``()``: matches nothing."""
+    paramiko = sys.modules.get("paramiko")
+    found = getattr(paramiko, "SSHException", None)
+    return found if isinstance(found, type) and issubclass(found, Exception) else ()
 
 
 def explain(exc: docker.errors.APIError) -> str:

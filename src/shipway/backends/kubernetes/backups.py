@@ -32,8 +32,6 @@ import secrets as _random
 from pathlib import Path
 from typing import IO, Any, BinaryIO, cast
 
-from httpx2.websockets import HTTPXWSException, WebSocketUpgradeError
-
 from shipway.backends import backups as files
 from shipway.backends.accessories import Credentials
 from shipway.backends.kubernetes.accessories import KubernetesAccessories, object_name
@@ -219,6 +217,10 @@ class KubernetesBackups(KubernetesAccessories):
         """``sh -c script`` run in the pod's container to its end (lightkube's exec), its
         standard output streamed to ``stdout`` (or returned, with its standard error); a
         BackendError with the end of its standard error when it fails."""
+        # here, not at the top: the websocket client (wsproto, h11, anyio's streams) is
+        # ~25 ms of every Kubernetes command's start, and only an exec uses it
+        from httpx2.websockets import HTTPXWSException, WebSocketUpgradeError
+
         kept = io.BytesIO()
         out = stdout if stdout is not None else kept
         err = io.BytesIO()
