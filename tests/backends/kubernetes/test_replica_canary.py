@@ -14,6 +14,8 @@ import json
 import subprocess
 import time
 from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,6 +30,7 @@ from tests.backends.local.conftest import eventually
 from tests.loops import RequestLoop
 
 from .conftest import Slot
+from .test_rbac import documented_role
 from .test_real_pods import WEB, get, image
 
 SPEC = (
@@ -284,3 +287,26 @@ def test_destroy_leaves_nothing_of_a_replica_canary(real_slot: Slot) -> None:
     eventually(lambda: list(slot.client.list(Deployment, namespace=slot.namespace)) == [],
                what="the Deployments gone")  # fmt: skip
     assert list(slot.client.list(Service, namespace=slot.namespace)) == []
+
+
+def test_the_documented_role_runs_a_replica_canary_through_its_steps(
+    real_slot: Slot, mint_kubeconfig: Callable[..., Path]
+) -> None:
+    """A deploy by a namespace-scoped ServiceAccount bound to docs/kubernetes.md's Role:
+    the canary's Deployment made, scaled through its steps and taken away, the stable's
+    moved to the new release — nothing the Role does not grant."""
+    slot = real_slot
+    kubeconfig = mint_kubeconfig(slot.namespace, documented_role()["rules"], name="deployer")
+    env = {"KUBECONFIG": str(kubeconfig)}
+    app = write(slot, "v1")
+    first = slot.cli("deploy", "test1", env=env)
+    assert first.returncode == 0, first.stdout + first.stderr
+    write(slot, "v2")
+    done = slot.cli("deploy", "test1", env=env)
+    said = done.stdout + done.stderr
+    assert done.returncode == 0, said
+    for share in (10, 50):
+        assert f"canary at {share}%" in said or f"{share}%" in said, said
+    url = service_url(slot, app)
+    eventually(lambda: set(versions(url, 10)) == {"v2"}, what="v2 alone through the Service")
+    assert canary_deployments(slot) == []
