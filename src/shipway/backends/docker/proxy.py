@@ -24,6 +24,7 @@ the shared proxy there with its routes (``shipway plan`` says so, :mod:`.reads`)
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 from collections.abc import Callable, Mapping
 from secrets import token_urlsafe
@@ -416,31 +417,27 @@ class DockerProxy(DockerState):
             time.sleep(0.5)  # the issuer's proxy step runs beside this one
 
     def _shared_proxies(self, client: docker.DockerClient) -> list[Container]:
-        """The shared proxies on this host (this slot's port first): where its routes are."""
+        """The shared proxies on this host (this slot's port first): where its routes are.
+        As the one list call gives them (sparse: read their labels with :func:`tags_of`,
+        their names with :func:`name_of`; inspect one before changing it)."""
         filters: dict[str, str | list[str] | bool] = {
             "label": [f"{labels.KIND}={labels.PROXY}", labels.SHARED_PORT]
         }
-        for _ in range(2):
-            try:  # another app's proxy removed between the list and its inspect: list again
-                found: list[Container] = client.containers.list(all=True, filters=filters)
-                break
-            except docker.errors.NotFound:
-                continue
-        else:
-            found = client.containers.list(all=True, filters=filters)
+        found: list[Container] = client.containers.list(all=True, filters=filters, sparse=True)
         mine = labels.shared_proxy(self.settings.proxy_port)
-        return sorted(found, key=lambda c: (c.name != mine, str(c.name)))
+        return sorted(found, key=lambda c: (name_of(c) != mine, name_of(c)))
 
     def _drop_route(self, client: docker.DockerClient, step: Remove) -> str:
         """Take one of this slot's routes out of the host's proxy (gracefully, as a switch:
         the drain of the containers it served starts now)."""
-        for proxy in self._shared_proxies(client):
-            if step.unit not in caddy.parse_parts(read_tree(proxy, caddy.CONFIG_DIR)).get(
-                self._owner, {}
-            ):
+        for listed in self._shared_proxies(client):
+            if step.unit not in (parts_of(client, str(listed.id)) or {}).get(self._owner, {}):
                 continue
-            if proxy.status != "running":
-                return f"{step.unit} already gone (proxy {proxy.name} is {proxy.status})"
+            if listed.status != "running":
+                return f"{step.unit} already gone (proxy {name_of(listed)} is {listed.status})"
+            proxy = self._get(client, str(listed.id))  # its whole configuration, to change it
+            if proxy is None:
+                continue
             parts = self._reconfigure(
                 step.host or "", client, proxy, lambda routes: routes.pop(step.unit, None)
             )
@@ -458,8 +455,19 @@ class DockerProxy(DockerState):
         destroy, the removal of this slot's ``proxy@host``). What was done, in words."""
         done: list[str] = []
         network = self._network
-        for proxy in self._shared_proxies(client):
-            if only is not None and proxy.name != only:
+        own = labels.shared_proxy(self.settings.proxy_port)
+        for listed in self._shared_proxies(client):
+            if only is not None and name_of(listed) != only:
+                continue
+            # another port's proxy is looked at first: only this slot adds or removes its
+            # own part (under the slot's lock, held now), so one whose whole slots.json has
+            # none is passed by without the proxy's lock (and without inspecting it)
+            if name_of(listed) != own:
+                looked = parts_of(client, str(listed.id))  # None: not readable whole
+                if looked is not None and self._owner not in looked:
+                    continue
+            proxy = self._get(client, str(listed.id))  # its whole configuration, to change it
+            if proxy is None:
                 continue
             body, _ = drift.body_of(proxy.labels)
             with shared.locked(client, int((body or {}).get("port", 0)), host):
@@ -480,6 +488,22 @@ class DockerProxy(DockerState):
             shared.leave(client, proxy, network)
             done.append(f"dropped its {routes} routes from shared proxy {proxy.name}")
         return done
+
+
+def parts_of(client: docker.DockerClient, proxy: str) -> dict[str, dict[str, Any]] | None:
+    """Each slot's part of a shared proxy's routes, read from its ``slots.json`` alone and
+    without the proxy's lock (a look, not a change); None when that file cannot be read
+    whole: the proxy or the file is gone, or another slot's change rewrites it at this
+    moment (the engine removes a file it unpacks before it writes it anew)."""
+    path = f"{caddy.CONFIG_DIR}/{caddy.PARTS_FILE}"
+    raw = read_tree_of(client, proxy, path).get(caddy.PARTS_FILE)
+    if raw is None:
+        return None
+    try:
+        json.loads(raw[0])
+    except ValueError:
+        return None
+    return caddy.parse_parts({caddy.PARTS_FILE: raw})
 
 
 def _config_files(

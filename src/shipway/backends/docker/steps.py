@@ -369,10 +369,10 @@ class DockerSteps(DockerProxy, DockerVolumes):
                 for line in self._leave_proxies(client, conn.name):
                     reporter.line(f"host {conn.name}: {line}")
                 kinds = (labels.PROXY, labels.APP_CONTAINER, labels.FILES, labels.RELEASE_COMMAND)
-                for c in self._labelled(client):
-                    if c.labels.get(labels.KIND) in kinds:
+                for c in self._labelled(client, sparse=True):  # labels and state: no inspect
+                    if tags_of(c).get(labels.KIND) in kinds:
                         remove(c, 10)
-                        done.append(str(c.name))
+                        done.append(name_of(c))
                 for v in client.volumes.list(
                     filters=labels.slot_filter(self.app.name, self.slot.name)
                 ):
