@@ -118,15 +118,17 @@ class SlotLock:
         )
         return mark.gone()
 
-    def _take(self, holder: LockHolder, reporter: Reporter) -> Container:
+    def _take(self, holder: LockHolder, reporter: Reporter) -> str:
+        """The id of the lock container this call made (the create's answer: not inspected)."""
         for _ in range(5):
             try:
-                return holder_made(
+                made = holder_made(
                     self.client,
-                    lambda: self.client.containers.create(
+                    lambda: self.client.api.create_container(
                         labels.HOLDER_IMAGE, name=self.name, labels=self._labels(holder)
                     ),
                 )
+                return str(made["Id"])
             except docker.errors.APIError as exc:
                 if exc.status_code != 409:
                     raise
@@ -215,8 +217,7 @@ class SlotLock:
         # until the first renewal, others count the TTL from the holder's `since` label
         since = _parse_time(holder.since) or datetime.now(UTC)
         taken_at = time.monotonic() - max((datetime.now(UTC) - since).total_seconds(), 0.0)
-        container = self._take(holder, reporter)
-        container_id = str(container.id)
+        container_id = self._take(holder, reporter)
         stop = threading.Event()
         with self._state:
             self.lost, self.renewed_at, self.ttl = None, taken_at, holder.ttl
