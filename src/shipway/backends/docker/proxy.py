@@ -172,7 +172,14 @@ class DockerProxy(DockerState):
             self._remove_per_slot(client, old)
         mounts = [docker.types.Mount(target=config_dir, source=volume, type="volume")]
         ports = {int(body["listen"]): int(body["port"])}
+        try:  # a volume left by a proxy of before holds its routes: read below
+            client.volumes.get(volume)
+            fresh = False
+        except docker.errors.NotFound:
+            fresh = True  # made now: empty, nothing to read back from it
         for made in (volume, *([body["data_volume"]] if body.get("data_volume") else [])):
+            if made == volume and not fresh:
+                continue
             with contextlib.suppress(docker.errors.APIError):
                 client.volumes.create(str(made), labels={labels.KIND: labels.PROXY})
         if body.get("data_volume"):  # Caddy's certificates and ACME account: kept
@@ -205,7 +212,8 @@ class DockerProxy(DockerState):
         # the config it starts with: the routes already in its volume (a proxy recreated
         # keeps serving them) and those moved over from this slot's own proxy
         tree = _ensure_token(container, config_dir) if body.get("tls_port") else {}
-        tree = tree or read_tree(container, config_dir)
+        if not tree and not fresh:
+            tree = read_tree(container, config_dir)
         parts = caddy.parse_parts(tree)
         parts[self._owner] = carried or parts.get(self._owner, {})
         ensure_network(client, self.app.name, self.slot.name, self._network)
