@@ -88,6 +88,9 @@ class DockerState(Guarded):
         #: (host, unit key) -> its container as the observation listed it (labels, state),
         #: until a step applies that key: a removal does not list what was just listed
         self._listed: dict[tuple[str, str], Container] = {}
+        #: "host proxy-id" -> the host names its routes answer for (and whose), as read
+        #: while the slot's lock is held and no step has changed anything since (:mod:`.hosts`)
+        self._served_names: dict[str, dict[str, list[tuple[str, str]]]] = {}
         #: the records as read and written while this backend holds the slot's lock (None:
         #: not known, as before the lock's first read of them)
         self._record_index: RecordIndex | None = None
