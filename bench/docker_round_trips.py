@@ -1,16 +1,21 @@
 """Docker Engine API round trips per shipway operation, on the test hosts of
 scripts/docker-testenv (A: local socket, B: over SSH).
 
-A small app (one web process) on both hosts goes through: a first deploy (v1), a redeploy
-(v2), ``status``, a rollback (to v1) and a stop. For each operation it prints the Engine API
-calls this process made (every request docker-py sends passes through ``requests``'
-``Session.send``, counted there by method and endpoint pattern, ids replaced by ``{id}``),
-and beside them the calls that cost the engine most: archive calls (``PUT``/``GET``
-``/containers/{id}/archive``: dockerd re-executes itself for each), container creates and
-starts. The lock's renewal thread is counted too (its calls are real round trips). Real
-engines, nothing mocked.
+A small app (one web process, routed by one host name) on both hosts goes through: a first
+deploy (v1), a redeploy (v2), ``status``, a rollback (to v1) and a stop. For each operation
+it prints the Engine API calls this process made (every request docker-py sends passes
+through ``requests``' ``Session.send``, counted there by method and endpoint pattern, ids
+replaced by ``{id}``), and beside them the calls that cost the engine most: archive calls
+(``PUT``/``GET`` ``/containers/{id}/archive``: dockerd re-executes itself for each),
+container creates and starts. The lock's renewal thread is counted too (its calls are real
+round trips). Real engines, nothing mocked. A stop (and a deploy that routes a host name)
+looks at every proxy on its hosts, other apps' too: their count is printed first.
+
+Before/after on one machine: ``git archive OLD src | tar -x -C /tmp/old``, then the same
+command with ``--src /tmp/old/src``.
 
 Run (root, test hosts up):  .venv/bin/python bench/docker_round_trips.py [--rounds 1]
+    [--src DIR]       # shipway's sources from DIR (e.g. an older commit's), not this tree's
     [--by-endpoint]   # every operation's calls by method + endpoint, not only the totals
     [--json PATH]     # the figures as JSON
 """
@@ -32,7 +37,9 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
+# --src DIR: shipway's sources from DIR (an older commit's, to compare), before its import
+_SRC = sys.argv[sys.argv.index("--src") + 1] if "--src" in sys.argv[:-1] else str(REPO / "src")
+sys.path.insert(0, _SRC)
 sys.path.insert(0, str(REPO))
 
 import requests  # noqa: E402
@@ -120,6 +127,10 @@ path = "/up"
 interval = "100ms"
 attempts = 100
 
+[[routes]]
+host = "{name}.test"
+process = "web"
+
 [slots.{SLOT}]
 backend = "docker"
 hosts = ["{env.a.url}", "{env.b.url}"]
@@ -203,6 +214,7 @@ def main() -> int:
     ap.add_argument("--by-endpoint", action="store_true", help="each operation's calls listed")
     ap.add_argument("--json", type=Path, help="where the figures go")
     ap.add_argument("--trace", choices=OPERATIONS, help="one operation's calls in order")
+    ap.add_argument("--src", help="shipway's sources from this directory (read at import)")
     args = ap.parse_args()
     env = ensure_docker_env()
     os.environ["SHIPWAY_SSH_CONFIG"] = str(env.ssh_home / ".ssh" / "config")
@@ -217,6 +229,7 @@ def main() -> int:
         finally:
             client.close()
         print(f"host {host.name}: {len(shared)} shared proxies of other apps and tests")
+    print(f"shipway from {Path(api.__file__).parent}")
     calls = Calls()
     rounds = [one_round(env, calls) for _ in range(args.rounds)]
     # the median round by total calls (the counts barely vary: retries, a lock renewal)
