@@ -156,12 +156,23 @@ class SlotLock:
         raise BackendError(f"could not take the lock of slot {self.slot!r}: it kept changing hands")
 
     def _renew(self, container_id: str, holder: LockHolder) -> None:
-        """Rewrite the renewal stamp, after checking the lock is still ours (raises
-        :class:`LockLost` when it is gone or someone else's)."""
+        """Rewrite the renewal stamp into the lock container this operation made, by its id:
+        a lock broken and taken by someone else is another container, and the write finds
+        none (raises :class:`LockLost`, saying who holds it now) — one call a renewal."""
+        stamp = datetime.now(UTC).isoformat().encode()  # microseconds: no rounding down
+        try:
+            self.renew_client.api.put_archive(
+                container_id, "/", tar_of({RENEWED_FILE: (stamp, 0o644)})
+            )
+        except docker.errors.NotFound as exc:
+            raise LockLost(self._lost(container_id, holder)) from exc
+
+    def _lost(self, container_id: str, holder: LockHolder) -> str:
+        """Why the lock is not ours any more, once its container (by id) is gone."""
         try:
             found: dict[str, Any] = self.renew_client.api.inspect_container(self.name)
-        except docker.errors.NotFound as exc:
-            raise LockLost("its lock container was removed") from exc
+        except docker.errors.NotFound:
+            return "its lock container was removed"
         tags: dict[str, Any] = found["Config"]["Labels"] or {}
         if (
             str(found["Id"]) != container_id
@@ -169,14 +180,8 @@ class SlotLock:
             or tags.get(labels.LOCK_SINCE) != holder.since
         ):
             who = tags.get(labels.LOCK_HOLDER, "?")
-            raise LockLost(f"it is now held by {who} since {tags.get(labels.LOCK_SINCE, '?')}")
-        stamp = datetime.now(UTC).isoformat().encode()  # microseconds: no rounding down
-        try:
-            self.renew_client.api.put_archive(
-                container_id, "/", tar_of({RENEWED_FILE: (stamp, 0o644)})
-            )
-        except docker.errors.NotFound as exc:
-            raise LockLost("its lock container was removed") from exc
+            return f"it is now held by {who} since {tags.get(labels.LOCK_SINCE, '?')}"
+        return "its lock container was removed"
 
     def check(self) -> None:
         """Raise LockLost unless the lock is still ours and was renewed within its TTL
