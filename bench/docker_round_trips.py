@@ -26,7 +26,6 @@ import argparse
 import json
 import os
 import re
-import socket
 import sys
 import tempfile
 import threading
@@ -40,14 +39,19 @@ REPO = Path(__file__).resolve().parents[1]
 # --src DIR: shipway's sources from DIR (an older commit's, to compare), before its import
 _SRC = sys.argv[sys.argv.index("--src") + 1] if "--src" in sys.argv[:-1] else str(REPO / "src")
 sys.path.insert(0, _SRC)
+from shipway import api  # noqa: E402  (before docker_redeploy, which puts this tree's src first)
+
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
 
 import requests  # noqa: E402
+from docker_redeploy import cleanup as redeploy_cleanup  # noqa: E402
+from docker_redeploy import free_port  # noqa: E402
+from docker_redeploy import spec as redeploy_spec  # noqa: E402
 from tests.testenv.docker import DockerEnv, ensure_docker_env  # noqa: E402
 
-from shipway import api  # noqa: E402
-
-SLOT = "bench"
+SLOT = "bench"  # docker_redeploy's spec's slot
+ROUTE = '\n[[routes]]\nhost = "{host}"\nprocess = "web"\n'
 OPERATIONS = ("first deploy", "redeploy", "status", "rollback", "stop")
 #: a name or id in an endpoint's path (an image's name may hold slashes: up to its last part)
 _IMAGE = re.compile(
@@ -115,56 +119,19 @@ def kinds(counted: Counter[str]) -> dict[str, int]:
 
 
 def spec(env: DockerEnv, name: str, port: int) -> str:
-    return f"""
-[app]
-name = "{name}"
-image = "{env.images.v1}"
-
-[processes.web]
-port = 8080
-[processes.web.healthcheck]
-path = "/up"
-interval = "100ms"
-attempts = 100
-
-[[routes]]
-host = "{name}.test"
-process = "web"
-
-[slots.{SLOT}]
-backend = "docker"
-hosts = ["{env.a.url}", "{env.b.url}"]
-proxy_image = "{env.images.proxy}"
-proxy_port = {port}
-drain_timeout = "1s"
-"""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("0.0.0.0", 0))
-        return int(s.getsockname()[1])
+    """docker_redeploy's app on hosts A and B, its web process routed by one host name."""
+    hosts = [env.a.url, env.b.url]
+    return redeploy_spec(env, name, port, hosts, None) + ROUTE.format(host=f"{name}.test")
 
 
 def cleanup(env: DockerEnv, name: str, port: int) -> None:
     """Remove what the bench's app left on both hosts (records too) and the shared proxy
     of its own port (chosen free: no other app uses it)."""
-    label: dict[str, str | list[str] | bool] = {"label": [f"org.shipway.app={name}"]}
-    proxy = f"shipway-proxy-{port}"
-    for host in env.hosts:
-        client = env.local_client(host)
-        try:
-            for c in client.containers.list(all=True, filters={"name": proxy}):
-                c.remove(force=True)
-            for v in client.volumes.list(filters={"name": proxy}):
-                v.remove(force=True)
-            for c in client.containers.list(all=True, filters=label):
-                c.remove(force=True)
-            for v in client.volumes.list(filters=label):
-                v.remove(force=True)
-            for n in client.networks.list(filters=label):
-                n.remove()
-        finally:
+    clients = [env.local_client(host) for host in env.hosts]
+    try:
+        redeploy_cleanup(clients, name, port)
+    finally:
+        for client in clients:
             client.close()
 
 
