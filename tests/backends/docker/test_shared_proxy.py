@@ -56,6 +56,18 @@ def other(deployment: Deployment, docker_env: DockerEnv, tmp_path: Path) -> Iter
         d.cleanup()
 
 
+def both_deployed(deployment: Deployment, other: Deployment) -> tuple[str, str]:
+    """Both apps deployed on host A, on one proxy port, each routed by a name of its own:
+    (the first's, the other's)."""
+    env = deployment.env
+    shop, blog = f"shop-{deployment.name}.test", f"blog-{other.name}.test"
+    deployment.write(hosts=[env.a], extra=ROUTE.format(host=shop))
+    other.write(hosts=[env.a], extra=ROUTE.format(host=blog))
+    assert isinstance(deployment.deploy(), Rolled)
+    assert isinstance(other.deploy(), Rolled)
+    return shop, blog
+
+
 #: what the moving app answers while its route switches: either release
 SWITCHING = {(200, "v1\n"), (200, "v2\n")}
 
@@ -78,11 +90,7 @@ def test_two_apps_share_the_proxy_and_never_fail_each_other(
     deployment: Deployment, other: Deployment
 ) -> None:
     env = deployment.env
-    shop, blog = f"shop-{deployment.name}.test", f"blog-{other.name}.test"
-    deployment.write(hosts=[env.a], extra=ROUTE.format(host=shop))
-    other.write(hosts=[env.a], extra=ROUTE.format(host=blog))
-    assert isinstance(deployment.deploy(), Rolled)
-    assert isinstance(other.deploy(), Rolled)
+    shop, blog = both_deployed(deployment, other)
     # one proxy on the host's port, both apps served on it by name
     (proxy,) = deployment.containers(env.a, kind="proxy")
     assert proxy.name == f"shipway-proxy-{deployment.port}"
@@ -140,11 +148,7 @@ def test_a_stop_takes_its_routes_out_of_a_proxy_on_a_port_its_spec_no_longer_nam
     slots.json alone (no lock, no inspection), and one that holds this slot's part is
     changed under its lock as before — only this slot's routes leave it."""
     env = deployment.env
-    shop, blog = f"shop-{deployment.name}.test", f"blog-{other.name}.test"
-    deployment.write(hosts=[env.a], extra=ROUTE.format(host=shop))
-    other.write(hosts=[env.a], extra=ROUTE.format(host=blog))
-    assert isinstance(deployment.deploy(), Rolled)
-    assert isinstance(other.deploy(), Rolled)
+    shop, blog = both_deployed(deployment, other)
     assert get(deployment, env.a, shop) == (200, "v1\n")
     earlier = deployment.port
     deployment.port = free_port()  # the spec names another port: that proxy is not its own
