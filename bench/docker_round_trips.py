@@ -2,14 +2,15 @@
 scripts/docker-testenv (A: local socket, B: over SSH).
 
 A small app (one web process, routed by one host name) on both hosts goes through: a first
-deploy (v1), a redeploy (v2), ``status``, a rollback (to v1) and a stop. For each operation
-it prints the Engine API calls this process made (every request docker-py sends passes
-through ``requests``' ``Session.send``, counted there by method and endpoint pattern, ids
-replaced by ``{id}``), and beside them the calls that cost the engine most: archive calls
-(``PUT``/``GET`` ``/containers/{id}/archive``: dockerd re-executes itself for each),
-container creates and starts. The lock's renewal thread is counted too (its calls are real
-round trips). Real engines, nothing mocked. A stop (and a deploy that routes a host name)
-looks at every proxy on its hosts, other apps' too: their count is printed first.
+deploy (v1), a redeploy (v2), ``status``, a rollback (to v1), a stop and a destroy. For
+each operation it prints the Engine API calls this process made (every request docker-py
+sends passes through ``requests``' ``Session.send``, counted there by method and endpoint
+pattern, ids replaced by ``{id}``), and beside them the calls that cost the engine most:
+archive calls (``PUT``/``GET`` ``/containers/{id}/archive``: dockerd re-executes itself for
+each), container creates and starts. The lock's renewal thread is counted too (its calls
+are real round trips). Real engines, nothing mocked. A stop, a destroy and a deploy that
+routes a host name look at every proxy on their hosts, other apps' too: their count is
+printed first.
 
 Before/after on one machine: ``git archive OLD src | tar -x -C /tmp/old``, then the same
 command with ``--src /tmp/old/src``.
@@ -52,7 +53,7 @@ from tests.testenv.docker import DockerEnv, ensure_docker_env  # noqa: E402
 
 SLOT = "bench"  # docker_redeploy's spec's slot
 ROUTE = '\n[[routes]]\nhost = "{host}"\nprocess = "web"\n'
-OPERATIONS = ("first deploy", "redeploy", "status", "rollback", "stop")
+OPERATIONS = ("first deploy", "redeploy", "status", "rollback", "stop", "destroy")
 #: a name or id in an endpoint's path (an image's name may hold slashes: up to its last part)
 _IMAGE = re.compile(
     r"^/(images|distribution)/(?!create$|json$|load$|prune$|search$)(.+)/(json|push|tag|history)$"
@@ -168,6 +169,7 @@ def one_round(env: DockerEnv, calls: Calls) -> Round:
         "status": status,
         "rollback": rollback,
         "stop": lambda: api.stop(app, SLOT, reporter=Quiet()),
+        "destroy": lambda: api.destroy(app, SLOT, confirm=SLOT, reporter=Quiet()),
     }
     try:
         return {op: calls.during(steps[op]) for op in OPERATIONS}

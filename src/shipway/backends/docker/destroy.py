@@ -28,7 +28,6 @@ from shipway.backends.docker.containers import remove
 from shipway.backends.docker.edge import edge
 from shipway.backends.docker.freezes import FREEZE_KIND
 from shipway.backends.docker.images import DockerImages
-from shipway.backends.docker.proxy import parts_of
 from shipway.backends.docker.state import name_of
 from shipway.backends.protocol import Leftover, Reporter
 from shipway.guard import Clearance
@@ -81,7 +80,7 @@ class DockerDestroy(DockerImages, DockerAccessories):
         slot uses (it goes with them)."""
         out = []
         for proxy in self._shared_proxies(client):
-            parts = parts_of(client, str(proxy.id)) or {}
+            parts = self._looked_parts(client, host, str(proxy.id)) or {}
             if self._owner not in parts:
                 continue
             name = name_of(proxy)

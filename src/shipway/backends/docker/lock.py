@@ -305,7 +305,7 @@ class DockerLock(DockerState):
     ) -> Iterator[None]:
         self._guard(clearance, target)
         self._listed.clear()
-        self._served_names.clear()
+        self._forget_looks()
         self._record_index = None
         self._connect_others()  # while the lock is taken, the other hosts connect
         conn = self._conn(self.primary)
@@ -332,14 +332,14 @@ class DockerLock(DockerState):
             yield
         except BaseException:
             self._slot_lock = self._record_index = None
-            self._served_names.clear()
+            self._forget_looks()
             self._trouble = True
             self._final_report(reporter)
             if not self._unlock(held, sys.exc_info(), holder, reporter):
                 raise
         else:
             self._slot_lock = self._record_index = None
-            self._served_names.clear()
+            self._forget_looks()
             self._final_report(reporter)
             self._unlock(held, (None, None, None), holder, reporter)
 

@@ -435,6 +435,20 @@ class DockerProxy(DockerState):
         mine = labels.shared_proxy(self.settings.proxy_port)
         return sorted(found, key=lambda c: (name_of(c) != mine, name_of(c)))
 
+    def _looked_parts(
+        self, client: docker.DockerClient, host: str, proxy: str
+    ) -> dict[str, dict[str, Any]] | None:
+        """:func:`parts_of` the proxy (None: not readable whole). While the slot's lock is
+        held, one whose whole slots.json has no part of this slot's is remembered as such
+        until a step of this backend changes something: only this slot adds its own part."""
+        key = f"{host} {proxy}"
+        if key in self._no_part:
+            return {}
+        parts = parts_of(client, proxy)
+        if parts is not None and self._owner not in parts and self._slot_lock is not None:
+            self._no_part.add(key)
+        return parts
+
     def _drop_route(self, client: docker.DockerClient, step: Remove) -> str:
         """Take one of this slot's routes out of the host's proxy (gracefully, as a switch:
         the drain of the containers it served starts now)."""
@@ -470,8 +484,10 @@ class DockerProxy(DockerState):
             # another port's proxy is looked at first: only this slot adds or removes its
             # own part (under the slot's lock, held now), so one whose whole slots.json has
             # none is passed by without the proxy's lock (and without inspecting it)
+            if f"{host} {listed.id}" in self._no_part:
+                continue
             if name_of(listed) != own:
-                looked = parts_of(client, str(listed.id))  # None: not readable whole
+                looked = self._looked_parts(client, host, str(listed.id))
                 if looked is not None and self._owner not in looked:
                     continue
             proxy = self._get(client, str(listed.id))  # its whole configuration, to change it

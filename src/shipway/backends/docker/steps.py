@@ -84,7 +84,7 @@ class DockerSteps(DockerProxy, DockerVolumes):
     ) -> None:
         self._guard(clearance, target)
         self._listed.pop((unit.host or "", unit.key), None)  # changed now: list it again
-        self._served_names.clear()  # the host names a proxy serves: read them again
+        self._forget_looks()  # what proxies' files say: read again
         conn = self._conn(unit.host)
         client = self._client(unit.host)
         appliers = {
@@ -216,7 +216,7 @@ class DockerSteps(DockerProxy, DockerVolumes):
         self, clearance: Clearance, target: Target, step: Remove, reporter: Reporter
     ) -> None:
         self._guard(clearance, target)
-        self._served_names.clear()  # the host names a proxy serves: read them again
+        self._forget_looks()  # what proxies' files say: read again
         conn = self._conn(step.host)
         try:
             with edge(f"host {conn.name}: remove {step.unit}"):
