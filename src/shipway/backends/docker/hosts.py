@@ -71,26 +71,28 @@ class DockerOwners(DockerState):
         return found
 
     def _proxies_on(
-        self, host: str, name: str, listed: dict[str, list[Container]]
+        self, host: str, looked_up: str, listed: dict[str, list[Container]]
     ) -> list[Container]:
-        """Every proxy on ``host``, as the list gives them (one gone meanwhile has no files,
-        and no owner); listed once per look-up (``listed``)."""
+        """Every proxy on Docker host ``host``, as the list gives them (one gone meanwhile
+        has no files, and no owner); listed once per look-up of a host name (``listed``)."""
         if host not in listed:
             client = self._client(host)
-            with edge(f"host {host}: looking up who serves {name}"):
+            with edge(f"host {host}: looking up who serves {looked_up}"):
                 listed[host] = client.containers.list(
                     all=True, filters={"label": [f"{labels.KIND}={labels.PROXY}"]}, sparse=True
                 )
         return listed[host]
 
-    def _served_by(self, host: str, proxy: Container, name: str, seen: dict[str, Served]) -> Served:
+    def _served_by(
+        self, host: str, proxy: Container, looked_up: str, seen: dict[str, Served]
+    ) -> Served:
         """:func:`_served` of a proxy, read once per look-up (``seen``), or, while the slot's
         lock is held, once until a step of this backend changes something (its plan asks
         for each host name in turn)."""
         kept = self._served_names if self._slot_lock is not None else seen
         key = f"{host} {proxy.id}"
         if key not in kept:
-            with edge(f"host {host}: looking up who serves {name}"):
+            with edge(f"host {host}: looking up who serves {looked_up}"):
                 kept[key] = _served(self._client(host), proxy)
         return kept[key]
 
