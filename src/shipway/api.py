@@ -100,6 +100,34 @@ def _engine(
         yield Engine(b, reporter)
 
 
+@contextmanager
+def _cleared(
+    app: App, slot: str, confirm: str | None, backend: Backend | None, reporter: Reporter | None
+) -> Iterator[tuple[Clearance, Engine]]:
+    """:func:`clear`, then the engine, over one backend: the one the guard read the slot's
+    freezes through (opened only when it reads them) is the operation's, not a second
+    one connected anew (over SSH: a handshake and the engine's version asked again)."""
+    from shipway.engine import Engine
+
+    opened: list[Backend] = []
+
+    def the_backend() -> Backend:
+        if backend is not None:
+            return backend
+        if not opened:
+            opened.append(open_backend(app, app.slots.get(slot)))
+        return opened[0]
+
+    try:
+        clearance = Guard(app.slots).clear(
+            slot, confirm, kept=lambda: kept_in(app, slot, the_backend())
+        )
+        yield clearance, Engine(the_backend(), reporter)
+    finally:
+        for b in opened:
+            b.close()
+
+
 def plan(
     app: App,
     slot: str,
@@ -215,8 +243,7 @@ def deploy(
         timeout=timeout,
         rollback_timeout=rollback_timeout,
     )
-    clearance = clear(app, slot, confirm, backend)
-    with _engine(app, slot, backend, reporter) as engine:
+    with _cleared(app, slot, confirm, backend, reporter) as (clearance, engine):
         return engine.deploy(clearance, app, slot, request)
 
 
@@ -231,8 +258,7 @@ def build(
     """Build what a deploy of ``slot`` would run — an image, pushed to the registry
     ``app.image`` names; a local dependency environment — without deploying it. The same
     inputs are never built twice (``Built.reused``)."""
-    clearance = clear(app, slot, confirm, backend)
-    with _engine(app, slot, backend, reporter) as engine:
+    with _cleared(app, slot, confirm, backend, reporter) as (clearance, engine):
         return engine.build_only(clearance, app, slot)
 
 
@@ -248,8 +274,7 @@ def repair(
     reporter: Reporter | None = None,
 ) -> Outcome:
     """Re-assert the deployed release as recorded: only what drifted changes."""
-    clearance = clear(app, slot, confirm, backend)
-    with _engine(app, slot, backend, reporter) as engine:
+    with _cleared(app, slot, confirm, backend, reporter) as (clearance, engine):
         return engine.repair(
             clearance,
             app,
@@ -271,8 +296,7 @@ def rollback(
     backend: Backend | None = None,
     reporter: Reporter | None = None,
 ) -> Outcome:
-    clearance = clear(app, slot, confirm, backend)
-    with _engine(app, slot, backend, reporter) as engine:
+    with _cleared(app, slot, confirm, backend, reporter) as (clearance, engine):
         return engine.rollback(
             clearance, app, slot, revision, timeout=timeout, rollback_timeout=rollback_timeout
         )
@@ -289,8 +313,7 @@ def restart(
     backend: Backend | None = None,
     reporter: Reporter | None = None,
 ) -> Outcome:
-    clearance = clear(app, slot, confirm, backend)
-    with _engine(app, slot, backend, reporter) as engine:
+    with _cleared(app, slot, confirm, backend, reporter) as (clearance, engine):
         return engine.restart(
             clearance, app, slot, process, timeout=timeout, rollback_timeout=rollback_timeout
         )
@@ -376,8 +399,7 @@ def set_image(
         )
     if not image.strip() or any(c.isspace() for c in image):
         raise InputError(f"{image!r} is not an image reference")
-    clearance = clear(app, slot, confirm, backend)
-    with _engine(app, slot, backend, reporter) as engine:
+    with _cleared(app, slot, confirm, backend, reporter) as (clearance, engine):
         return engine.set_image(
             clearance, app, slot, ref, image, timeout=timeout, rollback_timeout=rollback_timeout
         )
@@ -393,8 +415,7 @@ def stop(
 ) -> None:
     """Stop the slot's processes under its lock. The release records stay, so the deployed
     release is still the anchor: ``deploy`` or ``restart`` brings it back."""
-    clearance = clear(app, slot, confirm, backend)
-    with _engine(app, slot, backend, reporter) as engine:
+    with _cleared(app, slot, confirm, backend, reporter) as (clearance, engine):
         engine.stop(clearance, app, slot)
 
 
@@ -416,8 +437,7 @@ def destroy(
     """Delete everything shipway made for the app in ``slot`` — what runs, routes, files,
     snapshots, release records, the lock — and, with ``volumes``, its volumes. ``confirm``
     (the slot's name) is needed on every slot, guarded or not. Returns what was deleted."""
-    clearance = clear(app, slot, confirm, backend)
-    with _engine(app, slot, backend, reporter) as engine:
+    with _cleared(app, slot, confirm, backend, reporter) as (clearance, engine):
         return engine.destroy(clearance, app, slot, volumes=volumes)
 
 
@@ -451,8 +471,7 @@ def restore(
     """Put the backup at ``path`` back as ``accessory``'s whole data in ``slot``, once its
     checksum matches the ``.sha256`` beside it (a corrupted file is refused, exit 2, nothing
     touched). ``confirm`` (the slot's name) is needed on every slot."""
-    clearance = clear(app, slot, confirm, backend)
-    with _engine(app, slot, backend, reporter) as engine:
+    with _cleared(app, slot, confirm, backend, reporter) as (clearance, engine):
         return engine.restore(clearance, app, slot, accessory, Path(path))
 
 
@@ -478,8 +497,7 @@ def run(
     it on; ``env``: variables over the release's, for this command only. The command's
     output goes to this process's standard output and error. A SIGTERM or SIGHUP while it
     runs elsewhere (a container, a pod) removes it and returns 128 + the signal's number."""
-    clearance = clear(app, slot, confirm, backend)
-    with _engine(app, slot, backend, reporter) as engine:
+    with _cleared(app, slot, confirm, backend, reporter) as (clearance, engine):
         return engine.run_command(
             clearance, app, slot, command, process=process, stdin=stdin, tty=tty, host=host,
             env=env,
@@ -675,8 +693,7 @@ def switch(
     reporter: Reporter | None = None,
 ) -> Outcome:
     """Switch the slot to a kept generation: wake → wait → point → drop → sleep the old."""
-    clearance = clear(app, slot, confirm, backend)
-    with _engine(app, slot, backend, reporter) as engine:
+    with _cleared(app, slot, confirm, backend, reporter) as (clearance, engine):
         return engine.switch_to(
             clearance,
             app,
@@ -698,8 +715,7 @@ def sleep(
     reporter: Reporter | None = None,
 ) -> None:
     """Put a generation that is not live to sleep (scaled to zero, kept)."""
-    clearance = clear(app, slot, confirm, backend)
-    with _engine(app, slot, backend, reporter) as engine:
+    with _cleared(app, slot, confirm, backend, reporter) as (clearance, engine):
         engine.sleep(clearance, app, slot, generation)
 
 
@@ -714,8 +730,7 @@ def wake(
     reporter: Reporter | None = None,
 ) -> None:
     """Wake an asleep generation and wait until it is ready; no traffic moves."""
-    clearance = clear(app, slot, confirm, backend)
-    with _engine(app, slot, backend, reporter) as engine:
+    with _cleared(app, slot, confirm, backend, reporter) as (clearance, engine):
         engine.wake(clearance, app, slot, generation, timeout)
 
 
@@ -729,8 +744,7 @@ def gc(
     reporter: Reporter | None = None,
 ) -> list[str]:
     """Delete asleep generations beyond the ``keep`` newest; never the live one."""
-    clearance = clear(app, slot, confirm, backend)
-    with _engine(app, slot, backend, reporter) as engine:
+    with _cleared(app, slot, confirm, backend, reporter) as (clearance, engine):
         return engine.gc(clearance, app, slot, keep)
 
 

@@ -22,7 +22,7 @@ from shipway.backends.docker.records import read_tree, tar_of
 from shipway.engine import Rolled
 from shipway.plan.model import ApplyObject, NoOp
 from shipway.release.artifact import digest_of
-from tests.backends.docker.conftest import SLOT, Deployment, Lines
+from tests.backends.docker.conftest import SLOT, Deployment, Lines, free_port
 from tests.backends.local.conftest import eventually
 from tests.loops import RequestLoop, beyond_reload_race
 from tests.testenv.docker import DockerEnv, DockerHost
@@ -56,6 +56,18 @@ def other(deployment: Deployment, docker_env: DockerEnv, tmp_path: Path) -> Iter
         d.cleanup()
 
 
+def both_deployed(deployment: Deployment, other: Deployment) -> tuple[str, str]:
+    """Both apps deployed on host A, on one proxy port, each routed by a name of its own:
+    (the first's, the other's)."""
+    env = deployment.env
+    shop, blog = f"shop-{deployment.name}.test", f"blog-{other.name}.test"
+    deployment.write(hosts=[env.a], extra=ROUTE.format(host=shop))
+    other.write(hosts=[env.a], extra=ROUTE.format(host=blog))
+    assert isinstance(deployment.deploy(), Rolled)
+    assert isinstance(other.deploy(), Rolled)
+    return shop, blog
+
+
 #: what the moving app answers while its route switches: either release
 SWITCHING = {(200, "v1\n"), (200, "v2\n")}
 
@@ -78,11 +90,7 @@ def test_two_apps_share_the_proxy_and_never_fail_each_other(
     deployment: Deployment, other: Deployment
 ) -> None:
     env = deployment.env
-    shop, blog = f"shop-{deployment.name}.test", f"blog-{other.name}.test"
-    deployment.write(hosts=[env.a], extra=ROUTE.format(host=shop))
-    other.write(hosts=[env.a], extra=ROUTE.format(host=blog))
-    assert isinstance(deployment.deploy(), Rolled)
-    assert isinstance(other.deploy(), Rolled)
+    shop, blog = both_deployed(deployment, other)
     # one proxy on the host's port, both apps served on it by name
     (proxy,) = deployment.containers(env.a, kind="proxy")
     assert proxy.name == f"shipway-proxy-{deployment.port}"
@@ -131,6 +139,30 @@ def test_two_apps_share_the_proxy_and_never_fail_each_other(
     assert get(other, env.a, blog) == (200, "v2\n")
     api.destroy(other.app(), SLOT, confirm=SLOT, reporter=Lines())
     assert deployment.containers(env.a, kind="proxy") == []
+
+
+def test_a_stop_takes_its_routes_out_of_a_proxy_on_a_port_its_spec_no_longer_names(
+    deployment: Deployment, other: Deployment
+) -> None:
+    """A stop looks at every shared proxy on its hosts: another port's one through its
+    slots.json alone (no lock, no inspection), and one that holds this slot's part is
+    changed under its lock as before — only this slot's routes leave it."""
+    env = deployment.env
+    shop, blog = both_deployed(deployment, other)
+    assert get(deployment, env.a, shop) == (200, "v1\n")
+    earlier = deployment.port
+    deployment.port = free_port()  # the spec names another port: that proxy is not its own
+    try:
+        deployment.write(hosts=[env.a], extra=ROUTE.format(host=shop))
+        lines = Lines()
+        api.stop(deployment.app(), SLOT, reporter=lines)
+    finally:
+        deployment.port = earlier  # the fixture's clean-up removes the proxy of this port
+    assert f"dropped its 1 routes from shared proxy shipway-proxy-{earlier}" in lines.text()
+    assert get(deployment, env.a, shop) == (404, f"404: no app serves {shop} on this host\n")
+    assert get(other, env.a, blog) == (200, "v1\n")
+    (proxy,) = deployment.containers(env.a, kind="proxy")
+    assert sorted(caddy.parse_parts(read_tree(proxy, caddy.CONFIG_DIR))) == [f"{other.name}/{SLOT}"]
 
 
 def test_a_route_whose_release_is_down_answers_502_with_a_body_that_says_so(

@@ -270,11 +270,17 @@ class DockerCanaries(DockerProxy):
         self._guard(clearance, target)
         path = _note_file(name)
         client = self._client(self.primary)
+        data = b"" if doc is None else json.dumps(dict(doc), sort_keys=True).encode()
+        holder = self._notes_holder()
         with edge(f"host {self.primary}: write the canary's {name} note"):
-            holder = self._notes_holder(client, create=doc is not None)
-            if holder is None:
+            # written into the notes container as it is; made first only when it is missing
+            try:
+                client.api.put_archive(holder, NOTES_DIR, tar_of({path: (data, 0o600)}))
                 return
-            data = b"" if doc is None else json.dumps(dict(doc), sort_keys=True).encode()
+            except docker.errors.NotFound:
+                if doc is None:
+                    return  # no notes container: nothing to clear
+            self._make_notes_holder(client)
             client.api.put_archive(holder, NOTES_DIR, tar_of({path: (data, 0o600)}))
 
     def read_canary_note(self, target: Target, name: str) -> dict[str, Any] | None:
@@ -282,36 +288,33 @@ class DockerCanaries(DockerProxy):
         path = _note_file(name)
         client = self._client(self.primary)
         with edge(f"host {self.primary}: read the canary's {name} note"):
-            holder = self._notes_holder(client, create=False)
-            if holder is None:
-                return None
-            raw = read_tree_of(client, holder, f"{NOTES_DIR}/{path}").get(path, (b"", 0))[0]
+            # no notes container (or no such note in it) reads as none: one call, no look first
+            found = read_tree_of(client, self._notes_holder(), f"{NOTES_DIR}/{path}")
+            raw = found.get(path, (b"", 0))[0]
         try:
             doc = json.loads(raw) if raw else None
         except ValueError:  # written this moment: as if not yet
             return None
         return doc if isinstance(doc, dict) else None
 
-    def _notes_holder(self, client: docker.DockerClient, create: bool) -> str | None:
-        """The name of the slot's notes container (made when ``create``; else None when
-        there is none)."""
-        name = f"{labels.prefix(self.app.name, self.slot.name)}-canary-notes"
-        try:
-            client.api.inspect_container(name)
-            return name
-        except docker.errors.NotFound:
-            if not create:
-                return None
+    def _notes_holder(self) -> str:
+        """The name of the slot's notes container (on the first host)."""
+        return f"{labels.prefix(self.app.name, self.slot.name)}-canary-notes"
+
+    def _make_notes_holder(self, client: docker.DockerClient) -> None:
+        """Make the slot's notes container (one made by another process this moment is
+        the same)."""
         tags = labels.base(self.app.name, self.slot.name, NOTES_KIND)
         try:
             holder_made(
                 client,
-                lambda: client.api.create_container(labels.HOLDER_IMAGE, name=name, labels=tags),
+                lambda: client.api.create_container(
+                    labels.HOLDER_IMAGE, name=self._notes_holder(), labels=tags
+                ),
             )
         except docker.errors.APIError as exc:
-            if exc.status_code != 409:  # made by another process this moment: the same
+            if exc.status_code != 409:
                 raise
-        return name
 
 
 def _note_file(name: str) -> str:

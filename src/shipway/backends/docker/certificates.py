@@ -29,19 +29,32 @@ class DockerCertificates(DockerState):
             return []
         secure = [u for u in deployed.artifact if u.kind == "route" and u.body.get("tls")]
         out: list[CertificateStatus] = []
+        trees: dict[tuple[str, str, str], dict[str, tuple[bytes, int]]] = {}
         for unit in secure:
-            out += self._kept_on(unit, secure)
+            out += self._kept_on(unit, secure, trees)
         return out
 
-    def _kept_on(self, unit: Unit, secure: list[Unit]) -> list[CertificateStatus]:
-        """The certificates the proxy of the unit's host keeps for it."""
+    def _kept_on(
+        self,
+        unit: Unit,
+        secure: list[Unit],
+        trees: dict[tuple[str, str, str], dict[str, tuple[bytes, int]]],
+    ) -> list[CertificateStatus]:
+        """The certificates the proxy of the unit's host keeps for it (``trees``: the
+        proxy's directories read so far, each read once for all the routes it serves)."""
         tls, host = unit.body["tls"], unit.host or self.primary
         proxy = str(unit.body.get("proxy") or labels.shared_proxy(self.settings.proxy_port))
         out = []
         with edge(f"host {host}: read certificates"):
             client = self._client(host)
+
+            def tree_of(path: str) -> dict[str, tuple[bytes, int]]:
+                if (host, proxy, path) not in trees:
+                    trees[(host, proxy, path)] = read_tree_of(client, proxy, path)
+                return trees[(host, proxy, path)]
+
             if tls.get("given"):
-                tree = read_tree_of(client, proxy, caddy.CONFIG_DIR)
+                tree = tree_of(caddy.CONFIG_DIR)
                 for i in range(len(tls["given"])):
                     name = (
                         https.file_of(
@@ -52,7 +65,7 @@ class DockerCertificates(DockerState):
                     if name in tree:
                         out.append(of_pem(tree[name][0], "secrets", host, (host,)))
             if tls.get("auto") and not tls.get("from"):
-                storage = read_tree_of(client, proxy, https.STORAGE)
+                storage = tree_of(https.STORAGE)
                 directory = tls["acme"]["directory"]
                 served = tuple(
                     u.host or "" for u in secure if set(tls["auto"]) & set(u.body["tls"]["auto"])

@@ -21,14 +21,14 @@ import docker
 import docker.errors
 from docker.models.volumes import Volume
 
-from shipway.backends.docker import caddy, labels
+from shipway.backends.docker import labels
 from shipway.backends.docker.accessories import DockerAccessories
 from shipway.backends.docker.connection import HostConnection
 from shipway.backends.docker.containers import remove
 from shipway.backends.docker.edge import edge
 from shipway.backends.docker.freezes import FREEZE_KIND
 from shipway.backends.docker.images import DockerImages
-from shipway.backends.docker.records import read_tree
+from shipway.backends.docker.state import name_of
 from shipway.backends.protocol import Leftover, Reporter
 from shipway.guard import Clearance
 from shipway.spec.model import Target
@@ -80,14 +80,15 @@ class DockerDestroy(DockerImages, DockerAccessories):
         slot uses (it goes with them)."""
         out = []
         for proxy in self._shared_proxies(client):
-            parts = caddy.parse_parts(read_tree(proxy, caddy.CONFIG_DIR))
+            parts = self._looked_parts(client, host, str(proxy.id)) or {}
             if self._owner not in parts:
                 continue
+            name = name_of(proxy)
             if len(parts) == 1:
-                out.append(Leftover("proxy", f"{proxy.name} on {host} (no other slot uses it)"))
+                out.append(Leftover("proxy", f"{name} on {host} (no other slot uses it)"))
             else:
                 n = len(parts[self._owner])
-                out.append(Leftover("routes", f"{n} in shared proxy {proxy.name} on {host}"))
+                out.append(Leftover("routes", f"{n} in shared proxy {name} on {host}"))
         return out
 
     def _containers_in_order(self, client: docker.DockerClient) -> list[tuple[str, str]]:

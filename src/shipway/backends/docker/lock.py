@@ -118,15 +118,17 @@ class SlotLock:
         )
         return mark.gone()
 
-    def _take(self, holder: LockHolder, reporter: Reporter) -> Container:
+    def _take(self, holder: LockHolder, reporter: Reporter) -> str:
+        """The id of the lock container this call made (the create's answer: not inspected)."""
         for _ in range(5):
             try:
-                return holder_made(
+                made = holder_made(
                     self.client,
-                    lambda: self.client.containers.create(
+                    lambda: self.client.api.create_container(
                         labels.HOLDER_IMAGE, name=self.name, labels=self._labels(holder)
                     ),
                 )
+                return str(made["Id"])
             except docker.errors.APIError as exc:
                 if exc.status_code != 409:
                     raise
@@ -154,12 +156,23 @@ class SlotLock:
         raise BackendError(f"could not take the lock of slot {self.slot!r}: it kept changing hands")
 
     def _renew(self, container_id: str, holder: LockHolder) -> None:
-        """Rewrite the renewal stamp, after checking the lock is still ours (raises
-        :class:`LockLost` when it is gone or someone else's)."""
+        """Rewrite the renewal stamp into the lock container this operation made, by its id:
+        a lock broken and taken by someone else is another container, and the write finds
+        none (raises :class:`LockLost`, saying who holds it now) — one call a renewal."""
+        stamp = datetime.now(UTC).isoformat().encode()  # microseconds: no rounding down
+        try:
+            self.renew_client.api.put_archive(
+                container_id, "/", tar_of({RENEWED_FILE: (stamp, 0o644)})
+            )
+        except docker.errors.NotFound as exc:
+            raise LockLost(self._lost(container_id, holder)) from exc
+
+    def _lost(self, container_id: str, holder: LockHolder) -> str:
+        """Why the lock is not ours any more, once its container (by id) is gone."""
         try:
             found: dict[str, Any] = self.renew_client.api.inspect_container(self.name)
-        except docker.errors.NotFound as exc:
-            raise LockLost("its lock container was removed") from exc
+        except docker.errors.NotFound:
+            return "its lock container was removed"
         tags: dict[str, Any] = found["Config"]["Labels"] or {}
         if (
             str(found["Id"]) != container_id
@@ -167,14 +180,8 @@ class SlotLock:
             or tags.get(labels.LOCK_SINCE) != holder.since
         ):
             who = tags.get(labels.LOCK_HOLDER, "?")
-            raise LockLost(f"it is now held by {who} since {tags.get(labels.LOCK_SINCE, '?')}")
-        stamp = datetime.now(UTC).isoformat().encode()  # microseconds: no rounding down
-        try:
-            self.renew_client.api.put_archive(
-                container_id, "/", tar_of({RENEWED_FILE: (stamp, 0o644)})
-            )
-        except docker.errors.NotFound as exc:
-            raise LockLost("its lock container was removed") from exc
+            return f"it is now held by {who} since {tags.get(labels.LOCK_SINCE, '?')}"
+        return "its lock container was removed"
 
     def check(self) -> None:
         """Raise LockLost unless the lock is still ours and was renewed within its TTL
@@ -215,8 +222,7 @@ class SlotLock:
         # until the first renewal, others count the TTL from the holder's `since` label
         since = _parse_time(holder.since) or datetime.now(UTC)
         taken_at = time.monotonic() - max((datetime.now(UTC) - since).total_seconds(), 0.0)
-        container = self._take(holder, reporter)
-        container_id = str(container.id)
+        container_id = self._take(holder, reporter)
         stop = threading.Event()
         with self._state:
             self.lost, self.renewed_at, self.ttl = None, taken_at, holder.ttl
@@ -299,6 +305,7 @@ class DockerLock(DockerState):
     ) -> Iterator[None]:
         self._guard(clearance, target)
         self._listed.clear()
+        self._forget_looks()
         self._record_index = None
         self._connect_others()  # while the lock is taken, the other hosts connect
         conn = self._conn(self.primary)
@@ -325,12 +332,14 @@ class DockerLock(DockerState):
             yield
         except BaseException:
             self._slot_lock = self._record_index = None
+            self._forget_looks()
             self._trouble = True
             self._final_report(reporter)
             if not self._unlock(held, sys.exc_info(), holder, reporter):
                 raise
         else:
             self._slot_lock = self._record_index = None
+            self._forget_looks()
             self._final_report(reporter)
             self._unlock(held, (None, None, None), holder, reporter)
 

@@ -24,6 +24,7 @@ the shared proxy there with its routes (``shipway plan`` says so, :mod:`.reads`)
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 from collections.abc import Callable, Mapping
 from secrets import token_urlsafe
@@ -171,7 +172,14 @@ class DockerProxy(DockerState):
             self._remove_per_slot(client, old)
         mounts = [docker.types.Mount(target=config_dir, source=volume, type="volume")]
         ports = {int(body["listen"]): int(body["port"])}
+        try:  # a volume left by a proxy of before holds its routes: read below
+            client.volumes.get(volume)
+            fresh = False
+        except docker.errors.NotFound:
+            fresh = True  # made now: empty, nothing to read back from it
         for made in (volume, *([body["data_volume"]] if body.get("data_volume") else [])):
+            if made == volume and not fresh:
+                continue
             with contextlib.suppress(docker.errors.APIError):
                 client.volumes.create(str(made), labels={labels.KIND: labels.PROXY})
         if body.get("data_volume"):  # Caddy's certificates and ACME account: kept
@@ -204,7 +212,8 @@ class DockerProxy(DockerState):
         # the config it starts with: the routes already in its volume (a proxy recreated
         # keeps serving them) and those moved over from this slot's own proxy
         tree = _ensure_token(container, config_dir) if body.get("tls_port") else {}
-        tree = tree or read_tree(container, config_dir)
+        if not tree and not fresh:
+            tree = read_tree(container, config_dir)
         parts = caddy.parse_parts(tree)
         parts[self._owner] = carried or parts.get(self._owner, {})
         ensure_network(client, self.app.name, self.slot.name, self._network)
@@ -416,31 +425,41 @@ class DockerProxy(DockerState):
             time.sleep(0.5)  # the issuer's proxy step runs beside this one
 
     def _shared_proxies(self, client: docker.DockerClient) -> list[Container]:
-        """The shared proxies on this host (this slot's port first): where its routes are."""
+        """The shared proxies on this host (this slot's port first): where its routes are.
+        As the one list call gives them (sparse: read their labels with :func:`tags_of`,
+        their names with :func:`name_of`; inspect one before changing it)."""
         filters: dict[str, str | list[str] | bool] = {
             "label": [f"{labels.KIND}={labels.PROXY}", labels.SHARED_PORT]
         }
-        for _ in range(2):
-            try:  # another app's proxy removed between the list and its inspect: list again
-                found: list[Container] = client.containers.list(all=True, filters=filters)
-                break
-            except docker.errors.NotFound:
-                continue
-        else:
-            found = client.containers.list(all=True, filters=filters)
+        found: list[Container] = client.containers.list(all=True, filters=filters, sparse=True)
         mine = labels.shared_proxy(self.settings.proxy_port)
-        return sorted(found, key=lambda c: (c.name != mine, str(c.name)))
+        return sorted(found, key=lambda c: (name_of(c) != mine, name_of(c)))
+
+    def _looked_parts(
+        self, client: docker.DockerClient, host: str, proxy: str
+    ) -> dict[str, dict[str, Any]] | None:
+        """:func:`parts_of` the proxy (None: not readable whole). While the slot's lock is
+        held, one whose whole slots.json has no part of this slot's is remembered as such
+        until a step of this backend changes something: only this slot adds its own part."""
+        key = f"{host} {proxy}"
+        if key in self._no_part:
+            return {}
+        parts = parts_of(client, proxy)
+        if parts is not None and self._owner not in parts and self._slot_lock is not None:
+            self._no_part.add(key)
+        return parts
 
     def _drop_route(self, client: docker.DockerClient, step: Remove) -> str:
         """Take one of this slot's routes out of the host's proxy (gracefully, as a switch:
         the drain of the containers it served starts now)."""
-        for proxy in self._shared_proxies(client):
-            if step.unit not in caddy.parse_parts(read_tree(proxy, caddy.CONFIG_DIR)).get(
-                self._owner, {}
-            ):
+        for listed in self._shared_proxies(client):
+            if step.unit not in (parts_of(client, str(listed.id)) or {}).get(self._owner, {}):
                 continue
-            if proxy.status != "running":
-                return f"{step.unit} already gone (proxy {proxy.name} is {proxy.status})"
+            if listed.status != "running":
+                return f"{step.unit} already gone (proxy {name_of(listed)} is {listed.status})"
+            proxy = self._get(client, str(listed.id))  # its whole configuration, to change it
+            if proxy is None:
+                continue
             parts = self._reconfigure(
                 step.host or "", client, proxy, lambda routes: routes.pop(step.unit, None)
             )
@@ -458,8 +477,21 @@ class DockerProxy(DockerState):
         destroy, the removal of this slot's ``proxy@host``). What was done, in words."""
         done: list[str] = []
         network = self._network
-        for proxy in self._shared_proxies(client):
-            if only is not None and proxy.name != only:
+        own = labels.shared_proxy(self.settings.proxy_port)
+        for listed in self._shared_proxies(client):
+            if only is not None and name_of(listed) != only:
+                continue
+            # another port's proxy is looked at first: only this slot adds or removes its
+            # own part (under the slot's lock, held now), so one whose whole slots.json has
+            # none is passed by without the proxy's lock (and without inspecting it)
+            if f"{host} {listed.id}" in self._no_part:
+                continue
+            if name_of(listed) != own:
+                looked = self._looked_parts(client, host, str(listed.id))
+                if looked is not None and self._owner not in looked:
+                    continue
+            proxy = self._get(client, str(listed.id))  # its whole configuration, to change it
+            if proxy is None:
                 continue
             body, _ = drift.body_of(proxy.labels)
             with shared.locked(client, int((body or {}).get("port", 0)), host):
@@ -480,6 +512,22 @@ class DockerProxy(DockerState):
             shared.leave(client, proxy, network)
             done.append(f"dropped its {routes} routes from shared proxy {proxy.name}")
         return done
+
+
+def parts_of(client: docker.DockerClient, proxy: str) -> dict[str, dict[str, Any]] | None:
+    """Each slot's part of a shared proxy's routes, read from its ``slots.json`` alone and
+    without the proxy's lock (a look, not a change); None when that file cannot be read
+    whole: the proxy or the file is gone, or another slot's change rewrites it at this
+    moment (the engine removes a file it unpacks before it writes it anew)."""
+    path = f"{caddy.CONFIG_DIR}/{caddy.PARTS_FILE}"
+    raw = read_tree_of(client, proxy, path).get(caddy.PARTS_FILE)
+    if raw is None:
+        return None
+    try:
+        json.loads(raw[0])
+    except ValueError:
+        return None
+    return caddy.parse_parts({caddy.PARTS_FILE: raw})
 
 
 def _config_files(

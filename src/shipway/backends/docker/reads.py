@@ -117,15 +117,23 @@ class DockerReads(DockerVolumes):
                     self.drift[unit.key] = reasons
         return Observed.of(units)
 
-    def _observe_host(self, conn: HostConnection) -> list[tuple[ObservedUnit, list[str]]]:
+    def _observe_host(
+        self, conn: HostConnection, whole: bool = True
+    ) -> list[tuple[ObservedUnit, list[str]]]:
+        """Every unit of the slot on one host; not ``whole``: its app containers only (and
+        the files they mount, which their drift depends on), as ``status`` counts them —
+        without the proxy's files, its inspection or the volumes' list."""
         host = conn.name
         out: list[tuple[ObservedUnit, list[str]]] = []
         with edge(f"host {host}: observe"), ThreadPoolExecutor(max_workers=1) as early:
             client = conn.client()
             # the shared proxy's files (the longest read) by its name, beside the list calls
             proxy_name = labels.shared_proxy(self.settings.proxy_port)
-            proxy_files = early.submit(read_tree_of, client, proxy_name, caddy.CONFIG_DIR)
-            out += [(unit, []) for unit in self._observe_volumes(client, host)]
+            proxy_files = (
+                early.submit(read_tree_of, client, proxy_name, caddy.CONFIG_DIR) if whole else None
+            )
+            if whole:
+                out += [(unit, []) for unit in self._observe_volumes(client, host)]
             containers = self._labelled(client, sparse=True)
             for c in containers:
                 key = tags_of(c).get(labels.KEY)
@@ -142,9 +150,10 @@ class DockerReads(DockerVolumes):
                     reasons += drift.files(actual, body, content, str(body.get("volume")))
                     files_reasons[str(body.get("volume"))] = reasons
                 out.append(self._observed(c, "files", 0, reasons, host, state="present"))
+            kinds = (labels.APP_CONTAINER, labels.PROXY) if whole else (labels.APP_CONTAINER,)
             for c in containers:
                 kind = tags_of(c).get(labels.KIND)
-                if kind not in (labels.APP_CONTAINER, labels.PROXY):
+                if kind not in kinds:
                     continue
                 c = client.containers.get(str(c.id))  # its whole configuration, for drift
                 body, reasons = drift.body_of(tags_of(c))
@@ -164,7 +173,8 @@ class DockerReads(DockerVolumes):
                     routes = caddy.parse_routes(tree)
                     out += self._observe_routes(routes, tree, body or {}, str(c.id), host)
                 out.append(self._observed(c, unit_kind, phase, reasons, host))
-            out += self._observe_shared(client, proxy_name, proxy_files.result(), host)
+            if proxy_files is not None:
+                out += self._observe_shared(client, proxy_name, proxy_files.result(), host)
         return out
 
     def _uses(self, tree: Mapping[str, tuple[bytes, int]]) -> bool:
@@ -292,14 +302,16 @@ class DockerReads(DockerVolumes):
         for unit in deployed.artifact:
             if unit.kind == "container" and unit.process:
                 wanted.setdefault(unit.process, []).append(unit)
-        observed = self.observe(target)
+        # the app containers alone: the routes, the proxy and the volumes are not counted
+        found = self._each_host(lambda conn: self._observe_host(conn, whole=False))
+        seen_units = {u.key: u for h in self.host_addresses for u, _ in found[h.name]}
         out = []
         for process, units in wanted.items():
             per_host: dict[str, list[int]] = {}
             for unit in units:
                 counts = per_host.setdefault(unit.host or "?", [0, 0])
                 counts[1] += 1
-                seen = observed.units.get(unit.key)
+                seen = seen_units.get(unit.key)
                 if seen is not None and seen.state == "running" and seen.digest == unit.digest:
                     counts[0] += 1
             out.append(

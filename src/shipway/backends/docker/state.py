@@ -88,6 +88,12 @@ class DockerState(Guarded):
         #: (host, unit key) -> its container as the observation listed it (labels, state),
         #: until a step applies that key: a removal does not list what was just listed
         self._listed: dict[tuple[str, str], Container] = {}
+        #: what proxies' files said while the slot's lock is held and no step of this
+        #: backend has changed anything since (:meth:`_forget_looks`): "host proxy-id" ->
+        #: the host names its routes answer for, and whose (:mod:`.hosts`); the proxies
+        #: whose whole slots.json has no part of this slot's (:mod:`.proxy`)
+        self._served_names: dict[str, dict[str, list[tuple[str, str]]]] = {}
+        self._no_part: set[str] = set()
         #: the records as read and written while this backend holds the slot's lock (None:
         #: not known, as before the lock's first read of them)
         self._record_index: RecordIndex | None = None
@@ -134,6 +140,12 @@ class DockerState(Guarded):
         except BaseException:
             self._record_index = None
             raise
+
+    def _forget_looks(self) -> None:
+        """Forget what proxies' files said (the lock taken or let go, or a step changes
+        something): they are read again when next asked."""
+        self._served_names.clear()
+        self._no_part.clear()
 
     def _note(self, host: str | None, text: str) -> None:
         self.journal.setdefault(host or "?", []).append(text)

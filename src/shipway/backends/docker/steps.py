@@ -84,6 +84,7 @@ class DockerSteps(DockerProxy, DockerVolumes):
     ) -> None:
         self._guard(clearance, target)
         self._listed.pop((unit.host or "", unit.key), None)  # changed now: list it again
+        self._forget_looks()  # what proxies' files say: read again
         conn = self._conn(unit.host)
         client = self._client(unit.host)
         appliers = {
@@ -215,6 +216,7 @@ class DockerSteps(DockerProxy, DockerVolumes):
         self, clearance: Clearance, target: Target, step: Remove, reporter: Reporter
     ) -> None:
         self._guard(clearance, target)
+        self._forget_looks()  # what proxies' files say: read again
         conn = self._conn(step.host)
         try:
             with edge(f"host {conn.name}: remove {step.unit}"):
@@ -369,10 +371,10 @@ class DockerSteps(DockerProxy, DockerVolumes):
                 for line in self._leave_proxies(client, conn.name):
                     reporter.line(f"host {conn.name}: {line}")
                 kinds = (labels.PROXY, labels.APP_CONTAINER, labels.FILES, labels.RELEASE_COMMAND)
-                for c in self._labelled(client):
-                    if c.labels.get(labels.KIND) in kinds:
+                for c in self._labelled(client, sparse=True):  # labels and state: no inspect
+                    if tags_of(c).get(labels.KIND) in kinds:
                         remove(c, 10)
-                        done.append(str(c.name))
+                        done.append(name_of(c))
                 for v in client.volumes.list(
                     filters=labels.slot_filter(self.app.name, self.slot.name)
                 ):
