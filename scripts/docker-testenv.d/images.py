@@ -389,6 +389,8 @@ def proxy_variant(binary: Path, version: str) -> Variant:
         "FROM scratch\n"
         "COPY rootfs/ /\n"
         "ENV PATH=/usr/bin XDG_CONFIG_HOME=/config XDG_DATA_HOME=/data\n"
+        # the official image says its version so too (shipway checks it is 2.8 or later)
+        f"ENV CADDY_VERSION={version}\n"
         f"LABEL org.shipway.testenv.caddy={version}\n"
         "EXPOSE 80\n"
         'CMD ["caddy", "run", "--config", "/etc/shipway/caddy.json"]\n'

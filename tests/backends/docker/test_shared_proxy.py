@@ -5,8 +5,10 @@ routes nor fails its requests; an unknown host gets 404, a route whose release i
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import http.client
+import io
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -301,3 +303,31 @@ def test_an_upstream_file_naming_another_release_is_drift_and_repaired(
     assert get(deployment, env.a, name) == (200, "v1\n")
     assert _servers_started(proxy) == started  # the file alone was written again
     assert [type(s) for s in api.plan(deployment.app(), SLOT, repair=True).steps] == [NoOp]
+
+
+def test_a_proxy_image_with_a_caddy_older_than_2_8_is_refused_naming_the_fix(
+    deployment: Deployment,
+) -> None:
+    """An image that says it holds Caddy 2.6 (as the official image says its version, in
+    ``CADDY_VERSION``) is refused before a proxy is made from it: the deploy fails with the
+    version found and the fix, and no proxy runs on the port."""
+    env = deployment.env
+    old = f"{env.images.proxy.rsplit(':', 1)[0]}:old-{deployment.name}"
+    client = deployment.local(env.a)
+    try:
+        dockerfile = f"FROM {env.images.proxy}\nENV CADDY_VERSION=v2.6.2\n".encode()
+        client.images.build(fileobj=io.BytesIO(dockerfile), tag=old, rm=True)
+        deployment.write(hosts=[env.a], extra=ROUTE.format(host=f"old-{deployment.name}.test"))
+        deployment.spec_file.write_text(
+            deployment.spec_file.read_text().replace(env.images.proxy, old)
+        )
+        outcome = deployment.deploy()
+        assert not outcome.ok
+        said = str(outcome.failure)
+        assert f"the proxy image {old} holds Caddy v2.6.2" in said, said
+        assert 'proxy_image = "caddy:2"' in said, said
+        assert deployment.containers(env.a, kind="proxy") == []
+    finally:
+        with contextlib.suppress(docker.errors.APIError):
+            client.images.remove(old, force=True)
+        client.close()

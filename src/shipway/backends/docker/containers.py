@@ -104,19 +104,18 @@ def ensure_network(client: docker.DockerClient, app: str, slot: str, name: str) 
             raise
 
 
-def ensure_image(client: docker.DockerClient, ref: str) -> None:
+def ensure_image(client: docker.DockerClient, ref: str) -> dict[str, Any]:
     """The image on this host, pulled unless it is there (before anything old goes: an
-    image that cannot be had leaves what runs running)."""
+    image that cannot be had leaves what runs running); its inspection."""
     try:
-        client.images.get(ref)
-        return
+        return dict(client.images.get(ref).attrs)
     except docker.errors.ImageNotFound:
         pass
     repo, tag = parse_repository_tag(ref)
     for chunk in client.api.pull(repo, tag=tag or "latest", stream=True, decode=True):
         if isinstance(chunk, dict) and "error" in chunk:
             raise BackendError(f"cannot pull image {ref}: {chunk['error']}")
-    client.images.get(ref)  # raises ImageNotFound when the pull made nothing
+    return dict(client.images.get(ref).attrs)  # ImageNotFound when the pull made nothing
 
 
 def file_mounts(client: docker.DockerClient, body: Mapping[str, Any]) -> list[docker.types.Mount]:

@@ -35,7 +35,16 @@ import docker.errors
 import docker.types
 from docker.models.containers import Container
 
-from shipway.backends.docker import admin, caddy, drift, https, labels, render, shared
+from shipway.backends.docker import (
+    admin,
+    caddy,
+    caddy_version,
+    drift,
+    https,
+    labels,
+    render,
+    shared,
+)
 from shipway.backends.docker.containers import (
     ContainerSpec,
     create,
@@ -82,7 +91,10 @@ class DockerProxy(DockerState):
         if not body.get("shared"):
             body = render.shared_proxy_body(str(body["image"]), int(body["port"]))
         port, host = int(body["port"]), unit.host or self.primary
-        ensure_image(client, str(body["image"]))  # before anything old goes
+        image = str(body["image"])
+        old_caddy = caddy_version.too_old(ensure_image(client, image))  # before anything old goes
+        if old_caddy is not None:
+            raise BackendError(caddy_version.refusal(image, old_caddy))
         shared.ensure_network(client)
         with shared.locked(client, port, host):
             old = self._per_slot_proxy(client)
