@@ -309,6 +309,12 @@ def killed_at_first_share(slot: Slot) -> Any:
         status = json.loads(slot.cli("canary", "status", "test1", "-o", "json").stdout)
         assert status["running"] and status["percent"] == 10, status
         assert status["counts"]["canary"] == f"{app.name}.test1.r2", status
+        # the deploy's first state note written (status reads the route's share, which
+        # comes first), so the kill leaves a note behind as well
+        instance = f"{app.name}-test1"
+        eventually(lambda: list(slot.client.list(ConfigMap, namespace=slot.namespace,
+                                                 labels={gw.NOTES_LABEL: instance})),
+                   what="the canary's notes")  # fmt: skip
         proc.kill()  # SIGKILL: no handler runs; the Lease and the pending record stay
         proc.communicate(timeout=30)
     finally:
