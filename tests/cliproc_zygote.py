@@ -51,6 +51,7 @@ def _stream(fd: int, env: dict[str, str], *, errors: str) -> io.TextIOWrapper:
 
 def _child(request: dict[str, Any], fds: list[int]) -> None:
     """In the forked child: become ``python -m shipway ARGS`` and exit as it would."""
+    _fresh_signals()
     for target, fd in enumerate(fds):
         os.dup2(fd, target, inheritable=True)
     os.closerange(3, 65536)  # the zygote's socket and every request's descriptors
@@ -112,7 +113,19 @@ def _finish() -> None:
                 stream.flush()
 
 
+def _fresh_signals() -> None:
+    """Signals as a new interpreter started from a shell has them: none blocked, SIGINT
+    raising KeyboardInterrupt, SIGTERM ending the process. A pytest worker has been seen
+    to start a process with SIGINT ignored or blocked (a command then never ends on ^C);
+    whatever the worker's state, each command starts as ``python -m shipway`` would from
+    a terminal."""
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def serve(path: str, parent: int) -> None:
+    _fresh_signals()
     for name in PRELOAD:
         __import__(name)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -54,16 +54,24 @@ def test_the_environment_is_the_one_given(tmp_path: Path) -> None:
     assert forked.stdout == execd.stdout
 
 
+def _as_from_a_shell() -> None:
+    """The exec'd command's signals as a shell gives them (the forked one gets the same
+    from its zygote), whatever the pytest worker's own state."""
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def serve_dashboard(
     popen: type[subprocess.Popen[str]], tmp_path: Path
 ) -> tuple[subprocess.Popen[str], str]:
     """``shipway dashboard --port 0``: a command that runs until a signal ends it."""
+    shell = {} if popen is cliproc.ShipwayProcess else {"preexec_fn": _as_from_a_shell}
     (tmp_path / "shipway.toml").write_text(SPEC)
     proc = popen(
         [*cliproc.SHIPWAY, "-f", str(tmp_path / "shipway.toml"), "dashboard", "--port", "0",
          "--state-dir", str(tmp_path / "state")],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        env={**os.environ, "PYTHONUNBUFFERED": "1"}, **shell,  # type: ignore[arg-type]
     )  # fmt: skip
     assert proc.stdout is not None
     line = proc.stdout.readline()

@@ -84,9 +84,12 @@ def test_logs_prints_and_follows(slot: Slot) -> None:
     try:
         follower.communicate(timeout=30)
     except subprocess.TimeoutExpired:  # where it is stuck, for whoever reads the failure
+        status = Path(f"/proc/{follower.pid}/status").read_text().splitlines()
+        masks = [s for s in status if s.startswith(("SigPnd", "ShdPnd", "SigBlk", "SigIgn"))]
         follower.send_signal(signal.SIGABRT)
         said = follower.communicate(timeout=10)[0] or ""
-        pytest.fail(f"logs -f did not exit 30 s after SIGINT; its stacks:\n{said[-6000:]}")
+        pytest.fail(f"logs -f did not exit 30 s after SIGINT ({masks}); its stacks:\n"
+                    f"{said[-6000:]}")
     assert follower.returncode == 0
 
 
