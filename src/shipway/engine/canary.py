@@ -37,6 +37,9 @@ CHECK_EVERY = 0.1
 SAY_EVERY = 5.0
 #: how often the state ``canary status`` shows is written while nothing changes
 NOTE_EVERY = 0.5
+#: how often a person's decision (``canary promote`` / ``canary abort``) is looked for: a
+#: note read is an archive call on Docker, so not at every check of the counts
+HAND_EVERY = 0.5
 
 
 class CanaryWalk:
@@ -86,6 +89,7 @@ class CanaryWalk:
         rules = rules_of(step)
         ident = canary_id(release)
         said = noted = time.monotonic()
+        looked = said - HAND_EVERY  # the first check looks for a person's decision too
         while True:
             counts = self.canaries.canary_counts(self.target)
             if counts is None or counts.canary != ident:
@@ -94,11 +98,13 @@ class CanaryWalk:
                     message=f"the canary r{release.revision} is no longer in the proxy",
                 )
                 return failure, release
+            look = time.monotonic() - looked >= HAND_EVERY
             if isinstance(step, HoldCanary):  # no counts: the canary's pods decide
-                held = self.pods.decide(self.target, step, time.monotonic() - self.since)
-                verdict = self._by_hand(held, ident)
+                verdict = self.pods.decide(self.target, step, time.monotonic() - self.since)
             else:
-                verdict = self._verdict(rules_of(step), step.percent, counts, ident)
+                verdict = self._verdict(rules_of(step), step.percent, counts)
+            if look:
+                verdict, looked = self._by_hand(verdict, ident), time.monotonic()
             now = time.monotonic()
             if verdict.verdict != "hold":
                 return self._decided(release, step, verdict, rules.steps)
@@ -111,12 +117,11 @@ class CanaryWalk:
                 said = now
             time.sleep(CHECK_EVERY)
 
-    def _verdict(self, rules: Any, percent: int, counts: CanaryCounts, ident: str) -> Analysis:
-        base = self.baseline if self.baseline and self.baseline.canary == ident else None
+    def _verdict(self, rules: Any, percent: int, counts: CanaryCounts) -> Analysis:
+        base = self.baseline if self.baseline and self.baseline.canary == counts.canary else None
         on_canary = counts.on_canary.minus(base.on_canary if base else Tally())
         stable = counts.stable.minus(base.stable if base else Tally())
-        verdict = analyse(rules, percent, on_canary, stable, time.monotonic() - self.since)
-        return self._by_hand(verdict, ident)
+        return analyse(rules, percent, on_canary, stable, time.monotonic() - self.since)
 
     def _by_hand(self, verdict: Analysis, ident: str) -> Analysis:
         """The verdict, or a person's promote or abort of this canary when one is noted."""
