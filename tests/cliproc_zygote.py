@@ -51,8 +51,7 @@ def _stream(fd: int, env: dict[str, str], *, errors: str) -> io.TextIOWrapper:
 
 def _child(request: dict[str, Any], fds: list[int]) -> None:
     """In the forked child: become ``python -m shipway ARGS`` and exit as it would."""
-    _fresh_signals()
-    for target, fd in enumerate(fds):
+    for target, fd in enumerate(fds):  # signals as the zygote's: fresh (_fresh_signals)
         os.dup2(fd, target, inheritable=True)
     os.closerange(3, 65536)  # the zygote's socket and every request's descriptors
     if request.get("new_session"):

@@ -55,4 +55,3 @@ def make_app(tmp_path: Path) -> Callable[[str], App]:
         return app_from_toml(text, tmp_path)
 
     return make
-

@@ -315,6 +315,7 @@ def test_a_proxy_image_with_a_caddy_older_than_2_8_is_refused_naming_the_fix(
     old = f"{env.images.proxy.rsplit(':', 1)[0]}:old-{deployment.name}"
     client = deployment.local(env.a)
     try:
+        client.images.pull(env.images.proxy)  # a new machine's host may not hold it yet
         dockerfile = f"FROM {env.images.proxy}\nENV CADDY_VERSION=v2.6.2\n".encode()
         client.images.build(fileobj=io.BytesIO(dockerfile), tag=old, rm=True)
         deployment.write(hosts=[env.a], extra=ROUTE.format(host=f"old-{deployment.name}.test"))
