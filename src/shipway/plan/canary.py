@@ -41,7 +41,7 @@ from typing import Any, Literal
 
 from shipway.plan.model import AnalyseCanary, ApplyObject, ShiftTraffic, Step
 from shipway.release.artifact import Artifact
-from shipway.spec.canary import Canary
+from shipway.spec.canary import ANSWER_TIMEOUT, Canary
 
 Verdict = Literal["abort", "promote", "hold"]
 
@@ -317,4 +317,5 @@ def rules_of(step: AnalyseCanary) -> Canary:
         false_abort=float(doc["false_abort"]),
         timeout=float(doc["timeout"]),
         at_timeout=doc["at_timeout"],
+        answer_timeout=float(doc.get("answer_timeout", ANSWER_TIMEOUT)),
     )

@@ -14,6 +14,8 @@ latency_ratio = 1.5       # a canary request slower than this x the stable's p99
 false_abort = 0.01        # the test's false-abort rate over the whole canary
 timeout = "30m"           # the longest one step may stay inconclusive (too little traffic)
 at_timeout = "abort"      # then: "abort" (the stable keeps serving) or "promote"
+answer_timeout = "30s"    # a request of the canary's route not answered within it is a
+                          # failed request of its release (local and docker slots)
 # on kubernetes only:
 split = "gateway"         # or "replicas": the share in pods, no router (spec/canary_split.py)
 # required with split = "gateway" on kubernetes:
@@ -30,6 +32,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -55,6 +58,8 @@ _DNS_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
 GATEWAY_REF = re.compile(rf"^{_DNS_LABEL}/{_DNS_LABEL}$")
 #: no user or password in it: the URL is shown in plans and errors
 PROMETHEUS_URL = re.compile(r"^https?://[^\s/?#@]+(/[^\s?#@]*)?$")
+#: how long a request of the canary's route may go unanswered before it counts as failed
+ANSWER_TIMEOUT = 30.0
 
 
 @dataclass(frozen=True)
@@ -71,6 +76,10 @@ class Canary:
     false_abort: float = 0.01
     timeout: float = 1800.0
     at_timeout: AtTimeout = "abort"
+    #: a request of the canary's route not answered (its head) within this many seconds
+    #: counts as a failed request of the release it went to: a canary that hangs is caught
+    #: (local and docker slots; docs/canary.md says how each proxy does it)
+    answer_timeout: float = ANSWER_TIMEOUT
     #: kubernetes: the Gateway ("namespace/name") the HTTPRoute attaches to, and the
     #: Prometheus its implementation's metrics are read from
     gateway: str | None = None
@@ -97,6 +106,12 @@ class Canary:
             **({"gateway": self.gateway} if self.gateway else {}),
             **({"prometheus": self.prometheus} if self.prometheus else {}),
             **({"split": self.split} if self.split != "gateway" else {}),
+            # said only when set, so the releases and plans of before keep their bytes
+            **(
+                {"answer_timeout": self.answer_timeout}
+                if self.answer_timeout != ANSWER_TIMEOUT
+                else {}
+            ),
         }
 
     def rules(self) -> list[str]:
@@ -104,6 +119,14 @@ class Canary:
         if self.split == "replicas":
             return replica_rules(self.steps, self.step_time, self.at_timeout)
         share = self.false_abort / max(1, 2 * len(self.analysed))
+        answer = (
+            []
+            if self.gateway
+            else [
+                f"a canary-route request not answered within {self.answer_timeout:g}s: a failed "
+                "request of the release it went to"
+            ]
+        )
         return [
             f"canary steps: {', '.join(f'{s}%' for s in self.steps)} of requests; each share "
             f"held at least {self.step_time:g}s and {self.step_requests} canary requests",
@@ -114,6 +137,7 @@ class Canary:
             f"false aborts: at most {self.false_abort:g} over the canary "
             f"({share:.4g} per test and step); too little traffic holds the share, and after "
             f"{self.timeout:g}s at one step: {self.at_timeout}",
+            *answer,
         ]
 
 
@@ -148,6 +172,14 @@ def parse_canary(
         if not refuse_counted(c, table, path):
             return None
     elif kube:
+        if "answer_timeout" in table:
+            c.error(
+                (*path, "answer_timeout"),
+                "applies to local and docker slots, whose proxy is shipway's own; on "
+                "kubernetes the Gateway's implementation times requests out",
+                "remove it, and set the timeouts in the Gateway's implementation",
+            )
+            return None
         gateway, prometheus = _gateway_keys(c, table, path)
         if gateway is None or prometheus is None:
             return None
@@ -179,11 +211,18 @@ def parse_canary(
         table.get("at_timeout", d.at_timeout), (*path, "at_timeout"), ("abort", "promote")
     )
     values = (steps, step_time, step_requests, error_rate, error_ratio, latency_ratio)
-    if None in (*values, false_abort, timeout, at_timeout):
+    answer_timeout = c.duration(
+        table.get("answer_timeout", d.answer_timeout), (*path, "answer_timeout"), "answer_timeout"
+    )
+    if answer_timeout is not None and answer_timeout <= 0:
+        c.error((*path, "answer_timeout"), "must be above 0", 'e.g. answer_timeout = "30s"')
+        return None
+    if None in (*values, false_abort, timeout, at_timeout, answer_timeout):
         return None
     assert steps is not None and step_time is not None and timeout is not None
     assert step_requests is not None and error_rate is not None and error_ratio is not None
     assert latency_ratio is not None and false_abort is not None and at_timeout is not None
+    assert answer_timeout is not None
     return Canary(
         steps=steps,
         step_time=step_time,
@@ -194,6 +233,7 @@ def parse_canary(
         false_abort=false_abort,
         timeout=timeout,
         at_timeout=at_timeout,  # type: ignore[arg-type]
+        answer_timeout=answer_timeout,
         gateway=gateway,
         prometheus=prometheus,
         split=split,
@@ -267,3 +307,13 @@ def _number(
         c.error(path, f"{raw!r} is out of range", f"use a value from {lo:g} to {hi:g}")
         return None
     return float(raw)
+
+
+def answer_timeout_of(spec: Mapping[str, Any], slot: str) -> float:
+    """The canary's ``answer_timeout`` as a release's spec snapshot holds it (the default
+    where it is not said)."""
+    slots = spec.get("slots")
+    slot_doc = slots.get(slot) if isinstance(slots, Mapping) else None
+    canary = slot_doc.get("canary") if isinstance(slot_doc, Mapping) else None
+    value = canary.get("answer_timeout") if isinstance(canary, Mapping) else None
+    return float(value) if isinstance(value, int | float) and value > 0 else ANSWER_TIMEOUT

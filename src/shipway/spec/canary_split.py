@@ -35,6 +35,7 @@ COUNTED_KEYS = (
     "latency_ratio",
     "false_abort",
     "timeout",
+    "answer_timeout",
 )
 
 

@@ -40,6 +40,7 @@ MAX_DURATION: Mapping[str, float] = {
     "build_timeout": 6 * HOUR,
     "step_time": HOUR,
     "canary_timeout": 6 * HOUR,
+    "answer_timeout": 10 * MINUTE,
 }
 # A health gate probes for at most initial_delay + attempts * interval.
 MAX_HEALTH_GATE = HOUR

@@ -42,6 +42,19 @@ def test_a_route_with_a_canary_splits_by_header_cookie_and_weight() -> None:
     assert server["logs"] == {} and config["logging"] == caddy_canary.LOGGING
 
 
+def test_a_canary_s_answer_timeout_ends_a_hanging_answer_on_every_side_of_the_route() -> None:
+    def timeouts(canary: dict[str, object]) -> set[object]:
+        config = caddy.compose({"shop/prod route/web@a": {"body": BODY, "canary": canary}}, {}, "x")
+        sides = config["apps"]["http"]["servers"]["shipway"]["routes"][0]["handle"][-1]["routes"]
+        return {s["handle"][0]["transport"]["response_header_timeout"] for s in sides}
+
+    assert timeouts(CANARY) == {30 * 10**9}  # the spec's default
+    assert timeouts({**CANARY, "answer_timeout": 1.5}) == {1_500_000_000}
+    plain = caddy.compose({"shop/prod route/web@a": {"body": BODY}}, {}, "x")
+    proxy = plain["apps"]["http"]["servers"]["shipway"]["routes"][0]["handle"][0]
+    assert "response_header_timeout" not in proxy["transport"]  # only while a canary runs
+
+
 def test_without_a_canary_the_config_is_as_before() -> None:
     plain = caddy.compose({"shop/prod route/web@a": {"body": BODY}}, {}, "x")
     assert "logging" not in plain

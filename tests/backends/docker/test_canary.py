@@ -45,8 +45,16 @@ def host_name(d: Deployment) -> str:
 
 
 def write(
-    d: Deployment, version: str, broken: bool = False, step_time: str = "1s", batch: str = ""
+    d: Deployment,
+    version: str,
+    broken: bool = False,
+    step_time: str = "1s",
+    batch: str = "",
+    delay: int = 0,
+    more: str = "",
 ) -> None:
+    """The app as ``version`` (its / failing when ``broken``, answering after ``delay``
+    seconds); ``more``: further keys of the canary's table."""
     d.write(
         image=d.env.images.python,
         processes=PROCESSES,
@@ -54,6 +62,7 @@ def write(
 [env]
 VERSION = "{version}"
 BROKEN = "{int(broken)}"
+DELAY = "{delay}"
 PORT = "8080"
 [files]
 "server.py" = '''{SERVER}'''
@@ -68,6 +77,7 @@ steps = [10, 50, 100]
 step_time = "{step_time}"
 step_requests = 20
 error_ratio = 10
+{more}
 """,
     )
 
@@ -155,6 +165,31 @@ def test_a_fully_broken_canary_is_aborted_within_a_few_failed_requests(
     step = r2.canary[0]
     assert step["verdict"] == "abort" and step["canary"]["bad"] >= 3
     assert step["stable"]["requests"] > 0
+
+
+def test_a_canary_that_never_answers_is_aborted_once_its_answer_timeout_passes(
+    deployment: Deployment,
+) -> None:
+    d, lines = deployment, Lines()
+    # v2 answers its health check but no request for 10 minutes; without the answer
+    # timeout its requests would hang until the client gives up, and the step would end
+    # inconclusive after 30 s (nothing answered, nothing counted)
+    write(d, "v2", delay=600, more='answer_timeout = "1s"\ntimeout = "30s"')
+    outcome, load, _ = deploy_under_load(d, lines, then=20)
+    assert isinstance(outcome, RolledBack), lines.text()
+    text = lines.text()
+    assert "CanaryAborted" in text and "CanaryInconclusive" not in text, text
+    failed = load.failed()
+    # each cut by the hosts' Caddy after 1 s with its 504, counted against the canary
+    cut = [a for a in failed if a.status == 504]
+    assert 3 <= len(cut) <= 10, failed
+    other = [a.body for a in failed if a.status != 504]
+    assert beyond_reload_race(other, 4) == [], other  # a shift and the abort, two hosts
+    r2 = d.backend().read_records(d.app().slots.target(SLOT))[-1]
+    step = r2.canary[0]
+    assert step["verdict"] == "abort" and step["canary"]["failures"] >= 3, step
+    eventually(lambda: set(web_versions(d)) == {"v1"}, what="only the stable's containers")
+    assert [answered(d, i) for i in range(4)] == [(200, "v1")] * 4
 
 
 def test_a_good_canary_walks_its_steps_to_100_under_a_request_loop(

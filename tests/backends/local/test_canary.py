@@ -159,6 +159,35 @@ def test_a_fully_broken_canary_is_aborted_within_a_few_failed_requests(
     assert r2["canary"][0]["canary"]["bad"] >= 3  # error_ratio 10: 3 x log(10) > A
 
 
+def test_a_canary_that_never_answers_is_aborted_once_its_answer_timeout_passes(
+    canary_slot: Slot,
+) -> None:
+    slot = canary_slot
+    slot.deploy()
+    stable = set(slot.programs())
+    # r2 answers its health check but never a request (it sleeps 10 minutes first); the
+    # step would be inconclusive after 30 s without the answer timeout (nothing answered)
+    slot.edit_spec('BROKEN = "0"', 'BROKEN = "0"\nDELAY = "600"')
+    slot.edit_spec("error_ratio = 10", 'error_ratio = 10\nanswer_timeout = "1s"\ntimeout = "30s"')
+    loops = [RequestLoop(lambda _: released(slot), rate=20) for _ in range(8)]
+    for loop in loops:
+        loop.__enter__()
+    try:
+        eventually(lambda: sum(len(lp.answers) for lp in loops) > 20, what="the request loops")
+        r = slot.deploy(expect=10)
+    finally:
+        for loop in loops:
+            loop.__exit__()
+    assert "rolled back" in r.text and "CanaryAborted" in r.text, r.text
+    assert "CanaryInconclusive" not in r.text, r.text
+    r2 = slot.history()[-1]
+    assert r2["canary"][0]["verdict"] == "abort"
+    assert r2["canary"][0]["canary"]["bad"] >= 3  # the requests it never answered
+    assert r2["canary"][0]["canary"]["failures"] >= 3
+    assert [get(slot)[:2] for _ in range(20)] == [(200, "r1")] * 20
+    eventually(lambda: set(slot.programs()) == stable, what="only the stable's programs")
+
+
 def test_a_good_canary_walks_its_steps_and_the_stable_goes(canary_slot: Slot) -> None:
     slot = canary_slot
     slot.deploy()

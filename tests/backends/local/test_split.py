@@ -71,3 +71,29 @@ def test_the_tally_counts_per_side_and_its_histogram_reads_back() -> None:
     assert p99 is not None and p99 < 1.0
     tally.forget({"other"})
     assert tally.snapshot()["canaries"] == {}
+
+
+def test_a_request_not_answered_within_the_answer_timeout_counts_once_as_failed() -> None:
+    tally = split.Tally()
+    entry = {**ENTRY, "canary": {**ENTRY["canary"], "answer_timeout": 2.0}}
+    hung = tally.begin(split.choose(entry, {split.HEADER: b"always"}))
+    quick = tally.begin(split.choose(entry, {split.HEADER: b"always"}))
+    assert hung is not None and quick is not None and hung.patience == 2.0
+    assert tally.snapshot()["canaries"] == {}  # both still within their time
+    hung.started -= 2.5  # its answer has not come for 2.5 s
+    c = Tally.from_json(tally.snapshot()["canaries"]["app.slot.r2"]["canary"])
+    assert (c.requests, c.failures) == (1, 1)
+    tally.answered(hung, 200)  # its answer comes after all: counted already
+    tally.answered(quick, 200)
+    c = Tally.from_json(tally.snapshot()["canaries"]["app.slot.r2"]["canary"])
+    assert (c.requests, c.failures, sum(c.latency)) == (2, 1, 1)
+
+
+def test_a_request_whose_client_went_away_is_not_counted_and_the_default_is_30s() -> None:
+    tally = split.Tally()
+    gone = tally.begin(split.choose(ENTRY, {split.HEADER: b"always"}))
+    assert gone is not None and gone.patience == 30.0
+    gone.started -= 60
+    del gone  # the exchange ended without an answer (its client left): nothing holds it
+    assert tally.snapshot()["canaries"] == {}
+    assert tally.begin(None) is None  # a host without a canary: nothing to wait for

@@ -18,6 +18,10 @@ The route's requests then go through a ``subroute`` (:func:`split_route`), in or
    the canary's containers ``weight`` % of those requests together. Dial failures are not
    retried on the other release (``try_duration`` 0): a canary that refuses connections
    answers the proxy's 502, counted as a failure, as the local router's own 502 is.
+   An answer whose head has not come within the canary's ``answer_timeout`` (in the entry
+   when set; 30 s) ends in the proxy's 504 (``response_header_timeout`` on the route's
+   proxies while the canary runs, the stable's requests too): a canary that hangs fails
+   its requests, and they count.
 
 Every request of a canary's route is written to the access log ``shipway-canary`` (the
 proxy's stdout, JSON, the request's headers left out), with three fields appended
@@ -37,6 +41,7 @@ HEADER = "X-Shipway-Canary"
 LOGGER = "shipway-canary"
 #: the fields appended to the canary's access-log lines
 FIELD_ID, FIELD_UPSTREAM, FIELD_STATUS = "shipway_canary", "shipway_upstream", "shipway_status"
+ANSWER_TIMEOUT = 30.0  # the spec's default (shipway/spec/canary.py)
 
 
 def weights(stable: int, canary: int, percent: int) -> list[int]:
@@ -57,6 +62,13 @@ def split_route(
     """The route ``base`` (one ``reverse_proxy`` to the body's upstreams) with the canary
     beside it: the tester's header, the sticky weighted split, the access log."""
     proxy = dict(base["handle"][0])
+    # an answer whose head has not come within the canary's answer_timeout ends in the
+    # proxy's 504, logged as a failure of the release that took it (a hanging canary is
+    # counted); it applies to the stable's requests of the route too while the canary runs
+    patience = float(canary.get("answer_timeout") or ANSWER_TIMEOUT)
+    transport = dict(proxy.get("transport") or {"protocol": "http"})
+    transport["response_header_timeout"] = int(patience * 1e9)
+    proxy["transport"] = transport
     stable = [str(u) for u in body["upstreams"]]
     new = [str(u) for u in canary.get("upstreams") or []]
 

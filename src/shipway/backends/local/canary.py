@@ -28,6 +28,7 @@ from shipway.errors import BackendError, InputError
 from shipway.guard import Clearance
 from shipway.plan.canary import Tally
 from shipway.release.model import Release
+from shipway.spec.canary import ANSWER_TIMEOUT, answer_timeout_of
 from shipway.spec.model import Target
 
 NOTES = ("state", "decision")
@@ -47,6 +48,9 @@ class LocalCanaries(LocalRoutes):
             routes = {h: replace(route, canary=None) for h, route in routes.items()}
         else:
             ident = canary_id(release)
+            # said in the entry only when set (the router's default is the spec's)
+            answer = answer_timeout_of(release.spec, release.slot)
+            patience = {"answer_timeout": answer} if answer != ANSWER_TIMEOUT else {}
             for unit in release.artifact:
                 if unit.kind != "route":
                     continue
@@ -56,7 +60,7 @@ class LocalCanaries(LocalRoutes):
                     continue  # a new host, or one already on it: nothing to split
                 if body.program not in self._program_keys(d):
                     raise BackendError(f"the canary's {body.program} is not running")
-                canary = {"id": ident, "program": body.program, "weight": percent}
+                canary = {"id": ident, "program": body.program, "weight": percent, **patience}
                 routes[body.host] = replace(held, canary=canary)
                 moved.append(body.host)
         if routes == before:

@@ -292,7 +292,9 @@ class Relay:
         self.head = bytearray()
         self.body: http1.Body | None = None  # where the answer's body ends, once its head is read
         #: the side of a canary's host this request goes to (None: the host has no canary)
-        self.choice = split.choose(self.router.table[request.host], request.head.named)
+        self.choice = self.router.tally.begin(
+            split.choose(self.router.table[request.host], request.head.named)
+        )
 
     # -- sending -------------------------------------------------------------------
 

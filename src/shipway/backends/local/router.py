@@ -391,7 +391,9 @@ class Exchange:
         self.upgrade = request.upgrade
         self.replayable = not self.body_unread and method in http1.IDEMPOTENT and not self.upgrade
         self.request_head = http1.request_head(request, ip)
-        self.choice = split.choose(router.table[request.host], request.head.named)
+        self.choice = router.tally.begin(
+            split.choose(router.table[request.host], request.head.named)
+        )
 
     async def _connect(self, upstream: str) -> tuple[Reader, Writer, bool]:
         taken = self.router.pool.take(upstream)

@@ -17,7 +17,9 @@ Which side serves a request (:func:`choose`), in order:
 
 Counts (:class:`Tally`), per canary and side, for the canary's hosts only (a route without
 a canary pays nothing): requests answered, 5xx answers, failures (no instance could be
-reached, or it broke the exchange before answering: the router's own 502/503), and a
+reached, or it broke the exchange before answering: the router's own 502/503; or its
+answer's head had not come within the canary's ``answer_timeout``: counted when the counts
+are next read, the request itself goes on and is not counted again), and a
 histogram of the time to the answer's head (bucket 0: under ``BASE`` seconds; bucket ``i``:
 ``BASE x GROWTH**(i-1)`` to ``BASE x GROWTH**i``). shipway reads them on the control socket
 (``GET /canary``) and decides (``shipway/plan/canary.py``); the router only counts.
@@ -28,6 +30,7 @@ from __future__ import annotations
 import math
 import random
 import time
+import weakref
 from typing import Any
 
 COOKIE = "shipway-canary"
@@ -36,16 +39,21 @@ BASE = 0.001
 GROWTH = 1.25
 BUCKETS = 64  # the last one holds everything past BASE x GROWTH**62 (about 1 000 s)
 STABLE, CANARY = "stable", "canary"
+ANSWER_TIMEOUT = 30.0  # the spec's default (shipway/spec/canary.py)
 
 
 class Choice:
     """The side one request goes to, and the cookie its answer sets (None: none)."""
 
-    __slots__ = ("canary", "cookie", "side", "started")
+    __slots__ = ("__weakref__", "canary", "cookie", "late", "patience", "side", "started")
 
-    def __init__(self, canary: str, side: str, cookie: bytes | None) -> None:
+    def __init__(
+        self, canary: str, side: str, cookie: bytes | None, patience: float = ANSWER_TIMEOUT
+    ) -> None:
         self.canary, self.side, self.cookie = canary, side, cookie
         self.started = time.monotonic()
+        self.patience = patience  #: the canary's answer_timeout
+        self.late = False  #: counted as failed already: its answer had not come in time
 
 
 def _bucket(cookies: bytes | None, canary: str) -> int | None:
@@ -68,18 +76,19 @@ def choose(entry: dict[str, Any], named: dict[bytes, bytes]) -> Choice | None:
     if not canary:
         return None
     cid = str(canary.get("id", ""))
+    patience = float(canary.get("answer_timeout") or ANSWER_TIMEOUT)
     forced = named.get(HEADER, b"").strip().lower()
     if forced == b"always":
-        return Choice(cid, CANARY, None)
+        return Choice(cid, CANARY, None, patience)
     if forced == b"never":
-        return Choice(cid, STABLE, None)
+        return Choice(cid, STABLE, None, patience)
     bucket = _bucket(named.get(b"cookie"), cid)
     cookie = None
     if bucket is None:
         bucket = random.randrange(100)
         cookie = f"{COOKIE}={cid}.{bucket}; Path=/; HttpOnly; SameSite=Lax".encode()
     side = CANARY if bucket < int(canary.get("weight", 0)) else STABLE
-    return Choice(cid, side, cookie)
+    return Choice(cid, side, cookie, patience)
 
 
 def upstreams_of(entry: dict[str, Any], side: str | None) -> list[str]:
@@ -104,6 +113,32 @@ class Tally:
     def __init__(self) -> None:
         self.counts: dict[tuple[str, str], list[Any]] = {}
         self.since = time.time()
+        #: the requests of a canary's host not answered yet; an exchange that ends any other
+        #: way (its client gone) drops its choice with it
+        self.pending: weakref.WeakSet[Choice] = weakref.WeakSet()
+
+    def begin(self, choice: Choice | None) -> Choice | None:
+        """A request of a canary's host goes out (``choice``, as :func:`choose` gave it)."""
+        if choice is not None:
+            self.pending.add(choice)
+        return choice
+
+    def _ended(self, choice: Choice) -> bool:
+        """The request has its answer (or the router's): False when it was counted already
+        as not answered in time."""
+        self.pending.discard(choice)
+        return not choice.late
+
+    def _overdue(self) -> None:
+        """Count each request still waiting past its canary's answer_timeout as failed."""
+        now = time.monotonic()
+        for choice in list(self.pending):
+            if now - choice.started > choice.patience:
+                self.pending.discard(choice)
+                choice.late = True
+                row = self._row(choice)
+                row[0] += 1
+                row[2] += 1
 
     def _row(self, choice: Choice) -> list[Any]:
         row = self.counts.get((choice.canary, choice.side))
@@ -113,7 +148,7 @@ class Tally:
 
     def answered(self, choice: Choice | None, status: int) -> None:
         """The answer's head came (``status``) for a request of a canary's host."""
-        if choice is None:
+        if choice is None or not self._ended(choice):
             return
         row = self._row(choice)
         row[0] += 1
@@ -125,13 +160,14 @@ class Tally:
 
     def failed(self, choice: Choice | None) -> None:
         """No answer from an instance: the router answered 502/503 itself."""
-        if choice is None:
+        if choice is None or not self._ended(choice):
             return
         row = self._row(choice)
         row[0] += 1
         row[2] += 1
 
     def snapshot(self) -> dict[str, Any]:
+        self._overdue()
         out: dict[str, dict[str, Any]] = {}
         for (canary, side), (requests, s5xx, failures, hist) in self.counts.items():
             out.setdefault(canary, {})[side] = {
