@@ -127,8 +127,21 @@ def at_share(slot: Slot, percent: int) -> dict[str, Any]:
 
 def canary_ready(slot: Slot, app: Any, pods: int, url: str) -> None:
     """Until the canary's Deployment has ``pods`` ready (the share is set before they are),
-    the stable Service's endpoints hold them beside the 2 stable pods, and a canary pod
-    answers through it (kube-proxy programs its rules a moment after the endpoints)."""
+    the stable Service's endpoints hold them beside the 2 stable pods, and each canary pod
+    has answered through it (kube-proxy programs its rules a moment after the endpoints,
+    seconds later on a loaded machine: a step's new pod is not in them before)."""
+    prefix = f"{app.name}-web{gw.SUFFIX}-"
+
+    def canary_pods() -> set[str]:
+        found = slot.client.list(Pod, namespace=slot.namespace)
+        names = {str(p.metadata.name) for p in found if p.metadata is not None}
+        return {n for n in names if n.startswith(prefix)}
+
+    def answering(n: int) -> set[str]:
+        """The pods (HOSTNAME) that answered ``n`` requests through the Service."""
+        said = [get(f"{url}/cgi-bin/env")[1] for _ in range(n)]
+        lines = [line for body in said for line in body.splitlines()]
+        return {line[9:] for line in lines if line.startswith("HOSTNAME=")}
 
     def ready() -> bool:
         live = slot.client.get(Deployment, f"{app.name}-web{gw.SUFFIX}", namespace=slot.namespace)
@@ -142,7 +155,10 @@ def canary_ready(slot: Slot, app: Any, pods: int, url: str) -> None:
 
     eventually(ready, timeout=120, what=f"{pods} canary pods ready")
     eventually(lambda: endpoints() == pods + 2, what=f"{pods + 2} endpoints of the Service")
-    eventually(lambda: "v2" in versions(url, 10), what="a canary pod answering")
+    eventually(
+        lambda: len(canary_pods()) == pods and canary_pods() <= answering(20),
+        what=f"each of the {pods} canary pods answering through the Service",
+    )
 
 
 def test_a_good_replica_canary_walks_its_steps_with_requests_on_both_releases(
