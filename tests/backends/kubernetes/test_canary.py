@@ -478,7 +478,14 @@ def test_a_client_with_the_canarys_cookie_stays_on_its_release(
             answer(host, f"{gw.COOKIE}={app.name}.test1.r1.canary")  # an earlier canary's: 200
             done = slot.cli("canary", verdict if percent == 50 else "promote", "test1")
             assert done.returncode == 0, done.stdout + done.stderr
+            # the deploy took the decision (not the command acting on a canary it took for
+            # left behind, which would skip the next share)
+            assert "took it" in done.stdout, done.stdout + done.stderr
         out, _ = proc.communicate(timeout=300)
+    except AssertionError as exc:  # what the deploy said, to tell why
+        proc.kill()
+        said, _ = proc.communicate(timeout=30)
+        raise AssertionError(f"{exc}\n--- the deploy's output ---\n{said}") from exc
     finally:
         proc.kill()
     print(out)
