@@ -309,11 +309,14 @@ def _number(
     return float(raw)
 
 
-def answer_timeout_of(spec: Mapping[str, Any], slot: str) -> float:
-    """The canary's ``answer_timeout`` as a release's spec snapshot holds it (the default
-    where it is not said)."""
+def answer_timeout_entry(spec: Mapping[str, Any], slot: str) -> dict[str, float]:
+    """The canary's ``answer_timeout`` as a release's spec snapshot holds it, for a proxy's
+    canary entry: ``{"answer_timeout": seconds}`` where it is set, else nothing (the proxy's
+    default is :data:`ANSWER_TIMEOUT`)."""
     slots = spec.get("slots")
     slot_doc = slots.get(slot) if isinstance(slots, Mapping) else None
     canary = slot_doc.get("canary") if isinstance(slot_doc, Mapping) else None
     value = canary.get("answer_timeout") if isinstance(canary, Mapping) else None
-    return float(value) if isinstance(value, int | float) and value > 0 else ANSWER_TIMEOUT
+    if not isinstance(value, int | float) or value <= 0 or value == ANSWER_TIMEOUT:
+        return {}
+    return {"answer_timeout": float(value)}

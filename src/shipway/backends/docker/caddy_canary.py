@@ -36,12 +36,13 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from shipway.spec.canary import ANSWER_TIMEOUT
+
 COOKIE = "shipway-canary"
 HEADER = "X-Shipway-Canary"
 LOGGER = "shipway-canary"
 #: the fields appended to the canary's access-log lines
 FIELD_ID, FIELD_UPSTREAM, FIELD_STATUS = "shipway_canary", "shipway_upstream", "shipway_status"
-ANSWER_TIMEOUT = 30.0  # the spec's default (shipway/spec/canary.py)
 
 
 def weights(stable: int, canary: int, percent: int) -> list[int]:

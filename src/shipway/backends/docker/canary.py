@@ -42,7 +42,7 @@ from shipway.errors import InputError
 from shipway.guard import Clearance
 from shipway.plan.canary import Tally
 from shipway.release.model import Release
-from shipway.spec.canary import ANSWER_TIMEOUT, answer_timeout_of
+from shipway.spec.canary import answer_timeout_entry
 from shipway.spec.model import Target
 
 NOTES = ("state", "decision")
@@ -118,8 +118,7 @@ class DockerCanaries(DockerProxy):
         # client's cookie keeps its release behind any of them); a canary keeps its own
         secret = token_urlsafe(16)
         # said in the entry only when set (the config's default is the spec's)
-        answer = answer_timeout_of(release.spec, release.slot)
-        patience = {"answer_timeout": answer} if answer != ANSWER_TIMEOUT else {}
+        patience = answer_timeout_entry(release.spec, release.slot)
         wanted: dict[str, dict[str, list[str]]] = {}  # host -> route key -> the new upstreams
         for unit in release.artifact:
             if unit.kind == "route" and percent > 0:

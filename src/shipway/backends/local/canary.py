@@ -28,7 +28,7 @@ from shipway.errors import BackendError, InputError
 from shipway.guard import Clearance
 from shipway.plan.canary import Tally
 from shipway.release.model import Release
-from shipway.spec.canary import ANSWER_TIMEOUT, answer_timeout_of
+from shipway.spec.canary import answer_timeout_entry
 from shipway.spec.model import Target
 
 NOTES = ("state", "decision")
@@ -49,8 +49,7 @@ class LocalCanaries(LocalRoutes):
         else:
             ident = canary_id(release)
             # said in the entry only when set (the router's default is the spec's)
-            answer = answer_timeout_of(release.spec, release.slot)
-            patience = {"answer_timeout": answer} if answer != ANSWER_TIMEOUT else {}
+            patience = answer_timeout_entry(release.spec, release.slot)
             for unit in release.artifact:
                 if unit.kind != "route":
                     continue
