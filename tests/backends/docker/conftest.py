@@ -69,6 +69,19 @@ class Lines:
         return "\n".join(self.lines)
 
 
+def listed(client: docker.DockerClient, **filters: Any) -> list[Any]:
+    """The containers a list call names, each inspected, leaving out those removed in
+    between (the SDK's ``containers.list`` raises NotFound for them, and the suite's other
+    tests and the deploy under test remove containers at any moment)."""
+    found = []
+    for row in client.api.containers(all=True, filters=filters):
+        try:
+            found.append(client.containers.get(row["Id"]))
+        except docker.errors.NotFound:
+            continue
+    return found
+
+
 def free_port() -> int:
     """A proxy port of this test's own (tests.testenv.ports: a band per xdist worker) that
     no shared proxy on the test hosts serves: one another test or run left on host B (its
@@ -197,11 +210,11 @@ drain_timeout = "{drain}"
         ]
         client = self.local(host)
         try:
-            found = list(client.containers.list(all=True, filters={"label": filters}))
+            found = listed(client, label=filters)
             if labels.get("kind", "proxy") == "proxy" and set(labels) <= {"kind"}:
                 # the host's shared proxy on this test's own port (no app's label)
                 shared = [f"org.shipway.proxy.port={self.port}", "org.shipway.kind=proxy"]
-                found += client.containers.list(all=True, filters={"label": shared})
+                found += listed(client, label=shared)
             return found
         finally:
             client.close()
@@ -211,7 +224,7 @@ drain_timeout = "{drain}"
             client = self.local(host)
             try:
                 label = {"label": [f"org.shipway.app={self.name}"]}
-                for c in client.containers.list(all=True, filters=label):
+                for c in listed(client, **label):
                     with contextlib.suppress(docker.errors.APIError):
                         c.remove(force=True)
                 for v in client.volumes.list(filters=label):

@@ -10,7 +10,7 @@ import time
 
 from shipway.backends.docker.drain import open_connections, read_connections
 from shipway.engine import Rolled
-from tests.backends.docker.conftest import Deployment, Lines
+from tests.backends.docker.conftest import Deployment, Lines, listed
 from tests.backends.local.conftest import eventually
 from tests.testenv.docker import DockerHost, http_get
 
@@ -183,8 +183,10 @@ def test_connections_are_read_from_the_container_or_not_at_all(
     assert isinstance(deployment.deploy(), Rolled)
     client = env.client(env.a)
     try:
-        (web,) = client.containers.list(
-            filters={"label": [f"org.shipway.app={deployment.name}", "org.shipway.kind=app"]}
+        (web,) = listed(
+            client,
+            label=[f"org.shipway.app={deployment.name}", "org.shipway.kind=app"],
+            status="running",
         )
         proxy = client.containers.get(f"shipway-proxy-{deployment.port}")  # the host's shared
         assert read_connections(web, 8080) == 0
