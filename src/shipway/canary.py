@@ -2,9 +2,11 @@
 counts and the state of its test, and a person's promote or abort.
 
 A canary is walked by the deploy that started it, under the slot's lock. A decision by hand
-is a note that names the canary (``app.slot.r<N>``); the deploy reads it at its next check
-(every 0.1 s) and acts as if its test had decided: an abort takes the canary's share to 0
-first. When no deploy runs the canary any more (it was killed), an abort is the recovery the
+is a note that names the canary (``app.slot.r<N>``); the deploy reads it at its next look
+(every 0.5 s while it holds a share) and acts as if its test had decided: an abort takes the
+canary's share to 0 first. A deploy that has not taken it within 5 s is waited for, up to
+60 s in all, while it still notes its state (within the last 15 s). When no deploy runs the
+canary any more (it was killed), an abort is the recovery the
 next operation would do anyway — under the lock, every request back to the deployed release
 and the canary's processes removed; a promotion finishes what the deploy would have done —
 under the lock, the switch to 100 %, the stable drained and removed, the release recorded
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from shipway.api import _backend, _engine, clear
@@ -28,6 +31,10 @@ if TYPE_CHECKING:
 Verdict = Literal["promote", "abort"]
 #: how long a deploy running the canary gets to take a decision by hand
 TAKEN_WITHIN = 5.0
+#: ... and in all while it still notes its state (a loaded machine, a slow proxy or API)
+TAKEN_MAX = 60.0
+#: a deploy whose state note is older than this has stopped walking its canary
+NOTED_WITHIN = 15.0
 
 
 def status(app: App, slot: str, *, backend: Backend | None = None) -> dict[str, Any]:
@@ -109,13 +116,25 @@ def decide(
             )
         note = {"canary": counts.canary, "verdict": verdict, "actor": _actor(), "at": now_utc()}
         canaries.canary_note(clearance, target, "decision", note)
-        deadline = time.monotonic() + TAKEN_WITHIN
-        while time.monotonic() < deadline:
+        started, told = time.monotonic(), False
+        while True:
             if canaries.read_canary_note(target, "decision") is None:
                 state = canaries.read_canary_note(target, "state") or {}
                 pid = state.get("pid")
                 said = f"the deploy running canary {counts.canary} took it: {verdict}"
                 return Decided(verdict, counts.canary, pid=pid, line=said)
+            waited = time.monotonic() - started
+            if waited >= TAKEN_WITHIN:
+                state = canaries.read_canary_note(target, "state") or {}
+                age = _noted_ago(state, counts.canary)
+                if age is None or age > NOTED_WITHIN or waited >= TAKEN_MAX:
+                    break
+                if not told and reporter is not None:
+                    reporter.line(
+                        f"waiting for the deploy running canary {counts.canary} (pid "
+                        f"{state.get('pid')}, its state noted {age:.0f}s ago) to take it"
+                    )
+                    told = True
             time.sleep(0.05)
         canaries.canary_note(clearance, target, "decision", None)  # nobody took it
         with _engine(app, slot, b, reporter) as engine:
@@ -128,6 +147,17 @@ def decide(
                     f"canary {counts.canary} was left behind: every request to the deployed release"
                 )
         return Decided(verdict, counts.canary, outcome=outcome, line=said)
+
+
+def _noted_ago(state: dict[str, Any], canary: str) -> float | None:
+    """Seconds since a deploy walking ``canary`` noted its state (None: no such note)."""
+    if state.get("canary") != canary or not isinstance(state.get("at"), str):
+        return None
+    try:
+        at = datetime.fromisoformat(state["at"])
+    except ValueError:
+        return None
+    return max(0.0, (datetime.now(UTC) - at).total_seconds())
 
 
 def _canary_slot(app: App, slot: str) -> None:

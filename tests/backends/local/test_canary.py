@@ -10,12 +10,14 @@ import json
 import os
 import shutil
 import signal
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from shipway import canary as canary_api
 from tests.backends.local.conftest import Slot, eventually, slot_of
 from tests.canary_spec import canary_table
 from tests.loops import RequestLoop
@@ -255,6 +257,41 @@ def test_a_client_keeps_its_side_and_a_header_picks_one(canary_slot: Slot) -> No
     assert slot.run("canary", "promote", "local").code == 0
     assert deploy.wait(timeout=60) == 0  # type: ignore[attr-defined]
     assert {get(slot)[1] for _ in range(10)} == {"r2"}
+
+
+def test_a_decision_waits_for_a_deploy_slow_to_take_it_while_it_notes_its_state(
+    canary_slot: Slot,
+) -> None:
+    """A deploy that takes longer than 5 s to read a decision (here: stopped for 8 s) but
+    noted its state within the last 15 s is waited for: it takes the decision itself, and
+    the command does not act on a canary it took for left behind."""
+    slot = canary_slot
+    deploy = _held_canary(slot)
+    pid = deploy.pid  # type: ignore[attr-defined]
+    noted = lambda: slot.json("canary", "status", "local")["deploy_pid"] == pid  # noqa: E731
+    eventually(noted, what="the deploy's state noted")
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        decision = slot.spawn("canary", "promote", "local", "-o", "json")
+        eventually(lambda: decision_noted(slot), what="the decision noted")
+        stopped_for = canary_api.TAKEN_WITHIN + 3  # the scenario: a deploy this slow
+        assert decision.poll() is None
+        time.sleep(stopped_for)
+        assert decision.poll() is None, decision.communicate()[0]  # still waiting: its note is recent
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    out, _ = decision.communicate(timeout=60)
+    assert decision.returncode == 0, out
+    assert f"waiting for the deploy running canary canary.local.r2 (pid {pid}" in out, out
+    assert json.loads(out[out.index("\n{") :])["taken_by_pid"] == pid, out  # after that line
+    eventually(lambda: slot.json("canary", "status", "local")["percent"] == 50, what="50%")
+    assert slot.run("canary", "promote", "local").code == 0
+    assert deploy.wait(timeout=60) == 0  # type: ignore[attr-defined]
+
+
+def decision_noted(slot: Slot) -> bool:
+    """Whether a decision by hand waits in the slot's canary notes (``run/``)."""
+    return any(slot.state.rglob("run/canary-decision.json"))
 
 
 @pytest.mark.parametrize("verdict", ["abort", "promote"])
