@@ -71,7 +71,8 @@ def caddy_on(
 
 
 def load(address: str, admin: int, config: dict[str, Any]) -> None:
-    """POST the whole config to Caddy's admin API (once it listens)."""
+    """POST the whole config to Caddy's admin API (once it listens). The answer may take
+    seconds on a loaded machine: Caddy provisions the ACME issuer before it answers."""
     deadline = time.monotonic() + 30
     while True:
         request = urllib.request.Request(
@@ -80,7 +81,7 @@ def load(address: str, admin: int, config: dict[str, Any]) -> None:
             headers={"Content-Type": "application/json"},
         )
         try:
-            with urllib.request.urlopen(request, timeout=10) as answer:
+            with urllib.request.urlopen(request, timeout=60) as answer:
                 assert answer.status == 200
                 return
         except (ConnectionError, urllib.error.URLError) as exc:

@@ -9,7 +9,9 @@ environment (``SHIPWAY_SSH_CONFIG``, ``SHIPWAY_KNOWN_HOSTS``), never the user's 
 from __future__ import annotations
 
 import contextlib
+import io
 import os
+import tarfile
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -80,6 +82,16 @@ def listed(client: docker.DockerClient, **filters: Any) -> list[Any]:
         except docker.errors.NotFound:
             continue
     return found
+
+
+def names_in(container: Any, path: str) -> list[str]:
+    """The names directly under ``path`` in a container, read from its archive (an
+    ``exec`` of ``ls`` returned no output once on a loaded machine)."""
+    stream, _ = container.client.api.get_archive(container.id, path)
+    top = path.rstrip("/").rsplit("/", 1)[-1]
+    with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+        parts = [member.name.split("/") for member in tar.getmembers()]
+    return sorted({p[1] for p in parts if len(p) > 1 and p[0] == top})
 
 
 def free_port() -> int:

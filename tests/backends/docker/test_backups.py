@@ -25,7 +25,7 @@ import pytest
 
 from shipway.engine import Rolled
 from tests import cliproc
-from tests.backends.docker.conftest import SLOT, Deployment, Lines
+from tests.backends.docker.conftest import SLOT, Deployment, Lines, names_in
 from tests.backends.docker.test_accessories import accessory, mirror, write
 from tests.backends.local.conftest import eventually
 from tests.backends.test_backups import sealed
@@ -229,7 +229,7 @@ def test_a_redis_snapshot_restores_into_a_fresh_accessory_and_survives_a_restart
     assert on(d, b).attrs["State"]["StartedAt"] == before
     assert redis(address, port, password, "GET", "greeting") == b"$5\r\nhello\r\n"
     assert helpers(d, b) == []
-    listed = on(d, b).exec_run(["ls", "-A", "/data"]).output.decode().split()
+    listed = names_in(on(d, b), "/data")
     assert not [n for n in listed if n.startswith("shipway-")], listed
 
     # the slot destroyed with its data, deployed anew: a fresh, empty accessory
@@ -246,7 +246,7 @@ def test_a_redis_snapshot_restores_into_a_fresh_accessory_and_survives_a_restart
     assert redis(address, port, fresh, "LLEN", "queue") == b":3\r\n"
     assert redis(address, port, fresh, "EXISTS", "stale") == b":0\r\n"
     assert helpers(d, b) == []
-    listed = on(d, b).exec_run(["ls", "-A", "/data"]).output.decode().split()
+    listed = names_in(on(d, b), "/data")
     assert not [n for n in listed if n.startswith("shipway-")], listed
 
     # restarted, it loads its append-only file: the restored data is what that file holds

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.backends.docker.conftest import SLOT, Deployment
+from tests.backends.docker.conftest import SLOT, Deployment, names_in
 from tests.backends.docker.test_accessories import accessory, write
 from tests.backends.docker.test_accessory_upgrade import refused_unasked
 from tests.backends.docker.test_backups import deployed, published, redis, shipway
@@ -80,7 +80,7 @@ def test_a_redis_upgrade_is_refused_unless_asked_then_moves_the_keys_to_8_and_ne
         client.close()
     assert left == []
     # the old data's files are gone from the volume; the new data and the snapshot are there
-    listed = new.exec_run(["ls", "-A", "/data"]).output.decode().split()
+    listed = names_in(new, "/data")
     assert sorted(listed) == ["redis8", "shipway-upgrade-7-to-8.rdb"], listed
     # it keeps what it loaded: restarted, its append-only file has the keys
     assert redis(address, port, password, "SET", "after", "1") == b"+OK\r\n"
@@ -133,7 +133,7 @@ def test_a_failed_redis_upgrade_leaves_the_old_server_serving_its_keys(
     address, port = published(d, d.env.a)
     assert b"redis_version:7.0." in redis(address, port, password, "INFO", "server")
     assert redis(address, port, password, "GET", "greeting") == b"$4\r\nkept\r\n"
-    listed = again.exec_run(["ls", "-A", "/data"]).output.decode().split()
+    listed = names_in(again, "/data")
     assert "redis8" not in listed and "shipway-upgrade-7-to-8.rdb" in listed, listed
     assert d.containers(d.env.a, kind="accessory-restore") == []
     assert password not in text
