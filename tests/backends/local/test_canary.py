@@ -277,7 +277,8 @@ def test_a_decision_waits_for_a_deploy_slow_to_take_it_while_it_notes_its_state(
         stopped_for = canary_api.TAKEN_WITHIN + 3  # the scenario: a deploy this slow
         assert decision.poll() is None
         time.sleep(stopped_for)
-        assert decision.poll() is None, decision.communicate()[0]  # still waiting: its note is recent
+        # still waiting: the deploy's note is recent
+        assert decision.poll() is None, decision.communicate()[0]
     finally:
         os.kill(pid, signal.SIGCONT)
     out, _ = decision.communicate(timeout=60)
