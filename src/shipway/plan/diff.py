@@ -411,8 +411,11 @@ def _unified(old: str, new: str) -> tuple[str, ...]:
 
 
 def _slot(a: Mapping[str, Any], b: Mapping[str, Any], name: str) -> list[Change]:
+    """The slot's settings key by key; a table (``canary``, ``acme``) by its own keys
+    (``canary.step_time``), so a change names what changed, not both tables whole."""
+
     def settings(slots: Mapping[str, Any]) -> dict[str, Any]:
         own = slots.get(name) or {}
-        return {k: v for k, v in own.items() if k not in SLOT_SETTINGS_NOT_RUN}
+        return _flat({k: v for k, v in own.items() if k not in SLOT_SETTINGS_NOT_RUN})
 
     return _values(SLOT, settings(a), settings(b))
