@@ -11,8 +11,8 @@ import pytest
 
 from shipway.plan.canary import rules_of
 from shipway.plan.model import AnalyseCanary
-from shipway.spec import load
 from shipway.spec.canary import ANSWER_TIMEOUT, Canary, answer_timeout_entry
+from tests.conftest import app_from_toml
 
 SPEC = """\
 [app]
@@ -29,8 +29,7 @@ strategy = "canary"
 
 
 def snapshot(tmp_path: Path, table: str) -> tuple[Canary, dict[str, Any]]:
-    (tmp_path / "shipway.toml").write_text(SPEC.format(table=table))
-    app = load(str(tmp_path / "shipway.toml"))
+    app = app_from_toml(SPEC.format(table=table), tmp_path)
     slot = app.slots.get("local")
     assert slot.canary is not None
     return slot.canary, app.in_slot("local").snapshot(slot)
