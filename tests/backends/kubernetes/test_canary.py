@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -443,6 +444,7 @@ def test_a_client_with_the_canarys_cookie_stays_on_its_release(
     client without one lands by weight (and gets the cookie of its side where the Gateway's
     implementation runs a backendRef's filters; the plan says which); after the canary
     ends, the cookie does no harm: the one release answers every request."""
+    began = time.monotonic()
     slot = real_slot
     deployed_v1(slot)
     app = write(slot, "v2", step_time="10m")  # each share held until promoted by hand
@@ -481,8 +483,9 @@ def test_a_client_with_the_canarys_cookie_stays_on_its_release(
             # the deploy took the decision (not the command acting on a canary it took for
             # left behind, which would skip the next share)
             assert "took it" in done.stdout, done.stdout + done.stderr
-        out, _ = proc.communicate(timeout=300)
-    except AssertionError as exc:  # what the deploy said, to tell why
+        # before the test's own 300 s end, so a deploy that does not end says what it did
+        out, _ = proc.communicate(timeout=max(10.0, 285 - (time.monotonic() - began)))
+    except (AssertionError, subprocess.TimeoutExpired) as exc:  # what the deploy said: why
         proc.kill()
         said, _ = proc.communicate(timeout=30)
         raise AssertionError(f"{exc}\n--- the deploy's output ---\n{said}") from exc
