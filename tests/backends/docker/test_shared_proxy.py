@@ -24,7 +24,14 @@ from shipway.backends.docker.records import read_tree, tar_of
 from shipway.engine import Rolled
 from shipway.plan.model import ApplyObject, NoOp
 from shipway.release.artifact import digest_of
-from tests.backends.docker.conftest import SLOT, Deployment, Lines, free_port
+from tests.backends.docker.conftest import (
+    SLOT,
+    Deployment,
+    Lines,
+    free_port,
+    left_half_removed,
+    removed,
+)
 from tests.backends.local.conftest import eventually
 from tests.loops import RequestLoop, beyond_reload_race
 from tests.testenv.docker import DockerEnv, DockerHost
@@ -143,6 +150,55 @@ def test_two_apps_share_the_proxy_and_never_fail_each_other(
     assert deployment.containers(env.a, kind="proxy") == []
 
 
+@pytest.fixture
+def elsewhere(docker_env: DockerEnv, tmp_path: Path) -> Iterator[Deployment]:
+    """Another app on the same Docker hosts, on a proxy port of its own."""
+    directory = tmp_path / "elsewhere"
+    directory.mkdir()
+    d = Deployment(
+        env=docker_env, name=f"e{uuid.uuid4().hex[:8]}", dir=directory, port=free_port()
+    )
+    try:
+        yield d
+    finally:
+        d.cleanup()
+
+
+def test_a_proxy_the_engine_left_half_removed_fails_no_other_app_and_is_made_anew(
+    deployment: Deployment, elsewhere: Deployment
+) -> None:
+    """A container whose removal failed midway (another call read its files at that
+    moment) stays listed as "removing", and every read of its files answers 500. Each
+    deploy, destroy and status on a host reads every proxy there (who serves a host name),
+    so such a proxy of another port must fail none of them; the next deploy of a slot it
+    served makes it anew, that slot's routes kept (they are in its volume)."""
+    env = deployment.env
+    shop, blog = f"shop-{deployment.name}.test", f"blog-{elsewhere.name}.test"
+    deployment.write(hosts=[env.a], extra=ROUTE.format(host=shop))
+    elsewhere.write(hosts=[env.a], extra=ROUTE.format(host=blog))
+    assert isinstance(elsewhere.deploy(), Rolled)
+    (proxy,) = elsewhere.containers(env.a, kind="proxy")
+    client = elsewhere.local(env.a)
+    try:
+        with left_half_removed(proxy):
+            (row,) = client.api.containers(all=True, filters={"id": proxy.id})
+            assert row["State"] == "removing"
+            with pytest.raises(docker.errors.APIError, match="inconsistent paths"):
+                client.api.get_archive(proxy.id, caddy.CONFIG_DIR)  # any read of its files
+            assert isinstance(deployment.deploy(), Rolled)
+            assert get(deployment, env.a, shop) == (200, "v1\n")
+            assert {x.kind for x in api.leftovers(deployment.app(), SLOT)} >= {"proxy"}
+            assert api.status(elsewhere.app(), SLOT) is not None
+    finally:
+        client.close()
+    # the engine could remove it now: the next deploy of the slot it served does, and
+    # makes the proxy anew with that slot's route
+    assert isinstance(elsewhere.deploy(), Rolled)
+    (made,) = elsewhere.containers(env.a, kind="proxy")
+    assert made.id != proxy.id and made.status == "running"
+    assert get(elsewhere, env.a, blog) == (200, "v1\n")
+
+
 def test_a_stop_takes_its_routes_out_of_a_proxy_on_a_port_its_spec_no_longer_names(
     deployment: Deployment, other: Deployment
 ) -> None:
@@ -191,7 +247,7 @@ def _per_slot_proxy(d: Deployment, host: DockerHost) -> str:
         part = caddy.parse_parts(read_tree(shared, caddy.CONFIG_DIR))[f"{d.name}/{SLOT}"]
         # as before upstream files: each route names its containers in the config
         part = {k: {n: v for n, v in f.items() if n != "group"} for k, f in part.items()}
-        shared.remove(force=True)
+        removed(client, str(shared.id))  # other tests read it meanwhile
         client.volumes.get(shared.name).remove(force=True)
         name = volume = f"shipway-{d.name}-{SLOT}-proxy"
         body = {

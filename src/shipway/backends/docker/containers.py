@@ -143,6 +143,27 @@ def data_mounts(body: Mapping[str, Any]) -> list[docker.types.Mount]:
     ]
 
 
+#: a container's states once the engine began removing it and did not finish (another call
+#: held its files: a read of them at that moment, say): it runs nothing, its files cannot be
+#: read (each read answers 500), and only a removal again ends it
+HALF_REMOVED = frozenset({"removing", "dead"})
+
+
+def half_removed(c: Container) -> bool:
+    """Whether the engine left ``c`` half removed (:data:`HALF_REMOVED`); listed or
+    inspected, as it was then."""
+    return c.status in HALF_REMOVED
+
+
+def unreadable(client: docker.DockerClient, container: str) -> bool:
+    """Whether the container with this name or id is gone or half removed: a read of its
+    files that failed has nothing to read."""
+    try:
+        return half_removed(client.containers.get(container))
+    except docker.errors.NotFound:
+        return True
+
+
 def remove(c: Container, timeout: int) -> None:
     """Stop it (giving it ``timeout`` seconds) and remove it; one already gone is fine, and
     so is one whose removal the engine already runs (``409 removal ... is already in

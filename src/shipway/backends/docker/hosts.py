@@ -20,6 +20,7 @@ import docker
 from docker.models.containers import Container
 
 from shipway.backends.docker import caddy, drift, labels
+from shipway.backends.docker.containers import half_removed
 from shipway.backends.docker.edge import edge
 from shipway.backends.docker.records import read_tree_of
 from shipway.backends.docker.state import DockerState, name_of, tags_of
@@ -74,13 +75,15 @@ class DockerOwners(DockerState):
         self, host: str, looked_up: str, listed: dict[str, list[Container]]
     ) -> list[Container]:
         """Every proxy on Docker host ``host``, as the list gives them (one gone meanwhile
-        has no files, and no owner); listed once per look-up of a host name (``listed``)."""
+        has no files, and no owner; one the engine left half removed serves nothing and is
+        passed by); listed once per look-up of a host name (``listed``)."""
         if host not in listed:
             client = self._client(host)
             with edge(f"host {host}: looking up who serves {looked_up}"):
-                listed[host] = client.containers.list(
+                found = client.containers.list(
                     all=True, filters={"label": [f"{labels.KIND}={labels.PROXY}"]}, sparse=True
                 )
+                listed[host] = [c for c in found if not half_removed(c)]
         return listed[host]
 
     def _served_by(

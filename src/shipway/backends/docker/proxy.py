@@ -50,6 +50,7 @@ from shipway.backends.docker.containers import (
     create,
     ensure_image,
     ensure_network,
+    half_removed,
     remove,
 )
 from shipway.backends.docker.edge import explain
@@ -99,7 +100,7 @@ class DockerProxy(DockerState):
         with shared.locked(client, port, host):
             old = self._per_slot_proxy(client)
             existing = self._get(client, str(body["name"]))
-            if existing is not None:
+            if existing is not None and not half_removed(existing):  # else: made anew
                 theirs, _ = drift.body_of(existing.labels)
                 if (theirs or {}).get("tls_port") and not body.get("tls_port"):
                     body = dict(theirs or {})  # it serves HTTPS too: as good for this slot
@@ -439,13 +440,16 @@ class DockerProxy(DockerState):
     def _shared_proxies(self, client: docker.DockerClient) -> list[Container]:
         """The shared proxies on this host (this slot's port first): where its routes are.
         As the one list call gives them (sparse: read their labels with :func:`tags_of`,
-        their names with :func:`name_of`; inspect one before changing it)."""
+        their names with :func:`name_of`; inspect one before changing it). Not one the
+        engine left half removed: it serves nothing (this port's own is made anew by the
+        next deploy)."""
         filters: dict[str, str | list[str] | bool] = {
             "label": [f"{labels.KIND}={labels.PROXY}", labels.SHARED_PORT]
         }
         found: list[Container] = client.containers.list(all=True, filters=filters, sparse=True)
         mine = labels.shared_proxy(self.settings.proxy_port)
-        return sorted(found, key=lambda c: (name_of(c) != mine, name_of(c)))
+        alive = [c for c in found if not half_removed(c)]
+        return sorted(alive, key=lambda c: (name_of(c) != mine, name_of(c)))
 
     def _looked_parts(
         self, client: docker.DockerClient, host: str, proxy: str

@@ -33,6 +33,7 @@ import docker.errors
 from docker.models.containers import Container
 
 from shipway.backends.docker import labels
+from shipway.backends.docker.containers import unreadable
 from shipway.errors import RecordError
 from shipway.release import codec
 from shipway.release.model import Release
@@ -102,11 +103,15 @@ def read_tree_of(
     client: docker.DockerClient, container: str, path: str
 ) -> dict[str, tuple[bytes, int]]:
     """:func:`read_tree` of the container with this name or id (empty, too, when there is
-    no such container)."""
+    no such container, or one the engine left half removed: it has no files to read)."""
     try:
         stream, _ = client.api.get_archive(container, path)
     except docker.errors.NotFound:
         return {}
+    except docker.errors.APIError:
+        if unreadable(client, container):
+            return {}
+        raise
     raw = b"".join(stream)
     out: dict[str, tuple[bytes, int]] = {}
     top = path.rstrip("/").rsplit("/", 1)[-1]
