@@ -6,6 +6,7 @@ interrupted release failed, re-assert the deployed one, then roll forward."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import threading
@@ -93,6 +94,26 @@ def test_kill_9_of_a_first_deploy_then_deploy_succeeds(slot: Slot) -> None:
     assert slot.get("/") == (200, "hello from r2\n")
     assert [h["status"] for h in slot.history()] == ["failed", "deployed"]
     eventually(lambda: len(slot.programs()) == 2, what="only r2's two programs")
+
+
+def test_the_slots_own_router_not_answering_yet_is_waited_for_not_refused(slot: Slot) -> None:
+    """The slot's router alive and holding its port but not answering yet (as right after a
+    killed deploy started it, on a loaded machine: CI met it so) is waited for by the next
+    deploy, which goes on once it answers; it is not refused as another program's port."""
+    slot.deploy()
+    programs = slot.supervisor().info()
+    (pid,) = [info["pid"] for name, info in programs.items() if name.startswith("sw-router-")]
+    slot.edit_spec('GREETING = "hello"', 'GREETING = "second"')
+    os.kill(pid, signal.SIGSTOP)  # alive, never scheduled: its port held, no answer
+    resume = threading.Timer(4.0, os.kill, (pid, signal.SIGCONT))
+    resume.start()
+    try:
+        r = slot.deploy()
+    finally:
+        resume.cancel()
+        os.kill(pid, signal.SIGCONT)
+    assert "router port" not in r.text
+    assert slot.get("/") == (200, "second from r2\n")
 
 
 def test_two_concurrent_deploys_one_proceeds_the_other_exits_4(slot: Slot) -> None:

@@ -132,8 +132,12 @@ def curl_hint(host: str, port: int) -> str:
 
 def check_router_port(app: App, slot: Slot, router: RouterControl) -> None:
     """Refuse (InputError, nothing touched) a release whose hosts need a router port that
-    another program holds: found while planning, not at the last step of a deploy."""
+    another program holds: found while planning, not at the last step of a deploy. The
+    slot's own router, still coming up, is waited for (until it answers, or says why not)."""
     if not hosts_of(app, slot) or router.answering() or port_is_free(router.port):
+        return
+    if router.coming_up():
+        router.wait_ready()
         return
     raise InputError(
         f"router port {router.port} is held by {holder_of(router.port)}, so slot "

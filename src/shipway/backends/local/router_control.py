@@ -147,6 +147,12 @@ class RouterControl:
         if wait:
             self.wait_ready()
 
+    def coming_up(self) -> bool:
+        """Whether supervisord runs this port's router program: the port's holder is this
+        router, started and not answering yet (a run killed right after starting it, or a
+        start slowed by a loaded machine)."""
+        return state_of(self.supervisor.info().get(self.name)) in ("STARTING", "RUNNING", "BACKOFF")
+
     def wait_ready(self) -> None:
         deadline = time.monotonic() + READY_TIMEOUT
         while not self.answering():
