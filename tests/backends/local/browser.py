@@ -89,7 +89,9 @@ def artifacts(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
     return out
 
 
-@pytest.fixture(scope="module")
+# session, not module: a worker runs a module's tests between others' (slowest first), and
+# a module fixture would start Chromium again for each of them
+@pytest.fixture(scope="session")
 def browser() -> Iterator[Any]:
     missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not shutil.which(p)]
     if missing:

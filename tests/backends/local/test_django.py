@@ -40,7 +40,9 @@ class Migration(migrations.Migration):
 pytestmark = pytest.mark.xdist_group("django_guestbook")
 
 
-@pytest.fixture(scope="module")
+# session, not module: a worker runs this module's tests between others' (slowest first),
+# and a module fixture would be deployed again for each of them
+@pytest.fixture(scope="session")
 def guestbook(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Slot]:
     """A copy of examples/django, deployed once (r1: its environment built, migrated)."""
     tmp = tmp_path_factory.mktemp("django")
