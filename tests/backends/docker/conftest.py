@@ -171,6 +171,16 @@ class Deployment:
     port: int
     hosts: list[DockerHost] = field(default_factory=list)
     secrets: dict[str, str] = field(default_factory=dict)
+    #: the proxy ports of the app's other slots (:meth:`another_port`), cleaned up too
+    more_ports: list[int] = field(default_factory=list)
+
+    def another_port(self) -> int:
+        """A proxy port of this test's own for another slot of the app: the shared proxy
+        there goes with the test's, as its own port's does (one left behind stayed on the
+        host for good, and every later look-up of who serves a name read it)."""
+        port = free_port()
+        self.more_ports.append(port)
+        return port
 
     @property
     def spec_file(self) -> Path:
@@ -280,12 +290,13 @@ drain_timeout = "{drain}"
                     with contextlib.suppress(docker.errors.APIError):
                         v.remove(force=True)
                 # the shared proxy of this test's own port (no app's: not labelled with it)
-                for name in (f"shipway-proxy-{self.port}", f"shipway-proxy-{self.port}-lock"):
-                    with contextlib.suppress(docker.errors.APIError):
-                        removed(client, name)
-                for volume in (f"shipway-proxy-{self.port}", f"shipway-proxy-{self.port}-data"):
-                    with contextlib.suppress(docker.errors.APIError):
-                        client.volumes.get(volume).remove(force=True)
+                for port in (self.port, *self.more_ports):
+                    for name in (f"shipway-proxy-{port}", f"shipway-proxy-{port}-lock"):
+                        with contextlib.suppress(docker.errors.APIError):
+                            removed(client, name)
+                    for volume in (f"shipway-proxy-{port}", f"shipway-proxy-{port}-data"):
+                        with contextlib.suppress(docker.errors.APIError):
+                            client.volumes.get(volume).remove(force=True)
                 for n in client.networks.list(filters=label):
                     with contextlib.suppress(docker.errors.APIError):
                         n.remove()

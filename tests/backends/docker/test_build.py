@@ -20,7 +20,7 @@ from shipway.engine import Rolled, RolledBack, Unchanged
 from shipway.errors import ImageMetadataMissing, RegistryLookupFailed
 from shipway.plan import Build
 from shipway.release.model import ImageMeta, Release
-from tests.backends.docker.conftest import SLOT, Deployment, Lines, free_port
+from tests.backends.docker.conftest import SLOT, Deployment, Lines
 from tests.testenv.docker import DockerEnv, DockerHost, wait_http
 from tests.testenv.wheelhouse import Wheelhouse
 
@@ -201,7 +201,7 @@ def test_promote_moves_the_tested_digest_and_never_builds(
     notes: Deployment, wheelhouse: Wheelhouse
 ) -> None:
     env = notes.env
-    prod_port = free_port()
+    prod_port = notes.another_port()
     prod = f"""promotes_to = "prod"
 
 [slots.prod]

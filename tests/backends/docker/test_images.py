@@ -18,7 +18,7 @@ import pytest
 from shipway import api
 from shipway.backends.imagebuild import INPUTS_LABEL
 from shipway.engine import Rolled
-from tests.backends.docker.conftest import SLOT, Deployment, Lines, free_port
+from tests.backends.docker.conftest import SLOT, Deployment, Lines
 from tests.testenv.docker import DockerHost
 
 
@@ -122,7 +122,7 @@ def test_a_deploy_prunes_what_no_rollback_needs_and_destroy_the_rest(
 backend = "docker"
 hosts = ["{env.a.url}"]
 proxy_image = "{env.images.proxy}"
-proxy_port = {free_port()}
+proxy_port = {d.another_port()}
 drain_timeout = "1s"
 """
     d.write(image=f"{mine}:v3", extra=other_slot, slot_extra="history_limit = 2")
