@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.backends.docker.conftest import SLOT, Deployment
+from tests.backends.docker.conftest import SLOT, Deployment, names_in
 from tests.backends.docker.test_accessories import accessory, write
 from tests.backends.docker.test_backups import deployed, psql, shipway
 from tests.testenv.pg_images import postgres_images
@@ -81,7 +81,7 @@ def test_an_upgrade_is_refused_unless_asked_and_then_is_a_dump_and_restore(
         client.close()
     assert left == []
     # the old cluster's files are gone from the volume; the new one and the dump are there
-    listed = new.exec_run(["ls", "/var/lib/postgresql/data"]).output.decode().split()
+    listed = names_in(new, "/var/lib/postgresql/data")
     assert sorted(listed) == ["pg16", "shipway-upgrade-15-to-16.dump"], listed
     # the next deploy has nothing to do for it, and a restart keeps its cluster's directory
     r = shipway(d, "deploy", SLOT)
@@ -112,7 +112,7 @@ def test_a_failed_upgrade_leaves_the_old_server_serving_its_old_rows(
     assert again.id == before.id and again.status == "running"
     assert psql(d, password, "show server_version").startswith("15.")
     assert psql(d, password, "select text from notes order by id") == "one\ntwo"
-    listed = again.exec_run(["ls", "/var/lib/postgresql/data"]).output.decode().split()
+    listed = names_in(again, "/var/lib/postgresql/data")
     assert "PG_VERSION" in listed and "pg16" not in listed, listed
     assert "shipway-upgrade-15-to-16.dump" in listed
     assert password not in text

@@ -20,7 +20,7 @@ from shipway.engine import Rolled, RolledBack, Unchanged
 from shipway.errors import ImageMetadataMissing, RegistryLookupFailed
 from shipway.plan import Build
 from shipway.release.model import ImageMeta, Release
-from tests.backends.docker.conftest import SLOT, Deployment, Lines
+from tests.backends.docker.conftest import SLOT, Deployment, Lines, names_in
 from tests.testenv.docker import DockerEnv, DockerHost, wait_http
 from tests.testenv.wheelhouse import Wheelhouse
 
@@ -151,8 +151,7 @@ def test_deploy_build_pushes_and_runs_the_digest_on_both_hosts(notes: Deployment
                 (c,) = notes.containers(host, kind="app", process=kind)
                 assert c.attrs["Config"]["Image"] == by_digest  # run by digest, not tag
             (web,) = notes.containers(host, kind="app", process="web")
-            listing = client.containers.get(web.id).exec_run(["ls", "-a", "/srv/notes"])
-            files = set(listing.output.decode().split())
+            files = set(names_in(client.containers.get(web.id), "/srv/notes"))
         finally:
             client.close()
         assert {"app.py", "migrate.py", "requirements.txt"} <= files

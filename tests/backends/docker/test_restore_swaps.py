@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.backends.docker.conftest import SLOT, Deployment
+from tests.backends.docker.conftest import SLOT, Deployment, names_in
 from tests.backends.docker.test_accessories import accessory, mirror, write
 from tests.backends.docker.test_backups import backed_up, deployed, psql, published, redis, shipway
 from tests.backends.local.conftest import eventually
@@ -147,7 +147,7 @@ def test_a_redis_restore_whose_accessory_cannot_start_on_the_new_data_puts_the_o
     )
     assert redis(address, port, password, "EXISTS", "greeting") == b":0\r\n"
     assert redis(address, port, password, "DBSIZE") == b":1\r\n"
-    listed = accessory(d).exec_run(["ls", "-A", "/data"]).output.decode().split()
+    listed = names_in(accessory(d), "/data")
     failed = [n for n in listed if n.startswith("shipway-restore-failed.")]
     assert failed and "shipway-before-restore" not in listed, listed
     assert "shipway-restore" not in listed
