@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
@@ -42,7 +43,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     Tests are independent, so any order passes; ties keep the collection's order."""
     known: dict[str, float] = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
     if known:
-        items.sort(key=lambda item: -known.get(item.nodeid, 0.0))
+        items.sort(key=lambda item: -known.get(ungrouped(item.nodeid), 0.0))
+
+
+def ungrouped(nodeid: str) -> str:
+    """A test's id without the ``@group`` pytest-xdist adds to a test of an xdist_group."""
+    return GROUP_SUFFIX.sub("", nodeid)
+
+
+#: what pytest-xdist adds to the id of a test marked ``xdist_group(name)`` (loadgroup)
+GROUP_SUFFIX = re.compile(r"@[A-Za-z0-9_]+$")
 
 
 def app_from_toml(text: str, base_dir: Path | None = None) -> App:

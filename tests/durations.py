@@ -14,6 +14,8 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
+from tests.conftest import ungrouped
+
 LINE = re.compile(r"^\s*(\d+(?:\.\d+)?)s (setup|call|teardown)\s+(\S+)\s*$")
 
 
@@ -22,7 +24,7 @@ def durations(text: str) -> dict[str, float]:
     for line in text.splitlines():
         found = LINE.match(line)
         if found:
-            total[found.group(3)] += float(found.group(1))
+            total[ungrouped(found.group(3))] += float(found.group(1))
     return dict(total)
 
 
