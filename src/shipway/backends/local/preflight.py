@@ -44,6 +44,24 @@ def holder_of(port: int, proc: Path = Path("/proc")) -> str:
     inodes = _listening_inodes(port, proc)
     if not inodes:
         return "another program"
+    pid_dir = _holder_dir(inodes, proc)
+    if pid_dir is not None:
+        return f"pid {pid_dir.name} ({_command_of(pid_dir)})"
+    uids = {uid for uid in inodes.values()}
+    who = ", ".join(sorted(_user(uid) for uid in uids))
+    return f"a process of {who} (not visible to this user)"
+
+
+def holder_pid(port: int, proc: Path = Path("/proc")) -> int | None:
+    """The pid of the process listening on TCP ``port`` (None: none, or not visible)."""
+    pid_dir = _holder_dir(_listening_inodes(port, proc), proc)
+    return int(pid_dir.name) if pid_dir is not None else None
+
+
+def _holder_dir(inodes: dict[str, str], proc: Path) -> Path | None:
+    """The /proc directory of the process holding one of these sockets."""
+    if not inodes:
+        return None
     for pid_dir in proc.iterdir():
         if not pid_dir.name.isdigit():
             continue
@@ -52,10 +70,8 @@ def holder_of(port: int, proc: Path = Path("/proc")) -> str:
                 with contextlib.suppress(OSError):
                     link = os.readlink(fd)
                     if link.startswith("socket:[") and link[8:-1] in inodes:
-                        return f"pid {pid_dir.name} ({_command_of(pid_dir)})"
-    uids = {uid for uid in inodes.values()}
-    who = ", ".join(sorted(_user(uid) for uid in uids))
-    return f"a process of {who} (not visible to this user)"
+                        return pid_dir
+    return None
 
 
 def _listening_inodes(port: int, proc: Path) -> dict[str, str]:
@@ -136,7 +152,7 @@ def check_router_port(app: App, slot: Slot, router: RouterControl) -> None:
     slot's own router, still coming up, is waited for (until it answers, or says why not)."""
     if not hosts_of(app, slot) or router.answering() or port_is_free(router.port):
         return
-    if router.coming_up():
+    if router.holds_port(holder_pid(router.port)):
         router.wait_ready()
         return
     raise InputError(

@@ -147,11 +147,16 @@ class RouterControl:
         if wait:
             self.wait_ready()
 
-    def coming_up(self) -> bool:
-        """Whether supervisord runs this port's router program: the port's holder is this
-        router, started and not answering yet (a run killed right after starting it, or a
-        start slowed by a loaded machine)."""
-        return state_of(self.supervisor.info().get(self.name)) in ("STARTING", "RUNNING", "BACKOFF")
+    def holds_port(self, holder: int | None) -> bool:
+        """Whether the process ``holder`` (listening on the port) is this port's router as
+        supervisord runs it: started and not answering yet, as right after a run that
+        started it was killed, or on a loaded machine."""
+        info = self.supervisor.info().get(self.name)
+        return (
+            holder is not None
+            and state_of(info) in ("STARTING", "RUNNING")
+            and int((info or {}).get("pid") or 0) == holder
+        )
 
     def wait_ready(self) -> None:
         deadline = time.monotonic() + READY_TIMEOUT
