@@ -32,6 +32,8 @@ def build_push(d: Deployment, repository: str, tag: str, built: bool = False) ->
             fileobj=io.BytesIO(dockerfile.encode()),
             tag=f"{repository}:{tag}",
             labels={INPUTS_LABEL: f"sha256:{tag}"} if built else None,
+            rm=True,  # the SDK keeps each step's container otherwise: about 20 a run, for good
+            forcerm=True,
         )
         for chunk in client.api.push(repository, tag=tag, stream=True, decode=True):
             assert "error" not in chunk, chunk
