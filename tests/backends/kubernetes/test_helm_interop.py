@@ -136,7 +136,7 @@ class Scenario:
 
 # session, not module: the suite runs the slowest tests first, so a worker runs this
 # module's tests between others', and a module fixture was made again for each of them
-# (18 times a run, some 20 s each); it is only read, so one per worker is enough
+# (17 times in a run, some 20 s each); it is only read, so one per worker is enough
 @pytest.fixture(scope="session")
 def scenario(k8s_client: Client, k8s_kubeconfig: Path) -> Iterator[Scenario]:
     namespace = create_namespace(k8s_client, f"t-helm-interop-{uuid.uuid4().hex[:6]}")
