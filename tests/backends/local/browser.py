@@ -92,7 +92,7 @@ def artifacts(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
 # session, not module: a worker runs a module's tests between others' (slowest first), and
 # a module fixture would start Chromium again for each of them
 @pytest.fixture(scope="session")
-def browser() -> Iterator[Any]:
+def chromium() -> Iterator[Any]:
     missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not shutil.which(p)]
     if missing:
         pytest.fail(
@@ -113,3 +113,13 @@ def browser() -> Iterator[Any]:
         yield driver
     finally:
         driver.quit()
+
+
+@pytest.fixture
+def browser(chromium: Any) -> Any:
+    """The worker's Chromium as a fresh one would be for this test: no cookies (a cookie
+    is kept per host, not per port: another test's dashboard token would be sent), the
+    window of a desktop (a test that failed before putting its phone size back)."""
+    chromium.delete_all_cookies()
+    chromium.set_window_size(1280, 900)
+    return chromium

@@ -338,4 +338,4 @@ def releases(slot: Slot, name: str = "local") -> Path:
 
 
 # the browser tests' fixtures (Chromium, screenshots), for every module here
-from tests.backends.local.browser import artifacts, browser  # noqa: E402, F401
+from tests.backends.local.browser import artifacts, browser, chromium  # noqa: E402, F401
