@@ -154,6 +154,15 @@ def shared_proxy_lock(port: int) -> str:
 #: the network the shared proxies sit on (each also joins the network of every slot it
 #: routes to); it belongs to no app
 PROXY_NETWORK = "shipway-proxy"
+#: the network whose name sorts before every other a shared proxy is on (``shipway``, before
+#: ``shipway-proxy`` and every slot's ``shipway-<app>-<slot>``). The engine publishes a
+#: container's ports through its *gateway* network, the one whose name sorts first among
+#: those of equal priority: a proxy on this network keeps it as its gateway whatever slot
+#: network it joins or leaves. Else a slot network sorting before ``shipway-proxy`` (app
+#: ``blog``) became the gateway when the proxy joined it, and the engine moved the published
+#: ports over: for tens of milliseconds every app's connections to the port were reset or
+#: refused.
+GATEWAY_NETWORK = "shipway"
 
 
 def owner(app: str, slot: str) -> str:

@@ -97,28 +97,55 @@ def _get(client: docker.DockerClient, name: str) -> Container | None:
         return None
 
 
-def ensure_network(client: docker.DockerClient) -> None:
-    """The network the shared proxies sit on (no app's: labelled with its kind only)."""
-    if client.networks.list(names=[labels.PROXY_NETWORK]):
-        return
-    try:
-        client.networks.create(
-            labels.PROXY_NETWORK,
-            driver="bridge",
-            labels={labels.KIND: "network"},
-            check_duplicate=True,
-        )
-    except docker.errors.APIError as exc:
-        if exc.status_code != 409:
-            raise
+def ensure_network(client: docker.DockerClient, name: str = labels.PROXY_NETWORK) -> str:
+    """A network the shared proxies sit on (no app's: labelled with its kind only): its id.
+    Made under the host's lock of port 0: the engine's duplicate check is not atomic, two
+    callers creating it at once both succeed, and a container on a name two networks have
+    does not start ("network … is ambiguous"); such a second one is removed."""
+    found = _named(client, name)
+    if len(found) == 1:
+        return found[0]
+    with locked(client, 0, "this host"):
+        found = _named(client, name)
+        if not found:
+            try:
+                client.networks.create(
+                    name, driver="bridge", labels={labels.KIND: "network"}, check_duplicate=True
+                )
+            except docker.errors.APIError as exc:
+                if exc.status_code != 409:
+                    raise
+            found = _named(client, name)
+        for extra in found[1:]:
+            with contextlib.suppress(docker.errors.APIError):
+                client.api.remove_network(extra)
+    return found[0]
+
+
+def _named(client: docker.DockerClient, name: str) -> list[str]:
+    """The ids of the networks of exactly this name, the first made first (the engine's
+    name filter matches parts of names: "shipway" finds every slot's network too)."""
+    listed = client.api.networks(names=[name])
+    return [
+        str(n["Id"])
+        for n in sorted(listed, key=lambda n: (n["Created"], n["Id"]))
+        if n["Name"] == name
+    ]
 
 
 def join(client: docker.DockerClient, proxy: Container, network: str) -> None:
     """Connect the proxy to a slot's network (where its routes' containers are), unless it
-    is connected already."""
+    is connected already; first to :data:`.labels.GATEWAY_NETWORK`, which keeps its
+    published ports where they are whatever network it joins (a proxy made before it is
+    moved there once: its ports published anew, connections to them refused meanwhile)."""
     networks = (proxy.attrs.get("NetworkSettings") or {}).get("Networks") or {}
-    if network in networks:
-        return
+    if labels.GATEWAY_NETWORK not in networks:
+        _connect(client, proxy, ensure_network(client, labels.GATEWAY_NETWORK))
+    if network not in networks:
+        _connect(client, proxy, network)
+
+
+def _connect(client: docker.DockerClient, proxy: Container, network: str) -> None:
     try:
         client.api.connect_container_to_network(str(proxy.id), network)
     except docker.errors.APIError as exc:
