@@ -70,8 +70,11 @@ def test_a_route_entry_with_a_canary_is_drift() -> None:
 
 
 def test_a_route_with_a_release_alias_reads_its_upstreams_from_its_file() -> None:
+    """A route that takes no pool entry (here: one without host names, which answers every
+    request) reads its release's alias from an upstream file of its own."""
     key = "shop/prod route/web@a"
-    unit = {"body": BODY, "group": "shipway-up-1"}
+    unit = {"body": {"upstreams": BODY["upstreams"]}, "group": "shipway-up-1"}
+    assert not caddy.pooled(unit)
     config = caddy.compose({key: unit}, {}, "x")
     (handler,) = config["apps"]["http"]["servers"]["shipway"]["routes"][0]["handle"]
     source = f"{caddy.CONFIG_DIR}/{caddy.upstream_file(key)}"

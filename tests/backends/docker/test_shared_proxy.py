@@ -33,7 +33,7 @@ from tests.backends.docker.conftest import (
     removed,
 )
 from tests.backends.local.conftest import eventually
-from tests.loops import RequestLoop, beyond_reload_race
+from tests.loops import RequestLoop
 from tests.testenv.docker import DockerEnv, DockerHost
 
 ROUTE = '[[routes]]\nhost = "{host}"\nprocess = "web"\n'
@@ -53,7 +53,8 @@ def get(d: Deployment, host: DockerHost, name: str, path: str = "/version") -> t
 
 @pytest.fixture
 def other(deployment: Deployment, docker_env: DockerEnv, tmp_path: Path) -> Iterator[Deployment]:
-    """Another app on the same Docker hosts and the same proxy port."""
+    """Another app on the same Docker hosts and the same proxy port, whose network's name
+    (``shipway-o…``) sorts before ``shipway-proxy``: as an app ``blog``'s does."""
     directory = tmp_path / "other"
     directory.mkdir()
     d = Deployment(
@@ -99,9 +100,22 @@ def test_two_apps_share_the_proxy_and_never_fail_each_other(
     deployment: Deployment, other: Deployment
 ) -> None:
     env = deployment.env
-    shop, blog = both_deployed(deployment, other)
-    # one proxy on the host's port, both apps served on it by name
+    shop, blog = f"shop-{deployment.name}.test", f"blog-{other.name}.test"
+    deployment.write(hosts=[env.a], extra=ROUTE.format(host=shop))
+    other.write(hosts=[env.a], extra=ROUTE.format(host=blog))
+    assert isinstance(deployment.deploy(), Rolled)
     (proxy,) = deployment.containers(env.a, kind="proxy")
+    # the other app's first deploy adds its route beside shop's: its name takes a pool
+    # entry (files written), Caddy's config is not reloaded, and no request of shop's fails
+    started = _servers_started(proxy)
+    # (its network sorts before the proxy's first: the engine keeps publishing the proxy's
+    # port through the network that sorts before both, labels.GATEWAY_NETWORK)
+    with RequestLoop(lambda _: get(deployment, env.a, shop), limit=BOUND) as loop:
+        assert isinstance(other.deploy(), Rolled)
+    assert _servers_started(proxy) == started
+    failed = [a.body if a.status == 0 else str(a) for a in loop.failed("v1\n")]
+    assert len(loop.answers) > 10 and failed == [], loop.answers[-5:]
+    # one proxy on the host's port, both apps served on it by name
     assert proxy.name == f"shipway-proxy-{deployment.port}"
     assert get(deployment, env.a, shop) == (200, "v1\n")
     assert get(other, env.a, blog) == (200, "v1\n")
@@ -135,16 +149,22 @@ def test_two_apps_share_the_proxy_and_never_fail_each_other(
     parts = caddy.parse_parts(read_tree(same, caddy.CONFIG_DIR))
     assert sorted(parts) == sorted([f"{deployment.name}/{SLOT}", f"{other.name}/{SLOT}"])
 
-    # stopping one leaves the other's routes and answers; its own name is no app's now
+    # stopping one leaves the other's routes and answers; its own name is no app's now: its
+    # pool entry is freed (files written), and Caddy's config is not reloaded
+    started = _servers_started(proxy)
     with RequestLoop(lambda _: get(other, env.a, blog), limit=BOUND) as loop:
         api.stop(deployment.app(), SLOT, reporter=Lines())
     failed = [a.body if a.status == 0 else str(a) for a in loop.failed("v2\n")]
-    assert beyond_reload_race(failed, 1) == [], loop.answers[-5:]
+    assert len(loop.answers) > 10 and failed == [], loop.answers[-5:]
+    assert _servers_started(proxy) == started
     assert get(deployment, env.a, shop) == (404, f"404: no app serves {shop} on this host\n")
     assert [c.id for c in deployment.containers(env.a, kind="proxy")] == [proxy.id]
 
     # destroying the last slot that uses the proxy removes it
-    api.destroy(deployment.app(), SLOT, confirm=SLOT, reporter=Lines())
+    with RequestLoop(lambda _: get(other, env.a, blog), limit=BOUND) as loop:
+        api.destroy(deployment.app(), SLOT, confirm=SLOT, reporter=Lines())
+    assert _servers_started(proxy) == started
+    assert len(loop.answers) > 10 and loop.failed("v2\n") == [], loop.answers[-5:]
     assert get(other, env.a, blog) == (200, "v2\n")
     api.destroy(other.app(), SLOT, confirm=SLOT, reporter=Lines())
     assert deployment.containers(env.a, kind="proxy") == []
@@ -329,9 +349,9 @@ def test_a_host_with_a_per_slot_proxy_is_moved_over_by_a_step_the_plan_shows(
 def test_an_upstream_file_naming_another_release_is_drift_and_repaired(
     deployment: Deployment,
 ) -> None:
-    """What a route serves is its upstream file: one that names other containers than the
-    route's entry (a run killed between the two writes, or a hand edit) is seen by observe
-    and put back by a repair, without a reload."""
+    """What a route serves is its pool entry's upstream file: one that names other
+    containers than the route's entry (a run killed between the two writes, or a hand edit)
+    is seen by observe and put back by a repair, without a reload."""
     env = deployment.env
     name = f"file-{deployment.name}.test"
     deployment.write(hosts=[env.a], extra=ROUTE.format(host=name))
@@ -341,9 +361,15 @@ def test_an_upstream_file_naming_another_release_is_drift_and_repaired(
     owner = f"{deployment.name}/{SLOT}"
     (key,) = caddy.parse_parts(tree)[owner]
     entry = caddy.parse_parts(tree)[owner][key]
-    upstream = caddy.upstream_file(f"{owner} {key}")
+    # the route's one host name took a pool entry: its files name the host, the alias its
+    # one container was given and the port, and Caddy serves it
+    ((index, taken),) = caddy.pool_of(tree).entries.items()
+    assert taken == (f"{owner} {key}", name)
+    upstream = f"pool-{index}.up"
+    assert tree[f"pool-{index}.host"][0] == f"{name}\n".encode()
+    port = str(entry["body"]["upstreams"][0]).rsplit(":", 1)[1]
+    assert tree[f"pool-{index}.port"][0] == f"{port}\n".encode()
     (web,) = deployment.containers(env.a, kind="app")
-    # the route's file names the alias its one container was given, and Caddy serves it
     assert tree[upstream][0] == f"{entry['group']}\n".encode()
     assert web.labels["org.shipway.alias"] == entry["group"]
     assert get(deployment, env.a, name) == (200, "v1\n")
@@ -353,7 +379,7 @@ def test_an_upstream_file_naming_another_release_is_drift_and_repaired(
     plan = api.plan(deployment.app(), SLOT, repair=True)
     assert key in {s.unit for s in plan.steps if isinstance(s, ApplyObject)}, plan.steps
     detail = "\n".join(api.object_diff(deployment.app(), SLOT, plan))
-    assert "its upstream file names other containers than its entry" in detail, detail
+    assert "its pool entries name other containers than its entry" in detail, detail
     started = _servers_started(proxy)
     api.repair(deployment.app(), SLOT, reporter=Lines(), timeout=120)
     assert get(deployment, env.a, name) == (200, "v1\n")

@@ -6,9 +6,15 @@ file, its *upstream file* (``{file.PATH}``, read by Caddy at each request, as th
 Caddy's ``a`` dynamic upstreams: every address that name resolves to on the proxy's
 networks, round-robin). Moving the route to another release's containers rewrites that
 file only — no reload, whose new listener can lose another app's request (Go's
-``Server.Shutdown`` closes a connection it accepted and read without answering). The config
-is reloaded only when it changes: a route added or removed, its host names, TLS, port or a
-canary's weights (a canary's route names its containers itself). The files are written
+``Server.Shutdown`` closes a connection it accepted and read without answering). Nor does
+adding or removing such a route, changing its host names or its port: the config holds a
+*pool* of host-name entries from its first version on (:class:`Pool`), each one matched
+against a name read from a file at each request, and proxied to the alias and port read
+from two more; a route of plain HTTP whose containers carry one alias takes an entry per
+host name, and a route added or removed writes those files only. The config is reloaded
+only when it changes: a route that is not such (HTTPS, a canary's — whose route names its
+containers itself —, one without host names, one whose containers carry no alias), the pool
+grown (:data:`POOL_SIZE`, doubled when full), a longer drain. The files are written
 through the Engine API (``put_archive`` into the proxy's volume), a config loaded through
 Caddy's admin API on its unix socket in that volume where shipway can reach it
 (:mod:`.admin`), else by an ``exec`` of ``caddy reload``.
@@ -24,6 +30,9 @@ Files in the proxy's volume (mounted at :data:`CONFIG_DIR`):
 ``loaded.sha``   the digest of the ``caddy.json`` Caddy was last made to load (a run killed
                  between the write and the load leaves it older: the next switch reloads);
 ``upstream-*``   a route's upstream file: its release's alias (:func:`upstream_file`);
+``pool.json``    the pool's size and which route and host name holds each entry;
+``pool-N.host``  entry N's host name (:data:`UNUSED` when free), ``pool-N.up`` the alias it
+                 goes to, ``pool-N.port`` the port (:func:`pool_files`);
 ``admin.sock``   Caddy's admin API (made by Caddy; not a file the config writes).
 """
 
@@ -32,7 +41,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from shipway.backends.docker import caddy_canary, https
 
@@ -47,6 +56,12 @@ LOADED_FILE = "loaded.sha"
 LEGACY_ADMIN = "localhost:2019"
 #: how long a kept-alive connection to an upstream may stay unused
 UPSTREAM_IDLE = "1s"
+POOL_FILE = "pool.json"
+#: the pool's entries in a proxy's first config (doubled, by a reload, when all are taken)
+POOL_SIZE = 16
+#: a free entry's host name: never a request's (a ``Host`` with spaces is refused as a 400
+#: before any route is matched), where an empty one would match a request without ``Host``
+UNUSED = "- unused -"
 
 
 def _duration(seconds: float) -> str:
@@ -65,18 +80,23 @@ def upstream_file(key: str) -> str:
 
 
 def upstream_files(routes: Mapping[str, Mapping[str, Any]]) -> dict[str, tuple[bytes, int]]:
-    """Each route's upstream file (of those that name their release's alias): its content."""
+    """Each route's upstream file (of those that name their release's alias and take no
+    pool entries): its content."""
     return {
         upstream_file(k): (f"{f['group']}\n".encode(), 0o644)
         for k, f in routes.items()
-        if f.get("group")
+        if f.get("group") and not pooled(f)
     }
 
 
-def _dynamic(source: str, body: Mapping[str, Any]) -> dict[str, Any]:
+def _port(body: Mapping[str, Any]) -> str:
+    return str(body["upstreams"][0]).rsplit(":", 1)[-1]
+
+
+def _dynamic(source: str, port: str) -> dict[str, Any]:
     """Caddy's ``a`` upstreams: the name in file ``source``, read at each request, resolved
-    (at most a second old; again after a failed try) on the proxy's networks."""
-    port = str(body["upstreams"][0]).rsplit(":", 1)[-1]
+    (at most a second old; again after a failed try) on the proxy's networks, at ``port``
+    (a placeholder too)."""
     return {
         "source": "a",
         "name": f"{{file.{source}}}",
@@ -99,8 +119,15 @@ def route(
     upstream file (the body's upstreams are then all the addresses its name resolves to)."""
     upstreams: dict[str, Any] = {"upstreams": [{"dial": u} for u in body["upstreams"]]}
     if source and not canary:
-        upstreams = {"dynamic_upstreams": _dynamic(source, body)}
-    handler = {
+        upstreams = {"dynamic_upstreams": _dynamic(source, _port(body))}
+    out: dict[str, Any] = {"handle": [_reverse_proxy(upstreams, upstream_try)], "terminal": True}
+    if body.get("hosts"):
+        out["match"] = [{"host": list(body["hosts"])}]
+    return out if not canary else caddy_canary.split_route(out, body, canary)
+
+
+def _reverse_proxy(upstreams: Mapping[str, Any], upstream_try: float) -> dict[str, Any]:
+    return {
         "handler": "reverse_proxy",
         **upstreams,
         # a kept-alive connection to an upstream closes after 1 s unused (Caddy's default
@@ -114,10 +141,129 @@ def route(
             "try_interval": "100ms",
         },
     }
-    out: dict[str, Any] = {"handle": [handler], "terminal": True}
-    if body.get("hosts"):
-        out["match"] = [{"host": list(body["hosts"])}]
-    return out if not canary else caddy_canary.split_route(out, body, canary)
+
+
+class Pool(NamedTuple):
+    """A shared proxy's host-name entries: how many its config holds, and which route
+    (``"app/slot key"``) and host name each taken one serves."""
+
+    size: int
+    entries: Mapping[int, tuple[str, str]]
+
+
+def pooled(unit: Mapping[str, Any]) -> bool:
+    """Whether a route unit takes pool entries: plain HTTP, host names, one alias."""
+    body = unit.get("body") or {}
+    return bool(unit.get("group") and body.get("hosts") and body.get("upstreams")) and not (
+        body.get("tls") or unit.get("canary")
+    )
+
+
+def pool_of(tree: Mapping[str, tuple[bytes, int]]) -> Pool:
+    """The pool a proxy's files say (an empty one of :data:`POOL_SIZE` when they say
+    none: a proxy configured before the pool)."""
+    try:
+        raw = json.loads(tree[POOL_FILE][0]) if POOL_FILE in tree else {}
+        size = int(raw.get("size", POOL_SIZE))
+        if size < 1:
+            raise ValueError(size)
+        entries = {
+            int(i): (str(e[0]), str(e[1]))
+            for i, e in dict(raw.get("entries") or {}).items()
+            if isinstance(e, list) and len(e) == 2 and 0 <= int(i) < size
+        }
+    except (ValueError, TypeError, AttributeError):
+        return Pool(POOL_SIZE, {})
+    return Pool(size, entries)
+
+
+def assign(routes: Mapping[str, Mapping[str, Any]], previous: Pool) -> Pool:
+    """The pool for ``routes``: an entry already taken keeps its place (its files are not
+    written again), one no route needs any more is freed, a new one takes the lowest place
+    that was free before; the size doubles while that is not enough (a reload), and never
+    shrinks."""
+    wanted = [
+        (key, str(host))
+        for key, unit in sorted(routes.items())
+        if pooled(unit)
+        for host in dict.fromkeys(unit["body"]["hosts"])
+    ]
+    kept = {i: e for i, e in previous.entries.items() if e in set(wanted)}
+    taken = set(kept.values())
+    new = [e for e in wanted if e not in taken]
+    # not a place freed by this change: a request matched there a moment before the new
+    # name is written would go to the new route
+    free = (i for i in range(len(wanted) + len(previous.entries) + 1) if i not in previous.entries)
+    entries = dict(kept) | {next(free): e for e in new}
+    size = previous.size
+    while entries and max(entries) >= size:
+        size *= 2
+    return Pool(size, dict(sorted(entries.items())))
+
+
+def pool_files(
+    routes: Mapping[str, Mapping[str, Any]], pool: Pool
+) -> dict[str, tuple[bytes, int]]:
+    """The pool's files and its ``pool.json``, in the order to write them: the host names
+    of entries freed first (no request is matched to them from then on), then every
+    entry's alias and port, then the host names of entries taken (matched only once what
+    they go to is there)."""
+    freed: dict[str, tuple[bytes, int]] = {}
+    targets: dict[str, tuple[bytes, int]] = {}
+    names: dict[str, tuple[bytes, int]] = {}
+    for i in range(pool.size):
+        entry = pool.entries.get(i)
+        unit = routes.get(entry[0]) if entry else None
+        if entry is None or unit is None:
+            freed[f"pool-{i}.host"] = (f"{UNUSED}\n".encode(), 0o644)
+            targets[f"pool-{i}.up"] = (b"", 0o644)
+            targets[f"pool-{i}.port"] = (b"", 0o644)
+            continue
+        targets[f"pool-{i}.up"] = (f"{unit['group']}\n".encode(), 0o644)
+        targets[f"pool-{i}.port"] = (f"{_port(unit['body'])}\n".encode(), 0o644)
+        names[f"pool-{i}.host"] = (f"{entry[1]}\n".encode(), 0o644)
+    table = {
+        "size": pool.size,
+        "entries": {str(i): list(e) for i, e in sorted(pool.entries.items())},
+    }
+    return {**freed, **targets, **names, POOL_FILE: (dumps(table), 0o644)}
+
+
+def freed(files: Mapping[str, tuple[bytes, int]]) -> dict[str, tuple[bytes, int]]:
+    """The files among ``files`` that free a pool entry: its host name, alias and port."""
+    gone = f"{UNUSED}\n".encode()
+    entries = {
+        k.removesuffix(".host")
+        for k, v in files.items()
+        if k.startswith("pool-") and k.endswith(".host") and v[0] == gone
+    }
+    return {k: v for k, v in files.items() if k.rsplit(".", 1)[0] in entries}
+
+
+def pool_aliases(key: str, tree: Mapping[str, tuple[bytes, int]]) -> list[str]:
+    """What the pool entries of the route ``key`` (``"app/slot key"``) go to, as written."""
+    return [
+        tree.get(f"pool-{i}.up", (b"", 0))[0].decode(errors="replace").strip()
+        for i, (k, _) in sorted(pool_of(tree).entries.items())
+        if k == key
+    ]
+
+
+def _pool_routes(pool: Pool, upstream_try: float, config_dir: str) -> list[dict[str, Any]]:
+    """The pool's routes: entry N takes the requests for the name in ``pool-N.host`` to
+    the alias in ``pool-N.up`` at the port in ``pool-N.port`` — all read at each request."""
+    out = []
+    for i in range(pool.size):
+        at = f"{config_dir}/pool-{i}"
+        upstreams = {"dynamic_upstreams": _dynamic(f"{at}.up", f"{{file.{at}.port}}")}
+        out.append(
+            {
+                "match": [{"host": [f"{{file.{at}.host}}"]}],
+                "handle": [_reverse_proxy(upstreams, upstream_try)],
+                "terminal": True,
+            }
+        )
+    return out
 
 
 #: what a request for a host name no route serves gets: 404 and one line
@@ -172,13 +318,16 @@ def compose(
     proxy: Mapping[str, Any],
     identity: str | None,
     tokens: Mapping[str | None, str] | None = None,
+    pool: Pool | None = None,
 ) -> dict[str, Any]:
-    """The whole Caddy config for one proxy. Host-matched routes come first, catch-all
-    routes next, then the answer for a host no route serves (404); order is otherwise by
-    key, so the same routes give the same bytes. A request whose route's containers do not
-    answer gets the proxy's 502 (or 503) with a line that says so.
+    """The whole Caddy config for one proxy. Host-matched routes come first, the pool's
+    entries next, catch-all routes next, then the answer for a host no route serves (404);
+    order is otherwise by key, so the same routes give the same bytes. A request whose
+    route's containers do not answer gets the proxy's 502 (or 503) with a line that says so.
     ``identity``: the server's ``@id``, which the admin socket is asked for before a load
-    (:mod:`.admin`); None composes the config of before (admin API on the loopback)."""
+    (:mod:`.admin`); None composes the config of before (admin API on the loopback).
+    ``pool``: a shared proxy's (its routes that take entries are not in the config, only
+    the pool's size is); None: a per-slot proxy of before, every route in its config."""
     ordered = sorted(routes.items(), key=lambda kv: (not kv[1]["body"].get("hosts"), kv[0]))
     upstream_try = float(proxy.get("upstream_try", 5.0))
     config_dir = str(proxy.get("config_dir", CONFIG_DIR)).rstrip("/")
@@ -188,6 +337,7 @@ def compose(
     # drain window of the slots served and the old containers' own stop timeout
     drains = [float(f["body"].get("drain", 0)) for _, f in ordered]
     drain = max([float(proxy.get("drain", 5.0)), *drains])
+    plain = [(k, f) for k, f in ordered if pool is None or not pooled(f)]
     servers: dict[str, Any] = {
         "shipway": {
             **server,
@@ -197,7 +347,10 @@ def compose(
                 *(r for k, f in ordered if f["body"].get("tls")
                   for r in https.http_routes(k, f["body"], int(proxy.get("port", 80)))),
                 *(route(b, upstream_try, f.get("canary"), _source(k, f, config_dir))
-                  for k, f in ordered if (b := _plain(f["body"]))),
+                  for k, f in plain if (b := _plain(f["body"])) and b.get("hosts")),
+                *(_pool_routes(pool, upstream_try, config_dir) if pool else ()),
+                *(route(b, upstream_try, f.get("canary"), _source(k, f, config_dir))
+                  for k, f in plain if (b := _plain(f["body"])) and not b.get("hosts")),
                 UNKNOWN_HOST,
             ],
             "errors": {"routes": [RELEASE_DOWN]},

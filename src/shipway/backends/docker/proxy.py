@@ -297,11 +297,17 @@ class DockerProxy(DockerState):
             )
         files = _config_files(parts, proxy_body, str(proxy.id), tree)
         config = files[caddy.CONFIG_FILE][0]
-        # only what changed: an upstream file rewritten is a switch (of its route alone)
+        reloads = tree.get(caddy.LOADED_FILE) != _stamp(config)[caddy.LOADED_FILE]
+        # only what changed: an upstream file rewritten is a switch (of its route alone); a
+        # pool entry freed while the config changes too (its route now in the config
+        # itself: a canary's) only once that config runs, so its name is always served
         changed = {k: v for k, v in files.items() if tree.get(k) != v}
+        freed = caddy.freed(changed) if reloads and proxy.status == "running" else {}
+        changed = {k: v for k, v in changed.items() if k not in freed}
         if changed:
             proxy.put_archive(config_dir, tar_of(changed))
-        emptied: dict[str, tuple[bytes, int]] = {}  # the certificate files of routes gone
+        emptied: dict[str, tuple[bytes, int]] = dict(freed)  # and the certificate files of
+        # routes gone
         for key, unit in caddy.parse_parts(tree).get(self._owner, {}).items():
             if key not in parts.get(self._owner, {}):
                 emptied |= https.given_files(f"{self._owner} {key}", unit.get("body") or {}, None)
@@ -310,7 +316,7 @@ class DockerProxy(DockerState):
         if proxy.status != "running":
             proxy.put_archive(config_dir, tar_of({**emptied, **_stamp(config)}))
             return parts
-        if tree.get(caddy.LOADED_FILE) == _stamp(config)[caddy.LOADED_FILE]:
+        if not reloads:
             # the config Caddy runs already: a switch (upstream files) or nothing
             if emptied:
                 proxy.put_archive(config_dir, tar_of(emptied))
@@ -553,13 +559,16 @@ def _config_files(
     tree: Mapping[str, tuple[bytes, int]],
 ) -> dict[str, tuple[bytes, int]]:
     """The shared proxy's files for every slot's routes: the parts themselves, Caddy's
-    config composed from them all (with the share tokens in ``tree``: 0600), and the
-    upstream file of each route that has one."""
+    config composed from them all (with the share tokens in ``tree``: 0600), the upstream
+    file of each route that has one, and the pool's files (each route's entries kept where
+    ``tree`` has them)."""
     identity = admin.identity(proxy_id)
     routes = caddy.flatten(parts)
-    config = caddy.compose(routes, proxy_body, identity, caddy.tokens_of(tree))
+    pool = caddy.assign(routes, caddy.pool_of(tree))
+    config = caddy.compose(routes, proxy_body, identity, caddy.tokens_of(tree), pool)
     return {
         **caddy.upstream_files(routes),  # before the config that names them
+        **caddy.pool_files(routes, pool),
         caddy.PARTS_FILE: _parts_file(parts),
         caddy.CONFIG_FILE: (caddy.dumps(config), 0o600),
     }

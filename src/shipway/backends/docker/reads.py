@@ -248,13 +248,16 @@ class DockerReads(DockerVolumes):
         """A proxy's route units of this slot (``routes``), from its files (``tree``);
         ``served``: every route the config is composed from (a shared proxy's: every
         slot's), else ``routes``."""
+        # a shared proxy's pool (none in a proxy configured before it, or per slot)
+        pool = caddy.pool_of(tree) if served is not None and caddy.POOL_FILE in tree else None
         served = routes if served is None else served
         config = tree.get(caddy.CONFIG_FILE, (b"", 0))[0]
-        # up to date: composed for this proxy, or as before its admin socket (until a reload)
+        identity = admin.identity(proxy_id)
+        # up to date: composed for this proxy, or as before its admin socket or its pool
+        # (until a reload)
         stale = bool(routes) and config not in (
-            caddy.dumps(
-                caddy.compose(served, body, admin.identity(proxy_id), caddy.tokens_of(tree))
-            ),
+            caddy.dumps(caddy.compose(served, body, identity, caddy.tokens_of(tree), pool)),
+            caddy.dumps(caddy.compose(served, body, identity, caddy.tokens_of(tree))),
             caddy.dumps(caddy.compose(served, body, None)),
         )
         stamp = tree.get(caddy.LOADED_FILE)
@@ -271,9 +274,15 @@ class DockerReads(DockerVolumes):
             if unloaded:
                 reasons.append("the proxy has not loaded its caddy.json")
             group = fragment.get("group")
-            upstream = tree.get(caddy.upstream_file(f"{owner} {key}"), (b"", 0))[0]
-            if group and upstream.decode(errors="replace").strip() != group:
-                reasons.append("its upstream file names other containers than its entry")
+            if pool is not None and caddy.pooled(fragment):
+                written = caddy.pool_aliases(f"{owner} {key}", tree)
+                hosts = (fragment.get("body") or {}).get("hosts") or []
+                if len(written) != len(set(hosts)) or set(written) != {group}:
+                    reasons.append("its pool entries name other containers than its entry")
+            elif group:
+                upstream = tree.get(caddy.upstream_file(f"{owner} {key}"), (b"", 0))[0]
+                if upstream.decode(errors="replace").strip() != group:
+                    reasons.append("its upstream file names other containers than its entry")
             reasons += caddy_canary.drift_of(fragment)
             body_process = (fragment.get("body") or {}).get("process")
             unit = ObservedUnit(
