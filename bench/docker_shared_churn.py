@@ -1,0 +1,135 @@
+"""Benchmark of apps arriving and leaving on a host's shared proxy while another app there is
+under load: this code against the code of before the pool of host-name entries (``--old``,
+default 87ef84c), on test host A of scripts/docker-testenv.
+
+Two shared proxies (ports), one per code, each with:
+  steady  an app deployed once, under a loop of requests by its host name all the while
+  churn   an app whose slot is deployed (its first deploy: its route added) and destroyed
+          (its route removed, its network left) ``--cycles`` times
+The churning apps are named ``a…``: their networks (``shipway-a…``) sort before the proxies'
+``shipway-proxy``, as an app ``blog``'s would.
+
+Each code runs in a worker process of its own (bench/docker_shared_redeploy.py's), timed in
+it around ``api.deploy`` and ``api.destroy``, in interleaved rounds (each round one cycle of
+each code, the order alternating), under the same load. The old code's worktree is made
+outside the repository when missing (``--old-tree``).
+
+Figures: the steady apps' failed requests (goal 0 for this code), the config loads each proxy
+made (Caddy's ``server running`` lines after the first deploy; goal 0), and the first deploy's
+and the destroy's time per code (median, min-max).
+
+Run (root, test hosts up):  .venv/bin/python bench/docker_shared_churn.py [--cycles 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+
+import docker.errors
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+from benchlib import Run, median  # noqa: E402
+from docker_proxy import free_port  # noqa: E402
+from docker_shared_redeploy import App, Load, Worker, cleanup, old_tree, write_spec  # noqa: E402
+from tests.testenv.docker import DockerEnv, ensure_docker_env  # noqa: E402
+
+
+def loads(env: DockerEnv, port: int) -> int:
+    """How many servers the shared proxy on ``port`` started (each config load: one more)."""
+    client = env.local_client(env.a)
+    try:
+        return client.containers.get(f"shipway-proxy-{port}").logs().count(b'"server running"')
+    except docker.errors.NotFound:
+        return -1
+    finally:
+        client.close()
+
+
+def spread(times: list[float]) -> dict[str, object]:
+    return {"median": round(median(times), 2), "min_max": [round(min(times), 2),
+            round(max(times), 2)]}  # fmt: skip
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    ap.add_argument("--cycles", type=int, default=5, help="rounds (one cycle of each code)")
+    ap.add_argument("--pace", type=float, default=0.005, help="pause after each request (s)")
+    ap.add_argument("--bound", type=int, default=100_000, help="most requests per loop")
+    ap.add_argument("--old", default="87ef84c", help="the commit of before the pool")
+    ap.add_argument("--old-tree", type=Path, default=Path("/tmp/shipway-87ef84c"),
+                    help="its worktree (outside the repository; made when missing)")  # fmt: skip
+    ap.add_argument("--json", type=Path, help="where the figures go")
+    args = ap.parse_args()
+    run = Run("docker_shared_churn", {k: str(v) for k, v in vars(args).items()})
+    env = ensure_docker_env()
+    os.environ["SHIPWAY_SSH_CONFIG"] = str(env.ssh_home / ".ssh" / "config")
+    os.environ["SHIPWAY_KNOWN_HOSTS"] = str(env.known_hosts)
+    work = Path(tempfile.mkdtemp(prefix="shipway-shared-churn-"))
+    new, old = Worker(REPO / "src", work), Worker(old_tree(args.old, args.old_tree), work)
+    tag = uuid.uuid4().hex[:6]
+    ports = {"new": free_port(), "old": free_port()}
+    steady = {c: App(f"steady-{c}", f"s{c[0]}{tag}", ports[c], work, w)
+              for c, w in (("new", new), ("old", old))}  # fmt: skip
+    churn = {c: App(f"churn-{c}", f"a{c[0]}{tag}", ports[c], work, w)
+             for c, w in (("new", new), ("old", old))}  # fmt: skip
+    apps = [*steady.values(), *churn.values()]
+    for app in apps:
+        write_spec(env, work, app)
+    deploys: dict[str, list[float]] = {"new": [], "old": []}
+    destroys: dict[str, list[float]] = {"new": [], "old": []}
+    reloads = {}
+    try:
+        for app in steady.values():
+            first = app.worker.run("deploy", app.spec, env.images.v1)
+            assert first["ok"], f"{app.label}: {first['line']}"
+        before = {c: loads(env, ports[c]) for c in ports}
+        with Load(env.a.address, list(steady.values()), 1, args.pace, args.bound) as load:
+            for i in range(args.cycles):
+                for code in ("new", "old") if i % 2 == 0 else ("old", "new"):
+                    app = churn[code]
+                    done = app.worker.run("deploy", app.spec, env.images.v1)
+                    assert done["ok"], f"{app.label}: {done['line']}"
+                    deploys[code].append(done["seconds"])
+                    gone = app.worker.run("destroy", app.spec)
+                    assert gone["ok"], f"{app.label}: {gone['line']}"
+                    destroys[code].append(gone["seconds"])
+                print(f"cycle {i + 1}/{args.cycles}: failed so far "
+                      f"{ {k: len(v) for k, v in load.failed.items()} }",
+                      file=sys.stderr)  # fmt: skip
+        reloads = {c: loads(env, ports[c]) - before[c] for c in ports}
+    finally:
+        for app in steady.values():
+            app.worker.run("destroy", app.spec)
+        new.close()
+        old.close()
+        cleanup(env, apps)
+    figures = {
+        "code": {"new": new.code, "old": old.code, "old_commit": args.old},
+        "cycles": args.cycles,
+        "requests_ok": load.ok,
+        "requests_failed": {k: len(v) for k, v in load.failed.items()},
+        "failures": {k: [f["answer"] for f in v] for k, v in load.failed.items() if v},
+        "servers_started_during_cycles": reloads,
+        "first_deploy_s": {c: spread(t) for c, t in deploys.items()},
+        "destroy_s": {c: spread(t) for c, t in destroys.items()},
+    }
+    run.finish(figures, args.json)
+    for key in ("requests_ok", "requests_failed", "servers_started_during_cycles",
+                "first_deploy_s", "destroy_s"):  # fmt: skip
+        print(f"{key}: {figures[key]}")
+    for label, answers in figures["failures"].items():
+        for answer in answers:
+            print(f"  {label}: {answer}")
+    return 0 if not figures["requests_failed"]["steady-new"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
