@@ -32,7 +32,7 @@ import docker
 import docker.errors
 from docker.models.containers import Container
 
-from shipway.backends.docker import labels
+from shipway.backends.docker import labels, proxy_files
 from shipway.backends.docker.containers import unreadable
 from shipway.errors import RecordError
 from shipway.release import codec
@@ -103,7 +103,17 @@ def read_tree_of(
     client: docker.DockerClient, container: str, path: str
 ) -> dict[str, tuple[bytes, int]]:
     """:func:`read_tree` of the container with this name or id (empty, too, when there is
-    no such container, or one the engine left half removed: it has no files to read)."""
+    no such container, or one the engine left half removed: it has no files to read). A
+    shared proxy's files on an engine of this machine are read from its volume here
+    (:mod:`.proxy_files`)."""
+    local = proxy_files.local_tree(client, container, path)
+    return local if local is not None else archive_tree(client, container, path)
+
+
+def archive_tree(
+    client: docker.DockerClient, container: str, path: str
+) -> dict[str, tuple[bytes, int]]:
+    """:func:`read_tree_of` through the Engine API (an archive of ``path``)."""
     try:
         stream, _ = client.api.get_archive(container, path)
     except docker.errors.NotFound:

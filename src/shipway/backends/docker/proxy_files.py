@@ -1,0 +1,117 @@
+"""A shared proxy's files read straight from its volume on this machine, where the engine is
+this machine's: no archive through the Engine API.
+
+Every look-up of who serves a host name, every change of a proxy's routes and every observe
+reads a proxy's ``slots.json`` or its whole config directory. Through the Engine API each
+read is a ``GET …/archive``, for which the engine starts a helper process of its own (a
+re-exec of its binary that reads the files from inside the container's root): tens of
+milliseconds of CPU each, the biggest share of the engine's work in a deploy on a host with
+a few proxies. An engine on this machine keeps the proxy's config volume in a directory
+here (``/var/lib/docker/volumes/<volume>/_data``, as the container's mount says), which its
+own user (root) may read: whoever may read it can use the engine already.
+
+What must never happen: another proxy's files taken for this one's. A path the engine
+reports need not be this machine's (an engine behind a forwarded socket reports paths of
+its own machine, and this machine may run a proxy with the same volume name). So a volume
+directory is used only while its ``caddy.json`` names this very container (its ``@id``,
+:func:`.admin.identity`, the full container id), checked at each read; else (and when
+it cannot be read: another user, a proxy whose config is not written yet or was composed
+before the ``@id``) the files are read through the Engine API as before. A file a change
+replaces at the moment of a read is read as the archive would read it: whole, missing, or
+cut short (the callers read JSON and take a cut file as not read whole).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import docker
+import docker.errors
+
+from shipway.backends.docker import admin, caddy
+
+#: full container id → (the config directory in it, that volume's directory here), as its
+#: mounts say (its identity is checked at each read)
+_MOUNTS: dict[str, tuple[str, str]] = {}
+#: the full ids of proxies whose volume is not on this machine (its directory is not here)
+_ELSEWHERE: set[str] = set()
+
+
+def local_tree(
+    client: docker.DockerClient, container: str, path: str
+) -> dict[str, tuple[bytes, int]] | None:
+    """The regular files under ``path`` in the proxy ``container`` (its name or id), read
+    from its config volume's directory on this machine, as :func:`.records.read_tree_of`
+    gives them; None when they cannot be read that way."""
+    if path.rstrip("/") != caddy.CONFIG_DIR and not path.startswith(caddy.CONFIG_DIR + "/"):
+        return None  # not a proxy's config directory
+    if container in _ELSEWHERE:
+        return None
+    found = _mount(client, container)
+    if found is None:
+        return None
+    full, (inside, here) = found
+    if path.rstrip("/") != inside and not path.startswith(inside + "/"):
+        return None
+    try:  # the volume here is this container's: its config names it
+        config = Path(here, caddy.CONFIG_FILE).read_bytes()
+    except OSError:
+        return None
+    if f'"@id": "{admin.identity(full)}"'.encode() not in config:
+        return None
+    target = Path(here + path.rstrip("/")[len(inside) :])
+    try:
+        info = target.lstat()
+    except FileNotFoundError:
+        return {}
+    except OSError:
+        return None
+    if stat.S_ISREG(info.st_mode):
+        content = _read(target)
+        return {} if content is None else {target.name: (content, info.st_mode & 0o7777)}
+    if not stat.S_ISDIR(info.st_mode):
+        return {}
+    out: dict[str, tuple[bytes, int]] = {}
+    for top, _dirs, files in os.walk(target):
+        for name in files:
+            file = Path(top, name)
+            try:
+                mode = file.lstat().st_mode
+            except FileNotFoundError:
+                continue  # replaced at this moment: as if not there yet
+            content = _read(file) if stat.S_ISREG(mode) else None
+            if content is not None:
+                out[str(file.relative_to(target))] = (content, mode & 0o7777)
+    return out
+
+
+def _read(file: Path) -> bytes | None:
+    try:
+        return file.read_bytes()
+    except OSError:
+        return None
+
+
+def _mount(client: docker.DockerClient, container: str) -> tuple[str, tuple[str, str]] | None:
+    """The container's full id, and where its config volume is mounted in it and kept on
+    its engine's machine (None: no such volume, or the engine does not say). A name is
+    looked up each time (another engine may have a container of that name)."""
+    if container in _MOUNTS:
+        return container, _MOUNTS[container]
+    try:
+        attrs = client.api.inspect_container(container)
+    except (docker.errors.APIError, KeyError, TypeError):
+        return None
+    full = str(attrs.get("Id") or "")
+    for mount in attrs.get("Mounts") or []:
+        source = str(mount.get("Source") or "").rstrip("/")
+        inside = str(mount.get("Destination") or "").rstrip("/")
+        if mount.get("Type") == "volume" and inside == caddy.CONFIG_DIR and source and full:
+            if not os.path.isdir(source):
+                _ELSEWHERE.add(full)
+                return None
+            _MOUNTS[full] = (inside, source)
+            return full, _MOUNTS[full]
+    return None

@@ -1,0 +1,99 @@
+"""A shared proxy's files read from its volume on this machine (the test hosts' engines keep
+their volumes here): the same files as the Engine API's archive gives, and only while the
+volume's config names that very proxy — else (another machine's volume, another proxy's
+files at that path) read through the Engine API."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shipway.backends.docker import admin, caddy, proxy_files
+from shipway.backends.docker.records import archive_tree, read_tree_of
+from shipway.engine import Rolled
+from tests.backends.docker.conftest import Deployment
+
+ROUTE = '[[routes]]\nhost = "{host}"\nprocess = "web"\n'
+
+
+def _proxy(deployment: Deployment) -> Any:
+    env = deployment.env
+    deployment.write(hosts=[env.a], extra=ROUTE.format(host=f"files-{deployment.name}.test"))
+    assert isinstance(deployment.deploy(), Rolled)
+    (proxy,) = deployment.containers(env.a, kind="proxy")
+    return proxy
+
+
+def test_the_files_read_here_are_the_archives_files(deployment: Deployment) -> None:
+    proxy = _proxy(deployment)
+    client = deployment.local(deployment.env.a)
+    try:
+        whole = proxy_files.local_tree(client, str(proxy.id), caddy.CONFIG_DIR)
+        assert whole is not None  # the test host's engine keeps its volumes on this machine
+        assert whole == archive_tree(client, str(proxy.id), caddy.CONFIG_DIR)
+        assert caddy.PARTS_FILE in whole and "pool-0.host" in whole
+        path = f"{caddy.CONFIG_DIR}/{caddy.PARTS_FILE}"
+        # by name too, one file, and a file that is not there
+        one = proxy_files.local_tree(client, str(proxy.name), path)
+        assert one == archive_tree(client, str(proxy.id), path) == {
+            caddy.PARTS_FILE: whole[caddy.PARTS_FILE]
+        }
+        assert proxy_files.local_tree(client, str(proxy.id), f"{caddy.CONFIG_DIR}/nope") == {}
+        # a path outside the config volume is not read here
+        assert proxy_files.local_tree(client, str(proxy.id), "/etc") is None
+    finally:
+        client.close()
+
+
+def test_a_volume_here_whose_config_names_another_proxy_is_not_read(
+    deployment: Deployment, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As when the engine is another machine's and this one has a proxy whose volume has the
+    same path: its files are another proxy's, and the archive is read instead."""
+    proxy = _proxy(deployment)
+    impostor = tmp_path / "_data"
+    impostor.mkdir()
+    config = {"apps": {"http": {"servers": {"shipway": {"@id": admin.identity("0" * 64)}}}}}
+    (impostor / caddy.CONFIG_FILE).write_bytes(caddy.dumps(config))
+    (impostor / caddy.PARTS_FILE).write_text(json.dumps({"someone/else": {}}))
+    full = str(proxy.id)
+    monkeypatch.setitem(proxy_files._MOUNTS, full, (caddy.CONFIG_DIR, str(impostor)))
+    client = deployment.local(deployment.env.a)
+    try:
+        path = f"{caddy.CONFIG_DIR}/{caddy.PARTS_FILE}"
+        assert proxy_files.local_tree(client, full, path) is None
+        read = read_tree_of(client, full, path)
+        assert read == archive_tree(client, full, path)
+        assert f"{deployment.name}/" in read[caddy.PARTS_FILE][0].decode()
+    finally:
+        client.close()
+
+
+def test_a_volume_that_is_not_on_this_machine_is_read_through_the_engine(
+    deployment: Deployment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    proxy = _proxy(deployment)
+    client = deployment.local(deployment.env.a)
+    inspect = client.api.inspect_container
+
+    def elsewhere(container: str) -> dict[str, Any]:
+        attrs: dict[str, Any] = inspect(container)
+        for mount in attrs["Mounts"]:
+            mount["Source"] = "/nowhere/on/this/machine/_data"
+        return attrs
+
+    monkeypatch.setattr(client.api, "inspect_container", elsewhere)
+    monkeypatch.setattr(proxy_files, "_MOUNTS", {})
+    monkeypatch.setattr(proxy_files, "_ELSEWHERE", set())
+    try:
+        path = f"{caddy.CONFIG_DIR}/{caddy.PARTS_FILE}"
+        assert proxy_files.local_tree(client, str(proxy.id), path) is None
+        assert str(proxy.id) in proxy_files._ELSEWHERE  # not looked for again
+        assert read_tree_of(client, str(proxy.id), path) == archive_tree(
+            client, str(proxy.id), path
+        )
+    finally:
+        client.close()
