@@ -23,10 +23,7 @@ Run (root, test hosts up):  .venv/bin/python bench/docker_shared_churn.py [--cyc
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
-import tempfile
 import uuid
 from pathlib import Path
 
@@ -38,8 +35,8 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from benchlib import Run, median  # noqa: E402
 from docker_proxy import free_port  # noqa: E402
-from docker_shared_redeploy import App, Load, Worker, cleanup, old_tree, write_spec  # noqa: E402
-from tests.testenv.docker import DockerEnv, ensure_docker_env  # noqa: E402
+from docker_shared_redeploy import App, Load, cleanup, parser, workers, write_spec  # noqa: E402
+from tests.testenv.docker import DockerEnv  # noqa: E402
 
 
 def loads(env: DockerEnv, port: int) -> int:
@@ -59,21 +56,11 @@ def spread(times: list[float]) -> dict[str, object]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    ap = parser(__doc__, "87ef84c", "before the pool")
     ap.add_argument("--cycles", type=int, default=5, help="rounds (one cycle of each code)")
-    ap.add_argument("--pace", type=float, default=0.005, help="pause after each request (s)")
-    ap.add_argument("--bound", type=int, default=100_000, help="most requests per loop")
-    ap.add_argument("--old", default="87ef84c", help="the commit of before the pool")
-    ap.add_argument("--old-tree", type=Path, default=Path("/tmp/shipway-87ef84c"),
-                    help="its worktree (outside the repository; made when missing)")  # fmt: skip
-    ap.add_argument("--json", type=Path, help="where the figures go")
     args = ap.parse_args()
     run = Run("docker_shared_churn", {k: str(v) for k, v in vars(args).items()})
-    env = ensure_docker_env()
-    os.environ["SHIPWAY_SSH_CONFIG"] = str(env.ssh_home / ".ssh" / "config")
-    os.environ["SHIPWAY_KNOWN_HOSTS"] = str(env.known_hosts)
-    work = Path(tempfile.mkdtemp(prefix="shipway-shared-churn-"))
-    new, old = Worker(REPO / "src", work), Worker(old_tree(args.old, args.old_tree), work)
+    env, work, new, old = workers(args, "shipway-shared-churn-")
     tag = uuid.uuid4().hex[:6]
     ports = {"new": free_port(), "old": free_port()}
     steady = {c: App(f"steady-{c}", f"s{c[0]}{tag}", ports[c], work, w)

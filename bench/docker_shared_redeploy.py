@@ -288,23 +288,36 @@ def cleanup(env: DockerEnv, apps: list[App]) -> None:
         client.close()
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    ap.add_argument("--redeploys", type=int, default=5, help="rounds (one redeploy of each)")
-    ap.add_argument("--clients", type=int, default=1, help="request threads per app")
+def parser(doc: str | None, old: str, what: str) -> argparse.ArgumentParser:
+    """The options a bench of this code against an ``old`` commit's takes (with ``what``
+    the old commit is), beside its own."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0] if doc else None)
     ap.add_argument("--pace", type=float, default=0.005, help="pause after each request (s)")
     ap.add_argument("--bound", type=int, default=100_000, help="most requests per thread")
-    ap.add_argument("--old", default="c934c17", help="the commit of the per-slot proxy")
-    ap.add_argument("--old-tree", type=Path, default=Path("/tmp/shipway-c934c17"),
+    ap.add_argument("--old", default=old, help=f"the commit of {what}")
+    ap.add_argument("--old-tree", type=Path, default=Path(f"/tmp/shipway-{old}"),
                     help="its worktree (outside the repository; made when missing)")  # fmt: skip
     ap.add_argument("--json", type=Path, help="where the figures go")
-    args = ap.parse_args()
-    run = Run("docker_shared_redeploy", {k: str(v) for k, v in vars(args).items()})
+    return ap
+
+
+def workers(args: argparse.Namespace, prefix: str) -> tuple[DockerEnv, Path, Worker, Worker]:
+    """The test hosts (their SSH settings exported), a work directory, and a worker of this
+    code and one of the old commit's."""
     env = ensure_docker_env()
     os.environ["SHIPWAY_SSH_CONFIG"] = str(env.ssh_home / ".ssh" / "config")
     os.environ["SHIPWAY_KNOWN_HOSTS"] = str(env.known_hosts)
-    work = Path(tempfile.mkdtemp(prefix="shipway-shared-redeploy-"))
-    new, old = Worker(REPO / "src", work), Worker(old_tree(args.old, args.old_tree), work)
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    return env, work, Worker(REPO / "src", work), Worker(old_tree(args.old, args.old_tree), work)
+
+
+def main() -> int:
+    ap = parser(__doc__, "c934c17", "the per-slot proxy")
+    ap.add_argument("--redeploys", type=int, default=5, help="rounds (one redeploy of each)")
+    ap.add_argument("--clients", type=int, default=1, help="request threads per app")
+    args = ap.parse_args()
+    run = Run("docker_shared_redeploy", {k: str(v) for k, v in vars(args).items()})
+    env, work, new, old = workers(args, "shipway-shared-redeploy-")
     tag = uuid.uuid4().hex[:6]
     shared_port, own_port = free_port(), free_port()
     a = App("shared-a", f"sa{tag}", shared_port, work, new)
