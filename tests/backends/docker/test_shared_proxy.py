@@ -19,7 +19,7 @@ import docker.types
 import pytest
 
 from shipway import api
-from shipway.backends.docker import admin, caddy, render
+from shipway.backends.docker import admin, caddy, proxy, render
 from shipway.backends.docker.records import read_tree, tar_of
 from shipway.engine import Rolled
 from shipway.plan.model import ApplyObject, NoOp
@@ -413,4 +413,29 @@ def test_a_proxy_image_with_a_caddy_older_than_2_8_is_refused_naming_the_fix(
     finally:
         with contextlib.suppress(docker.errors.APIError):
             client.images.remove(old, force=True)
+        client.close()
+
+
+def test_a_proxy_made_while_a_slot_it_joined_loses_its_network_still_starts(
+    deployment: Deployment,
+) -> None:
+    """A proxy made anew joins every slot's network its routes name; one of those slots
+    destroyed before it starts removes its network (the engine lets a network go while only
+    created containers are on it), and the start failed with "network … not found". It
+    leaves the networks that are gone and starts."""
+    client = deployment.local(deployment.env.a)
+    gone = f"shipway-{deployment.name}-gone"
+    network = client.networks.create(gone, driver="bridge")
+    made = client.containers.create(deployment.env.images.proxy, command=["caddy", "version"])
+    try:
+        client.api.connect_container_to_network(made.id, gone)
+        network.remove()
+        with pytest.raises(docker.errors.APIError, match="not found"):
+            made.start()  # what the engine does without the mend
+        proxy._start(client, made)
+        made.reload()
+        assert gone not in made.attrs["NetworkSettings"]["Networks"]
+        assert made.attrs["State"]["StartedAt"] != "0001-01-01T00:00:00Z"
+    finally:
+        made.remove(force=True)
         client.close()

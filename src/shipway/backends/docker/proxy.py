@@ -238,7 +238,7 @@ class DockerProxy(DockerState):
         files |= _stamp(files[caddy.CONFIG_FILE][0])  # what it loads as it starts
         container.put_archive(config_dir, tar_of(files))
         try:
-            container.start()
+            _start(client, container)
         except docker.errors.APIError as exc:
             raise BackendError(
                 f"the proxy {name} did not start: {explain(exc)} (hint: is port "
@@ -572,6 +572,25 @@ def _config_files(
         caddy.PARTS_FILE: _parts_file(parts),
         caddy.CONFIG_FILE: (caddy.dumps(config), 0o600),
     }
+
+
+def _start(client: docker.DockerClient, container: Container) -> None:
+    """Start a proxy just made. A slot network it joined for another slot's routes can be
+    removed before it starts (that slot destroyed meanwhile: the engine lets a network go
+    while only created containers are on it), and the start then fails ("network … not
+    found"): it leaves the networks that are gone and starts once more."""
+    try:
+        container.start()
+    except docker.errors.APIError as exc:
+        if "not found" not in str(exc.explanation or "") or "network" not in str(exc):
+            raise
+        container.reload()
+        joined = (container.attrs.get("NetworkSettings") or {}).get("Networks") or {}
+        for network in joined:
+            if not any(n["Name"] == network for n in client.api.networks(names=[network])):
+                with contextlib.suppress(docker.errors.APIError):
+                    client.api.disconnect_container_from_network(str(container.id), network)
+        container.start()
 
 
 def _stamp(config: bytes) -> dict[str, tuple[bytes, int]]:
