@@ -7,7 +7,9 @@ full handshake, docs/docker.md *HTTPS*). In interleaved rounds, each round one r
 every kind, one after another (so no kind sees a different load):
 
   direct       GET to the container's own address and port on host A (its bridge network)
-  http         through A's proxy, plain HTTP (a redirect-free name)
+  http         through A's proxy, plain HTTP: the name of a second process of the same
+               image, routed over plain HTTP alone, so it takes an entry of the proxy's
+               pool (docs/docker.md, *Adding and removing without a reload*)
   https        through A's proxy over HTTPS, a kept-alive connection (no handshake)
   https-new    through A's proxy over HTTPS, a new connection: a full TLS handshake, which on
                A (not the issuer) fetches the certificate from B's proxy
@@ -73,9 +75,12 @@ healthcheck = {{ path = "/up", interval = "100ms", attempts = 100 }}
 host = "{secure}"
 process = "web"
 tls = "auto"
+[processes.plain]
+port = 8080
+healthcheck = {{ path = "/up", interval = "100ms", attempts = 100 }}
 [[routes]]
 host = "{plain}"
-process = "web"
+process = "plain"
 [slots.bench]
 backend = "docker"
 hosts = [{", ".join(f'"{h}"' for h in hosts)}]
@@ -143,7 +148,9 @@ def main() -> int:
             outcome = api.deploy(app, "bench", reporter=Quiet(), timeout=180)
             assert outcome.ok, outcome.line()
             client = env.local_client(env.a)
-            (web,) = client.containers.list(filters={"label": [f"org.shipway.app={name}"]})
+            (web,) = client.containers.list(
+                filters={"label": [f"org.shipway.app={name}", "org.shipway.process=plain"]}
+            )
             networks = web.attrs["NetworkSettings"]["Networks"]
             direct = next(iter(networks.values()))["IPAddress"]
             deadline = time.monotonic() + 90
