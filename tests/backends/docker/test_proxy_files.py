@@ -6,6 +6,7 @@ files at that path) read through the Engine API."""
 from __future__ import annotations
 
 import json
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -78,8 +79,10 @@ def test_a_volume_that_is_not_on_this_machine_is_read_through_the_engine(
     proxy = _proxy(deployment)
     client = deployment.local(deployment.env.a)
     inspect = client.api.inspect_container
+    inspected: list[str] = []
 
     def elsewhere(container: str) -> dict[str, Any]:
+        inspected.append(container)
         attrs: dict[str, Any] = inspect(container)
         for mount in attrs["Mounts"]:
             mount["Source"] = "/nowhere/on/this/machine/_data"
@@ -87,11 +90,13 @@ def test_a_volume_that_is_not_on_this_machine_is_read_through_the_engine(
 
     monkeypatch.setattr(client.api, "inspect_container", elsewhere)
     monkeypatch.setattr(proxy_files, "_MOUNTS", {})
-    monkeypatch.setattr(proxy_files, "_ELSEWHERE", set())
+    monkeypatch.setattr(proxy_files, "_ELSEWHERE", weakref.WeakSet())
     try:
         path = f"{caddy.CONFIG_DIR}/{caddy.PARTS_FILE}"
         assert proxy_files.local_tree(client, str(proxy.id), path) is None
-        assert str(proxy.id) in proxy_files._ELSEWHERE  # not looked for again
+        # that engine's volumes are not looked for here again, by id or by name
+        assert proxy_files.local_tree(client, str(proxy.name), path) is None
+        assert inspected == [str(proxy.id)]
         assert read_tree_of(client, str(proxy.id), path) == archive_tree(
             client, str(proxy.id), path
         )

@@ -424,6 +424,7 @@ def test_a_proxy_made_while_a_slot_it_joined_loses_its_network_still_starts(
     created containers are on it), and the start failed with "network … not found". It
     leaves the networks that are gone and starts."""
     client = deployment.local(deployment.env.a)
+    client.images.pull(deployment.env.images.proxy)  # a new machine's host may not hold it yet
     gone = f"shipway-{deployment.name}-gone"
     network = client.networks.create(gone, driver="bridge")
     made = client.containers.create(deployment.env.images.proxy, command=["caddy", "version"])

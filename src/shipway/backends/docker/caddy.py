@@ -57,6 +57,8 @@ LEGACY_ADMIN = "localhost:2019"
 #: how long a kept-alive connection to an upstream may stay unused
 UPSTREAM_IDLE = "1s"
 POOL_FILE = "pool.json"
+#: what an entry's files are named from: ``pool-N.host``, ``pool-N.up``, ``pool-N.port``
+POOL_ENTRY = "pool-"
 #: the pool's entries in a proxy's first config (doubled, by a reload, when all are taken)
 POOL_SIZE = 16
 #: a free entry's host name: never a request's (a ``Host`` with spaces is refused as a 400
@@ -214,14 +216,14 @@ def pool_files(
     for i in range(pool.size):
         entry = pool.entries.get(i)
         unit = routes.get(entry[0]) if entry else None
+        at = _entry(i)
         if entry is None or unit is None:
-            freed[f"pool-{i}.host"] = (f"{UNUSED}\n".encode(), 0o644)
-            targets[f"pool-{i}.up"] = (b"", 0o644)
-            targets[f"pool-{i}.port"] = (b"", 0o644)
-            continue
-        targets[f"pool-{i}.up"] = (f"{unit['group']}\n".encode(), 0o644)
-        targets[f"pool-{i}.port"] = (f"{_port(unit['body'])}\n".encode(), 0o644)
-        names[f"pool-{i}.host"] = (f"{entry[1]}\n".encode(), 0o644)
+            freed[f"{at}.host"] = _line(UNUSED)
+            alias, port = "", ""
+        else:
+            names[f"{at}.host"] = _line(entry[1])
+            alias, port = str(unit["group"]), _port(unit["body"])
+        targets |= {f"{at}.up": _line(alias), f"{at}.port": _line(port)}
     table = {
         "size": pool.size,
         "entries": {str(i): list(e) for i, e in sorted(pool.entries.items())},
@@ -229,13 +231,22 @@ def pool_files(
     return {**freed, **targets, **names, POOL_FILE: (dumps(table), 0o644)}
 
 
+def _entry(i: int) -> str:
+    """What the files of pool entry ``i`` are named from (``pool-N.host`` …)."""
+    return f"{POOL_ENTRY}{i}"
+
+
+def _line(text: str) -> tuple[bytes, int]:
+    """A pool file's content: ``text`` and a newline (nothing for an empty one)."""
+    return (f"{text}\n".encode() if text else b""), 0o644
+
+
 def freed(files: Mapping[str, tuple[bytes, int]]) -> dict[str, tuple[bytes, int]]:
     """The files among ``files`` that free a pool entry: its host name, alias and port."""
-    gone = f"{UNUSED}\n".encode()
     entries = {
         k.removesuffix(".host")
         for k, v in files.items()
-        if k.startswith("pool-") and k.endswith(".host") and v[0] == gone
+        if k.startswith(POOL_ENTRY) and k.endswith(".host") and v == _line(UNUSED)
     }
     return {k: v for k, v in files.items() if k.rsplit(".", 1)[0] in entries}
 
@@ -243,7 +254,7 @@ def freed(files: Mapping[str, tuple[bytes, int]]) -> dict[str, tuple[bytes, int]
 def pool_aliases(key: str, tree: Mapping[str, tuple[bytes, int]]) -> list[str]:
     """What the pool entries of the route ``key`` (``"app/slot key"``) go to, as written."""
     return [
-        tree.get(f"pool-{i}.up", (b"", 0))[0].decode(errors="replace").strip()
+        tree.get(f"{_entry(i)}.up", (b"", 0))[0].decode(errors="replace").strip()
         for i, (k, _) in sorted(pool_of(tree).entries.items())
         if k == key
     ]
@@ -254,7 +265,7 @@ def _pool_routes(pool: Pool, upstream_try: float, config_dir: str) -> list[dict[
     the alias in ``pool-N.up`` at the port in ``pool-N.port`` — all read at each request."""
     out = []
     for i in range(pool.size):
-        at = f"{config_dir}/pool-{i}"
+        at = f"{config_dir}/{_entry(i)}"
         upstreams = {"dynamic_upstreams": _dynamic(f"{at}.up", f"{{file.{at}.port}}")}
         out.append(
             {

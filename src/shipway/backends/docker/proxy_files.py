@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import os
 import stat
+import weakref
 from pathlib import Path
+from typing import Any
 
 import docker
 import docker.errors
@@ -35,8 +37,9 @@ from shipway.backends.docker import admin, caddy
 #: full container id → (the config directory in it, that volume's directory here), as its
 #: mounts say (its identity is checked at each read)
 _MOUNTS: dict[str, tuple[str, str]] = {}
-#: the full ids of proxies whose volume is not on this machine (its directory is not here)
-_ELSEWHERE: set[str] = set()
+#: the engines (their API clients) whose volumes are not on this machine: a proxy's volume
+#: directory was not here, so no other is either; their reads are not tried here again
+_ELSEWHERE: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def local_tree(
@@ -47,7 +50,7 @@ def local_tree(
     gives them; None when they cannot be read that way."""
     if path.rstrip("/") != caddy.CONFIG_DIR and not path.startswith(caddy.CONFIG_DIR + "/"):
         return None  # not a proxy's config directory
-    if container in _ELSEWHERE:
+    if client.api in _ELSEWHERE:
         return None
     found = _mount(client, container)
     if found is None:
@@ -110,7 +113,7 @@ def _mount(client: docker.DockerClient, container: str) -> tuple[str, tuple[str,
         inside = str(mount.get("Destination") or "").rstrip("/")
         if mount.get("Type") == "volume" and inside == caddy.CONFIG_DIR and source and full:
             if not os.path.isdir(source):
-                _ELSEWHERE.add(full)
+                _ELSEWHERE.add(client.api)
                 return None
             _MOUNTS[full] = (inside, source)
             return full, _MOUNTS[full]

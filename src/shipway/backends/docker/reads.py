@@ -252,13 +252,12 @@ class DockerReads(DockerVolumes):
         pool = caddy.pool_of(tree) if served is not None and caddy.POOL_FILE in tree else None
         served = routes if served is None else served
         config = tree.get(caddy.CONFIG_FILE, (b"", 0))[0]
-        identity = admin.identity(proxy_id)
-        # up to date: composed for this proxy, or as before its admin socket or its pool
-        # (until a reload)
-        stale = bool(routes) and config not in (
-            caddy.dumps(caddy.compose(served, body, identity, caddy.tokens_of(tree), pool)),
-            caddy.dumps(caddy.compose(served, body, identity, caddy.tokens_of(tree))),
-            caddy.dumps(caddy.compose(served, body, None)),
+        identity, tokens = admin.identity(proxy_id), caddy.tokens_of(tree)
+        # up to date: composed for this proxy, or as before its pool or its admin socket
+        # (until a reload); composed only as far as needed
+        stale = bool(routes) and all(
+            config != caddy.dumps(caddy.compose(served, body, *how))
+            for how in ((identity, tokens, pool), (identity, tokens), (None,))
         )
         stamp = tree.get(caddy.LOADED_FILE)
         unloaded = bool(routes) and stamp is not None and stamp[0] != caddy.loaded(config)
