@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import docker
+import docker.errors
 import pytest
 from docker.models.containers import Container
 
@@ -170,6 +171,31 @@ class DockerEnv:
     def local_client(self, host: DockerHost, *, timeout: int = 60) -> docker.DockerClient:
         """A client on the host's local socket (set-up and clean-up; no SSH)."""
         return docker.DockerClient(base_url=host.socket, timeout=timeout)
+
+    def untag(self, name: str) -> int:
+        """Remove, on both hosts, the references to the test repositories ``name`` and
+        ``name-…``: a test app's builds and pushes, by tag, and its pulls by digest (which
+        leave no tag). An image goes with its last reference, and its build's intermediate
+        images with it. References, not ids: two apps' builds of the same inputs are one
+        image, and the other app's reference keeps it. Left behind, they made each run's
+        image lists longer than the last's, and every deploy's prune reads the whole list.
+        Returns how many references went."""
+        gone = 0
+        mine = f"{self.image_prefix}/{name}"
+        for host in self.hosts:
+            client = self.local_client(host)
+            try:
+                for image in client.api.images(filters={"reference": f"{mine}*"}):
+                    for ref in (image.get("RepoTags") or []) + (image.get("RepoDigests") or []):
+                        repository = ref.split("@", 1)[0] if "@" in ref else ref.rsplit(":", 1)[0]
+                        if repository != mine and not repository.startswith(f"{mine}-"):
+                            continue
+                        with contextlib.suppress(docker.errors.APIError):
+                            client.api.remove_image(ref)
+                            gone += 1
+            finally:
+                client.close()
+        return gone
 
     def make_ssh_home(self, path: Path, known_hosts: str) -> Path:
         """A HOME under ``path`` with the test key in .ssh/config and ``known_hosts`` as its

@@ -212,3 +212,41 @@ def test_herokuish_and_cnb_images(
     assert cnb.labels["org.shipway.testenv.kind"] == "pack"
     _, url = _run_web(docker_a, docker_env.a, docker_env.images.cnb, docker_reap)
     assert wait_http(f"{url}/version") == "cnb-v1\n"
+
+
+def test_untag_removes_a_test_apps_references_and_keeps_another_apps(
+    docker_env: DockerEnv,
+) -> None:
+    """A test's clean-up removes its app's tags and digest references on both hosts; an
+    image another app also names stays, by that app's tag, and so does a name that only
+    starts like it."""
+    env = docker_env
+    mine, other = f"t{uuid.uuid4().hex[:8]}", f"t{uuid.uuid4().hex[:8]}"
+    tags = [f"{mine}:v1", f"{mine}-second:v1", f"{other}:v1", f"{mine}x:v1"]
+    for host in env.hosts:
+        client = env.local_client(host)
+        try:
+            image = client.images.get(env.images.v1)
+            for tag in tags:
+                repository, _, version = f"{env.image_prefix}/{tag}".rpartition(":")
+                assert image.tag(repository, version)
+        finally:
+            client.close()
+    try:
+        assert env.untag(mine) == 4  # two tags on each host
+        for host in env.hosts:
+            client = env.local_client(host)
+            try:
+                left = {
+                    t.removeprefix(env.image_prefix + "/")
+                    for i in client.api.images(filters={"reference": f"{env.image_prefix}/t*"})
+                    for t in i.get("RepoTags") or []
+                }
+                assert {f"{other}:v1", f"{mine}x:v1"} <= left, left
+                assert not {f"{mine}:v1", f"{mine}-second:v1"} & left, left
+                assert client.images.get(env.images.v1).id == image.id
+            finally:
+                client.close()
+    finally:
+        env.untag(other)
+        env.untag(f"{mine}x")

@@ -302,6 +302,7 @@ drain_timeout = "{drain}"
                         n.remove()
             finally:
                 client.close()
+        self.env.untag(self.name)
 
 
 @pytest.fixture

@@ -209,8 +209,8 @@ def test_django_on_a_postgres_accessory_migrates_once_and_serves_its_rows(
     (app_dir / "Dockerfile").write_text(DOCKERFILE)
     house = Wheelhouse(wheels)
     url = house.serve(bridge_address(env))
+    name = app_name(real_slot)
     try:
-        name = app_name(real_slot)
         real_slot.directory = app_dir
         app = real_slot.write(
             DJANGO,
@@ -235,6 +235,7 @@ def test_django_on_a_postgres_accessory_migrates_once_and_serves_its_rows(
         assert count(base) == "users: 1"
     finally:
         house.close()
+        env.untag(name)
 
 
 def count(base: str) -> str:

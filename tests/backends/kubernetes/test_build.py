@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -41,8 +42,18 @@ CMD ["python3", "-m", "http.server", "8000"]
 """
 
 
-def test_deploy_build_applies_the_pushed_digest(slot: Slot, docker_env: DockerEnv) -> None:
-    repository = f"{docker_env.image_prefix}/clock-{uuid.uuid4().hex[:8]}"
+@pytest.fixture
+def repository(docker_env: DockerEnv) -> Iterator[str]:
+    """A repository of the test's own in the test registry, its tags on the hosts removed
+    after it."""
+    name = f"clock-{uuid.uuid4().hex[:8]}"
+    yield f"{docker_env.image_prefix}/{name}"
+    docker_env.untag(name)
+
+
+def test_deploy_build_applies_the_pushed_digest(
+    slot: Slot, docker_env: DockerEnv, repository: str
+) -> None:
     slot.write(SPEC, image=repository)
     (slot.directory / "Dockerfile").write_text(DOCKERFILE.format(base=docker_env.images.python))
     (slot.directory / "index.html").write_text("tick\n")

@@ -135,13 +135,15 @@ class DockerImages(DockerSteps):
     def _host_images(client: docker.DockerClient) -> list[HostImage]:
         return [HostImage.of(raw) for raw in client.api.images()]
 
-    def _protected(self, client: docker.DockerClient, this_slot_too: bool) -> set[str]:
+    def _protected(
+        self, client: docker.DockerClient, images: Sequence[HostImage], this_slot_too: bool
+    ) -> set[str]:
         """Ids of what must stay on a host whatever this slot's records say: images any
         container was created from (records and locks use the holder image), images any
         other release record on the host names, and every image of a repository that
         another app (or a container shipway did not make) uses on the host — a repository
-        two apps share is neither's to prune."""
-        images = self._host_images(client)
+        two apps share is neither's to prune. ``images``: the host's, listed once by the
+        caller (a list costs the engine a walk of every image it has)."""
         in_use: set[str] = set()
         others: set[str] = set()  #: what another app (or another tool) runs or names
         same_app: list[Release] = []
@@ -220,7 +222,7 @@ class DockerImages(DockerSteps):
                     ]
                     if not candidates:
                         return None, None
-                    protected = self._protected(client, this_slot_too=False)
+                    protected = self._protected(client, images, this_slot_too=False)
                     done = self._remove_images(
                         client, [i for i in candidates if i.id not in protected]
                     )
@@ -258,6 +260,6 @@ class DockerImages(DockerSteps):
         on the host needs (another slot's containers or records)."""
         if not slot_images:
             return Removed()
-        protected = self._protected(client, this_slot_too=True)
-        images = [i for i in self._host_images(client) if i.id in slot_images - protected]
-        return self._remove_images(client, images)
+        images = self._host_images(client)
+        protected = self._protected(client, images, this_slot_too=True)
+        return self._remove_images(client, [i for i in images if i.id in slot_images - protected])
