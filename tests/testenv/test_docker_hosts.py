@@ -217,9 +217,9 @@ def test_herokuish_and_cnb_images(
 def test_untag_removes_a_test_apps_references_and_keeps_another_apps(
     docker_env: DockerEnv,
 ) -> None:
-    """A test's clean-up removes its app's tags and digest references on both hosts; an
-    image another app also names stays, by that app's tag, and so does a name that only
-    starts like it."""
+    """A test's clean-up removes its app's tags, and on host B the digest reference a pull
+    by digest leaves (no tag); an image another app also names stays, by that app's tag,
+    and so does a repository whose name only starts like the app's."""
     env = docker_env
     mine, other = f"t{uuid.uuid4().hex[:8]}", f"t{uuid.uuid4().hex[:8]}"
     tags = [f"{mine}:v1", f"{mine}-second:v1", f"{other}:v1", f"{mine}x:v1"]
@@ -232,21 +232,29 @@ def test_untag_removes_a_test_apps_references_and_keeps_another_apps(
                 assert image.tag(repository, version)
         finally:
             client.close()
+    pulled = f"{env.image_prefix}/{mine}-pulled"
+    a, b = env.local_client(env.a), env.local_client(env.b)
     try:
-        assert env.untag(mine) == 4  # two tags on each host
-        for host in env.hosts:
-            client = env.local_client(host)
-            try:
-                left = {
-                    t.removeprefix(env.image_prefix + "/")
-                    for i in client.api.images(filters={"reference": f"{env.image_prefix}/t*"})
-                    for t in i.get("RepoTags") or []
-                }
-                assert {f"{other}:v1", f"{mine}x:v1"} <= left, left
-                assert not {f"{mine}:v1", f"{mine}-second:v1"} & left, left
-                assert client.images.get(env.images.v1).id == image.id
-            finally:
-                client.close()
+        assert a.images.get(env.images.v1).tag(pulled, "v1")
+        assert "errorDetail" not in a.images.push(pulled, "v1")
+        by_digest = f"{pulled}@{_registry_digest(env, f'{pulled}:v1')}"
+        b.images.pull(by_digest)
+        assert by_digest in b.images.get(by_digest).attrs["RepoDigests"]
+
+        assert env.untag(mine) >= 6  # four tags, the tag pushed from A, B's digest
+        for client in (a, b):
+            left = {
+                ref.removeprefix(env.image_prefix + "/")
+                for i in client.api.images(filters={"reference": f"{env.image_prefix}/t*"})
+                for ref in (i.get("RepoTags") or []) + (i.get("RepoDigests") or [])
+            }
+            assert {f"{other}:v1", f"{mine}x:v1"} <= left, left
+            assert not [r for r in left if r.startswith((f"{mine}:", f"{mine}-"))], left
+            assert client.images.get(env.images.v1).id == image.id
+        with pytest.raises(docker.errors.ImageNotFound):
+            b.images.get(by_digest)
     finally:
+        a.close()
+        b.close()
         env.untag(other)
         env.untag(f"{mine}x")
