@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 
 from shipway.backends.docker import admin, caddy, proxy_files
-from shipway.backends.docker.records import archive_tree, read_tree_of
+from shipway.backends.docker.records import archive_tree, put_tree, read_tree_of
 from shipway.engine import Rolled
 from tests.backends.docker.conftest import Deployment
+from tests.backends.docker.test_shared_proxy import get
 
 ROUTE = '[[routes]]\nhost = "{host}"\nprocess = "web"\n'
 
@@ -100,5 +101,47 @@ def test_a_volume_that_is_not_on_this_machine_is_read_through_the_engine(
         assert read_tree_of(client, str(proxy.id), path) == archive_tree(
             client, str(proxy.id), path
         )
+    finally:
+        client.close()
+
+
+def test_files_written_here_are_what_the_engine_then_reads(deployment: Deployment) -> None:
+    """Written into the volume here (no archive through the Engine API), replaced whole,
+    with their modes, and read back through the engine the same; the proxy keeps serving."""
+    proxy = _proxy(deployment)
+    env = deployment.env
+    client = deployment.local(env.a)
+    try:
+        put: list[str] = []
+        proxy.put_archive = lambda path, data: put.append(path)  # type: ignore[method-assign]
+        files = {"written.txt": (b"one\n", 0o644), "secret.key": (b"two\n", 0o600)}
+        put_tree(proxy, caddy.CONFIG_DIR, files)
+        put_tree(proxy, caddy.CONFIG_DIR, {"written.txt": (b"three\n", 0o640)})
+        assert put == []  # nothing went through the engine
+        read = archive_tree(client, str(proxy.id), caddy.CONFIG_DIR)
+        assert read["written.txt"] == (b"three\n", 0o640)
+        assert read["secret.key"] == (b"two\n", 0o600)
+        assert not [name for name in read if name.startswith(".")]  # nothing left beside
+        # the route still answers: the config and its files are what they were
+        assert get(deployment, env.a, f"files-{deployment.name}.test")[0] == 200
+    finally:
+        client.close()
+
+
+def test_a_volume_whose_config_names_another_proxy_is_written_through_the_engine(
+    deployment: Deployment, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    proxy = _proxy(deployment)
+    impostor = tmp_path / "_data"
+    impostor.mkdir()
+    config = {"apps": {"http": {"servers": {"shipway": {"@id": admin.identity("0" * 64)}}}}}
+    (impostor / caddy.CONFIG_FILE).write_bytes(caddy.dumps(config))
+    monkeypatch.setitem(proxy_files._MOUNTS, str(proxy.id), (caddy.CONFIG_DIR, str(impostor)))
+    client = deployment.local(deployment.env.a)
+    try:
+        put_tree(proxy, caddy.CONFIG_DIR, {"written.txt": (b"through the engine\n", 0o644)})
+        assert not (impostor / "written.txt").exists()
+        read = archive_tree(client, str(proxy.id), f"{caddy.CONFIG_DIR}/written.txt")
+        assert read == {"written.txt": (b"through the engine\n", 0o644)}
     finally:
         client.close()

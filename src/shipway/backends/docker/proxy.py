@@ -54,7 +54,7 @@ from shipway.backends.docker.containers import (
     remove,
 )
 from shipway.backends.docker.edge import explain
-from shipway.backends.docker.records import read_tree, read_tree_of, tar_of
+from shipway.backends.docker.records import put_tree, read_tree, read_tree_of
 from shipway.backends.docker.retrying import transient_call
 from shipway.backends.docker.state import DockerState, name_of, tags_of
 from shipway.errors import BackendError
@@ -160,7 +160,7 @@ class DockerProxy(DockerState):
         if self._owner in parts:
             return
         parts[self._owner] = {}
-        proxy.put_archive(caddy.CONFIG_DIR, tar_of({caddy.PARTS_FILE: _parts_file(parts)}))
+        put_tree(proxy, caddy.CONFIG_DIR, {caddy.PARTS_FILE: _parts_file(parts)})
 
     def _per_slot_proxy(self, client: docker.DockerClient) -> Container | None:
         """This slot's own proxy of before the shared one, if it is still there."""
@@ -236,7 +236,7 @@ class DockerProxy(DockerState):
                 shared.join(client, container, labels.network(app, slot))
         files = _config_files(parts, body, str(container.id), tree)
         files |= _stamp(files[caddy.CONFIG_FILE][0])  # what it loads as it starts
-        container.put_archive(config_dir, tar_of(files))
+        put_tree(container, config_dir, files)
         try:
             _start(client, container)
         except docker.errors.APIError as exc:
@@ -305,7 +305,7 @@ class DockerProxy(DockerState):
         freed = caddy.freed(changed) if reloads and proxy.status == "running" else {}
         changed = {k: v for k, v in changed.items() if k not in freed}
         if changed:
-            proxy.put_archive(config_dir, tar_of(changed))
+            put_tree(proxy, config_dir, changed)
         emptied: dict[str, tuple[bytes, int]] = dict(freed)  # and the certificate files of
         # routes gone
         for key, unit in caddy.parse_parts(tree).get(self._owner, {}).items():
@@ -314,22 +314,22 @@ class DockerProxy(DockerState):
                 if caddy.upstream_file(f"{self._owner} {key}") in tree:
                     emptied[caddy.upstream_file(f"{self._owner} {key}")] = (b"", 0o644)
         if proxy.status != "running":
-            proxy.put_archive(config_dir, tar_of({**emptied, **_stamp(config)}))
+            put_tree(proxy, config_dir, {**emptied, **_stamp(config)})
             return parts
         if not reloads:
             # the config Caddy runs already: a switch (upstream files) or nothing
             if emptied:
-                proxy.put_archive(config_dir, tar_of(emptied))
+                put_tree(proxy, config_dir, emptied)
             return parts
         running = tree.get(caddy.CONFIG_FILE, (b"", 0))[0]  # what the proxy runs now
         refused = self._reload(host, proxy, config_dir, config, running)
         if refused is not None:
             previous = {k: v for k, v in tree.items() if k in changed}
             if previous:
-                proxy.put_archive(config_dir, tar_of(previous))
+                put_tree(proxy, config_dir, previous)
             raise BackendError(f"the proxy {proxy.name} refused its new configuration {refused}")
         # only once the config that names them no more is the one running
-        proxy.put_archive(config_dir, tar_of({**emptied, **_stamp(config)}))
+        put_tree(proxy, config_dir, {**emptied, **_stamp(config)})
         return parts
 
     def _reload(
@@ -420,7 +420,7 @@ class DockerProxy(DockerState):
         if source and unit.body["tls"].get("auto"):
             files[https.token_file(source)] = (self._issuer_token(str(source)), 0o600)
         if files:
-            proxy.put_archive(caddy.CONFIG_DIR, tar_of(files))
+            put_tree(proxy, caddy.CONFIG_DIR, files)
 
     def _issuer_token(self, source: str) -> bytes:
         """The share token of the issuer's proxy (the host reached at ``source``), once it
@@ -604,7 +604,7 @@ def _ensure_token(proxy: Container, config_dir: str = caddy.CONFIG_DIR) -> dict[
     tree = read_tree(proxy, config_dir)
     if https.SHARE_TOKEN not in tree:
         token = (token_urlsafe(32).encode(), 0o600)
-        proxy.put_archive(config_dir, tar_of({https.SHARE_TOKEN: token}))
+        put_tree(proxy, config_dir, {https.SHARE_TOKEN: token})
         tree[https.SHARE_TOKEN] = token
     return tree
 

@@ -1,5 +1,5 @@
-"""A shared proxy's files read straight from its volume on this machine, where the engine is
-this machine's: no archive through the Engine API.
+"""A shared proxy's files read and written straight in its volume on this machine, where the
+engine is this machine's: no archive through the Engine API.
 
 Every look-up of who serves a host name, every change of a proxy's routes and every observe
 reads a proxy's ``slots.json`` or its whole config directory. Through the Engine API each
@@ -19,13 +19,19 @@ it cannot be read: another user, a proxy whose config is not written yet or was 
 before the ``@id``) the files are read through the Engine API as before. A file a change
 replaces at the moment of a read is read as the archive would read it: whole, missing, or
 cut short (the callers read JSON and take a cut file as not read whole).
+
+Writes (every change of a proxy's routes, pool entries and upstreams: ``PUT …/archive``
+through the API, the same helper process each) are made here under the same check, each
+file renamed over the old one, so a reader never finds it missing or cut short.
 """
 
 from __future__ import annotations
 
 import os
 import stat
+import threading
 import weakref
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -48,23 +54,9 @@ def local_tree(
     """The regular files under ``path`` in the proxy ``container`` (its name or id), read
     from its config volume's directory on this machine, as :func:`.records.read_tree_of`
     gives them; None when they cannot be read that way."""
-    if path.rstrip("/") != caddy.CONFIG_DIR and not path.startswith(caddy.CONFIG_DIR + "/"):
-        return None  # not a proxy's config directory
-    if client.api in _ELSEWHERE:
+    target = _here(client, container, path)
+    if target is None:
         return None
-    found = _mount(client, container)
-    if found is None:
-        return None
-    full, (inside, here) = found
-    if path.rstrip("/") != inside and not path.startswith(inside + "/"):
-        return None
-    try:  # the volume here is this container's: its config names it
-        config = Path(here, caddy.CONFIG_FILE).read_bytes()
-    except OSError:
-        return None
-    if f'"@id": "{admin.identity(full)}"'.encode() not in config:
-        return None
-    target = Path(here + path.rstrip("/")[len(inside) :])
     try:
         info = target.lstat()
     except FileNotFoundError:
@@ -88,6 +80,63 @@ def local_tree(
             if content is not None:
                 out[str(file.relative_to(target))] = (content, mode & 0o7777)
     return out
+
+
+def local_write(
+    client: docker.DockerClient, container: str, path: str, files: Mapping[str, tuple[bytes, int]]
+) -> bool:
+    """Write ``{name: (content, mode)}`` under the directory ``path`` of the proxy
+    ``container`` straight into its config volume's directory on this machine, in the
+    order an archive would (by name), each file replaced whole (written beside it, then
+    renamed over it: Caddy, which reads some of them at each request, sees the old file or
+    the new one, never none). False when they cannot be written that way: the caller puts
+    them all through the Engine API (those written already are written again, the same)."""
+    target = _here(client, container, path)
+    if target is None or not target.is_dir():
+        return False
+    try:
+        for name, (content, mode) in sorted(files.items()):
+            file = target / name
+            file.parent.mkdir(parents=True, exist_ok=True)
+            beside = file.with_name(f".{file.name}.{os.getpid()}.{threading.get_ident()}")
+            fd = os.open(beside, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:
+                _write_all(fd, content)
+                os.fchmod(fd, mode & 0o7777)
+            finally:
+                os.close(fd)
+            os.replace(beside, file)
+    except OSError:
+        return False
+    return True
+
+
+def _write_all(fd: int, content: bytes) -> None:
+    view = memoryview(content)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _here(client: docker.DockerClient, container: str, path: str) -> Path | None:
+    """Where ``path`` of the proxy ``container`` is on this machine: in its config volume's
+    directory, while that directory's config names this very container (None: not so)."""
+    if path.rstrip("/") != caddy.CONFIG_DIR and not path.startswith(caddy.CONFIG_DIR + "/"):
+        return None  # not a proxy's config directory
+    if client.api in _ELSEWHERE:
+        return None
+    found = _mount(client, container)
+    if found is None:
+        return None
+    full, (inside, here) = found
+    if path.rstrip("/") != inside and not path.startswith(inside + "/"):
+        return None
+    try:  # the volume here is this container's: its config names it
+        config = Path(here, caddy.CONFIG_FILE).read_bytes()
+    except OSError:
+        return None
+    if f'"@id": "{admin.identity(full)}"'.encode() not in config:
+        return None
+    return Path(here + path.rstrip("/")[len(inside) :])
 
 
 def _read(file: Path) -> bytes | None:

@@ -92,6 +92,15 @@ def tar_of(files: dict[str, tuple[bytes, int]]) -> bytes:
     return buf.getvalue()
 
 
+def put_tree(container: Container, path: str, files: dict[str, tuple[bytes, int]]) -> None:
+    """Write ``{path: (content, mode)}`` under the directory ``path`` in a container: a
+    shared proxy's files on an engine of this machine straight into its volume here
+    (:mod:`.proxy_files`), anything else through the Engine API (``put_archive``)."""
+    assert container.client is not None
+    if not proxy_files.local_write(container.client, str(container.id), path, files):
+        container.put_archive(path, tar_of(files))
+
+
 def read_tree(container: Container, path: str) -> dict[str, tuple[bytes, int]]:
     """The regular files under ``path`` in a container (created, stopped or running), as
     ``{path relative to it: (content, mode)}``; empty when ``path`` does not exist."""
