@@ -145,3 +145,23 @@ def test_a_volume_whose_config_names_another_proxy_is_written_through_the_engine
         assert read == {"written.txt": (b"through the engine\n", 0o644)}
     finally:
         client.close()
+
+
+def test_a_write_that_fails_here_leaves_nothing_beside_and_goes_through_the_engine(
+    deployment: Deployment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    proxy = _proxy(deployment)
+    client = deployment.local(deployment.env.a)
+
+    def full_disk(source: object, target: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(proxy_files.os, "replace", full_disk)
+    try:
+        put_tree(proxy, caddy.CONFIG_DIR, {"written.txt": (b"through the engine\n", 0o644)})
+        monkeypatch.undo()
+        read = archive_tree(client, str(proxy.id), caddy.CONFIG_DIR)
+        assert read["written.txt"] == (b"through the engine\n", 0o644)
+        assert not [name for name in read if name.startswith(".")], sorted(read)
+    finally:
+        client.close()

@@ -27,6 +27,7 @@ file renamed over the old one, so a reader never finds it missing or cut short.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import threading
@@ -101,11 +102,16 @@ def local_write(
             beside = file.with_name(f".{file.name}.{os.getpid()}.{threading.get_ident()}")
             fd = os.open(beside, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             try:
-                _write_all(fd, content)
-                os.fchmod(fd, mode & 0o7777)
-            finally:
-                os.close(fd)
-            os.replace(beside, file)
+                try:
+                    _write_all(fd, content)
+                    os.fchmod(fd, mode & 0o7777)
+                finally:
+                    os.close(fd)
+                os.replace(beside, file)
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.unlink(beside)  # nothing of this write left beside the file
+                raise
     except OSError:
         return False
     return True
