@@ -29,6 +29,17 @@ def _proxy(deployment: Deployment) -> Any:
     return proxy
 
 
+def _impostor(proxy: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A directory here taken for the proxy's config volume, whose config names another
+    proxy."""
+    impostor = tmp_path / "_data"
+    impostor.mkdir()
+    config = {"apps": {"http": {"servers": {"shipway": {"@id": admin.identity("0" * 64)}}}}}
+    (impostor / caddy.CONFIG_FILE).write_bytes(caddy.dumps(config))
+    monkeypatch.setitem(proxy_files._MOUNTS, str(proxy.id), (caddy.CONFIG_DIR, str(impostor)))
+    return impostor
+
+
 def test_the_files_read_here_are_the_archives_files(deployment: Deployment) -> None:
     proxy = _proxy(deployment)
     client = deployment.local(deployment.env.a)
@@ -56,13 +67,9 @@ def test_a_volume_here_whose_config_names_another_proxy_is_not_read(
     """As when the engine is another machine's and this one has a proxy whose volume has the
     same path: its files are another proxy's, and the archive is read instead."""
     proxy = _proxy(deployment)
-    impostor = tmp_path / "_data"
-    impostor.mkdir()
-    config = {"apps": {"http": {"servers": {"shipway": {"@id": admin.identity("0" * 64)}}}}}
-    (impostor / caddy.CONFIG_FILE).write_bytes(caddy.dumps(config))
+    impostor = _impostor(proxy, tmp_path, monkeypatch)
     (impostor / caddy.PARTS_FILE).write_text(json.dumps({"someone/else": {}}))
     full = str(proxy.id)
-    monkeypatch.setitem(proxy_files._MOUNTS, full, (caddy.CONFIG_DIR, str(impostor)))
     client = deployment.local(deployment.env.a)
     try:
         path = f"{caddy.CONFIG_DIR}/{caddy.PARTS_FILE}"
@@ -132,11 +139,7 @@ def test_a_volume_whose_config_names_another_proxy_is_written_through_the_engine
     deployment: Deployment, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     proxy = _proxy(deployment)
-    impostor = tmp_path / "_data"
-    impostor.mkdir()
-    config = {"apps": {"http": {"servers": {"shipway": {"@id": admin.identity("0" * 64)}}}}}
-    (impostor / caddy.CONFIG_FILE).write_bytes(caddy.dumps(config))
-    monkeypatch.setitem(proxy_files._MOUNTS, str(proxy.id), (caddy.CONFIG_DIR, str(impostor)))
+    impostor = _impostor(proxy, tmp_path, monkeypatch)
     client = deployment.local(deployment.env.a)
     try:
         put_tree(proxy, caddy.CONFIG_DIR, {"written.txt": (b"through the engine\n", 0o644)})
