@@ -27,7 +27,6 @@ file renamed over the old one, so a reader never finds it missing or cut short.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import stat
 import threading
@@ -45,7 +44,8 @@ from shipway.backends.docker import admin, caddy
 #: mounts say (its identity is checked at each read)
 _MOUNTS: dict[str, tuple[str, str]] = {}
 #: the engines (their API clients) whose volumes are not on this machine: a proxy's volume
-#: directory was not here, so no other is either; their reads are not tried here again
+#: directory was not here, so no other is either; their reads and writes are not tried
+#: here again
 _ELSEWHERE: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
@@ -100,27 +100,19 @@ def local_write(
             file = target / name
             file.parent.mkdir(parents=True, exist_ok=True)
             beside = file.with_name(f".{file.name}.{os.getpid()}.{threading.get_ident()}")
-            fd = os.open(beside, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            try:
-                try:
-                    _write_all(fd, content)
-                    os.fchmod(fd, mode & 0o7777)
-                finally:
-                    os.close(fd)
+            try:  # made unreadable to others until its mode is set: a key may be in it
+                with os.fdopen(
+                    os.open(beside, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb"
+                ) as out:
+                    out.write(content)
+                    os.fchmod(out.fileno(), mode & 0o7777)
                 os.replace(beside, file)
             except OSError:
-                with contextlib.suppress(OSError):
-                    os.unlink(beside)  # nothing of this write left beside the file
+                beside.unlink(missing_ok=True)  # nothing of this write left beside the file
                 raise
     except OSError:
         return False
     return True
-
-
-def _write_all(fd: int, content: bytes) -> None:
-    view = memoryview(content)
-    while view:
-        view = view[os.write(fd, view) :]
 
 
 def _here(client: docker.DockerClient, container: str, path: str) -> Path | None:
