@@ -8,7 +8,7 @@ import http.client
 import threading
 import time
 
-from shipway.backends.docker.drain import open_connections, read_connections
+from shipway.backends.docker.drain import READ, open_connections, read_connections, whole
 from shipway.engine import Rolled
 from tests.backends.docker.conftest import Deployment, Lines, listed
 from tests.backends.local.conftest import eventually
@@ -59,9 +59,9 @@ def test_the_drain_waits_for_the_request_in_flight_and_no_longer(
     for t in threads:
         t.join(timeout=30)
     assert isinstance(outcome, Rolled), outcome.line()
-    # answered by the old containers, not cut off by their stop
-    assert answers == {h.name: (200, "slow v1\n") for h in hosts}
     text = "\n".join(lines.lines)
+    # answered by the old containers, not cut off by their stop
+    assert answers == {h.name: (200, "slow v1\n") for h in hosts}, text
     assert text.count("1 connection open") == 2, text
     assert text.count("no connection left") == 2, text
     assert took < WINDOW - 5  # the window was not waited out
@@ -190,6 +190,11 @@ def test_connections_are_read_from_the_container_or_not_at_all(
         )
         proxy = client.containers.get(f"shipway-proxy-{deployment.port}")  # the host's shared
         assert read_connections(web, 8080) == 0
+        # the engine's output of the read ends with its end mark; cut before it, it is not
+        # whole (and is read again rather than counted as no connection)
+        output = web.exec_run(READ, stdout=True, stderr=False).output.decode()
+        assert whole(output), output
+        assert not whole(output[: output.index("local_address") + 20])
         done = threading.Event()
 
         def slow() -> None:

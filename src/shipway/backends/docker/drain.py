@@ -35,8 +35,21 @@ PACE = 0.05
 #: ESTABLISHED, SYN_RECV, CLOSE_WAIT (the client closed; the server has not yet)
 OPEN_STATES = frozenset({"01", "03", "08"})
 
-#: cat of both files: one whose kernel has no IPv6 still prints the first
-READ = ["cat", "/proc/net/tcp", "/proc/net/tcp6"]
+#: printed after both tables: its one line (``Linux``) shows the output came whole. A read
+#: cut short (a connection to the engine closed part way) is a table that lacks the lines
+#: after the cut, which would count as no connection and stop the container mid-request
+END = "/proc/sys/kernel/ostype"
+
+#: cat of both files: one whose kernel has no IPv6 still prints the first (and the end)
+READ = ["cat", "/proc/net/tcp", "/proc/net/tcp6", END]
+
+#: how many times a read cut short is made again before the connections count as unreadable
+WHOLE_TRIES = 3
+
+
+def whole(text: str) -> bool:
+    """Whether ``cat``'s output of :data:`READ` ended with :data:`END`'s line."""
+    return text.endswith("Linux\n")
 
 
 def open_connections(table: str, port: int) -> int | None:
@@ -62,7 +75,8 @@ def read_connections(
     container: Container, port: int, retry: RetryPolicy | None = None
 ) -> int | None:
     """The open connections to ``port`` in the container's own network namespace; None
-    when they cannot be read (no ``cat`` in its image, the exec refused). ``retry``: how
+    when they cannot be read (no ``cat`` in its image, the exec refused, the output cut
+    short :data:`WHOLE_TRIES` times). ``retry``: how
     the look (a read, safe to run twice) is run again after a connection fault."""
     if container.client is None:
         return None
@@ -72,15 +86,19 @@ def read_connections(
         made = api.exec_create(str(container.id), READ, stdout=True, stderr=False)
         return api.exec_start(made["Id"])
 
-    try:
-        output = retry.call(look, transient_call) if retry is not None else look()
-    except docker.errors.APIError as exc:
-        if exc.status_code == 409 and "not running" in str(exc.explanation or ""):
-            return 0  # it exited meanwhile: no connection to it is left
-        return None
-    # the exit status is not asked for (a call less): the output is such a table, or not
-    text = output.decode(errors="replace") if isinstance(output, bytes) else ""
-    return open_connections(text, port)
+    for _ in range(WHOLE_TRIES):
+        try:
+            output = retry.call(look, transient_call) if retry is not None else look()
+        except docker.errors.APIError as exc:
+            if exc.status_code == 409 and "not running" in str(exc.explanation or ""):
+                return 0  # it exited meanwhile: no connection to it is left
+            return None
+        # the exit status is not asked for (a call less): the output is such a table, or not
+        text = output.decode(errors="replace") if isinstance(output, bytes) else ""
+        count = open_connections(text, port)
+        if count is None or whole(text):
+            return count
+    return None  # cut short every time: unreadable this time, not "no connection"
 
 
 def drain(
