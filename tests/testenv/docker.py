@@ -347,6 +347,9 @@ def pin_shared_images(env: DockerEnv) -> None:
         try:
             for ref in shared:
                 name = PIN + ref.rsplit("/", 1)[-1].replace(":", "-")
+                with contextlib.suppress(docker.errors.NotFound):
+                    client.api.inspect_container(name)
+                    continue  # made by another worker, or an earlier run: no pull
                 with contextlib.suppress(docker.errors.APIError):  # made by another worker
                     client.images.pull(ref)
                     client.containers.create(ref, name=name, command=["true"])
