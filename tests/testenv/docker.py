@@ -27,6 +27,7 @@ import subprocess
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -63,7 +64,8 @@ class DockerHost:
     """One engine of the test environment."""
 
     name: str
-    #: the engine URL a backend is configured with: ``unix://...`` (A) or ``ssh://root@...`` (B)
+    #: the engine URL a backend is configured with: ``unix://...`` (A), or for B
+    #: ``ssh://root@B/run/…/docker.sock`` (:meth:`forwarded`; :meth:`dialed` without the path)
     url: str
     #: where ports it publishes are reachable from this (the root) network namespace
     address: str
@@ -76,9 +78,17 @@ class DockerHost:
 
     def forwarded(self) -> DockerHost:
         """Host B by the URL that names its engine's socket (``ssh://root@B/run/…/docker.sock``):
-        each API connection a channel sshd forwards to it, not a ``dial-stdio`` session."""
+        each API connection a channel sshd forwards to it, not a ``dial-stdio`` session.
+        The tests' host B is this one (:meth:`DockerEnv.from_environ`)."""
         assert self.over_ssh and self.socket.startswith("unix://")
-        return dataclasses.replace(self, url=self.url + self.socket.removeprefix("unix://"))
+        return dataclasses.replace(self, url=self.dialed().url + self.socket.removeprefix("unix://"))
+
+    def dialed(self) -> DockerHost:
+        """Host B by the URL without a path (``ssh://root@B``): each API connection a
+        ``docker system dial-stdio`` session on the host, as ``docker -H ssh://`` does."""
+        assert self.over_ssh
+        parts = urllib.parse.urlsplit(self.url)
+        return dataclasses.replace(self, url=f"{parts.scheme}://{parts.netloc}")
 
 
 @dataclass(frozen=True)
@@ -147,12 +157,15 @@ class DockerEnv:
                 address=env.get("SHIPWAY_TEST_DOCKER_A_ADDRESS", "127.0.0.1"),
                 socket=env["SHIPWAY_TEST_DOCKER_A"],
             ),
+            # B by its socket's path: a dial-stdio session per API connection (a docker CLI
+            # process on the host) cost the run's sshd on B 163 CPU-seconds of 2,024. The
+            # tests of dial-stdio itself ask for it (DockerHost.dialed)
             b=DockerHost(
                 name="b",
                 url=env["SHIPWAY_TEST_DOCKER_B"],
                 address=env["SHIPWAY_TEST_DOCKER_B_ADDRESS"],
                 socket=env["SHIPWAY_TEST_DOCKER_B_SOCKET"],
-            ),
+            ).forwarded(),
             ssh_key=Path(env["SHIPWAY_TEST_SSH_KEY"]),
             known_hosts=Path(env["SHIPWAY_TEST_KNOWN_HOSTS"]),
             ssh_home=Path(env["SHIPWAY_TEST_SSH_HOME"]),
@@ -165,8 +178,9 @@ class DockerEnv:
         """A Docker SDK client for ``host`` by its real URL: B over SSH (paramiko)."""
         if not host.over_ssh:
             return docker.DockerClient(base_url=host.url, timeout=timeout)
-        with ssh_home(self.ssh_home):
-            return docker.DockerClient(base_url=host.url, timeout=timeout, use_ssh_client=False)
+        with ssh_home(self.ssh_home):  # the SDK's SSH transport runs dial-stdio, path or none
+            url = host.dialed().url
+            return docker.DockerClient(base_url=url, timeout=timeout, use_ssh_client=False)
 
     def local_client(self, host: DockerHost, *, timeout: int = 60) -> docker.DockerClient:
         """A client on the host's local socket (set-up and clean-up; no SSH)."""

@@ -41,7 +41,7 @@ def _pool_with_spares(deployment: Deployment) -> tuple[Any, HostConnection, Any]
     """A backend on host B (over SSH), its connection, and the connection's pool of
     channels once its spares are open and idle."""
     env = deployment.env
-    deployment.write(hosts=[env.b])
+    deployment.write(hosts=[env.b.dialed()])  # a new channel is a dial-stdio: the slow kind
     backend = deployment.backend()
     conn = backend.connections[backend.primary]
     conn.client().ping()

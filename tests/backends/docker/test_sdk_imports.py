@@ -103,7 +103,7 @@ print(json.dumps(out))
 """
     # the SDK's own adapter reads ~/.ssh (its config names the test key; its known_hosts B)
     env = {**os.environ, "HOME": str(docker_env.ssh_home)}
-    out = probe(code, env, docker_env.b.url)
+    out = probe(code, env, docker_env.b.dialed().url)  # the SDK runs dial-stdio only
     assert out["before"] == []
     assert out["shipway"] is True
     assert {"paramiko", "docker.transport.sshconn"} <= set(out["after"])  # type: ignore[arg-type]

@@ -96,7 +96,7 @@ def test_a_socket_named_in_the_url_is_reached_with_nothing_started_on_the_host(
 ) -> None:
     # the control: the URL without a path starts a dial-stdio per connection, and the
     # count above sees them
-    backend, started = channels_held(deployment, deployment.env.b, 3)
+    backend, started = channels_held(deployment, deployment.env.b.dialed(), 3)
     backend.close()
     assert len(started) >= 3 + _SparePool.spare  # the three held, and the spares
     backend, started = channels_held(deployment, deployment.env.b.forwarded(), 3)
@@ -107,11 +107,13 @@ def test_a_socket_named_in_the_url_is_reached_with_nothing_started_on_the_host(
         backend.close()
 
 
-def test_a_release_rolls_on_both_hosts_with_b_reached_through_its_socket(
+def test_a_release_rolls_on_both_hosts_with_b_reached_by_dial_stdio(
     deployment: Deployment,
 ) -> None:
+    """The other tests reach B through its socket's path; a URL without one (each
+    connection a dial-stdio session) deploys and rolls the same."""
     env = deployment.env
-    b = env.b.forwarded()
+    b = env.b.dialed()
     deployment.write(hosts=[env.a, b])
     first = deployment.deploy()
     assert first.ok, first.line()
@@ -124,7 +126,7 @@ def test_a_release_rolls_on_both_hosts_with_b_reached_through_its_socket(
     try:
         target = deployment.app().slots.target(SLOT)
         assert [r.revision for r in backend.read_records(target)] == [1, 2]
-        # the host keeps the name it has without the path: unit keys do not change
+        # the host keeps the name it has with the path: unit keys do not change
         assert [h.name for h in backend.host_addresses][1] == env.b.address
     finally:
         backend.close()
@@ -133,7 +135,7 @@ def test_a_release_rolls_on_both_hosts_with_b_reached_through_its_socket(
 def test_a_socket_that_is_not_there_is_an_error_that_names_it(deployment: Deployment) -> None:
     env = deployment.env
     missing = "/run/shipway-testenv/b/nothing-here.sock"
-    host = dataclasses.replace(env.b, url=env.b.url + missing)
+    host = dataclasses.replace(env.b, url=env.b.dialed().url + missing)
     deployment.write(hosts=[host])
     backend = deployment.backend()
     try:
