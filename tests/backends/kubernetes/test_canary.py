@@ -40,6 +40,7 @@ from shipway.backends.kubernetes.lease import lease_name
 from shipway.backends.protocol import Reason
 from shipway.engine.outcome import Rolled, RolledBack
 from shipway.errors import InputError
+from shipway.guard import Guard
 from tests.backends.local.conftest import eventually
 from tests.canary_spec import canary_table
 from tests.loops import RequestLoop
@@ -619,3 +620,53 @@ def test_a_broken_canary_of_a_second_routed_process_is_aborted(real_slot: Slot) 
         assert all_to_stable(body, f"{app.name}-{process}")
     eventually(lambda: canary_deployments(real_slot) == [], what="the canaries' Deployments gone")
     assert real_slot.statuses(app) == {1: "deployed", 2: "failed"}
+
+
+def test_a_decision_noted_while_the_deploy_notes_its_state_is_kept(
+    slot: Slot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A person's ``canary promote`` writes the decision while the deploy writes its state
+    note (two processes, one map of notes): neither write undoes the other. The deploy's
+    write once read the whole map and wrote it back, so a decision written in between was
+    lost, the command took it for taken, and the deploy held its share (a whole run's cookie
+    canary test, waiting for the 50% share)."""
+    app = write(slot, "v1", gateway=f"{slot.namespace}/nope")
+    target = app.slots.target("test1")
+    clearance = Guard(app.slots).clear("test1")
+    deploying, person = slot.backend(app), slot.backend(app)
+    decision = {"canary": "x.test1.r2", "verdict": "promote", "actor": "someone"}
+    deploying.canary_note(clearance, target, "state", {"step": 1})
+    written: list[str] = []
+
+    def in_between() -> None:  # once: the person's decision, amid the deploy's write
+        if not written:
+            written.append("decision")
+            person.canary_note(clearance, target, "decision", decision)
+
+    client, get, patch, apply = (deploying.client, deploying.client.get,
+                                 deploying.client.patch, deploying.client.apply)  # fmt: skip
+
+    def read_then(*args: Any, **kwargs: Any) -> Any:
+        got = get(*args, **kwargs)
+        in_between()
+        return got
+
+    def then(call: Any) -> Any:
+        def write_after(*args: Any, **kwargs: Any) -> Any:
+            in_between()
+            return call(*args, **kwargs)
+
+        return write_after
+
+    monkeypatch.setattr(client, "get", read_then)
+    monkeypatch.setattr(client, "patch", then(patch))
+    monkeypatch.setattr(client, "apply", then(apply))
+    deploying.canary_note(clearance, target, "state", {"step": 2})
+    monkeypatch.undo()
+    assert written == ["decision"]
+    assert person.read_canary_note(target, "decision") == decision
+    assert person.read_canary_note(target, "state") == {"step": 2}
+    # and the deploy's removal of the decision it took leaves its state
+    deploying.canary_note(clearance, target, "decision", None)
+    assert person.read_canary_note(target, "decision") is None
+    assert person.read_canary_note(target, "state") == {"step": 2}

@@ -336,23 +336,17 @@ class KubernetesCanaries(KubernetesReplicaCanaries):
     def canary_note(
         self, clearance: Clearance, target: Target, name: str, doc: Mapping[str, Any] | None
     ) -> None:
+        """Write (or, ``doc`` None, remove) one note: its key alone, by a merge patch. The
+        deploy writes its ``state`` while a person's ``canary promote`` writes the
+        ``decision``; a read of the whole map and a write of it back lost the one written
+        in between (the decision gone, the command saw it as taken, and the deploy held)."""
         self._guard(clearance, target)
         _known(name)
         cm = self._notes_name()
+        value = None if doc is None else json.dumps(dict(doc), sort_keys=True)
         with self._edge(f"writing the canary's {name} note"):
-            try:
-                live = self.client.get(ConfigMap, cm, namespace=self.namespace)
-                data = dict(live.data or {})
-            except ApiError as exc:
-                if exc.status.code != 404:
-                    raise
-                data = {}
-            if doc is None:
-                if name not in data:
-                    return
-                data.pop(name)
-            else:
-                data[name] = json.dumps(dict(doc), sort_keys=True)
+            if self._patch_note(cm, name, value) or value is None:
+                return
             body = {
                 "apiVersion": "v1",
                 "kind": "ConfigMap",
@@ -363,9 +357,26 @@ class KubernetesCanaries(KubernetesReplicaCanaries):
                     "labels": {render.MANAGED_BY: render.MANAGER, gw.NOTES_LABEL:
                                render.instance_of(self.app.name, self.slot.name)},
                 },
-                "data": data,
+                "data": {name: value},
             }  # fmt: skip
-            self.client.apply(from_dict(body), force=True)
+            try:
+                self.client.create(from_dict(body))
+            except ApiError as exc:
+                if exc.status.code != 409 or not self._patch_note(cm, name, value):
+                    raise  # 409: the other writer made the map meanwhile; then a patch
+
+    def _patch_note(self, cm: str, name: str, value: str | None) -> bool:
+        """Set (None: remove) one key of the notes' map; False when there is no map."""
+        try:
+            self.client.patch(
+                ConfigMap, cm, {"data": {name: value}},
+                namespace=self.namespace, patch_type=PatchType.MERGE,
+            )  # fmt: skip
+        except ApiError as exc:
+            if exc.status.code != 404:
+                raise
+            return False
+        return True
 
     def read_canary_note(self, target: Target, name: str) -> dict[str, Any] | None:
         self._serves(target)
