@@ -55,6 +55,11 @@ BASE, GROWTH, BUCKETS = 0.001, 1.25, 64
 ENTRIES_FOR = 1.0
 #: how far before the canary's start its proxy's log is read (the hosts' clocks)
 LOG_MARGIN = 2.0
+#: the proxy's log lines a read of the counts asks for first (then 4 times as many, until
+#: the answer holds fewer): the engine's ``since`` alone decodes the whole log file to find
+#: where to start (163 ms of its CPU for a 2.7 MB log, at each read, ten a second), its
+#: ``tail`` reads back from the end (1.1 ms for 100 lines)
+TAIL_FIRST = 256
 
 
 def bucket(seconds: float) -> int:
@@ -247,10 +252,10 @@ class DockerCanaries(DockerProxy):
             since = max(since, tally.last_ns / 1e9 - 0.001)
         name = labels.shared_proxy(self.settings.proxy_port)
         try:
-            raw = client.api.logs(name, stdout=True, stderr=False, timestamps=True, since=since)
+            rows = log_since(client, name, since)
         except docker.errors.NotFound:
             return tally
-        for row in bytes(raw).splitlines():
+        for row in rows:
             stamp, _, text = row.partition(b" ")
             if not text.startswith(b"{"):
                 continue
@@ -337,3 +342,19 @@ def _plus(a: Tally, b: Tally) -> Tally:
         a.failures + b.failures,
         tuple(x + y for x, y in zip(left, right, strict=True)),
     )
+
+
+def log_since(client: docker.DockerClient, container: str, since: float) -> list[bytes]:
+    """The container's stdout lines (each with its timestamp) logged after ``since`` (a
+    Unix time), read from the end of its log: the last :data:`TAIL_FIRST` lines after
+    ``since``, then four times as many while the answer is that many lines long (it may
+    have left earlier ones out). Fewer lines than asked for are all there are."""
+    tail = TAIL_FIRST
+    while True:
+        raw = client.api.logs(
+            container, stdout=True, stderr=False, timestamps=True, since=since, tail=tail
+        )
+        rows = bytes(raw).splitlines()
+        if len(rows) < tail:
+            return rows
+        tail *= 4
