@@ -175,7 +175,7 @@ class DockerEnv:
         )
 
     def client(self, host: DockerHost, *, timeout: int = 60) -> docker.DockerClient:
-        """A Docker SDK client for ``host`` by its real URL: B over SSH (paramiko)."""
+        """A Docker SDK client for ``host``: B over SSH (paramiko, by ``dial-stdio``)."""
         if not host.over_ssh:
             return docker.DockerClient(base_url=host.url, timeout=timeout)
         with ssh_home(self.ssh_home):  # the SDK's SSH transport runs dial-stdio, path or none

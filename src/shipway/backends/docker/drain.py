@@ -76,8 +76,8 @@ def read_connections(
 ) -> int | None:
     """The open connections to ``port`` in the container's own network namespace; None
     when they cannot be read (no ``cat`` in its image, the exec refused, the output cut
-    short :data:`WHOLE_TRIES` times). ``retry``: how
-    the look (a read, safe to run twice) is run again after a connection fault."""
+    short :data:`WHOLE_TRIES` times). ``retry``: how the look (a read, safe to run twice)
+    is run again after a connection fault."""
     if container.client is None:
         return None
     api = container.client.api
