@@ -97,22 +97,25 @@ def local_write(
         return False
     try:
         for name, (content, mode) in sorted(files.items()):
-            file = target / name
-            file.parent.mkdir(parents=True, exist_ok=True)
-            beside = file.with_name(f".{file.name}.{os.getpid()}.{threading.get_ident()}")
-            try:  # made unreadable to others until its mode is set: a key may be in it
-                with os.fdopen(
-                    os.open(beside, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb"
-                ) as out:
-                    out.write(content)
-                    os.fchmod(out.fileno(), mode & 0o7777)
-                os.replace(beside, file)
-            except OSError:
-                beside.unlink(missing_ok=True)  # nothing of this write left beside the file
-                raise
+            _replace(target / name, content, mode)
     except OSError:
         return False
     return True
+
+
+def _replace(file: Path, content: bytes, mode: int) -> None:
+    """``file`` made anew with ``content`` and ``mode``: written beside it, then renamed over
+    it; a failure leaves nothing beside it."""
+    file.parent.mkdir(parents=True, exist_ok=True)
+    beside = file.with_name(f".{file.name}.{os.getpid()}.{threading.get_ident()}")
+    try:  # made unreadable to others until its mode is set: a key may be in it
+        with os.fdopen(os.open(beside, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as out:
+            out.write(content)
+            os.fchmod(out.fileno(), mode & 0o7777)
+        os.replace(beside, file)
+    except OSError:
+        beside.unlink(missing_ok=True)
+        raise
 
 
 def _here(client: docker.DockerClient, container: str, path: str) -> Path | None:
