@@ -117,6 +117,10 @@ def test_two_apps_share_the_proxy_and_never_fail_each_other(
     assert len(loop.answers) > 10 and failed == [], loop.answers[-5:]
     # one proxy on the host's port, both apps served on it by name
     assert proxy.name == f"shipway-proxy-{deployment.port}"
+    # its log (a line per canary request, for every app here) rotated on its own: the
+    # test engines' daemons keep two files, the proxy three
+    log = deployment.local(env.a).api.inspect_container(proxy.id)["HostConfig"]["LogConfig"]
+    assert log == {"Type": "json-file", "Config": {"max-file": "3", "max-size": "10m"}}, log
     assert get(deployment, env.a, shop) == (200, "v1\n")
     assert get(other, env.a, blog) == (200, "v1\n")
     # a name no app serves: 404 and one line that says so

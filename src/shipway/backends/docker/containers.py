@@ -42,6 +42,8 @@ class ContainerSpec:
     nano_cpus: int | None = None
     cpu_shares: int | None = None
     sysctls: Mapping[str, str] = field(default_factory=dict)
+    #: the container's log options (``{"type": driver, "config": {...}}``); None: the engine's
+    log: Mapping[str, Any] | None = None
     stdin_open: bool = False  # a one-off command's standard input (``docker run -i``)
     tty: bool = False  # a one-off command's terminal (``docker run -t``)
 
@@ -54,6 +56,7 @@ def create(client: docker.DockerClient, spec: ContainerSpec) -> Container:
         "port_bindings": {f"{c}/tcp": h for c, h in spec.ports.items()} or None,
         "network_mode": spec.network,
         "sysctls": dict(spec.sysctls) or None,
+        "log_config": docker.types.LogConfig(**spec.log) if spec.log else None,
     }
     for key in ("memory", "memory_reservation", "nano_cpus", "cpu_shares"):
         value = getattr(spec, key)

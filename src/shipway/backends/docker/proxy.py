@@ -200,6 +200,7 @@ class DockerProxy(DockerState):
                 docker.types.Mount(target=https.DATA_DIR, source=body["data_volume"], type="volume")
             )
             ports[https.TLS_LISTEN] = int(body["tls_port"])
+        info = client.info()
         container = create(
             client,
             ContainerSpec(
@@ -219,7 +220,8 @@ class DockerProxy(DockerState):
                 ports=ports,
                 network=str(body["network"]),
                 stop_timeout=int(body.get("stop_timeout", 10)),
-                sysctls=_listener_migration(client),
+                sysctls=_listener_migration(info),
+                log=_log_rotation(info),
             ),
         )
         # the config it starts with: the routes already in its volume (a proxy recreated
@@ -613,16 +615,31 @@ def _parts_file(parts: Mapping[str, Mapping[str, Any]]) -> tuple[bytes, int]:
     return caddy.dumps(dict(parts)), 0o644
 
 
-def _listener_migration(client: docker.DockerClient) -> dict[str, str]:
+def _listener_migration(info: Mapping[str, Any]) -> dict[str, str]:
     """``net.ipv4.tcp_migrate_req=1`` in the proxy's network namespace when the host's
     kernel has it (Linux 5.14+). Caddy opens a new SO_REUSEPORT socket on every reload and
     closes the old one; without migration, the connections still waiting in the old
     socket's accept queue are reset — a handful per reload under load. With it, the kernel
     hands them to the new socket."""
-    release = str(client.info().get("KernelVersion") or "")
+    release = str(info.get("KernelVersion") or "")
     parts = release.split(".")
     try:
         major, minor = int(parts[0]), int("".join(ch for ch in parts[1] if ch.isdigit()) or 0)
     except (IndexError, ValueError):
         return {}
     return {"net.ipv4.tcp_migrate_req": "1"} if (major, minor) >= (5, 14) else {}
+
+
+#: the shared proxy's own log rotation on an engine that logs to ``json-file`` (Docker's
+#: default, which keeps every line unless the daemon says otherwise): while a canary runs,
+#: the proxy logs a line per request it serves (docs/canary.md, *The counts*), for every app
+#: on the host, for as long as the proxy lives
+LOG_ROTATION = {"max-size": "10m", "max-file": "3"}
+
+
+def _log_rotation(info: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The proxy's log options: rotated where the engine's driver is ``json-file``; any
+    other driver (``local`` rotates by itself, ``journald`` …) is the engine's choice."""
+    if info.get("LoggingDriver") != "json-file":
+        return None
+    return {"type": "json-file", "config": dict(LOG_ROTATION)}
