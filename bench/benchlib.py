@@ -54,6 +54,16 @@ def median(values: Sequence[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of a process (all its threads) so far, from /proc (0 once
+    it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class Run:
     """One benchmark run: its arguments, the load at start and end, its figures."""
 

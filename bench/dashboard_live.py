@@ -34,7 +34,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from benchlib import Run, median, percentile, user_environ
+from benchlib import Run, cpu_seconds, median, percentile, user_environ
 from dashboard import free_port
 
 from shipway.events.live import LiveFile, op_files
@@ -107,11 +107,6 @@ def delivery(port: int, live: Path, events: int, rate: float) -> dict[str, float
         "p90_ms": round(percentile(delays, 90), 1),
         "max_ms": round(max(delays), 1),
     }
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def idle_cpu(proc: subprocess.Popen[str], port: int, pages: int, seconds: float) -> float:

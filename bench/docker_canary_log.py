@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "bench"), str(REPO), str(REPO / "src")]
 
 import docker  # noqa: E402
-from benchlib import Run, median  # noqa: E402
+from benchlib import Run, cpu_seconds, median  # noqa: E402
 from tests.testenv.docker import DockerEnv, ensure_docker_env  # noqa: E402
 
 from shipway.backends.docker.canary import log_since  # noqa: E402
@@ -61,11 +61,6 @@ def engine_pid(socket: str) -> int:
         if path in " ".join(words) or (config and path in Path(config).read_text()):
             return int(entry.name)
     raise SystemExit(f"no dockerd serving {socket} on this machine")
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def engine_cpu(pid: int, read: Callable[[float], object], count: int) -> float:

@@ -39,7 +39,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-from benchlib import Run, median, percentile
+from benchlib import Run, cpu_seconds, median, percentile
 
 REPO = Path(__file__).resolve().parents[1]
 ROUTER = REPO / "src" / "shipway" / "backends" / "local" / "router.py"
@@ -56,15 +56,6 @@ def free_port() -> int:
 
 #: port -> the pid of the proxy serving it (its CPU time is read around every round)
 PIDS: dict[int, int] = {}
-
-
-def cpu_seconds(pid: int) -> float:
-    """User and system CPU time of a process (all its threads) so far, from /proc."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def wait_port(port: int, proc: subprocess.Popen[bytes], what: str) -> None:
