@@ -222,7 +222,7 @@ def _held_canary(slot: Slot) -> object:
     slot.edit_spec('BROKEN = "0"', 'BROKEN = "0"\nCOLOUR = "blue"')
     deploy = slot.spawn("deploy", "local")
 
-    def at_ten() -> bool:
+    def at_ten() -> bool:  # the router's share: requests are split from now on
         doc = slot.json("canary", "status", "local")
         return bool(doc["running"] and doc["percent"] == 10)
 
@@ -235,6 +235,15 @@ def test_a_client_keeps_its_side_and_a_header_picks_one(canary_slot: Slot) -> No
     deploy = _held_canary(slot)
     assert {get(slot, {"X-Shipway-Canary": "always"})[1] for _ in range(10)} == {"r2"}
     assert {get(slot, {"X-Shipway-Canary": "never"})[1] for _ in range(10)} == {"r1"}
+    # the share said is the router's, not a record's written ahead of the router's reload
+    path = slot.state / "canary" / "local" / "routes.json"
+    kept = path.read_text()
+    path.write_text(kept.replace('"weight": 10', '"weight": 50'))
+    try:
+        assert routes(slot)[HOST]["canary"]["weight"] == 50  # type: ignore[index]
+        assert slot.json("canary", "status", "local")["percent"] == 10
+    finally:
+        path.write_text(kept)
     # a client without the cookie gets one; with it, it stays on its side
     sides: dict[str, str] = {}
     for _ in range(60):

@@ -88,11 +88,15 @@ class LocalCanaries(LocalRoutes):
         first = held[0].canary
         assert first is not None
         ident = str(first["id"])
-        router = self.router(held[0].router_port)
-        counts = router.canary_counts().get("canaries", {}).get(ident, {})
+        doc = self.router(held[0].router_port).canary_counts()
+        counts = doc.get("canaries", {}).get(ident, {})
+        # the share the router splits by, not the record's: the record is written first, and
+        # the router has the share only once its reload returned (0 until then)
+        weights = doc.get("weights")
+        percent = int(weights.get(ident, 0)) if isinstance(weights, dict) else int(first["weight"])
         return CanaryCounts(
             canary=ident,
-            percent=int(first["weight"]),
+            percent=percent,
             stable=Tally.from_json(counts.get("stable") or {}),
             on_canary=Tally.from_json(counts.get("canary") or {}),
         )

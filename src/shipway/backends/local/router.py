@@ -367,7 +367,13 @@ class Router:
         return self.status()
 
     async def _control_canary(self) -> dict[str, Any]:
-        return {"pid": os.getpid(), **self.tally.snapshot()}
+        # the weights it splits by now: a record names a share before this router has it
+        weights = {
+            str(e["canary"].get("id")): int(e["canary"].get("weight", 0))
+            for e in self.table.values()
+            if e.get("canary")
+        }
+        return {"pid": os.getpid(), "weights": weights, **self.tally.snapshot()}
 
 
 class Exchange:
