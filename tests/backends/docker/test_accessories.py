@@ -22,6 +22,7 @@ from shipway import api
 from shipway.engine import Rolled
 from shipway.errors import InputError
 from tests.backends.docker.conftest import SLOT, WEB, Deployment, Lines
+from tests.testenv.docker import run_in
 
 #: Postgres' SSLRequest; a server answers it with one byte (``N``: no TLS here)
 SSL_REQUEST = struct.pack("!ii", 8, 80877103)
@@ -129,8 +130,8 @@ def test_a_postgres_accessory_is_published_on_its_hosts_address_only_and_outlive
         assert f"DATABASE_URL=postgresql://shipway:{password}@{address}:{port}/{d.name}" in env
     [web_b] = d.containers(d.env.b, process="web")
     ask = f"printf '{SSL_REQUEST_OCTAL}' | nc -w 3 {address} {port}"
-    asked = web_b.exec_run(["sh", "-c", ask])
-    assert asked.output[:1] == b"N", asked.output
+    _, asked = run_in(web_b, ["sh", "-c", ask])
+    assert asked[:1] == b"N", asked
 
     # an app deploy (forced: every container replaced) leaves the accessory alone
     started = c.attrs["State"]["StartedAt"]

@@ -29,7 +29,7 @@ from tests.backends.docker.conftest import SLOT, Deployment, Lines, names_in
 from tests.backends.docker.test_accessories import accessory, mirror, write
 from tests.backends.local.conftest import eventually
 from tests.backends.test_backups import sealed
-from tests.testenv.docker import DockerHost
+from tests.testenv.docker import DockerHost, run_in
 
 __all__ = ["mirror"]  # the fixture, used by name
 
@@ -69,26 +69,14 @@ def deployed(d: Deployment, host: DockerHost | None = None) -> str:
     return password_on(d, host or d.env.a)
 
 
-#: what psql prints after the statement's rows: its output came whole
-END = "--end-of-output--"
-
-
 def psql(d: Deployment, password: str, sql: str) -> str:
-    """``sql`` run by psql in the accessory's container, its rows as lines. Docker 20.10
-    under load can answer an ``exec`` with exit 0 and none of its output (seen for ``ls``
-    and for ``show server_version``): a read is run again until its output ends with a
-    marker; a write, whose output no caller reads, is run once."""
+    """``sql`` run by psql in the accessory's container, its rows as lines (read whole:
+    docker-py's ``exec_run`` lost the output now and then under load, :func:`run_in`)."""
     env = {"PGHOST": "127.0.0.1", "PGUSER": "shipway", "PGPASSWORD": password}
     command = ["psql", "-X", "-At", "-v", "ON_ERROR_STOP=1", "-d", d.name, "-c", sql]
-    reads = sql.lstrip().lower().startswith(("select", "show"))
-    out = ""
-    for _ in range(3 if reads else 1):
-        r = accessory(d).exec_run([*command, "-c", rf"\echo {END}"], environment=env)
-        assert r.exit_code == 0, r.output
-        out = str(r.output.decode())
-        if END in out or not reads:
-            return out.replace(END, "").strip()
-    raise AssertionError(f"psql's output was lost three times: {out!r}")
+    code, output = run_in(accessory(d), command, environment=env)
+    assert code == 0, output
+    return output.decode().strip()
 
 
 def backed_up(d: Deployment, out: Path) -> dict[str, Any]:
@@ -138,7 +126,7 @@ def test_a_postgres_backup_restores_into_a_fresh_accessory_with_its_rows(
     assert "corrupted" in r.stderr and "nothing was restored" in r.stderr
     assert psql(d, password, "select text from notes order by id") == "one\ntwo\nafter"
     assert accessory(d).attrs["State"]["StartedAt"] == before
-    assert accessory(d).exec_run(["sh", "-c", "ls /tmp | grep -c restore"]).output == b"0\n"
+    assert run_in(accessory(d), ["sh", "-c", "ls /tmp | grep -c restore"])[1] == b"0\n"
     # a dump cut short, with a checksum made for it: it fails to load, in a database of its
     # own, and the app's is as it was
     bad.write_bytes(path.read_bytes()[: path.stat().st_size * 2 // 3])
@@ -166,7 +154,7 @@ def test_a_postgres_backup_restores_into_a_fresh_accessory_with_its_rows(
     # the staging database was swapped in, and the copy of the file in the container removed
     dbs = psql(d, fresh, "select datname from pg_database order by 1").split()
     assert d.name in dbs and f"{d.name}.restoring" not in dbs
-    assert accessory(d).exec_run(["sh", "-c", "ls /tmp | grep -c restore"]).output == b"0\n"
+    assert run_in(accessory(d), ["sh", "-c", "ls /tmp | grep -c restore"])[1] == b"0\n"
     for text in (r.stdout, r.stderr, json.dumps(doc)):
         assert password not in text and fresh not in text
 

@@ -9,6 +9,7 @@ import threading
 import time
 
 from shipway.backends.docker.drain import READ, open_connections, read_connections, whole
+from shipway.backends.docker.execs import exec_output
 from shipway.engine import Rolled
 from tests.backends.docker.conftest import Deployment, Lines, listed
 from tests.backends.local.conftest import eventually
@@ -190,11 +191,14 @@ def test_connections_are_read_from_the_container_or_not_at_all(
         )
         proxy = client.containers.get(f"shipway-proxy-{deployment.port}")  # the host's shared
         assert read_connections(web, 8080) == 0
-        # the engine's output of the read ends with its end mark; cut before it, it is not
-        # whole (and is read again rather than counted as no connection)
-        output = web.exec_run(READ, stdout=True, stderr=False).output.decode()
+        # the engine's output of the read begins and ends with its end mark; cut before the
+        # end, or its start lost, it is not whole (and is read again rather than counted as
+        # no connection)
+        made = client.api.exec_create(str(web.id), READ, stdout=True, stderr=False)
+        output = exec_output(client.api, made["Id"]).decode()
         assert whole(output), output
         assert not whole(output[: output.index("local_address") + 20])
+        assert not whole(output[output.index("local_address") - 8 :])
         done = threading.Event()
 
         def slow() -> None:

@@ -17,6 +17,7 @@ from shipway import api
 from shipway.engine import Rolled
 from tests.backends.docker.conftest import SLOT, Deployment, Lines
 from tests.backends.docker.test_build import bridge_address
+from tests.testenv.docker import run_in
 from tests.testenv.wheelhouse import Wheelhouse, ensure_wheels
 
 DJANGO = Path(__file__).resolve().parents[3] / "examples" / "django"
@@ -109,5 +110,5 @@ drain_timeout = "1s"
     assert get(host) == (200, "ok\n")
     # Django's allowed-hosts check is on: the container's own address is refused
     [web] = d.containers(env.a, process="web")
-    asked = web.exec_run(["python3", "-c", ASK_BY_ADDRESS])
-    assert asked.output.decode().strip() == "400", asked.output
+    _, asked = run_in(web, ["python3", "-c", ASK_BY_ADDRESS])
+    assert asked.decode().strip() == "400", asked

@@ -23,6 +23,7 @@ from shipway.guard import Guard
 from shipway.plan.model import ApplyObject, NoOp, Plan, Remove
 from shipway.release.model import ReleaseStatus
 from tests.backends.docker.conftest import SLOT, Deployment, Lines
+from tests.testenv.docker import run_in
 
 FILES = """
 [secrets]
@@ -71,7 +72,7 @@ def test_config_file_drift_is_seen_per_host_and_repaired(
     deployment.write(extra=FILES)
     assert isinstance(deployment.deploy(), Rolled)
     (web_b,) = deployment.containers(env.b, kind="app")
-    assert web_b.exec_run(["cat", "/app/config/app.ini"]).output.decode() == (
+    assert run_in(web_b, ["cat", "/app/config/app.ini"])[1].decode() == (
         f"token={token}\nmode=strict\n"
     )
     # someone edits the file on host B, behind shipway's back
@@ -99,7 +100,7 @@ def test_config_file_drift_is_seen_per_host_and_repaired(
     web_a_ids = {c.id for c in deployment.containers(env.a, kind="app")}
     assert isinstance(repair(deployment), Rolled)
     (web_b,) = deployment.containers(env.b, kind="app")
-    assert web_b.exec_run(["cat", "/app/config/app.ini"]).output.decode() == (
+    assert run_in(web_b, ["cat", "/app/config/app.ini"])[1].decode() == (
         f"token={token}\nmode=strict\n"
     )
     assert {c.id for c in deployment.containers(env.a, kind="app")} == web_a_ids

@@ -57,6 +57,7 @@ from shipway.backends.docker.accessories import (
 from shipway.backends.docker.connection import HostConnection, Stream
 from shipway.backends.docker.containers import ContainerSpec, create
 from shipway.backends.docker.edge import edge
+from shipway.backends.docker.execs import STDERR, STDOUT, exec_frames
 from shipway.backends.protocol import Reporter
 from shipway.errors import BackendError, InputError
 from shipway.guard import Clearance
@@ -442,14 +443,15 @@ def _exec(
         str(c.id), list(words), stdout=True, stderr=True, environment=dict(env) or None, user=user
     )
     got, err = bytearray(), bytearray()
-    for chunk, errs in api.exec_start(made["Id"], stream=True, demux=True):
-        if chunk:
+    # read from its first byte (execs.py: docker-py's own read can lose a dump's start)
+    for stream, data in exec_frames(api, made["Id"], patient=True):
+        if stream == STDOUT:
             if out is not None:
-                out.write(chunk)
+                out.write(data)
             else:
-                got += chunk
-        if errs:
-            err += errs
+                got += data
+        elif stream == STDERR:
+            err += data
             del err[:-2000]
         if tick is not None:
             tick()

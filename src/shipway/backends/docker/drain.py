@@ -10,19 +10,21 @@ after each answer. ``drain_timeout`` stays the longest it waits. Connections tha
 given that long, as before: a WebSocket, a long download, a client of its own kept alive.
 
 The container's connections are read from its own ``/proc/net/tcp`` and ``tcp6`` (an
-``exec`` of ``cat``, which the image may not have). Where they cannot be read, the drain
-is the whole window. What must never happen: a container stopped while a connection to it
+``exec`` of ``cat``, which the image may not have), from the output's first byte
+(:mod:`.execs`: docker-py's own read lost a start that came with the answer's head, and a
+table without its lines read as no connection). Where they cannot be read, the drain is the
+whole window. What must never happen: a container stopped while a connection to it
 is open and the window has not passed.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import docker.errors
 from docker.models.containers import Container
 
+from shipway.backends.docker.execs import exec_output
 from shipway.backends.docker.retrying import transient_call
 from shipway.backends.docker.state import name_of
 from shipway.backends.protocol import Reporter
@@ -35,21 +37,22 @@ PACE = 0.05
 #: ESTABLISHED, SYN_RECV, CLOSE_WAIT (the client closed; the server has not yet)
 OPEN_STATES = frozenset({"01", "03", "08"})
 
-#: printed after both tables: its one line (``Linux``) shows the output came whole. A read
-#: cut short (a connection to the engine closed part way) is a table that lacks the lines
-#: after the cut, which would count as no connection and stop the container mid-request
+#: printed before and after both tables: its one line (``Linux``) at each end shows the
+#: output came whole. A read cut short (a connection to the engine closed part way), or one
+#: whose start was lost, is a table that lacks lines, which would count as no connection and
+#: stop the container mid-request
 END = "/proc/sys/kernel/ostype"
 
-#: cat of both files: one whose kernel has no IPv6 still prints the first (and the end)
-READ = ["cat", "/proc/net/tcp", "/proc/net/tcp6", END]
+#: cat of both files: one whose kernel has no IPv6 still prints the first (and the ends)
+READ = ["cat", END, "/proc/net/tcp", "/proc/net/tcp6", END]
 
 #: how many times a read cut short is made again before the connections count as unreadable
 WHOLE_TRIES = 3
 
 
 def whole(text: str) -> bool:
-    """Whether ``cat``'s output of :data:`READ` ended with :data:`END`'s line."""
-    return text.endswith("Linux\n")
+    """Whether ``cat``'s output of :data:`READ` began and ended with :data:`END`'s line."""
+    return text.startswith("Linux\n") and text.endswith("Linux\n")
 
 
 def open_connections(table: str, port: int) -> int | None:
@@ -82,9 +85,9 @@ def read_connections(
         return None
     api = container.client.api
 
-    def look() -> Any:
+    def look() -> bytes:
         made = api.exec_create(str(container.id), READ, stdout=True, stderr=False)
-        return api.exec_start(made["Id"])
+        return exec_output(api, made["Id"])
 
     for _ in range(WHOLE_TRIES):
         try:
@@ -94,7 +97,7 @@ def read_connections(
                 return 0  # it exited meanwhile: no connection to it is left
             return None
         # the exit status is not asked for (a call less): the output is such a table, or not
-        text = output.decode(errors="replace") if isinstance(output, bytes) else ""
+        text = output.decode(errors="replace")
         count = open_connections(text, port)
         if count is None or whole(text):
             return count
