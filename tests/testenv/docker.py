@@ -29,7 +29,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,8 +38,6 @@ import docker
 import docker.errors
 import pytest
 from docker.models.containers import Container
-
-from shipway.backends.docker.execs import exec_frames
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "docker-testenv"
@@ -287,21 +285,6 @@ def ensure_docker_env() -> DockerEnv:
 
 
 # ---------------------------------------------------------------------------- HTTP helpers
-
-
-def run_in(
-    container: Container, command: list[str], environment: Mapping[str, str] | None = None
-) -> tuple[int, bytes]:
-    """(exit code, standard output and error) of ``command`` run in the container, its
-    output read from the first byte (docker-py's ``exec_run`` can lose the start:
-    src/shipway/backends/docker/execs.py)."""
-    assert container.client is not None
-    api = container.client.api
-    made = api.exec_create(
-        str(container.id), command, stdout=True, stderr=True, environment=dict(environment or {})
-    )
-    output = b"".join(data for _, data in exec_frames(api, made["Id"], patient=True))
-    return int(api.exec_inspect(made["Id"])["ExitCode"]), output
 
 
 def http_get(url: str, timeout: float = 2.0) -> tuple[int, str]:

@@ -19,10 +19,10 @@ import docker
 import pytest
 
 from shipway import api
+from shipway.backends.docker.execs import run_in
 from shipway.engine import Rolled
 from shipway.errors import InputError
 from tests.backends.docker.conftest import SLOT, WEB, Deployment, Lines
-from tests.testenv.docker import run_in
 
 #: Postgres' SSLRequest; a server answers it with one byte (``N``: no TLS here)
 SSL_REQUEST = struct.pack("!ii", 8, 80877103)

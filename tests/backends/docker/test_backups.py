@@ -23,13 +23,14 @@ from typing import Any
 
 import pytest
 
+from shipway.backends.docker.execs import run_in
 from shipway.engine import Rolled
 from tests import cliproc
 from tests.backends.docker.conftest import SLOT, Deployment, Lines, names_in
 from tests.backends.docker.test_accessories import accessory, mirror, write
 from tests.backends.local.conftest import eventually
 from tests.backends.test_backups import sealed
-from tests.testenv.docker import DockerHost, run_in
+from tests.testenv.docker import DockerHost
 
 __all__ = ["mirror"]  # the fixture, used by name
 

@@ -16,7 +16,7 @@ import pytest
 from docker.models.containers import Container
 
 from shipway.backends.docker.drain import read_connections
-from shipway.backends.docker.execs import STDERR, STDOUT, exec_frames, exec_output
+from shipway.backends.docker.execs import STDERR, STDOUT, exec_frames, exec_output, run_in
 from tests.testenv.docker import DockerEnv
 
 BIG = 300_000  # many frames, more than any one read
@@ -43,6 +43,9 @@ def test_stdout_and_stderr_come_whole_and_apart_from_the_real_engine(
     assert bytes(err) == b"oops"
     made = client.api.exec_create(str(c.id), ["cat", "/proc/sys/kernel/ostype"], stdout=True)
     assert exec_output(client.api, made["Id"]) == b"Linux\n"
+    code, both = run_in(c, ["sh", "-c", "echo $SAID; echo err >&2; exit 3"], {"SAID": "out"})
+    assert code == 3
+    assert sorted(both.splitlines()) == [b"err", b"out"]
 
 
 TABLE = (

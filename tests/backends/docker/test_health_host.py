@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from shipway import api
+from shipway.backends.docker.execs import run_in
 from shipway.engine import Rolled
 from tests.backends.docker.conftest import SLOT, Deployment, Lines
 from tests.backends.docker.test_build import bridge_address
-from tests.testenv.docker import run_in
 from tests.testenv.wheelhouse import Wheelhouse, ensure_wheels
 
 DJANGO = Path(__file__).resolve().parents[3] / "examples" / "django"

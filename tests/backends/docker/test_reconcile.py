@@ -17,13 +17,13 @@ from pathlib import Path
 import pytest
 
 from shipway import api
+from shipway.backends.docker.execs import run_in
 from shipway.engine import Rolled, RolledBack, Unchanged
 from shipway.errors import BackendError, StalePlan
 from shipway.guard import Guard
 from shipway.plan.model import ApplyObject, NoOp, Plan, Remove
 from shipway.release.model import ReleaseStatus
 from tests.backends.docker.conftest import SLOT, Deployment, Lines
-from tests.testenv.docker import run_in
 
 FILES = """
 [secrets]

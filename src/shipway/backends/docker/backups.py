@@ -57,7 +57,7 @@ from shipway.backends.docker.accessories import (
 from shipway.backends.docker.connection import HostConnection, Stream
 from shipway.backends.docker.containers import ContainerSpec, create
 from shipway.backends.docker.edge import edge
-from shipway.backends.docker.execs import STDERR, STDOUT, exec_frames
+from shipway.backends.docker.execs import STDERR, STDOUT, exec_frames, exit_code
 from shipway.backends.protocol import Reporter
 from shipway.errors import BackendError, InputError
 from shipway.guard import Clearance
@@ -455,7 +455,7 @@ def _exec(
             del err[:-2000]
         if tick is not None:
             tick()
-    code = api.exec_inspect(made["Id"]).get("ExitCode")
+    code = exit_code(api, made["Id"])
     if code != 0:
         said = err.decode(errors="replace").strip()[-800:]
         raise BackendError(f"{what} in container {c.name} failed (exit {code}): {said}")

@@ -11,10 +11,12 @@ head is skipped.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import docker
+from docker.models.containers import Container
 
 #: the stream numbers of the engine's multiplexed frames (no TTY)
 STDOUT, STDERR = 1, 2
@@ -62,3 +64,31 @@ def exec_frames(
 def exec_output(api: docker.APIClient, exec_id: str) -> bytes:
     """The exec's standard output, whole (its standard error left out)."""
     return b"".join(data for stream, data in exec_frames(api, exec_id) if stream == STDOUT)
+
+
+def run_in(
+    container: Container, command: Sequence[str], environment: Mapping[str, str] | None = None
+) -> tuple[int, bytes]:
+    """(exit code, standard output and error as they came) of ``command`` run in the
+    container to its end: ``exec_run``'s answer, its output whole."""
+    assert container.client is not None
+    api = container.client.api
+    made = api.exec_create(
+        str(container.id), list(command), stdout=True, stderr=True,
+        environment=dict(environment) if environment else None,
+    )  # fmt: skip
+    output = b"".join(data for _, data in exec_frames(api, made["Id"], patient=True))
+    return exit_code(api, made["Id"]), output
+
+
+def exit_code(api: docker.APIClient, exec_id: str, within: float = 5.0) -> int:
+    """The ended exec's exit code. Its output ends as its process does; the engine may
+    record the exit a moment later (-1 if it has not within ``within`` seconds)."""
+    deadline = time.monotonic() + within
+    while True:
+        found = api.exec_inspect(exec_id)
+        if found.get("ExitCode") is not None and not found.get("Running"):
+            return int(found["ExitCode"])
+        if time.monotonic() >= deadline:
+            return -1
+        time.sleep(0.02)

@@ -54,6 +54,7 @@ from shipway.backends.docker.containers import (
     remove,
 )
 from shipway.backends.docker.edge import explain
+from shipway.backends.docker.execs import run_in
 from shipway.backends.docker.records import put_tree, read_tree, read_tree_of
 from shipway.backends.docker.retrying import transient_call
 from shipway.backends.docker.state import DockerState, name_of, tags_of
@@ -356,12 +357,11 @@ class DockerProxy(DockerState):
         listen = caddy.admin_listen(running)
         if listen:
             command += ["--address", listen]
-        result = self.retry.call(lambda: proxy.exec_run(command), transient_call)
-        if result.exit_code == 0:
+        code, raw = self.retry.call(lambda: run_in(proxy, command), transient_call)
+        if code == 0:
             return None
-        raw = result.output if isinstance(result.output, bytes) else b""
         output = raw.decode(errors="replace").strip().splitlines()
-        return f"(exit {result.exit_code}): " + (output[-1][:300] if output else "no output")
+        return f"(exit {code}): " + (output[-1][:300] if output else "no output")
 
     def _apply_route(
         self, client: docker.DockerClient, unit: Unit, action: str, secrets: Mapping[str, Secret]
