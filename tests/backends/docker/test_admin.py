@@ -13,6 +13,7 @@ import pytest
 
 from shipway.backends.docker import admin, caddy, drift, labels
 from shipway.backends.docker.connection import HostConnection
+from shipway.backends.docker.execs import run_in
 from shipway.backends.docker.machines import addresses
 from shipway.backends.docker.records import read_tree, tar_of
 from shipway.engine import Rolled
@@ -117,7 +118,7 @@ def test_a_proxy_composed_before_the_socket_reloads_by_exec_then_has_its_socket(
     config = f"{caddy.CONFIG_DIR}/{caddy.CONFIG_FILE}"
     now = f"unix/{caddy.CONFIG_DIR}/{caddy.ADMIN_SOCKET}"
     reload = ["caddy", "reload", "--config", config, "--address", now]
-    assert proxy.exec_run(reload).exit_code == 0
+    assert run_in(proxy, reload)[0] == 0
     backend = deployment.backend()
     try:  # taken as up to date: its routes are not drift
         backend.observe(app.slots.target(SLOT))

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from shipway.backends.docker.execs import run_in
 from shipway.engine import Rolled
 from tests.backends.docker.conftest import Deployment
 
@@ -16,9 +17,9 @@ def test_files_a_container_wrote_inside_itself_are_warned_about(deployment: Depl
     deployment.write(hosts=[env.a])
     assert isinstance(deployment.deploy(), Rolled)
     (web,) = deployment.containers(env.a, kind="app")
-    result = web.exec_run(["sh", "-c", "mkdir -p uploads && echo x > uploads/a.png && echo 1 > "
-                           "notes.db && echo t > /tmp/scratch"])  # fmt: skip
-    assert result.exit_code == 0, result.output
+    code, said = run_in(web, ["sh", "-c", "mkdir -p uploads && echo x > uploads/a.png && "
+                              "echo 1 > notes.db && echo t > /tmp/scratch"])  # fmt: skip
+    assert code == 0, said
     deployment.write(image=env.images.v2, hosts=[env.a])
     outcome = deployment.deploy()
     assert isinstance(outcome, Rolled), outcome.line()
@@ -44,7 +45,7 @@ def test_what_the_containers_wrote_is_read_on_every_host_at_once(
     assert isinstance(deployment.deploy(), Rolled)
     for host, name in ((env.a, "from-a.txt"), (env.b, "from-b.txt")):
         (web,) = deployment.containers(host, kind="app")
-        assert web.exec_run(["sh", "-c", f"echo x > {name}"]).exit_code == 0
+        assert run_in(web, ["sh", "-c", f"echo x > {name}"])[0] == 0
     both = threading.Barrier(2, timeout=20)
     real = Container.diff
 

@@ -11,6 +11,7 @@ import docker
 import pytest
 
 from shipway import api
+from shipway.backends.docker.execs import run_in
 from shipway.engine import Rolled
 from shipway.errors import ConfirmationRequired
 from tests.backends.docker.conftest import SLOT, WEB, Deployment, Lines
@@ -49,7 +50,7 @@ def web(d: Deployment, host: DockerHost) -> Any:
 
 def write(d: Deployment, host: DockerHost, text: str) -> None:
     """Written by the running web container itself, into its volume."""
-    code, out = web(d, host).exec_run(["sh", "-c", f"echo {text} >> /app/www/data/note"])
+    code, out = run_in(web(d, host), ["sh", "-c", f"echo {text} >> /app/www/data/note"])
     assert code == 0, out
 
 
