@@ -70,11 +70,10 @@ def test_a_route_entry_with_a_canary_is_drift() -> None:
 
 
 def test_a_route_with_a_release_alias_reads_its_upstreams_from_its_file() -> None:
-    """A route that takes no pool entry (here: one without host names, which answers every
-    request) reads its release's alias from an upstream file of its own."""
+    """A route in the config itself (here: a config without a pool, as a per-slot proxy of
+    before had) reads its release's alias from an upstream file of its own."""
     key = "shop/prod route/web@a"
     unit = {"body": {"upstreams": BODY["upstreams"]}, "group": "shipway-up-1"}
-    assert not caddy.pooled(unit)
     config = caddy.compose({key: unit}, {}, "x")
     (handler,) = config["apps"]["http"]["servers"]["shipway"]["routes"][0]["handle"]
     source = f"{caddy.CONFIG_DIR}/{caddy.upstream_file(key)}"
@@ -86,8 +85,12 @@ def test_a_route_with_a_release_alias_reads_its_upstreams_from_its_file() -> Non
         "refresh": "1s",
         "versions": {"ipv4": True, "ipv6": False},
     }
+    # on a shared proxy, the routes that take no pool entry (HTTPS here) have that file
     file = caddy.upstream_file(key)
-    assert caddy.upstream_files({key: unit}) == {file: (b"shipway-up-1\n", 0o644)}
+    secure = {**unit, "body": {**unit["body"], "hosts": ["s.test"], "tls": {"auto": ["s.test"]}}}
+    assert not caddy.pooled(secure)
+    assert caddy.upstream_files({key: secure}) == {file: (b"shipway-up-1\n", 0o644)}
+    assert caddy.upstream_files({key: unit}) == {}  # the catch-all entry's files instead
     # another release's alias: the same config (a switch reloads nothing)
     assert caddy.compose({key: {**unit, "group": "shipway-up-2"}}, {}, "x") == config
     # a canary names both releases' containers itself

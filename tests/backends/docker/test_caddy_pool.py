@@ -1,7 +1,7 @@
-"""The shared proxy's pool of host-name entries (pure): which routes take entries, where
-each keeps its place, that adding, removing or switching such a route composes the same
-config (nothing to reload), and the order its files are written in. Caddy serves them in
-test_shared_proxy.py."""
+"""The shared proxy's pool of host-name entries and its catch-all entry (pure): which routes
+take entries, where each keeps its place, that adding, removing or switching such a route
+composes the same config (nothing to reload), and the order its files are written in.
+Caddy serves them in test_shared_proxy.py."""
 
 from __future__ import annotations
 
@@ -19,10 +19,11 @@ def unit(*hosts: str, group: str = "shipway-up-1", **extra: Any) -> dict[str, An
     return {"body": body, "group": group}
 
 
-def test_plain_routes_with_host_names_and_one_alias_take_entries_and_no_others() -> None:
+def test_plain_routes_with_one_alias_take_entries_and_no_others() -> None:
     assert caddy.pooled(unit("shop.test"))
+    assert caddy.pooled(unit())  # answers every name: the catch-all entry
     assert not caddy.pooled({**unit("shop.test"), "group": None})  # containers of before
-    assert not caddy.pooled(unit())  # answers every name: a route of its own
+    assert not caddy.pooled({**unit(), "group": None})
     assert not caddy.pooled(unit("shop.test", tls={"auto": ["shop.test"]}))
     assert not caddy.pooled({**unit("shop.test"), "canary": {"weight": 10}})
 
@@ -54,30 +55,43 @@ def test_adding_removing_or_switching_a_pooled_route_composes_the_same_config() 
     # a route that takes no entry is in the config itself: adding it is a reload
     tls = {**routes, "x/y route/web@a": unit("x.test", tls={"auto": ["x.test"], "port": 443})}
     assert caddy.compose(tls, {}, "x", pool=caddy.assign(tls, taken)) != empty
+    # nor a route without host names (a slot that declares none): the catch-all entry
+    every = {**routes, "c/p route/web@a": unit(group="shipway-up-4")}
+    held = caddy.assign(every, taken)
+    assert held.catch_all == "c/p route/web@a" and held.entries == taken.entries
+    assert caddy.compose(every, {}, "x", pool=held) == empty
+    assert caddy.assign(routes, held).catch_all is None  # it leaves: freed
     # without a pool (a per-slot proxy of before) every route is in the config
     assert caddy.compose(routes, {}, "x") != caddy.compose({}, {}, "x")
 
 
 def test_each_entry_matches_the_name_in_its_file_and_goes_where_its_files_say() -> None:
     server = caddy.compose({}, {}, "x", pool=caddy.Pool(2, {}))["apps"]["http"]["servers"]
-    first, second, unknown = server["shipway"]["routes"]
+    first, second, every, unknown = server["shipway"]["routes"]
     assert first["match"] == [{"host": [f"{{file.{caddy.CONFIG_DIR}/pool-0.host}}"]}]
     (proxy,) = second["handle"]
     assert proxy["dynamic_upstreams"]["name"] == f"{{file.{caddy.CONFIG_DIR}/pool-1.up}}"
     assert proxy["dynamic_upstreams"]["port"] == f"{{file.{caddy.CONFIG_DIR}/pool-1.port}}"
+    # the catch-all entry: any name, while its file says so
+    at = f"{caddy.CONFIG_DIR}/pool-any"
+    assert every["match"] == [{"vars": {f"{{file.{at}.host}}": [caddy.ANY]}}]
+    assert every["handle"][0]["dynamic_upstreams"]["name"] == f"{{file.{at}.up}}"
     assert unknown == caddy.UNKNOWN_HOST
 
 
 def test_host_routes_come_before_the_pool_and_a_catch_all_after_it() -> None:
     routes = {
         "a/p route/web@a": {"body": {"hosts": ["s.test"], "upstreams": ["w-1:80"]}},  # no alias
-        "b/p route/web@a": {"body": {"upstreams": ["w-2:80"]}},  # every name
+        "b/p route/web@a": {"body": {"upstreams": ["w-2:80"]}},  # every name, no alias
     }
     server = caddy.compose(routes, {}, "x", pool=caddy.Pool(1, {}))["apps"]["http"]["servers"]
-    hosted, entry, every, unknown = server["shipway"]["routes"]
+    hosted, entry, every, any_entry, unknown = server["shipway"]["routes"]
     assert hosted["match"] == [{"host": ["s.test"]}]
     assert entry["match"] == [{"host": [f"{{file.{caddy.CONFIG_DIR}/pool-0.host}}"]}]
-    assert "match" not in every and unknown == caddy.UNKNOWN_HOST
+    # a catch-all in the config before the catch-all entry: one moving out of the entry
+    # (its canary starting) is served by its own route once that config runs
+    assert "match" not in every and "vars" in any_entry["match"][0]
+    assert unknown == caddy.UNKNOWN_HOST
 
 
 def test_the_files_free_names_first_and_take_names_last() -> None:
@@ -93,10 +107,29 @@ def test_the_files_free_names_first_and_take_names_last() -> None:
     assert files["pool-1.up"][0] == b"shipway-up-1\n"
     assert files["pool-1.port"][0] == b"8000\n"
     assert files["pool-0.up"][0] == b"" and files["pool-2.port"][0] == b""
+    assert files["pool-any.host"][0] == f"{caddy.UNUSED}\n".encode()  # no catch-all
     table = json.loads(files[caddy.POOL_FILE][0])
     assert table == {"size": 3, "entries": {"1": [SHOP, "shop.test"]}}
     assert caddy.pool_of({caddy.POOL_FILE: files[caddy.POOL_FILE]}) == pool
     assert caddy.pool_aliases(SHOP, files) == ["shipway-up-1"]
+
+
+def test_the_catch_all_entry_is_taken_after_its_target_and_freed_first() -> None:
+    every = "c/p route/web@a"
+    routes = {SHOP: unit("shop.test"), every: unit(group="shipway-up-7")}
+    pool = caddy.assign(routes, caddy.Pool(2, {}))
+    files = caddy.pool_files(routes, pool)
+    names = list(files)
+    assert names.index("pool-any.up") < names.index("pool-any.host")
+    assert files["pool-any.host"][0] == b"*\n" and files["pool-any.up"][0] == b"shipway-up-7\n"
+    assert files["pool-any.port"][0] == b"8000\n"
+    assert json.loads(files[caddy.POOL_FILE][0])["catch_all"] == every
+    assert caddy.pool_of({caddy.POOL_FILE: files[caddy.POOL_FILE]}) == pool
+    assert caddy.pool_aliases(every, files) == ["shipway-up-7"]
+    # it leaves: its files free the entry, and are written first (before any target)
+    gone = caddy.pool_files({SHOP: routes[SHOP]}, caddy.assign({SHOP: routes[SHOP]}, pool))
+    assert {"pool-any.host", "pool-any.port", "pool-any.up"} <= set(caddy.freed(gone))
+    assert list(gone).index("pool-any.host") < list(gone).index("pool-0.up")
 
 
 def test_a_missing_or_unreadable_pool_file_is_an_empty_pool_of_the_first_size() -> None:
@@ -110,4 +143,6 @@ def test_the_files_that_free_an_entry_are_its_name_alias_and_port() -> None:
     before = caddy.Pool(2, {0: (BLOG, "old.test"), 1: (SHOP, "shop.test")})
     routes = {SHOP: unit("shop.test", group="shipway-up-9")}
     files = caddy.pool_files(routes, caddy.assign(routes, before))
-    assert sorted(caddy.freed(files)) == ["pool-0.host", "pool-0.port", "pool-0.up"]
+    assert sorted(caddy.freed(files)) == [
+        "pool-0.host", "pool-0.port", "pool-0.up", "pool-any.host", "pool-any.port", "pool-any.up"
+    ]  # fmt: skip

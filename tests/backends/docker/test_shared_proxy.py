@@ -174,6 +174,41 @@ def test_two_apps_share_the_proxy_and_never_fail_each_other(
     assert deployment.containers(env.a, kind="proxy") == []
 
 
+def test_a_slot_without_routes_comes_switches_and_goes_with_no_reload(
+    deployment: Deployment, other: Deployment
+) -> None:
+    """A slot that declares no routes answers every name no other route takes: the
+    catch-all entry, whose files its first deploy, its switch and its stop write. Caddy's
+    config is loaded by none of them, and the app beside it fails no request."""
+    env = deployment.env
+    blog = f"blog-{other.name}.test"
+    other.write(hosts=[env.a], extra=ROUTE.format(host=blog))
+    assert isinstance(other.deploy(), Rolled)
+    (proxy,) = other.containers(env.a, kind="proxy")
+    deployment.write(hosts=[env.a])  # no [[routes]]: every name
+    assert get(deployment, env.a, "anything.test")[0] == 404
+    started = _servers_started(proxy)
+    with RequestLoop(lambda _: get(other, env.a, blog), limit=BOUND) as loop:
+        assert isinstance(deployment.deploy(), Rolled)
+        assert get(deployment, env.a, "anything.test") == (200, "v1\n")
+        assert isinstance(deployment.deploy(image=env.images.v2), Rolled)
+        assert get(deployment, env.a, "anything.test") == (200, "v2\n")
+        assert get(other, env.a, blog) == (200, "v1\n")  # its own name is still its own
+        api.stop(deployment.app(), SLOT, reporter=Lines())
+        assert get(deployment, env.a, "anything.test") == (
+            404,
+            "404: no app serves anything.test on this host\n",
+        )
+    assert _servers_started(proxy) == started  # no config loaded
+    failed = [a.body if a.status == 0 else str(a) for a in loop.failed("v1\n")]
+    assert len(loop.answers) > 10 and failed == [], loop.answers[-5:]
+    # deployed again: what a later run observes is what it wrote (its entry's files name
+    # its containers): no drift to repair
+    assert isinstance(deployment.deploy(), Rolled)
+    assert get(deployment, env.a, "anything.test") == (200, "v1\n")
+    assert [type(s) for s in api.plan(deployment.app(), SLOT, repair=True).steps] == [NoOp]
+
+
 @pytest.fixture
 def elsewhere(docker_env: DockerEnv, tmp_path: Path) -> Iterator[Deployment]:
     """Another app on the same Docker hosts, on a proxy port of its own."""

@@ -11,10 +11,11 @@ adding or removing such a route, changing its host names or its port: the config
 *pool* of host-name entries from its first version on (:class:`Pool`), each one matched
 against a name read from a file at each request, and proxied to the alias and port read
 from two more; a route of plain HTTP whose containers carry one alias takes an entry per
-host name, and a route added or removed writes those files only. The config is reloaded
-only when it changes: a route that is not such (HTTPS, a canary's — whose route names its
-containers itself —, one without host names, one whose containers carry no alias), the pool
-grown (:data:`POOL_SIZE`, doubled when full), a longer drain. The files are written
+host name (the one *catch-all entry*, after every other route, when it has none: a slot
+that declares no routes), and a route added or removed writes those files only. The config
+is reloaded only when it changes: a route that is not such (HTTPS, a canary's — whose route
+names its containers itself —, one whose containers carry no alias), the pool grown
+(:data:`POOL_SIZE`, doubled when full), a longer drain. The files are written
 through the Engine API (``put_archive`` into the proxy's volume), a config loaded through
 Caddy's admin API on its unix socket in that volume where shipway can reach it
 (:mod:`.admin`), else by an ``exec`` of ``caddy reload``.
@@ -32,7 +33,8 @@ Files in the proxy's volume (mounted at :data:`CONFIG_DIR`):
 ``upstream-*``   a route's upstream file: its release's alias (:func:`upstream_file`);
 ``pool.json``    the pool's size and which route and host name holds each entry;
 ``pool-N.host``  entry N's host name (:data:`UNUSED` when free), ``pool-N.up`` the alias it
-                 goes to, ``pool-N.port`` the port (:func:`pool_files`);
+                 goes to, ``pool-N.port`` the port (:func:`pool_files`); ``pool-any.*``
+                 the catch-all entry's (its ``.host`` :data:`ANY` while taken);
 ``admin.sock``   Caddy's admin API (made by Caddy; not a file the config writes).
 """
 
@@ -64,6 +66,11 @@ POOL_SIZE = 16
 #: a free entry's host name: never a request's (a ``Host`` with spaces is refused as a 400
 #: before any route is matched), where an empty one would match a request without ``Host``
 UNUSED = "- unused -"
+#: the entry of the route without host names (a slot that declares no routes): its files
+#: ``pool-any.host`` (:data:`ANY` while taken, else :data:`UNUSED`), ``.up`` and ``.port``
+CATCH_ALL_ENTRY = f"{POOL_ENTRY}any"
+#: what the catch-all entry's ``.host`` file says while a route takes it
+ANY = "*"
 
 
 def _duration(seconds: float) -> str:
@@ -147,16 +154,19 @@ def _reverse_proxy(upstreams: Mapping[str, Any], upstream_try: float) -> dict[st
 
 class Pool(NamedTuple):
     """A shared proxy's host-name entries: how many its config holds, and which route
-    (``"app/slot key"``) and host name each taken one serves."""
+    (``"app/slot key"``) and host name each taken one serves; and which route takes the
+    catch-all entry (every request no other route takes), if one does."""
 
     size: int
     entries: Mapping[int, tuple[str, str]]
+    catch_all: str | None = None
 
 
 def pooled(unit: Mapping[str, Any]) -> bool:
-    """Whether a route unit takes pool entries: plain HTTP, host names, one alias."""
+    """Whether a route unit takes pool entries: plain HTTP, one alias; an entry per host
+    name, or the catch-all entry when it has none."""
     body = unit.get("body") or {}
-    return bool(unit.get("group") and body.get("hosts") and body.get("upstreams")) and not (
+    return bool(unit.get("group") and body.get("upstreams")) and not (
         body.get("tls") or unit.get("canary")
     )
 
@@ -174,9 +184,10 @@ def pool_of(tree: Mapping[str, tuple[bytes, int]]) -> Pool:
             for i, e in dict(raw.get("entries") or {}).items()
             if isinstance(e, list) and len(e) == 2 and 0 <= int(i) < size
         }
+        catch_all = raw.get("catch_all")
     except (ValueError, TypeError, AttributeError):
         return Pool(POOL_SIZE, {})
-    return Pool(size, entries)
+    return Pool(size, entries, str(catch_all) if catch_all else None)
 
 
 def assign(routes: Mapping[str, Mapping[str, Any]], previous: Pool) -> Pool:
@@ -200,7 +211,11 @@ def assign(routes: Mapping[str, Mapping[str, Any]], previous: Pool) -> Pool:
     size = previous.size
     while entries and max(entries) >= size:
         size *= 2
-    return Pool(size, dict(sorted(entries.items())))
+    # at most one: a second slot without host names is refused (catch_all_of)
+    catch_all = next(
+        (k for k, u in sorted(routes.items()) if pooled(u) and not u["body"].get("hosts")), None
+    )
+    return Pool(size, dict(sorted(entries.items())), catch_all)
 
 
 def pool_files(
@@ -224,10 +239,21 @@ def pool_files(
             names[f"{at}.host"] = _line(entry[1])
             alias, port = str(unit["group"]), _port(unit["body"])
         targets |= {f"{at}.up": _line(alias), f"{at}.port": _line(port)}
-    table = {
+    unit = routes.get(pool.catch_all) if pool.catch_all else None
+    at = CATCH_ALL_ENTRY
+    if unit is None:
+        freed[f"{at}.host"] = _line(UNUSED)
+        alias, port = "", ""
+    else:
+        names[f"{at}.host"] = _line(ANY)
+        alias, port = str(unit["group"]), _port(unit["body"])
+    targets |= {f"{at}.up": _line(alias), f"{at}.port": _line(port)}
+    table: dict[str, Any] = {
         "size": pool.size,
         "entries": {str(i): list(e) for i, e in sorted(pool.entries.items())},
     }
+    if pool.catch_all:
+        table["catch_all"] = pool.catch_all
     return {**freed, **targets, **names, POOL_FILE: (dumps(table), 0o644)}
 
 
@@ -252,12 +278,13 @@ def freed(files: Mapping[str, tuple[bytes, int]]) -> dict[str, tuple[bytes, int]
 
 
 def pool_aliases(key: str, tree: Mapping[str, tuple[bytes, int]]) -> list[str]:
-    """What the pool entries of the route ``key`` (``"app/slot key"``) go to, as written."""
-    return [
-        tree.get(f"{_entry(i)}.up", (b"", 0))[0].decode(errors="replace").strip()
-        for i, (k, _) in sorted(pool_of(tree).entries.items())
-        if k == key
-    ]
+    """What the pool entries of the route ``key`` (``"app/slot key"``) go to, as written
+    (one, the catch-all entry's, for a route without host names)."""
+    pool = pool_of(tree)
+    held = [_entry(i) for i, (k, _) in sorted(pool.entries.items()) if k == key]
+    if pool.catch_all == key:
+        held.append(CATCH_ALL_ENTRY)
+    return [tree.get(f"{at}.up", (b"", 0))[0].decode(errors="replace").strip() for at in held]
 
 
 def _pool_routes(pool: Pool, upstream_try: float, config_dir: str) -> list[dict[str, Any]]:
@@ -266,15 +293,25 @@ def _pool_routes(pool: Pool, upstream_try: float, config_dir: str) -> list[dict[
     out = []
     for i in range(pool.size):
         at = f"{config_dir}/{_entry(i)}"
-        upstreams = {"dynamic_upstreams": _dynamic(f"{at}.up", f"{{file.{at}.port}}")}
-        out.append(
-            {
-                "match": [{"host": [f"{{file.{at}.host}}"]}],
-                "handle": [_reverse_proxy(upstreams, upstream_try)],
-                "terminal": True,
-            }
-        )
+        out.append(_entry_route({"host": [f"{{file.{at}.host}}"]}, at, upstream_try))
     return out
+
+
+def _catch_all_route(upstream_try: float, config_dir: str) -> dict[str, Any]:
+    """The catch-all entry's route: every request that reaches it while ``pool-any.host``
+    says :data:`ANY`, to the alias and port in its two other files (read at each request;
+    Caddy's ``vars`` matcher reads a placeholder named as its key)."""
+    at = f"{config_dir}/{CATCH_ALL_ENTRY}"
+    return _entry_route({"vars": {f"{{file.{at}.host}}": [ANY]}}, at, upstream_try)
+
+
+def _entry_route(match: dict[str, Any], at: str, upstream_try: float) -> dict[str, Any]:
+    upstreams = {"dynamic_upstreams": _dynamic(f"{at}.up", f"{{file.{at}.port}}")}
+    return {
+        "match": [match],
+        "handle": [_reverse_proxy(upstreams, upstream_try)],
+        "terminal": True,
+    }
 
 
 #: what a request for a host name no route serves gets: 404 and one line
@@ -362,6 +399,9 @@ def compose(
                 *(_pool_routes(pool, upstream_try, config_dir) if pool else ()),
                 *(route(b, upstream_try, f.get("canary"), _source(k, f, config_dir))
                   for k, f in plain if (b := _plain(f["body"])) and not b.get("hosts")),
+                # after a catch-all in the config: one moving out of the entry (a canary
+                # starting) is served by its route as soon as that config runs
+                *((_catch_all_route(upstream_try, config_dir),) if pool else ()),
                 UNKNOWN_HOST,
             ],
             "errors": {"routes": [RELEASE_DOWN]},

@@ -276,7 +276,8 @@ class DockerReads(DockerVolumes):
             if pool is not None and caddy.pooled(fragment):
                 written = caddy.pool_aliases(f"{owner} {key}", tree)
                 hosts = (fragment.get("body") or {}).get("hosts") or []
-                if len(written) != len(set(hosts)) or set(written) != {group}:
+                # an entry per host name, or the catch-all entry (one) without any
+                if len(written) != (len(set(hosts)) or 1) or set(written) != {group}:
                     reasons.append("its pool entries name other containers than its entry")
             elif group:
                 upstream = tree.get(caddy.upstream_file(f"{owner} {key}"), (b"", 0))[0]
