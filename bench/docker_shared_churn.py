@@ -14,11 +14,15 @@ it around ``api.deploy`` and ``api.destroy``, in interleaved rounds (each round 
 each code, the order alternating), under the same load. The old code's worktree is made
 outside the repository when missing (``--old-tree``).
 
+With ``--catch-all`` the churning apps declare no routes: each answers every name no other
+route takes (the proxy's catch-all entry; compare with ``--old`` a commit before it, e96809d).
+
 Figures: the steady apps' failed requests (goal 0 for this code), the config loads each proxy
 made (Caddy's ``server running`` lines after the first deploy; goal 0), and the first deploy's
 and the destroy's time per code (median, min-max).
 
 Run (root, test hosts up):  .venv/bin/python bench/docker_shared_churn.py [--cycles 10]
+                            [--catch-all --old e96809d]
 """
 
 from __future__ import annotations
@@ -58,6 +62,8 @@ def spread(times: list[float]) -> dict[str, object]:
 def main() -> int:
     ap = parser(__doc__, "87ef84c", "before the pool")
     ap.add_argument("--cycles", type=int, default=5, help="rounds (one cycle of each code)")
+    ap.add_argument("--catch-all", action="store_true",
+                    help="the churning apps declare no routes (every other name)")  # fmt: skip
     args = ap.parse_args()
     run = Run("docker_shared_churn", {k: str(v) for k, v in vars(args).items()})
     env, work, new, old = workers(args, "shipway-shared-churn-")
@@ -70,6 +76,12 @@ def main() -> int:
     apps = [*steady.values(), *churn.values()]
     for app in apps:
         write_spec(env, work, app)
+    if args.catch_all:  # the churning apps without their [[routes]]: every other name
+        for app in churn.values():
+            text = app.spec.read_text()
+            route = f'[[routes]]\nhost = "{app.host}"\nprocess = "web"\n'
+            assert route in text
+            app.spec.write_text(text.replace(route, ""))
     deploys: dict[str, list[float]] = {"new": [], "old": []}
     destroys: dict[str, list[float]] = {"new": [], "old": []}
     reloads = {}
