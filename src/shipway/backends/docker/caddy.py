@@ -194,7 +194,7 @@ def assign(routes: Mapping[str, Mapping[str, Any]], previous: Pool) -> Pool:
     """The pool for ``routes``: an entry already taken keeps its place (its files are not
     written again), one no route needs any more is freed, a new one takes the lowest place
     that was free before; the size doubles while that is not enough (a reload), and never
-    shrinks."""
+    shrinks. The catch-all entry goes to the route without host names, if one takes it."""
     wanted = [
         (key, str(host))
         for key, unit in sorted(routes.items())
