@@ -385,29 +385,38 @@ def test_a_host_with_a_per_slot_proxy_is_moved_over_by_a_step_the_plan_shows(
     assert api.plan(deployment.app(), SLOT, image=env.images.v2).unchanged
 
 
+@pytest.mark.parametrize("named", [True, False], ids=["host-name", "catch-all"])
 def test_an_upstream_file_naming_another_release_is_drift_and_repaired(
-    deployment: Deployment,
+    deployment: Deployment, named: bool
 ) -> None:
     """What a route serves is its pool entry's upstream file: one that names other
     containers than the route's entry (a run killed between the two writes, or a hand edit)
-    is seen by observe and put back by a repair, without a reload."""
+    is seen by observe and put back by a repair, without a reload. The same for the
+    catch-all entry of a slot that declares no routes."""
     env = deployment.env
     name = f"file-{deployment.name}.test"
-    deployment.write(hosts=[env.a], extra=ROUTE.format(host=name))
+    deployment.write(hosts=[env.a], extra=ROUTE.format(host=name) if named else "")
     assert isinstance(deployment.deploy(), Rolled)
     (proxy,) = deployment.containers(env.a, kind="proxy")
     tree = read_tree(proxy, caddy.CONFIG_DIR)
     owner = f"{deployment.name}/{SLOT}"
     (key,) = caddy.parse_parts(tree)[owner]
     entry = caddy.parse_parts(tree)[owner][key]
-    # the route's one host name took a pool entry: its files name the host, the alias its
-    # one container was given and the port, and Caddy serves it
-    ((index, taken),) = caddy.pool_of(tree).entries.items()
-    assert taken == (f"{owner} {key}", name)
-    upstream = f"pool-{index}.up"
-    assert tree[f"pool-{index}.host"][0] == f"{name}\n".encode()
+    # the route's one host name took a pool entry (every name: the catch-all entry): its
+    # files name the host, the alias its one container was given and the port, and Caddy
+    # serves it
+    pool = caddy.pool_of(tree)
+    if named:
+        ((index, taken),) = pool.entries.items()
+        assert taken == (f"{owner} {key}", name) and pool.catch_all is None
+        at = f"pool-{index}"
+    else:
+        assert pool.entries == {} and pool.catch_all == f"{owner} {key}"
+        at = caddy.CATCH_ALL_ENTRY
+    upstream = f"{at}.up"
+    assert tree[f"{at}.host"][0] == f"{name if named else caddy.ANY}\n".encode()
     port = str(entry["body"]["upstreams"][0]).rsplit(":", 1)[1]
-    assert tree[f"pool-{index}.port"][0] == f"{port}\n".encode()
+    assert tree[f"{at}.port"][0] == f"{port}\n".encode()
     (web,) = deployment.containers(env.a, kind="app")
     assert tree[upstream][0] == f"{entry['group']}\n".encode()
     assert web.labels["org.shipway.alias"] == entry["group"]
