@@ -155,7 +155,8 @@ def _reverse_proxy(upstreams: Mapping[str, Any], upstream_try: float) -> dict[st
 class Pool(NamedTuple):
     """A shared proxy's host-name entries: how many its config holds, and which route
     (``"app/slot key"``) and host name each taken one serves; and which route takes the
-    catch-all entry (every request no other route takes), if one does."""
+    catch-all entry (every request no other route takes), if one does (from the routes:
+    not in ``pool.json``)."""
 
     size: int
     entries: Mapping[int, tuple[str, str]]
@@ -184,10 +185,9 @@ def pool_of(tree: Mapping[str, tuple[bytes, int]]) -> Pool:
             for i, e in dict(raw.get("entries") or {}).items()
             if isinstance(e, list) and len(e) == 2 and 0 <= int(i) < size
         }
-        catch_all = raw.get("catch_all")
     except (ValueError, TypeError, AttributeError):
         return Pool(POOL_SIZE, {})
-    return Pool(size, entries, str(catch_all) if catch_all else None)
+    return Pool(size, entries)
 
 
 def assign(routes: Mapping[str, Mapping[str, Any]], previous: Pool) -> Pool:
@@ -248,12 +248,10 @@ def pool_files(
         names[f"{at}.host"] = _line(ANY)
         alias, port = str(unit["group"]), _port(unit["body"])
     targets |= {f"{at}.up": _line(alias), f"{at}.port": _line(port)}
-    table: dict[str, Any] = {
+    table = {
         "size": pool.size,
         "entries": {str(i): list(e) for i, e in sorted(pool.entries.items())},
     }
-    if pool.catch_all:
-        table["catch_all"] = pool.catch_all
     return {**freed, **targets, **names, POOL_FILE: (dumps(table), 0o644)}
 
 
@@ -277,14 +275,20 @@ def freed(files: Mapping[str, tuple[bytes, int]]) -> dict[str, tuple[bytes, int]
     return {k: v for k, v in files.items() if k.rsplit(".", 1)[0] in entries}
 
 
-def pool_aliases(key: str, tree: Mapping[str, tuple[bytes, int]]) -> list[str]:
-    """What the pool entries of the route ``key`` (``"app/slot key"``) go to, as written
-    (one, the catch-all entry's, for a route without host names)."""
-    pool = pool_of(tree)
-    held = [_entry(i) for i, (k, _) in sorted(pool.entries.items()) if k == key]
-    if pool.catch_all == key:
-        held.append(CATCH_ALL_ENTRY)
-    return [tree.get(f"{at}.up", (b"", 0))[0].decode(errors="replace").strip() for at in held]
+def pool_aliases(
+    key: str, unit: Mapping[str, Any], tree: Mapping[str, tuple[bytes, int]]
+) -> list[str]:
+    """What the pool entries of the route ``key`` (``"app/slot key"``, ``unit``) go to, as
+    written: the catch-all entry's for a route without host names, while it is taken."""
+
+    def read(name: str) -> str:
+        return tree.get(name, (b"", 0))[0].decode(errors="replace").strip()
+
+    if not (unit.get("body") or {}).get("hosts"):
+        taken = read(f"{CATCH_ALL_ENTRY}.host") == ANY
+        return [read(f"{CATCH_ALL_ENTRY}.up")] if taken else []
+    held = sorted(i for i, (k, _) in pool_of(tree).entries.items() if k == key)
+    return [read(f"{_entry(i)}.up") for i in held]
 
 
 def _pool_routes(pool: Pool, upstream_try: float, config_dir: str) -> list[dict[str, Any]]:

@@ -274,7 +274,7 @@ class DockerReads(DockerVolumes):
                 reasons.append("the proxy has not loaded its caddy.json")
             group = fragment.get("group")
             if pool is not None and caddy.pooled(fragment):
-                written = caddy.pool_aliases(f"{owner} {key}", tree)
+                written = caddy.pool_aliases(f"{owner} {key}", fragment, tree)
                 hosts = (fragment.get("body") or {}).get("hosts") or []
                 # an entry per host name, or the catch-all entry (one) without any
                 if len(written) != (len(set(hosts)) or 1) or set(written) != {group}:
