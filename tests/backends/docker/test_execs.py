@@ -14,9 +14,10 @@ from pathlib import Path
 import docker
 import pytest
 from docker.models.containers import Container
+from docker.utils.socket import STDERR, STDOUT
 
 from shipway.backends.docker.drain import read_connections
-from shipway.backends.docker.execs import STDERR, STDOUT, exec_frames, exec_output, run_in
+from shipway.backends.docker.execs import exec_frames, exec_output, run_in
 from tests.testenv.docker import DockerEnv
 
 BIG = 300_000  # many frames, more than any one read

@@ -42,6 +42,7 @@ import docker
 import docker.errors
 import docker.types
 from docker.models.containers import Container
+from docker.utils.socket import STDERR, STDOUT
 
 from shipway.backends import backups as files
 from shipway.backends import wire
@@ -57,7 +58,7 @@ from shipway.backends.docker.accessories import (
 from shipway.backends.docker.connection import HostConnection, Stream
 from shipway.backends.docker.containers import ContainerSpec, create
 from shipway.backends.docker.edge import edge
-from shipway.backends.docker.execs import STDERR, STDOUT, exec_frames, exit_code
+from shipway.backends.docker.execs import exec_frames, exit_code
 from shipway.backends.protocol import Reporter
 from shipway.errors import BackendError, InputError
 from shipway.guard import Clearance

@@ -17,9 +17,7 @@ from typing import Any
 
 import docker
 from docker.models.containers import Container
-
-#: the stream numbers of the engine's multiplexed frames (no TTY)
-STDOUT, STDERR = 1, 2
+from docker.utils.socket import STDOUT
 
 #: a frame's head: the stream, three zero bytes, the payload's length (big-endian)
 HEAD = 8
