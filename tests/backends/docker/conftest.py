@@ -131,6 +131,12 @@ def names_in(container: Any, path: str) -> list[str]:
     return sorted({p[1] for p in parts if len(p) > 1 and p[0] == top})
 
 
+def servers_started(proxy: Any) -> int:
+    """How many times the proxy's Caddy started a server (once per server at its start and
+    at each config load): unchanged across a change that loads no config."""
+    return int(proxy.logs(stdout=True, stderr=True).count(b'"server running"'))
+
+
 def free_port() -> int:
     """A proxy port of this test's own (tests.testenv.ports: a band per xdist worker) that
     no shared proxy on the test hosts serves: one another test or run left on host B (its

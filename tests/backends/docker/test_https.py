@@ -26,7 +26,9 @@ from shipway import api
 from shipway.backends.docker.records import read_tree
 from shipway.cli.main import cli
 from shipway.engine import Rolled
-from tests.backends.docker.conftest import SLOT, Deployment, Lines, free_port
+from shipway.plan.model import NoOp
+from tests.backends.docker.conftest import SLOT, Deployment, Lines, free_port, servers_started
+from tests.loops import RequestLoop
 from tests.testenv.acme import AcmeEnv, challenge_port
 from tests.testenv.docker import DockerEnv, DockerHost
 
@@ -318,3 +320,45 @@ host = "{name}"
 process = "web"
 tls = {{ cert = "SHOP_CERT", key = "SHOP_KEY" }}
 """
+
+
+def test_an_https_app_comes_switches_and_goes_beside_another_with_no_reload(
+    secure: Deployment, acme_env: AcmeEnv, tmp_path: Path
+) -> None:
+    """Two apps with ACME names on one shared proxy. Once the first has brought the ACME
+    settings into its config, the second's first deploy, its switch, its stop and its
+    destroy write only files: Caddy loads no config, the first fails no request over
+    HTTPS, and the second's name is ordered, served and then answered as no app's."""
+    env, tls_port = secure.env, free_port()
+    (tmp_path / "first").mkdir()
+    first = Deployment(env=env, name=f"f{uuid.uuid4().hex[:8]}", dir=tmp_path / "first",
+                       port=secure.port)  # fmt: skip
+    try:
+        (first.dir / "ca.pem").write_bytes((secure.dir / "ca.pem").read_bytes())
+        blog, shop = (f"{w}{uuid.uuid4().hex[:8]}.{acme_env.domain}" for w in ("b", "s"))
+        routes = '[[routes]]\nhost = "{}"\nprocess = "web"\ntls = "auto"\n'
+        write(first, [env.a], routes.format(blog), acme_line(acme_env), tls_port)
+        assert isinstance(first.deploy(), Rolled)
+        assert served(env.a, tls_port, blog, acme_env.root)[2] == "v1\n"
+        (proxy,) = first.containers(env.a, kind="proxy")
+        started = servers_started(proxy)
+
+        write(secure, [env.a], routes.format(shop), acme_line(acme_env), tls_port)
+        fetch_blog = lambda _: fetch(env.a, tls_port, blog, acme_env.root)[::2]  # noqa: E731
+        with RequestLoop(fetch_blog, limit=5_000) as loop:
+            assert isinstance(secure.deploy(), Rolled)
+            status, _, body, cert = served(env.a, tls_port, shop, acme_env.root)
+            assert (status, body) == (200, "v1\n") and ("DNS", shop) in cert["subjectAltName"]
+            assert isinstance(secure.deploy(image=env.images.v2), Rolled)
+            assert served(env.a, tls_port, shop, acme_env.root)[2] == "v2\n"
+            api.stop(secure.app(), SLOT, reporter=Lines())
+            assert fetch(env.a, tls_port, shop, acme_env.root)[0] == 404
+            api.destroy(secure.app(), SLOT, confirm=SLOT, reporter=Lines())
+        assert servers_started(proxy) == started  # no config loaded
+        failed = [a.body if a.status == 0 else str(a) for a in loop.failed("v1\n")]
+        assert len(loop.answers) > 10 and failed == [], loop.answers[-5:]
+        # what the proxy's files say is what a later run observes: nothing to repair
+        assert [type(s) for s in api.plan(first.app(), SLOT, repair=True).steps] == [NoOp]
+    finally:
+        first.cleanup()
+

@@ -12,7 +12,6 @@ import io
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import docker.errors
 import docker.types
@@ -31,6 +30,7 @@ from tests.backends.docker.conftest import (
     free_port,
     left_half_removed,
     removed,
+    servers_started,
 )
 from tests.backends.local.conftest import eventually
 from tests.loops import RequestLoop
@@ -82,12 +82,6 @@ def both_deployed(deployment: Deployment, other: Deployment) -> tuple[str, str]:
 SWITCHING = {(200, "v1\n"), (200, "v2\n")}
 
 
-def _servers_started(proxy: Any) -> int:
-    """How many times the proxy's Caddy started a server (once per server at its start and
-    at each config load): unchanged across a switch that reloads nothing."""
-    return proxy.logs(stdout=True, stderr=True).count(b'"server running"')
-
-
 def answers(d: Deployment, host: DockerHost, name: str) -> tuple[int, str] | None:
     """:func:`get`, or None while nothing listens on the port yet."""
     try:
@@ -107,12 +101,12 @@ def test_two_apps_share_the_proxy_and_never_fail_each_other(
     (proxy,) = deployment.containers(env.a, kind="proxy")
     # the other app's first deploy adds its route beside shop's: its name takes a pool
     # entry (files written), Caddy's config is not reloaded, and no request of shop's fails
-    started = _servers_started(proxy)
+    started = servers_started(proxy)
     # (its network sorts before the proxy's first: the engine keeps publishing the proxy's
     # port through the network that sorts before both, labels.GATEWAY_NETWORK)
     with RequestLoop(lambda _: get(deployment, env.a, shop), limit=BOUND) as loop:
         assert isinstance(other.deploy(), Rolled)
-    assert _servers_started(proxy) == started
+    assert servers_started(proxy) == started
     failed = [a.body if a.status == 0 else str(a) for a in loop.failed("v1\n")]
     assert len(loop.answers) > 10 and failed == [], loop.answers[-5:]
     # one proxy on the host's port, both apps served on it by name
@@ -137,10 +131,10 @@ def test_two_apps_share_the_proxy_and_never_fail_each_other(
     ):
         fetch = functools.partial(lambda _, d, name: get(d, env.a, name), d=still, name=still_name)
         own = functools.partial(lambda _, d, name: get(d, env.a, name), d=moving, name=moving_name)
-        started = _servers_started(proxy)
+        started = servers_started(proxy)
         with RequestLoop(fetch, limit=BOUND) as loop, RequestLoop(own, limit=BOUND) as mine:
             assert isinstance(moving.deploy(image=env.images.v2), Rolled)
-        assert _servers_started(proxy) == started  # no reload
+        assert servers_started(proxy) == started  # no reload
         failed = [a.body if a.status == 0 else str(a) for a in loop.failed(serves)]
         assert len(loop.answers) > 10 and failed == [], loop.answers[-5:]
         own_failed = [str(a) for a in mine.answers if (a.status, a.body) not in SWITCHING]
@@ -155,19 +149,19 @@ def test_two_apps_share_the_proxy_and_never_fail_each_other(
 
     # stopping one leaves the other's routes and answers; its own name is no app's now: its
     # pool entry is freed (files written), and Caddy's config is not reloaded
-    started = _servers_started(proxy)
+    started = servers_started(proxy)
     with RequestLoop(lambda _: get(other, env.a, blog), limit=BOUND) as loop:
         api.stop(deployment.app(), SLOT, reporter=Lines())
     failed = [a.body if a.status == 0 else str(a) for a in loop.failed("v2\n")]
     assert len(loop.answers) > 10 and failed == [], loop.answers[-5:]
-    assert _servers_started(proxy) == started
+    assert servers_started(proxy) == started
     assert get(deployment, env.a, shop) == (404, f"404: no app serves {shop} on this host\n")
     assert [c.id for c in deployment.containers(env.a, kind="proxy")] == [proxy.id]
 
     # destroying the last slot that uses the proxy removes it
     with RequestLoop(lambda _: get(other, env.a, blog), limit=BOUND) as loop:
         api.destroy(deployment.app(), SLOT, confirm=SLOT, reporter=Lines())
-    assert _servers_started(proxy) == started
+    assert servers_started(proxy) == started
     assert len(loop.answers) > 10 and loop.failed("v2\n") == [], loop.answers[-5:]
     assert get(other, env.a, blog) == (200, "v2\n")
     api.destroy(other.app(), SLOT, confirm=SLOT, reporter=Lines())
@@ -187,7 +181,7 @@ def test_a_slot_without_routes_comes_switches_and_goes_with_no_reload(
     (proxy,) = other.containers(env.a, kind="proxy")
     deployment.write(hosts=[env.a])  # no [[routes]]: every name
     assert get(deployment, env.a, "anything.test")[0] == 404
-    started = _servers_started(proxy)
+    started = servers_started(proxy)
     with RequestLoop(lambda _: get(other, env.a, blog), limit=BOUND) as loop:
         assert isinstance(deployment.deploy(), Rolled)
         assert get(deployment, env.a, "anything.test") == (200, "v1\n")
@@ -199,7 +193,7 @@ def test_a_slot_without_routes_comes_switches_and_goes_with_no_reload(
             404,
             "404: no app serves anything.test on this host\n",
         )
-    assert _servers_started(proxy) == started  # no config loaded
+    assert servers_started(proxy) == started  # no config loaded
     failed = [a.body if a.status == 0 else str(a) for a in loop.failed("v1\n")]
     assert len(loop.answers) > 10 and failed == [], loop.answers[-5:]
     # deployed again: what a later run observes is what it wrote (its entry's files name
@@ -428,10 +422,10 @@ def test_an_upstream_file_naming_another_release_is_drift_and_repaired(
     assert key in {s.unit for s in plan.steps if isinstance(s, ApplyObject)}, plan.steps
     detail = "\n".join(api.object_diff(deployment.app(), SLOT, plan))
     assert "its pool entries name other containers than its entry" in detail, detail
-    started = _servers_started(proxy)
+    started = servers_started(proxy)
     api.repair(deployment.app(), SLOT, reporter=Lines(), timeout=120)
     assert get(deployment, env.a, name) == (200, "v1\n")
-    assert _servers_started(proxy) == started  # the file alone was written again
+    assert servers_started(proxy) == started  # the file alone was written again
     assert [type(s) for s in api.plan(deployment.app(), SLOT, repair=True).steps] == [NoOp]
 
 

@@ -13,7 +13,8 @@ against a name read from a file at each request, and proxied to the alias and po
 from two more; a route of plain HTTP whose containers carry one alias takes an entry per
 host name (the one *catch-all entry*, after every other route, when it has none: a slot
 that declares no routes), and a route added or removed writes those files only. The config
-is reloaded only when it changes: a route that is not such (HTTPS, a canary's — whose route
+is reloaded only when it changes: a route that is not such (HTTPS other than ACME names in
+secure entries, :mod:`.https_pool`; a canary's — whose route
 names its containers itself —, one whose containers carry no alias), the pool grown
 (:data:`POOL_SIZE`, doubled when full), a longer drain. The files are written
 through the Engine API (``put_archive`` into the proxy's volume), a config loaded through
@@ -35,6 +36,8 @@ Files in the proxy's volume (mounted at :data:`CONFIG_DIR`):
 ``pool-N.host``  entry N's host name (:data:`UNUSED` when free), ``pool-N.up`` the alias it
                  goes to, ``pool-N.port`` the port (:func:`pool_files`); ``pool-any.*``
                  the catch-all entry's (its ``.host`` :data:`ANY` while taken);
+``secure-N.*``   on a proxy that serves HTTPS, the secure entries of ACME names
+                 (:mod:`.https_pool`: their arrival and departure load no config either);
 ``admin.sock``   Caddy's admin API (made by Caddy; not a file the config writes).
 """
 
@@ -45,7 +48,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from shipway.backends.docker import caddy_canary, https
+from shipway.backends.docker import caddy_canary, https, https_pool
 
 CONFIG_DIR = "/etc/shipway"
 ROUTES_FILE = "routes.json"
@@ -161,6 +164,8 @@ class Pool(NamedTuple):
     size: int
     entries: Mapping[int, tuple[str, str]]
     catch_all: str | None = None
+    #: the secure entries (HTTPS names, :mod:`.https_pool`): None on a proxy without HTTPS
+    secure: https_pool.Secure | None = None
 
 
 def pooled(unit: Mapping[str, Any]) -> bool:
@@ -187,14 +192,22 @@ def pool_of(tree: Mapping[str, tuple[bytes, int]]) -> Pool:
         }
     except (ValueError, TypeError, AttributeError):
         return Pool(POOL_SIZE, {})
-    return Pool(size, entries)
+    secure = raw.get("secure")
+    return Pool(size, entries, None, https_pool.of(secure) if isinstance(secure, dict) else None)
 
 
-def assign(routes: Mapping[str, Mapping[str, Any]], previous: Pool) -> Pool:
+def assign(
+    routes: Mapping[str, Mapping[str, Any]], previous: Pool, secure: bool = False
+) -> Pool:
     """The pool for ``routes``: an entry already taken keeps its place (its files are not
     written again), one no route needs any more is freed, a new one takes the lowest place
     that was free before; the size doubles while that is not enough (a reload), and never
-    shrinks. The catch-all entry goes to the route without host names, if one takes it."""
+    shrinks. The catch-all entry goes to the route without host names, if one takes it.
+    ``secure``: the proxy serves HTTPS, so its HTTPS names take secure entries too."""
+    held = None
+    if secure:
+        empty = https_pool.Secure(https_pool.SIZE, {}, None)
+        held = https_pool.assign(routes, previous.secure or empty)
     wanted = [
         (key, str(host))
         for key, unit in sorted(routes.items())
@@ -215,11 +228,13 @@ def assign(routes: Mapping[str, Mapping[str, Any]], previous: Pool) -> Pool:
     catch_all = next(
         (k for k, u in sorted(routes.items()) if pooled(u) and not u["body"].get("hosts")), None
     )
-    return Pool(size, dict(sorted(entries.items())), catch_all)
+    return Pool(size, dict(sorted(entries.items())), catch_all, held)
 
 
 def pool_files(
-    routes: Mapping[str, Mapping[str, Any]], pool: Pool
+    routes: Mapping[str, Mapping[str, Any]],
+    pool: Pool,
+    tokens: Mapping[str | None, str] | None = None,
 ) -> dict[str, tuple[bytes, int]]:
     """The pool's files and its ``pool.json``, in the order to write them: the host names
     of entries freed first (no request is matched to them from then on), then every
@@ -248,11 +263,16 @@ def pool_files(
         names[f"{at}.host"] = _line(ANY)
         alias, port = str(unit["group"]), _port(unit["body"])
     targets |= {f"{at}.up": _line(alias), f"{at}.port": _line(port)}
-    table = {
+    table: dict[str, Any] = {
         "size": pool.size,
         "entries": {str(i): list(e) for i, e in sorted(pool.entries.items())},
     }
-    return {**freed, **targets, **names, POOL_FILE: (dumps(table), 0o644)}
+    secure: dict[str, tuple[bytes, int]] = {}
+    if pool.secure is not None:
+        table["secure"] = https_pool.table(pool.secure)
+        secure = https_pool.root_files(pool.secure)
+        secure |= https_pool.files(routes, pool.secure, tokens or {})
+    return {**secure, **freed, **targets, **names, POOL_FILE: (dumps(table), 0o644)}
 
 
 def _entry(i: int) -> str:
@@ -266,11 +286,14 @@ def _line(text: str) -> tuple[bytes, int]:
 
 
 def freed(files: Mapping[str, tuple[bytes, int]]) -> dict[str, tuple[bytes, int]]:
-    """The files among ``files`` that free a pool entry: its host name, alias and port."""
+    """The files among ``files`` that free a pool entry or a secure entry: its host name
+    and what it goes to."""
     entries = {
         k.removesuffix(".host")
         for k, v in files.items()
-        if k.startswith(POOL_ENTRY) and k.endswith(".host") and v == _line(UNUSED)
+        if k.startswith((POOL_ENTRY, https_pool.ENTRY))
+        and k.endswith(".host")
+        and v == _line(UNUSED)
     }
     return {k: v for k, v in files.items() if k.rsplit(".", 1)[0] in entries}
 
@@ -390,17 +413,24 @@ def compose(
     drains = [float(f["body"].get("drain", 0)) for _, f in ordered]
     drain = max([float(proxy.get("drain", 5.0)), *drains])
     plain = [(k, f) for k, f in ordered if pool is None or not pooled(f)]
+    http_port, tls_port = int(proxy.get("port", 80)), int(proxy.get("tls_port") or 0)
+    # the HTTPS names that take secure entries: their routes are not in the config
+    # (from the first one's arrival on: its ACME settings are the on-demand policy's)
+    held = pool.secure if pool is not None and tls_port else None
+    held = held if held is not None and held.acme is not None else None
+    entered = {k for k, _ in held.entries.values()} if held else set()
+    secure = [(k, f) for k, f in ordered if f["body"].get("tls") and k not in entered]
     servers: dict[str, Any] = {
         "shipway": {
             **server,
             "listen": [f":{int(proxy.get('listen', 80))}"],
             "automatic_https": {"disable": True},
             "routes": [
-                *(r for k, f in ordered if f["body"].get("tls")
-                  for r in https.http_routes(k, f["body"], int(proxy.get("port", 80)))),
+                *(r for k, f in secure for r in https.http_routes(k, f["body"], http_port)),
                 *(route(b, upstream_try, f.get("canary"), _source(k, f, config_dir))
                   for k, f in plain if (b := _plain(f["body"])) and b.get("hosts")),
                 *(_pool_routes(pool, upstream_try, config_dir) if pool else ()),
+                *(https_pool.http_routes(held, config_dir, http_port, tls_port) if held else ()),
                 *(route(b, upstream_try, f.get("canary"), _source(k, f, config_dir))
                   for k, f in plain if (b := _plain(f["body"])) and not b.get("hosts")),
                 # after a catch-all in the config: one moving out of the entry (a canary
@@ -411,19 +441,24 @@ def compose(
             "errors": {"routes": [RELEASE_DOWN]},
         }
     }  # fmt: skip
-    secure = [(k, f) for k, f in ordered if f["body"].get("tls")]
     apps: dict[str, Any] = {}
-    if proxy.get("tls_port"):
+    if tls_port:
         # from its first config on: Caddy keeps the renewal check's interval it started with
         apps["tls"] = https.tls_app(dict(secure), config_dir)
-    if secure and proxy.get("tls_port"):
-        servers |= _tls_servers(secure, upstream_try, config_dir, tokens or {})
+        if held:
+            automation = apps["tls"]["automation"]
+            automation["policies"].append(https_pool.policy(held, config_dir, https.RELAY))
+            automation["on_demand"] = https_pool.permission()
+    if (secure or held) and tls_port:
+        servers |= _tls_servers(secure, upstream_try, config_dir, tokens or {}, held, tls_port)
     logging: dict[str, Any] = {}
     if any(f.get("canary") for _, f in ordered):  # its requests logged, and only those
         logging = {"logging": caddy_canary.LOGGING}
         for name in ("shipway", "shipway-tls"):
             if name in servers:
                 servers[name]["logs"] = {}
+    if held:  # the keepers' checks are not the proxy's news
+        logging = {"logging": https_pool.quiet(logging.get("logging"))}
     return {
         "admin": {"listen": admin, "config": {"persist": False}},
         **logging,
@@ -456,10 +491,13 @@ def _tls_servers(
     upstream_try: float,
     config_dir: str,
     tokens: Mapping[str | None, str],
+    held: https_pool.Secure | None = None,
+    tls_port: int = 0,
 ) -> dict[str, Any]:
     """The HTTPS server (its routes: the share endpoint on an issuer, then each route for
-    its HTTPS names), and, on a host that gets its certificates from an issuer, the
-    loopback listener that relays them."""
+    its HTTPS names, then the secure entries'), and the loopback listener that relays
+    certificates from an issuer; with secure entries, the permission endpoint and the
+    keepers too."""
     routes = [r for _, f in secure for r in https.share_routes(f["body"], tokens.get(None))]
     for k, f in secure:
         body = {**f["body"], "hosts": https.names_of(f["body"])}
@@ -474,22 +512,34 @@ def _tls_servers(
             https.root_file(k, f["body"], config_dir),
         )
     ]
-    out: dict[str, Any] = {
-        "shipway-tls": {
-            "listen": [f":{https.TLS_LISTEN}"],
-            "automatic_https": {"disable": True},
-            "tls_connection_policies": [{}],
-            "routes": [*routes, UNKNOWN_HOST],
-            "errors": {"routes": [RELEASE_DOWN]},
-        }
+    out: dict[str, Any] = {}
+    if held:
+        own = f"{{file.{config_dir}/{https.SHARE_TOKEN}}}"
+
+        def proxied(i: int) -> dict[str, Any]:
+            at = f"{config_dir}/{https_pool.ENTRY}{i}"
+            upstreams = {"dynamic_upstreams": _dynamic(f"{at}.up", f"{{file.{at}.port}}")}
+            return _reverse_proxy(upstreams, upstream_try)
+
+        routes += https_pool.tls_routes(held, config_dir, proxied, own)
+        root = f"{config_dir}/{https_pool.ROOT_FILE}" if (held.acme or {}).get("root_pem") else None
+        relay += https_pool.relay_routes(held, config_dir, tls_port, root)
+        out["shipway-ask"] = _loopback(https_pool.ASK, https_pool.ask_routes(held, config_dir))
+        out["shipway-keep"] = _loopback(https_pool.KEEP, https_pool.keeper_routes(held, config_dir))
+    out["shipway-tls"] = {
+        "listen": [f":{https.TLS_LISTEN}"],
+        "automatic_https": {"disable": True},
+        "tls_connection_policies": [{}],
+        "routes": [*routes, UNKNOWN_HOST],
+        "errors": {"routes": [RELEASE_DOWN]},
     }
     if relay:
-        out["shipway-relay"] = {
-            "listen": [https.RELAY],
-            "automatic_https": {"disable": True},
-            "routes": relay,
-        }
+        out["shipway-relay"] = _loopback(https.RELAY, relay)
     return out
+
+
+def _loopback(listen: str, routes: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"listen": [listen], "automatic_https": {"disable": True}, "routes": routes}
 
 
 def admin_listen(config: bytes) -> str | None:

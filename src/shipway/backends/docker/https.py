@@ -167,7 +167,7 @@ def storage_key(directory: str, name: str, what: str) -> str:
     return f"certificates/{safe(issuer)}/{safe(name)}/{safe(name)}.{what}"
 
 
-def _redirect(port: int) -> dict[str, Any]:
+def redirect(port: int) -> dict[str, Any]:
     where = "{http.request.host}" + ("" if port == 443 else f":{port}")
     return {
         "handler": "static_response",
@@ -195,7 +195,7 @@ def http_routes(owner_key: str, body: Mapping[str, Any], http_port: int) -> list
             }
         )
     out.append(
-        {"match": [{"host": names}], "handle": [_redirect(int(tls["port"]))], "terminal": True}
+        {"match": [{"host": names}], "handle": [redirect(int(tls["port"]))], "terminal": True}
     )
     return out
 

@@ -566,11 +566,12 @@ def _config_files(
     ``tree`` has them)."""
     identity = admin.identity(proxy_id)
     routes = caddy.flatten(parts)
-    pool = caddy.assign(routes, caddy.pool_of(tree))
-    config = caddy.compose(routes, proxy_body, identity, caddy.tokens_of(tree), pool)
+    pool = caddy.assign(routes, caddy.pool_of(tree), secure=bool(proxy_body.get("tls_port")))
+    tokens = caddy.tokens_of(tree)
+    config = caddy.compose(routes, proxy_body, identity, tokens, pool)
     return {
         **caddy.upstream_files(routes),  # before the config that names them
-        **caddy.pool_files(routes, pool),
+        **caddy.pool_files(routes, pool, tokens),
         caddy.PARTS_FILE: _parts_file(parts),
         caddy.CONFIG_FILE: (caddy.dumps(config), 0o600),
     }

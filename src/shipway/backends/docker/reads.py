@@ -26,6 +26,7 @@ from shipway.backends.docker import (
     caddy_canary,
     container_logs,
     drift,
+    https_pool,
     labels,
     render,
 )
@@ -250,6 +251,7 @@ class DockerReads(DockerVolumes):
         slot's), else ``routes``."""
         # a shared proxy's pool (none in a proxy configured before it, or per slot)
         pool = caddy.pool_of(tree) if served is not None and caddy.POOL_FILE in tree else None
+        held = pool.secure if pool is not None else None  # its HTTPS names' entries
         served = routes if served is None else served
         config = tree.get(caddy.CONFIG_FILE, (b"", 0))[0]
         identity, tokens = admin.identity(proxy_id), caddy.tokens_of(tree)
@@ -279,6 +281,10 @@ class DockerReads(DockerVolumes):
                 # an entry per host name, or the catch-all entry (one) without any
                 if len(written) != (len(set(hosts)) or 1) or set(written) != {group}:
                     reasons.append("its pool entries name other containers than its entry")
+            elif held and (written := https_pool.aliases(f"{owner} {key}", held, tree)):
+                names = ((fragment.get("body") or {}).get("tls") or {}).get("auto") or []
+                if len(written) != len(set(names)) or set(written) != {group}:
+                    reasons.append("its secure entries name other containers than its entry")
             elif group:
                 upstream = tree.get(caddy.upstream_file(f"{owner} {key}"), (b"", 0))[0]
                 if upstream.decode(errors="replace").strip() != group:

@@ -1,0 +1,392 @@
+"""HTTPS names that come and go without a reload: the shared proxy's *secure entries*. PURE.
+
+A route of ACME names (``tls = "auto"``) whose containers carry one release alias takes one
+secure entry per name, as a plain route takes host-name entries (:mod:`.caddy`, *pool*).
+Entry N's files, read by Caddy at each request or handshake:
+
+``secure-N.host``   the name (:data:`~.caddy.UNUSED` while free);
+``secure-N.up``     the release alias it goes to, ``secure-N.port`` the port;
+``secure-N.issue``  ``1`` on the host that orders the name's certificate (the issuer);
+``secure-N.from``   the issuer's address on the other hosts (else empty);
+``secure-N.store``  where the issuer's storage keeps the certificate (without ``.crt``);
+``secure-N.hsts``   ``1`` when the route asks for HSTS;
+``secure-N.keep``   what the entry's keeper dials: the proxy's own HTTPS port on the
+                    issuer, else :data:`IDLE`.
+
+The config holds, once, for every entry (nothing in it names a host name):
+
+* on the HTTP port: the ACME challenge forwarded to the issuer (``from`` set), then the
+  redirect to HTTPS;
+* on the HTTPS port: the certificate shared with the token's holders (``issue`` set), the
+  HSTS header (``hsts`` set), the route to the alias;
+* a loopback *relay* asked by Caddy's ``get_certificate`` at each handshake: ``204`` for a
+  name this host orders (Caddy then orders it on demand), the issuer's certificate for one
+  it does not (fetched over verified TLS for that name, which makes the issuer order it if
+  it has not yet), ``404`` for any other name (the handshake fails);
+* a loopback *permission* endpoint for on-demand issuance: ``200`` only for a name whose
+  entry says ``issue``: no other name is ever ordered;
+* a loopback *keeper* per entry: an active health check that shakes hands with the proxy
+  itself for the entry's name every :data:`KEEP_INTERVAL` (no connection kept, so each
+  check is a handshake): the certificate is ordered within that time of the name's
+  arrival, and renewed in its renewal window (Caddy renews an on-demand certificate at a
+  handshake) though no client comes.
+
+The TLS app then has one policy for them all, on demand, with the proxy's ACME settings.
+A route with other ACME settings, given certificates, a canary or no single alias stays in
+the config itself (:mod:`.https`), as before: its arrival and departure reload.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+from shipway.backends.docker import https
+
+ENTRY = "secure-"
+#: the secure entries in a proxy's first config that serves HTTPS (doubled when full)
+SIZE = 16
+#: the loopback listeners of the permission endpoint and of the keepers
+ASK = "127.0.0.1:2081"
+KEEP = "127.0.0.1:2082"
+#: what a free entry's keeper dials: a port nothing listens on (refused, not logged)
+IDLE = "127.0.0.1:1"
+KEEP_INTERVAL = https.RENEW_CHECK
+#: the logger of the keepers' checks, left out of the proxy's log
+KEEP_LOGGER = "http.handlers.reverse_proxy.health_checker.active"
+#: a free entry's name (the same as :data:`.caddy.UNUSED`, which frees it in order)
+UNUSED = "- unused -"
+
+
+class Secure(NamedTuple):
+    """A shared proxy's secure entries: how many its config holds, which route
+    (``"app/slot key"``) and name each taken one serves, and the proxy's ACME settings
+    (the first pooled route's; None before any)."""
+
+    size: int
+    entries: Mapping[int, tuple[str, str]]
+    acme: Mapping[str, Any] | None
+
+
+def pooled(unit: Mapping[str, Any], acme: Mapping[str, Any] | None) -> bool:
+    """Whether a route unit takes secure entries: every name of it ACME (no given
+    certificate, no plain name), one alias, no canary, and the proxy's ACME settings (any,
+    while the proxy has none)."""
+    body = unit.get("body") or {}
+    tls = body.get("tls") or {}
+    if not (tls.get("auto") and unit.get("group") and body.get("upstreams")):
+        return False
+    if tls.get("given") or unit.get("canary"):
+        return False
+    if set(body.get("hosts") or []) - set(tls["auto"]):
+        return False
+    return acme is None or dict(tls.get("acme") or {}) == dict(acme)
+
+
+def of(raw: Mapping[str, Any]) -> Secure:
+    """The secure entries ``pool.json``'s ``secure`` says (none: an empty pool)."""
+    try:
+        size = int(raw.get("size", SIZE))
+        if size < 1:
+            raise ValueError(size)
+        entries = {
+            int(i): (str(e[0]), str(e[1]))
+            for i, e in dict(raw.get("entries") or {}).items()
+            if isinstance(e, list) and len(e) == 2 and 0 <= int(i) < size
+        }
+        acme = raw.get("acme")
+        return Secure(size, entries, dict(acme) if isinstance(acme, dict) else None)
+    except (ValueError, TypeError, AttributeError):
+        return Secure(SIZE, {}, None)
+
+
+def table(secure: Secure) -> dict[str, Any]:
+    """What ``pool.json`` keeps of them (:func:`of` reads it back)."""
+    out: dict[str, Any] = {
+        "size": secure.size,
+        "entries": {str(i): list(e) for i, e in sorted(secure.entries.items())},
+    }
+    if secure.acme is not None:
+        out["acme"] = dict(secure.acme)
+    return out
+
+
+def assign(routes: Mapping[str, Mapping[str, Any]], previous: Secure) -> Secure:
+    """The secure entries for ``routes``, as :func:`.caddy.assign` does the host-name
+    entries: a name kept keeps its place, a new one takes the lowest place free before,
+    the size doubles while that is not enough. The ACME settings are the previous ones, or
+    the first pooled route's; they stay once set (a change of them is a reload)."""
+    acme = previous.acme
+    if acme is None:
+        first = next((u for _, u in sorted(routes.items()) if pooled(u, None)), None)
+        acme = dict(first["body"]["tls"].get("acme") or {}) if first else None
+    wanted = [
+        (key, str(name))
+        for key, unit in sorted(routes.items())
+        if pooled(unit, acme)
+        for name in unit["body"]["tls"]["auto"]
+    ]
+    kept = {i: e for i, e in previous.entries.items() if e in set(wanted)}
+    taken = set(kept.values())
+    new = [e for e in wanted if e not in taken]
+    free = (i for i in range(len(wanted) + len(previous.entries) + 1) if i not in previous.entries)
+    entries = dict(kept) | {next(free): e for e in new}
+    size = previous.size
+    while entries and max(entries) >= size:
+        size *= 2
+    return Secure(size, dict(sorted(entries.items())), acme)
+
+
+def _line(text: str) -> tuple[bytes, int]:
+    return (f"{text}\n".encode() if text else b""), 0o644
+
+
+def files(
+    routes: Mapping[str, Mapping[str, Any]],
+    secure: Secure,
+    tokens: Mapping[str | None, str],
+) -> dict[str, tuple[bytes, int]]:
+    """The entries' files, in the order to write them: the names of entries freed first,
+    then what every entry goes to, then the names of entries taken. ``tokens``: the share
+    tokens this proxy holds (its own under None, an issuer's under its address): an
+    entry's ``secure-N.token`` is its issuer's (0600; empty on the issuer)."""
+    freed: dict[str, tuple[bytes, int]] = {}
+    targets: dict[str, tuple[bytes, int]] = {}
+    names: dict[str, tuple[bytes, int]] = {}
+    directory = str((secure.acme or {}).get("directory", ""))
+    for i in range(secure.size):
+        entry = secure.entries.get(i)
+        unit = routes.get(entry[0]) if entry else None
+        at = f"{ENTRY}{i}"
+        what = dict.fromkeys(("up", "port", "issue", "from", "store", "hsts"), "")
+        what["keep"] = IDLE
+        if entry is None or unit is None:
+            freed[f"{at}.host"] = _line(UNUSED)
+        else:
+            name, body = entry[1], unit["body"]
+            tls = body["tls"]
+            names[f"{at}.host"] = _line(name)
+            what |= {"up": str(unit["group"]), "port": _port(body)}
+            what["hsts"] = "1" if tls.get("hsts") else ""
+            if tls.get("from"):
+                what["from"] = str(tls["from"])
+            else:
+                what["issue"] = "1"
+                what["store"] = https.storage_key(directory, name, "crt").removesuffix(".crt")
+                what["keep"] = f"127.0.0.1:{https.TLS_LISTEN}"
+        targets |= {f"{at}.{k}": _line(v) for k, v in what.items()}
+        token = tokens.get(what["from"]) if what["from"] else None
+        targets[f"{at}.token"] = (token.encode() if token else b""), 0o600
+    return {**freed, **targets, **names}
+
+
+def aliases(key: str, secure: Secure, tree: Mapping[str, tuple[bytes, int]]) -> list[str]:
+    """What the secure entries of the route ``key`` (``"app/slot key"``) go to, as
+    written (none: the route takes none)."""
+    held = sorted(i for i, (k, _) in secure.entries.items() if k == key)
+    return [tree.get(f"{ENTRY}{i}.up", (b"", 0))[0].decode(errors="replace").strip() for i in held]
+
+
+def _port(body: Mapping[str, Any]) -> str:
+    return str(body["upstreams"][0]).rsplit(":", 1)[-1]
+
+
+def _file(config_dir: str, i: int, what: str) -> str:
+    return f"{{file.{config_dir}/{ENTRY}{i}.{what}}}"
+
+
+def _is(config_dir: str, i: int, what: str) -> dict[str, Any]:
+    return {"vars": {_file(config_dir, i, what): ["1"]}}
+
+
+def http_routes(secure: Secure, config_dir: str, http_port: int, tls_port: int) -> list[Any]:
+    """On the HTTP port, per entry: the ACME challenge to the issuer, then the redirect."""
+    out: list[dict[str, Any]] = []
+    for i in range(secure.size):
+        host = {"host": [_file(config_dir, i, "host")]}
+        elsewhere = {"not": [{"vars": {_file(config_dir, i, "from"): [""]}}]}
+        out.append(
+            {
+                "match": [{**host, "path": ["/.well-known/acme-challenge/*"], **elsewhere}],
+                "handle": [
+                    {
+                        "handler": "reverse_proxy",
+                        "upstreams": [{"dial": f"{_file(config_dir, i, 'from')}:{http_port}"}],
+                    }
+                ],
+                "terminal": True,
+            }
+        )
+        out.append({"match": [host], "handle": [https.redirect(tls_port)], "terminal": True})
+    return out
+
+
+def tls_routes(
+    secure: Secure, config_dir: str, proxied: Any, share_token: str
+) -> list[dict[str, Any]]:
+    """On the HTTPS port, per entry: the certificate shared (on the issuer), the HSTS
+    header, the route to its alias (``proxied(i)``: the entry's reverse proxy)."""
+    out: list[dict[str, Any]] = []
+    for i in range(secure.size):
+        host = {"host": [_file(config_dir, i, "host")]}
+        share = {
+            **host,
+            "path": [https.SHARE_PATH],
+            "header": {"Authorization": [f"Bearer {share_token}"]},
+            **_is(config_dir, i, "issue"),
+        }
+        read = '{{readFile (printf "%s.crt" (placeholder "http.vars.store"))}}'
+        read += '{{readFile (printf "%s.key" (placeholder "http.vars.store"))}}'
+        out.append(
+            {
+                "match": [share],
+                "handle": [
+                    {"handler": "vars", "store": _file(config_dir, i, "store")},
+                    {"handler": "templates", "file_root": https.STORAGE},
+                    {
+                        "handler": "static_response",
+                        "headers": {"Content-Type": ["text/plain"], "Cache-Control": ["no-store"]},
+                        "body": read,
+                    },
+                ],
+                "terminal": True,
+            }
+        )
+        header = {"Strict-Transport-Security": [https.HSTS]}
+        out.append(
+            {
+                "match": [{**host, **_is(config_dir, i, "hsts")}],
+                "handle": [{"handler": "headers", "response": {"set": header}}],
+            }
+        )
+        out.append({"match": [host], "handle": [proxied(i)], "terminal": True})
+    return out
+
+
+def relay_routes(
+    secure: Secure, config_dir: str, tls_port: int, root: str | None
+) -> list[dict[str, Any]]:
+    """On the loopback relay, per entry: 204 where this host orders the name, the
+    issuer's certificate where it does not; then 404 for any other name."""
+    out: list[dict[str, Any]] = []
+    for i in range(secure.size):
+        asked = {"query": {"server_name": [_file(config_dir, i, "host")]}}
+        out.append(
+            {
+                "match": [{**asked, **_is(config_dir, i, "issue")}],
+                "handle": [{"handler": "static_response", "status_code": 204}],
+                "terminal": True,
+            }
+        )
+        transport: dict[str, Any] = {"protocol": "http", "tls": {"server_name": "{http.vars.sni}"}}
+        if root:
+            transport["tls"]["root_ca_pem_files"] = [root]
+        out.append(
+            {
+                "match": [{**asked, "not": [{"vars": {_file(config_dir, i, "from"): [""]}}]}],
+                "handle": [
+                    {"handler": "vars", "sni": "{http.request.uri.query.server_name}"},
+                    {"handler": "rewrite", "uri": https.SHARE_PATH},
+                    {
+                        "handler": "reverse_proxy",
+                        "upstreams": [{"dial": f"{_file(config_dir, i, 'from')}:{tls_port}"}],
+                        "transport": transport,
+                        "headers": {
+                            "request": {
+                                "set": {
+                                    "Host": ["{http.vars.sni}"],
+                                    "Authorization": [f"Bearer {_file(config_dir, i, 'token')}"],
+                                }
+                            }
+                        },
+                    },
+                ],
+                "terminal": True,
+            }
+        )
+    return [*out, _status(404)]
+
+
+def ask_routes(secure: Secure, config_dir: str) -> list[dict[str, Any]]:
+    """The permission endpoint: 200 for a name an entry of this host orders, else 404."""
+    out = [
+        {
+            "match": [
+                {"query": {"domain": [_file(config_dir, i, "host")]}, **_is(config_dir, i, "issue")}
+            ],
+            "handle": [{"handler": "static_response", "status_code": 200}],
+            "terminal": True,
+        }
+        for i in range(secure.size)
+    ]
+    return [*out, _status(404)]
+
+
+def keeper_routes(secure: Secure, config_dir: str) -> list[dict[str, Any]]:
+    """One route per entry whose reverse proxy's active health check shakes hands with the
+    address in ``secure-N.keep`` for the entry's name (never asked for anything else)."""
+    out = []
+    for i in range(secure.size):
+        name = _file(config_dir, i, "host")
+        check: dict[str, Any] = {"uri": "/", "interval": KEEP_INTERVAL, "timeout": "10s"}
+        check["headers"] = {"Host": [name]}
+        out.append(
+            {
+                "handle": [
+                    {
+                        "handler": "reverse_proxy",
+                        "upstreams": [{"dial": _file(config_dir, i, "keep")}],
+                        "transport": {
+                            "protocol": "http",
+                            "tls": {"server_name": name, "insecure_skip_verify": True},
+                            "keep_alive": {"enabled": False},
+                        },
+                        "health_checks": {"active": check},
+                    }
+                ],
+                "terminal": True,
+            }
+        )
+    return out
+
+
+def policy(secure: Secure, config_dir: str, relay: str) -> dict[str, Any]:
+    """The TLS app's policy for every entry: the relay first, then on-demand orders."""
+    acme = dict(secure.acme or {})
+    issuer: dict[str, Any] = {"module": "acme", "ca": acme.get("directory", "")}
+    issuer |= {k: acme[k] for k in ("email", "profile") if k in acme}
+    if acme.get("root_pem"):
+        issuer["trusted_roots_pem_files"] = [f"{config_dir}/{ROOT_FILE}"]
+    issuer["challenges"] = {"tls-alpn": {"disabled": True}}
+    return {
+        "get_certificate": [{"via": "http", "url": f"http://{relay}/"}],
+        "issuers": [issuer],
+        "on_demand": True,
+    }
+
+
+#: the proxy's ACME root (its settings' ``root_pem``), what the pooled routes trust
+ROOT_FILE = "secure-root.pem"
+
+
+def root_files(secure: Secure) -> dict[str, tuple[bytes, int]]:
+    """The file of the proxy's ACME root, when its settings have one."""
+    pem = (secure.acme or {}).get("root_pem")
+    return {ROOT_FILE: (str(pem).encode(), 0o644)} if pem else {}
+
+
+def quiet(logging: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A config's ``logging`` with the keepers' checks left out of its default log."""
+    logs = dict((logging or {}).get("logs") or {})
+    default = dict(logs.get("default") or {})
+    default["exclude"] = sorted({*default.get("exclude", []), KEEP_LOGGER})
+    return {**(logging or {}), "logs": {**logs, "default": default}}
+
+
+def permission() -> dict[str, Any]:
+    return {"permission": {"module": "http", "endpoint": f"http://{ASK}/"}}
+
+
+def _status(code: int) -> dict[str, Any]:
+    return {"handle": [{"handler": "static_response", "status_code": code}]}
+

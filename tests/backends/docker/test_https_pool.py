@@ -1,0 +1,104 @@
+"""The shared proxy's secure entries (pure): which HTTPS routes take them, that such a
+route's arrival, switch and departure compose the same config once the proxy's ACME
+settings are in it (nothing to reload), and what each entry's files say on the host that
+orders the certificate and on the others. Caddy serves them, against the test ACME CA, in
+test_https.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shipway.backends.docker import caddy, https, https_pool
+
+SHOP = "shop/prod route/web@a"
+BLOG = "blog/prod route/web@a"
+ACME = {"directory": "https://ca.test/dir", "root_pem": "PEM"}
+PROXY = {"port": 80, "tls_port": 8443}
+
+
+def unit(*names: str, group: str = "shipway-up-1", **tls: Any) -> dict[str, Any]:
+    settings = {"auto": list(names), "given": [], "port": 8443, "acme": ACME, **tls}
+    body = {"hosts": list(names), "upstreams": ["web-1:8000"], "tls": settings}
+    return {"body": body, "group": group}
+
+
+def compose(routes: dict[str, Any], previous: caddy.Pool) -> tuple[dict[str, Any], caddy.Pool]:
+    pool = caddy.assign(routes, previous, secure=True)
+    return caddy.compose(routes, PROXY, "x", {}, pool), pool
+
+
+def test_acme_routes_with_one_alias_and_the_proxy_s_settings_take_entries() -> None:
+    assert https_pool.pooled(unit("a.test"), None)
+    assert https_pool.pooled(unit("a.test"), ACME)
+    assert not https_pool.pooled(unit("a.test"), {"directory": "https://other.test/dir"})
+    assert not https_pool.pooled({**unit("a.test"), "group": None}, ACME)
+    assert not https_pool.pooled({**unit("a.test"), "canary": {"weight": 5}}, ACME)
+    given = unit("a.test", given=[{"hosts": ["b.test"], "cert": "C", "key": "K"}])
+    assert not https_pool.pooled(given, ACME)
+    mixed = unit("a.test")
+    mixed["body"]["hosts"] = ["a.test", "plain.test"]  # a name served over HTTP only
+    assert not https_pool.pooled(mixed, ACME)
+
+
+def test_arriving_switching_and_leaving_compose_the_same_config_once_settings_are_in() -> None:
+    start = caddy.Pool(caddy.POOL_SIZE, {})
+    before, _ = compose({}, start)
+    one, pool = compose({SHOP: unit("shop.test")}, start)
+    # the first HTTPS route brings the proxy's ACME settings: that is a new config
+    assert one != before and pool.secure is not None and pool.secure.acme == ACME
+    policy = one["apps"]["tls"]["automation"]["policies"][-1]
+    assert policy["on_demand"] and policy["issuers"][0]["ca"] == ACME["directory"]
+    # from then on: another app's names, a switch, a departure: the same bytes
+    two, pool = compose({SHOP: unit("shop.test"), BLOG: unit("blog.test", "www.test")}, pool)
+    switched, pool = compose({SHOP: unit("shop.test", group="shipway-up-9")}, pool)
+    gone, pool = compose({}, pool)
+    assert one == two == switched == gone
+    assert "shop.test" not in caddy.dumps(two).decode()  # no name is in the config
+    # a route with a given certificate is in the config itself (a reload)
+    given = unit("g.test", given=[{"hosts": ["g.test"], "cert": "C", "key": "K"}], auto=[])
+    assert compose({SHOP: given}, pool)[0] != gone
+
+
+def test_the_issuer_s_entry_orders_and_shares_and_another_host_s_asks_the_issuer() -> None:
+    routes = {SHOP: unit("shop.test", hsts=True), BLOG: unit("blog.test", **{"from": "10.0.0.2"})}
+    pool = caddy.assign(routes, caddy.Pool(caddy.POOL_SIZE, {}), secure=True)
+    assert pool.secure is not None
+    files = caddy.pool_files(routes, pool, {None: "mine", "10.0.0.2": "theirs"})
+    (shop,) = [i for i, (k, _) in pool.secure.entries.items() if k == SHOP]
+    (blog,) = [i for i, (k, _) in pool.secure.entries.items() if k == BLOG]
+
+    def read(i: int, what: str) -> bytes:
+        return files[f"secure-{i}.{what}"][0]
+
+    assert read(shop, "host") == b"shop.test\n" and read(shop, "issue") == b"1\n"
+    assert read(shop, "from") == b"" and read(shop, "hsts") == b"1\n"
+    store = https.storage_key(ACME["directory"], "shop.test", "crt").removesuffix(".crt")
+    assert read(shop, "store") == f"{store}\n".encode()
+    assert read(shop, "keep") == f"127.0.0.1:{https.TLS_LISTEN}\n".encode()  # kept renewed
+    assert read(blog, "issue") == b"" and read(blog, "from") == b"10.0.0.2\n"
+    assert read(blog, "keep") == f"{https_pool.IDLE}\n".encode()
+    assert files[f"secure-{blog}.token"] == (b"theirs", 0o600)  # the issuer's, 0600
+    assert files[f"secure-{shop}.token"] == (b"", 0o600)
+    assert files[https_pool.ROOT_FILE] == (b"PEM", 0o644)
+    free = next(i for i in range(pool.secure.size) if i not in pool.secure.entries)
+    assert read(free, "host") == b"- unused -\n" and read(free, "issue") == b""
+    # names freed first, taken last: no request is matched to a name before its target
+    order = list(files)
+    assert order.index(f"secure-{free}.host") < order.index(f"secure-{shop}.up")
+    assert order.index(f"secure-{shop}.up") < order.index(f"secure-{shop}.host")
+
+
+def test_only_a_name_this_host_orders_is_permitted_and_the_relay_answers_204_for_it() -> None:
+    config, _ = compose({SHOP: unit("shop.test")}, caddy.Pool(caddy.POOL_SIZE, {}))
+    servers = config["apps"]["http"]["servers"]
+    ask = servers["shipway-ask"]["routes"]
+    assert ask[0]["match"][0]["vars"] == {"{file./etc/shipway/secure-0.issue}": ["1"]}
+    assert ask[-1]["handle"][0]["status_code"] == 404
+    relay = servers["shipway-relay"]["routes"]
+    assert relay[0]["handle"][0]["status_code"] == 204  # then Caddy orders it on demand
+    assert relay[0]["match"][0]["vars"] == {"{file./etc/shipway/secure-0.issue}": ["1"]}
+    assert relay[-1]["handle"][0]["status_code"] == 404  # any other name: no certificate
+    keeper = servers["shipway-keep"]["routes"][0]["handle"][0]
+    assert keeper["transport"]["keep_alive"] == {"enabled": False}  # a handshake each time
+    assert keeper["transport"]["tls"]["server_name"] == "{file./etc/shipway/secure-0.host}"
+    assert https_pool.KEEP_LOGGER in config["logging"]["logs"]["default"]["exclude"]
