@@ -17,19 +17,29 @@ outside the repository when missing (``--old-tree``).
 With ``--catch-all`` the churning apps declare no routes: each answers every name no other
 route takes (the proxy's catch-all entry; compare with ``--old`` a commit before it, e96809d).
 
+With ``--https`` the churning apps' route is an ACME name (``tls = "auto"``, under the test
+CA's domain): the new code's proxy is on the CA's challenge port (held, as the tests hold it),
+so its names are ordered from the test CA (Pebble); the old code's on another port, whose
+orders fail (that proxy's reloads are what it is there for). Each proxy has served one such
+app before the cycles (deployed and destroyed: the HTTPS port made, the ACME settings in the
+config), so the cycles count only what an app's arrival and departure do. Compare with
+``--old`` a commit before the secure entries (0a7f30f).
+
 Figures: the steady apps' failed requests (goal 0 for this code), the config loads each proxy
 made (Caddy's ``server running`` lines after the first deploy; goal 0), and the first deploy's
 and the destroy's time per code (median, min-max).
 
 Run (root, test hosts up):  .venv/bin/python bench/docker_shared_churn.py [--cycles 10]
-                            [--catch-all --old e96809d]
+                            [--catch-all --old e96809d] [--https --old 0a7f30f]
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import uuid
 from pathlib import Path
+from typing import Any
 
 import docker.errors
 
@@ -40,6 +50,7 @@ sys.path.insert(0, str(REPO / "bench"))
 from benchlib import Run, median  # noqa: E402
 from docker_proxy import free_port  # noqa: E402
 from docker_shared_redeploy import App, Load, cleanup, parser, workers, write_spec  # noqa: E402
+from tests.testenv.acme import challenge_port, ensure_acme_env  # noqa: E402
 from tests.testenv.docker import DockerEnv  # noqa: E402
 
 
@@ -64,11 +75,19 @@ def main() -> int:
     ap.add_argument("--cycles", type=int, default=5, help="rounds (one cycle of each code)")
     ap.add_argument("--catch-all", action="store_true",
                     help="the churning apps declare no routes (every other name)")  # fmt: skip
+    ap.add_argument("--https", action="store_true",
+                    help="the churning apps' route is an ACME name (the test CA's)")  # fmt: skip
     args = ap.parse_args()
+    with contextlib.ExitStack() as held:
+        acme = ensure_acme_env() if args.https else None
+        port = held.enter_context(challenge_port(acme)) if acme else free_port()
+        return measure(args, {"new": port, "old": free_port()}, acme)
+
+
+def measure(args: Any, ports: dict[str, int], acme: Any) -> int:
     run = Run("docker_shared_churn", {k: str(v) for k, v in vars(args).items()})
     env, work, new, old = workers(args, "shipway-shared-churn-")
     tag = uuid.uuid4().hex[:6]
-    ports = {"new": free_port(), "old": free_port()}
     steady = {c: App(f"steady-{c}", f"s{c[0]}{tag}", ports[c], work, w)
               for c, w in (("new", new), ("old", old))}  # fmt: skip
     churn = {c: App(f"churn-{c}", f"a{c[0]}{tag}", ports[c], work, w)
@@ -82,6 +101,18 @@ def main() -> int:
             route = f'[[routes]]\nhost = "{app.host}"\nprocess = "web"\n'
             assert route in text
             app.spec.write_text(text.replace(route, ""))
+    if acme is not None:  # the churning apps' route: an ACME name on the proxy's HTTPS port
+        for app in churn.values():
+            text = app.spec.read_text()
+            route = f'[[routes]]\nhost = "{app.host}"\nprocess = "web"\n'
+            app.host = f"{app.name}.{acme.domain}"
+            (app.spec.parent / "ca.pem").write_bytes(
+                acme.directory_ca.read_bytes() + acme.root.read_bytes()
+            )
+            secure = f'[[routes]]\nhost = "{app.host}"\nprocess = "web"\ntls = "auto"\n'
+            slot = (f"proxy_tls_port = {free_port()}\n"
+                    f'acme = {{ directory = "{acme.directory}", root = "ca.pem" }}\n')  # fmt: skip
+            app.spec.write_text(text.replace(route, secure) + slot)
     deploys: dict[str, list[float]] = {"new": [], "old": []}
     destroys: dict[str, list[float]] = {"new": [], "old": []}
     reloads = {}
@@ -89,6 +120,12 @@ def main() -> int:
         for app in steady.values():
             first = app.worker.run("deploy", app.spec, env.images.v1)
             assert first["ok"], f"{app.label}: {first['line']}"
+        if acme is not None:  # once before the cycles: the HTTPS port, the ACME settings
+            for app in churn.values():
+                for what in ("deploy", "destroy"):
+                    done = app.worker.run(what, app.spec, *(() if what == "destroy" else
+                                                            (env.images.v1,)))  # fmt: skip
+                    assert done["ok"], f"{app.label}: {done['line']}"
         before = {c: loads(env, ports[c]) for c in ports}
         with Load(env.a.address, list(steady.values()), 1, args.pace, args.bound) as load:
             for i in range(args.cycles):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 import http.client
+import json
 import socket
 import ssl
 import time
@@ -325,10 +326,11 @@ tls = {{ cert = "SHOP_CERT", key = "SHOP_KEY" }}
 def test_an_https_app_comes_switches_and_goes_beside_another_with_no_reload(
     secure: Deployment, acme_env: AcmeEnv, tmp_path: Path
 ) -> None:
-    """Two apps with ACME names on one shared proxy. Once the first has brought the ACME
-    settings into its config, the second's first deploy, its switch, its stop and its
-    destroy write only files: Caddy loads no config, the first fails no request over
-    HTTPS, and the second's name is ordered, served and then answered as no app's."""
+    """Two apps with ACME names on one shared proxy, made by the first's deploy with its
+    ACME settings in its first config. The first's route and then the second's first
+    deploy, its switch, its stop and its destroy write only files: Caddy loads no config,
+    the first fails no request over HTTPS, and the second's name is ordered, served and
+    then answered as no app's."""
     env, tls_port = secure.env, free_port()
     (tmp_path / "first").mkdir()
     first = Deployment(env=env, name=f"f{uuid.uuid4().hex[:8]}", dir=tmp_path / "first",
@@ -341,7 +343,11 @@ def test_an_https_app_comes_switches_and_goes_beside_another_with_no_reload(
         assert isinstance(first.deploy(), Rolled)
         assert served(env.a, tls_port, blog, acme_env.root)[2] == "v1\n"
         (proxy,) = first.containers(env.a, kind="proxy")
+        # made for an app with ACME names: their settings in its first config, so its own
+        # route's arrival loaded none either (each server started once, at its start)
+        config = json.loads(read_tree(proxy, "/etc/shipway")["caddy.json"][0])
         started = servers_started(proxy)
+        assert started == len(config["apps"]["http"]["servers"])
 
         write(secure, [env.a], routes.format(shop), acme_line(acme_env), tls_port)
         fetch_blog = lambda _: fetch(env.a, tls_port, blog, acme_env.root)[::2]  # noqa: E731

@@ -102,3 +102,12 @@ def test_only_a_name_this_host_orders_is_permitted_and_the_relay_answers_204_for
     assert keeper["transport"]["keep_alive"] == {"enabled": False}  # a handshake each time
     assert keeper["transport"]["tls"]["server_name"] == "{file./etc/shipway/secure-0.host}"
     assert https_pool.KEEP_LOGGER in config["logging"]["logs"]["default"]["exclude"]
+
+
+def test_a_proxy_made_for_a_slot_with_acme_names_has_their_settings_from_its_first_config() -> None:
+    tree = caddy.seeded({}, ACME)
+    assert caddy.seeded(tree, {"directory": "https://other.test/dir"}) == {}  # set once
+    made, pool = compose({}, caddy.pool_of(tree))
+    assert pool.secure is not None and pool.secure.acme == ACME
+    arrived, _ = compose({SHOP: unit("shop.test")}, pool)
+    assert arrived == made  # the slot's first route: no reload

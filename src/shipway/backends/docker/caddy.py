@@ -196,6 +196,23 @@ def pool_of(tree: Mapping[str, tuple[bytes, int]]) -> Pool:
     return Pool(size, entries, None, https_pool.of(secure) if isinstance(secure, dict) else None)
 
 
+def seeded(
+    tree: Mapping[str, tuple[bytes, int]], acme: Mapping[str, Any]
+) -> dict[str, tuple[bytes, int]]:
+    """``pool.json`` with ``acme`` as the secure entries' ACME settings when it has none
+    yet (a proxy made for a slot with ACME names: they then come without a reload); else
+    nothing to change."""
+    try:
+        raw = dict(json.loads(tree[POOL_FILE][0])) if POOL_FILE in tree else {}
+    except (ValueError, TypeError):
+        raw = {}
+    secure = dict(raw.get("secure") or {})
+    if secure.get("acme") is not None:
+        return {}
+    raw["secure"] = {**secure, "acme": dict(acme)}
+    return {POOL_FILE: (dumps(raw), 0o644)}
+
+
 def assign(
     routes: Mapping[str, Mapping[str, Any]], previous: Pool, secure: bool = False
 ) -> Pool:

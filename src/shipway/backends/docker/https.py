@@ -64,12 +64,24 @@ def issuer_of(app: App, slot: Slot) -> HostAddress | None:
     return None
 
 
+def acme_of(slot: Slot) -> dict[str, Any]:
+    """The slot's ACME settings as its route bodies carry them (what a shared proxy's
+    secure entries are ordered with)."""
+    acme = slot.acme or Acme()
+    pairs = (
+        ("directory", acme.directory),
+        ("email", acme.email),
+        ("profile", acme.profile),
+        ("root_pem", acme.root_pem),
+    )
+    return {k: v for k, v in pairs if v}
+
+
 def https_of(
     app: App, slot: Slot, release: Release, issuer: HostAddress | None
 ) -> dict[str, dict[str, Any]]:
     """Process → what its route's body says of HTTPS (none for a process without TLS)."""
     out: dict[str, dict[str, Any]] = {}
-    acme = slot.acme or Acme()
     for route in app.routes:
         if route.tls is None:
             continue
@@ -95,16 +107,7 @@ def https_of(
             info["config"] = release.config_hash  # a new certificate re-applies the route
         else:
             info["auto"].append(route.host)
-            info["acme"] = {
-                k: v
-                for k, v in (
-                    ("directory", acme.directory),
-                    ("email", acme.email),
-                    ("profile", acme.profile),
-                    ("root_pem", acme.root_pem),
-                )
-                if v
-            }
+            info["acme"] = acme_of(slot)
     for info in out.values():
         info["auto"] = sorted(set(info["auto"]))
     return out
