@@ -273,6 +273,12 @@ def test_a_certificate_from_secrets_is_served_on_both_hosts_and_never_shown(
     secret = key_file.read_text().splitlines()[1]
     shown = lines.text() + "\n".join(plan.describe()) + str(plan.to_json())
     assert secret not in shown
+    # each host's proxy, made for this slot, had the secure entries from its first config:
+    # the route's arrival loaded no config (each server started once, at its start)
+    for host in (env.a, env.b):
+        (proxy,) = deployment.containers(host, kind="proxy")
+        config = json.loads(read_tree(proxy, "/etc/shipway")["caddy.json"][0])
+        assert servers_started(proxy) == len(config["apps"]["http"]["servers"])
 
 
 def test_an_app_without_https_uses_the_proxy_an_https_app_made_as_it_is(

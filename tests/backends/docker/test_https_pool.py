@@ -27,14 +27,18 @@ def compose(routes: dict[str, Any], previous: caddy.Pool) -> tuple[dict[str, Any
     return caddy.compose(routes, PROXY, "x", {}, pool), pool
 
 
-def test_acme_routes_with_one_alias_and_the_proxy_s_settings_take_entries() -> None:
+def test_https_routes_with_one_alias_and_the_proxy_s_acme_settings_take_entries() -> None:
     assert https_pool.pooled(unit("a.test"), None)
     assert https_pool.pooled(unit("a.test"), ACME)
     assert not https_pool.pooled(unit("a.test"), {"directory": "https://other.test/dir"})
     assert not https_pool.pooled({**unit("a.test"), "group": None}, ACME)
     assert not https_pool.pooled({**unit("a.test"), "canary": {"weight": 5}}, ACME)
     given = unit("a.test", given=[{"hosts": ["b.test"], "cert": "C", "key": "K"}])
-    assert not https_pool.pooled(given, ACME)
+    given["body"]["hosts"].append("b.test")
+    assert https_pool.pooled(given, ACME)  # an ACME name and a given certificate's
+    only_given = unit(auto=[], given=[{"hosts": ["g.test"], "cert": "C", "key": "K"}])
+    only_given["body"]["hosts"] = ["g.test"]
+    assert https_pool.pooled(only_given, {"directory": "https://other.test/dir"})
     mixed = unit("a.test")
     mixed["body"]["hosts"] = ["a.test", "plain.test"]  # a name served over HTTP only
     assert not https_pool.pooled(mixed, ACME)
@@ -54,9 +58,12 @@ def test_arriving_switching_and_leaving_compose_the_same_config_once_settings_ar
     gone, pool = compose({}, pool)
     assert one == two == switched == gone
     assert "shop.test" not in caddy.dumps(two).decode()  # no name is in the config
-    # a route with a given certificate is in the config itself (a reload)
+    # a given certificate's name too; a route with other ACME settings is in the config
+    # itself (a reload)
     given = unit("g.test", given=[{"hosts": ["g.test"], "cert": "C", "key": "K"}], auto=[])
-    assert compose({SHOP: given}, pool)[0] != gone
+    assert compose({SHOP: given}, pool)[0] == gone
+    elsewhere = unit("e.test", acme={"directory": "https://other.test/dir"})
+    assert compose({SHOP: elsewhere}, pool)[0] != gone
 
 
 def test_the_issuer_s_entry_orders_and_shares_and_another_host_s_asks_the_issuer() -> None:
@@ -111,3 +118,23 @@ def test_a_proxy_made_for_a_slot_with_acme_names_has_their_settings_from_its_fir
     assert pool.secure is not None and pool.secure.acme == ACME
     arrived, _ = compose({SHOP: unit("shop.test")}, pool)
     assert arrived == made  # the slot's first route: no reload
+
+
+def test_a_given_certificate_s_name_is_answered_by_the_relay_from_its_files() -> None:
+    given = unit(auto=[], given=[{"hosts": ["g.test"], "cert": "C", "key": "K"}])
+    given["body"]["hosts"] = ["g.test"]
+    config, pool = compose({SHOP: given}, caddy.Pool(caddy.POOL_SIZE, {}))
+    assert pool.secure is not None and pool.secure.acme is None and pool.secure.on
+    # given certificates alone: the relay only, nothing ordered, no permission asked
+    (policy,) = config["apps"]["tls"]["automation"]["policies"]
+    assert "issuers" not in policy and "on_demand" not in config["apps"]["tls"]["automation"]
+    files = caddy.pool_files({SHOP: given}, pool, {})
+    stem = https.file_of(f"{SHOP} 0", "")  # what the route step writes from its secrets
+    assert files["secure-0.given"][0] == f"{stem}\n".encode()
+    assert files["secure-0.issue"][0] == b"" and files["secure-0.from"][0] == b""
+    relay = config["apps"]["http"]["servers"]["shipway-relay"]["routes"]
+    (answer,) = [
+        r for r in relay if r["handle"][0].get("given") == "{file./etc/shipway/secure-0.given}"
+    ]
+    assert answer["handle"][1] == {"handler": "templates", "file_root": "/etc/shipway"}
+    assert "crt" in answer["handle"][2]["body"] and "key" in answer["handle"][2]["body"]

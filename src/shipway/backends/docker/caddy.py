@@ -36,7 +36,7 @@ Files in the proxy's volume (mounted at :data:`CONFIG_DIR`):
 ``pool-N.host``  entry N's host name (:data:`UNUSED` when free), ``pool-N.up`` the alias it
                  goes to, ``pool-N.port`` the port (:func:`pool_files`); ``pool-any.*``
                  the catch-all entry's (its ``.host`` :data:`ANY` while taken);
-``secure-N.*``   on a proxy that serves HTTPS, the secure entries of ACME names
+``secure-N.*``   on a proxy that serves HTTPS, the secure entries of HTTPS names
                  (:mod:`.https_pool`: their arrival and departure load no config either);
 ``admin.sock``   Caddy's admin API (made by Caddy; not a file the config writes).
 """
@@ -197,19 +197,21 @@ def pool_of(tree: Mapping[str, tuple[bytes, int]]) -> Pool:
 
 
 def seeded(
-    tree: Mapping[str, tuple[bytes, int]], acme: Mapping[str, Any]
+    tree: Mapping[str, tuple[bytes, int]], acme: Mapping[str, Any] | None
 ) -> dict[str, tuple[bytes, int]]:
-    """``pool.json`` with ``acme`` as the secure entries' ACME settings when it has none
-    yet (a proxy made for a slot with ACME names: they then come without a reload); else
-    nothing to change."""
+    """``pool.json`` with the secure entries in the config (a proxy made for a slot with
+    HTTPS names: they then come without a reload) and ``acme`` as their ACME settings when
+    it has none yet (None: the slot has given certificates only); else nothing to change."""
     try:
         raw = dict(json.loads(tree[POOL_FILE][0])) if POOL_FILE in tree else {}
     except (ValueError, TypeError):
         raw = {}
     secure = dict(raw.get("secure") or {})
-    if secure.get("acme") is not None:
+    if secure.get("on") and (acme is None or secure.get("acme") is not None):
         return {}
-    raw["secure"] = {**secure, "acme": dict(acme)}
+    raw["secure"] = {**secure, "on": True}
+    if acme is not None and secure.get("acme") is None:
+        raw["secure"]["acme"] = dict(acme)
     return {POOL_FILE: (dumps(raw), 0o644)}
 
 
@@ -432,9 +434,9 @@ def compose(
     plain = [(k, f) for k, f in ordered if pool is None or not pooled(f)]
     http_port, tls_port = int(proxy.get("port", 80)), int(proxy.get("tls_port") or 0)
     # the HTTPS names that take secure entries: their routes are not in the config
-    # (from the first one's arrival on: its ACME settings are the on-demand policy's)
+    # (from the first one's arrival on, or the proxy's making for one)
     held = pool.secure if pool is not None and tls_port else None
-    held = held if held is not None and held.acme is not None else None
+    held = held if held is not None and held.on else None
     entered = {k for k, _ in held.entries.values()} if held else set()
     secure = [(k, f) for k, f in ordered if f["body"].get("tls") and k not in entered]
     servers: dict[str, Any] = {
@@ -465,7 +467,8 @@ def compose(
         if held:
             automation = apps["tls"]["automation"]
             automation["policies"].append(https_pool.policy(held, config_dir, https.RELAY))
-            automation["on_demand"] = https_pool.permission()
+            if held.acme is not None:
+                automation["on_demand"] = https_pool.permission()
     if (secure or held) and tls_port:
         servers |= _tls_servers(secure, upstream_try, config_dir, tokens or {}, held, tls_port)
     logging: dict[str, Any] = {}

@@ -1,7 +1,8 @@
 """HTTPS names that come and go without a reload: the shared proxy's *secure entries*. PURE.
 
-A route of ACME names (``tls = "auto"``) whose containers carry one release alias takes one
-secure entry per name, as a plain route takes host-name entries (:mod:`.caddy`, *pool*).
+A route of HTTPS names (ACME ones, ``tls = "auto"``, with the proxy's ACME settings, and
+given ones) whose containers carry one release alias takes one secure entry per name, as a
+plain route takes host-name entries (:mod:`.caddy`, *pool*).
 Entry N's files, read by Caddy at each request or handshake:
 
 ``secure-N.host``   the name (:data:`~.caddy.UNUSED` while free);
@@ -9,6 +10,8 @@ Entry N's files, read by Caddy at each request or handshake:
 ``secure-N.issue``  ``1`` on the host that orders the name's certificate (the issuer);
 ``secure-N.from``   the issuer's address on the other hosts (else empty);
 ``secure-N.store``  where the issuer's storage keeps the certificate (without ``.crt``);
+``secure-N.given``  a given certificate's: the stem of its files (``…crt``, ``…key``, 0600,
+                    written by the route step from its secrets);
 ``secure-N.hsts``   ``1`` when the route asks for HSTS;
 ``secure-N.keep``   what the entry's keeper dials: the proxy's own HTTPS port on the
                     issuer, else :data:`IDLE`.
@@ -22,7 +25,8 @@ The config holds, once, for every entry (nothing in it names a host name):
 * a loopback *relay* asked by Caddy's ``get_certificate`` at each handshake: ``204`` for a
   name this host orders (Caddy then orders it on demand), the issuer's certificate for one
   it does not (fetched over verified TLS for that name, which makes the issuer order it if
-  it has not yet), ``404`` for any other name (the handshake fails);
+  it has not yet), a given certificate's from its files, ``404`` for any other name (the
+  handshake fails);
 * a loopback *permission* endpoint for on-demand issuance: ``200`` only for a name whose
   entry says ``issue``: no other name is ever ordered;
 * a loopback *keeper* per entry: an active health check that shakes hands with the proxy
@@ -31,9 +35,10 @@ The config holds, once, for every entry (nothing in it names a host name):
   arrival, and renewed in its renewal window (Caddy renews an on-demand certificate at a
   handshake) though no client comes.
 
-The TLS app then has one policy for them all, on demand, with the proxy's ACME settings.
-A route with other ACME settings, given certificates, a canary or no single alias stays in
-the config itself (:mod:`.https`), as before: its arrival and departure reload.
+The TLS app then has one policy for them all: the relay, then on-demand orders with the
+proxy's ACME settings (none while it has none). A route with other ACME settings, a plain
+name beside its HTTPS ones, a canary or no single alias stays in the config itself
+(:mod:`.https`), as before: its arrival and departure reload.
 """
 
 from __future__ import annotations
@@ -60,27 +65,37 @@ UNUSED = "- unused -"
 
 class Secure(NamedTuple):
     """A shared proxy's secure entries: how many its config holds, which route
-    (``"app/slot key"``) and name each taken one serves, and the proxy's ACME settings
-    (the first pooled route's; None before any)."""
+    (``"app/slot key"``) and name each taken one serves, the proxy's ACME settings (the
+    first pooled ACME route's; None before any), and whether its config holds the entries
+    (from the first HTTPS route on, or the proxy's making for one: never taken out)."""
 
     size: int
     entries: Mapping[int, tuple[str, str]]
     acme: Mapping[str, Any] | None
+    on: bool = False
+
+
+def names_of(tls: Mapping[str, Any]) -> dict[str, int | None]:
+    """A route's HTTPS names: each ACME one (None) or given one (the index of its
+    certificate in ``given``), in order."""
+    out: dict[str, int | None] = dict.fromkeys(tls.get("auto") or [])
+    for i, given in enumerate(tls.get("given") or []):
+        out |= {str(h): i for h in given["hosts"] if h not in out}
+    return out
 
 
 def pooled(unit: Mapping[str, Any], acme: Mapping[str, Any] | None) -> bool:
-    """Whether a route unit takes secure entries: every name of it ACME (no given
-    certificate, no plain name), one alias, no canary, and the proxy's ACME settings (any,
-    while the proxy has none)."""
+    """Whether a route unit takes secure entries: every name of it HTTPS (no plain one),
+    one alias, no canary, and for ACME names the proxy's ACME settings (any, while the
+    proxy has none)."""
     body = unit.get("body") or {}
     tls = body.get("tls") or {}
-    if not (tls.get("auto") and unit.get("group") and body.get("upstreams")):
+    names = names_of(tls)
+    if not (names and unit.get("group") and body.get("upstreams")) or unit.get("canary"):
         return False
-    if tls.get("given") or unit.get("canary"):
+    if set(body.get("hosts") or []) - set(names):
         return False
-    if set(body.get("hosts") or []) - set(tls["auto"]):
-        return False
-    return acme is None or dict(tls.get("acme") or {}) == dict(acme)
+    return not tls.get("auto") or acme is None or dict(tls.get("acme") or {}) == dict(acme)
 
 
 def of(raw: Mapping[str, Any]) -> Secure:
@@ -94,8 +109,8 @@ def of(raw: Mapping[str, Any]) -> Secure:
             for i, e in dict(raw.get("entries") or {}).items()
             if isinstance(e, list) and len(e) == 2 and 0 <= int(i) < size
         }
-        acme = raw.get("acme")
-        return Secure(size, entries, dict(acme) if isinstance(acme, dict) else None)
+        acme = dict(raw["acme"]) if isinstance(raw.get("acme"), dict) else None
+        return Secure(size, entries, acme, bool(raw.get("on", acme is not None or entries)))
     except (ValueError, TypeError, AttributeError):
         return Secure(SIZE, {}, None)
 
@@ -108,6 +123,8 @@ def table(secure: Secure) -> dict[str, Any]:
     }
     if secure.acme is not None:
         out["acme"] = dict(secure.acme)
+    if secure.on:
+        out["on"] = True
     return out
 
 
@@ -118,13 +135,14 @@ def assign(routes: Mapping[str, Mapping[str, Any]], previous: Secure) -> Secure:
     the first pooled route's; they stay once set (a change of them is a reload)."""
     acme = previous.acme
     if acme is None:
-        first = next((u for _, u in sorted(routes.items()) if pooled(u, None)), None)
+        acme_routes = (u for _, u in sorted(routes.items()) if u["body"].get("tls", {}).get("auto"))
+        first = next((u for u in acme_routes if pooled(u, None)), None)
         acme = dict(first["body"]["tls"].get("acme") or {}) if first else None
     wanted = [
         (key, str(name))
         for key, unit in sorted(routes.items())
         if pooled(unit, acme)
-        for name in unit["body"]["tls"]["auto"]
+        for name in names_of(unit["body"]["tls"])
     ]
     kept = {i: e for i, e in previous.entries.items() if e in set(wanted)}
     taken = set(kept.values())
@@ -134,7 +152,8 @@ def assign(routes: Mapping[str, Mapping[str, Any]], previous: Secure) -> Secure:
     size = previous.size
     while entries and max(entries) >= size:
         size *= 2
-    return Secure(size, dict(sorted(entries.items())), acme)
+    on = previous.on or bool(entries) or acme is not None
+    return Secure(size, dict(sorted(entries.items())), acme, on)
 
 
 def _line(text: str) -> tuple[bytes, int]:
@@ -158,7 +177,7 @@ def files(
         entry = secure.entries.get(i)
         unit = routes.get(entry[0]) if entry else None
         at = f"{ENTRY}{i}"
-        what = dict.fromkeys(("up", "port", "issue", "from", "store", "hsts"), "")
+        what = dict.fromkeys(("up", "port", "issue", "from", "store", "given", "hsts"), "")
         what["keep"] = IDLE
         if entry is None or unit is None:
             freed[f"{at}.host"] = _line(UNUSED)
@@ -168,7 +187,10 @@ def files(
             names[f"{at}.host"] = _line(name)
             what |= {"up": str(unit["group"]), "port": _port(body)}
             what["hsts"] = "1" if tls.get("hsts") else ""
-            if tls.get("from"):
+            given = names_of(tls).get(name)
+            if given is not None:  # the files the route step wrote from its secrets
+                what["given"] = https.file_of(f"{entry[0]} {given}", "")
+            elif tls.get("from"):
                 what["from"] = str(tls["from"])
             else:
                 what["issue"] = "1"
@@ -235,8 +257,7 @@ def tls_routes(
             "header": {"Authorization": [f"Bearer {share_token}"]},
             **_is(config_dir, i, "issue"),
         }
-        read = '{{readFile (printf "%s.crt" (placeholder "http.vars.store"))}}'
-        read += '{{readFile (printf "%s.key" (placeholder "http.vars.store"))}}'
+        read = _read("store", ".crt", ".key")
         out.append(
             {
                 "match": [share],
@@ -278,6 +299,18 @@ def relay_routes(
                 "terminal": True,
             }
         )
+        given = {"not": [{"vars": {_file(config_dir, i, "given"): [""]}}]}
+        out.append(
+            {
+                "match": [{**asked, **given}],
+                "handle": [
+                    {"handler": "vars", "given": _file(config_dir, i, "given")},
+                    {"handler": "templates", "file_root": config_dir},
+                    {"handler": "static_response", "body": _read("given", "crt", "key")},
+                ],
+                "terminal": True,
+            }
+        )
         transport: dict[str, Any] = {"protocol": "http", "tls": {"server_name": "{http.vars.sni}"}}
         if root:
             transport["tls"]["root_ca_pem_files"] = [root]
@@ -305,6 +338,15 @@ def relay_routes(
             }
         )
     return [*out, _status(404)]
+
+
+def _read(var: str, *suffixes: str) -> str:
+    """A template that gives the files named by the request variable ``var`` and each of
+    ``suffixes``, one after another (the ``templates`` handler cannot read ``{file.*}``:
+    a ``vars`` handler puts the name in ``var`` first)."""
+    return "".join(
+        f'{{{{readFile (printf "%s{s}" (placeholder "http.vars.{var}"))}}}}' for s in suffixes
+    )
 
 
 def ask_routes(secure: Secure, config_dir: str) -> list[dict[str, Any]]:
@@ -351,18 +393,18 @@ def keeper_routes(secure: Secure, config_dir: str) -> list[dict[str, Any]]:
 
 
 def policy(secure: Secure, config_dir: str, relay: str) -> dict[str, Any]:
-    """The TLS app's policy for every entry: the relay first, then on-demand orders."""
-    acme = dict(secure.acme or {})
+    """The TLS app's policy for every entry: the relay first, then on-demand orders (with
+    ACME settings only: given certificates alone order nothing)."""
+    manager = {"get_certificate": [{"via": "http", "url": f"http://{relay}/"}]}
+    if secure.acme is None:
+        return manager
+    acme = dict(secure.acme)
     issuer: dict[str, Any] = {"module": "acme", "ca": acme.get("directory", "")}
     issuer |= {k: acme[k] for k in ("email", "profile") if k in acme}
     if acme.get("root_pem"):
         issuer["trusted_roots_pem_files"] = [f"{config_dir}/{ROOT_FILE}"]
     issuer["challenges"] = {"tls-alpn": {"disabled": True}}
-    return {
-        "get_certificate": [{"via": "http", "url": f"http://{relay}/"}],
-        "issuers": [issuer],
-        "on_demand": True,
-    }
+    return {**manager, "issuers": [issuer], "on_demand": True}
 
 
 #: the proxy's ACME root (its settings' ``root_pem``), what the pooled routes trust

@@ -232,9 +232,11 @@ class DockerProxy(DockerState):
             tree = read_tree(container, config_dir)
         parts = caddy.parse_parts(tree)
         parts[self._owner] = carried or parts.get(self._owner, {})
-        if body.get("tls_port") and any(r.tls == "auto" for r in self.app.routes):
-            # its ACME settings in its first config: this slot's names come without a reload
-            tree = {**tree, **caddy.seeded(tree, https.acme_of(self.slot))}
+        if body.get("tls_port") and any(r.tls is not None for r in self.app.routes):
+            # the secure entries (and its ACME settings) in its first config: this slot's
+            # HTTPS names come without a reload
+            acme = any(r.tls == "auto" for r in self.app.routes)
+            tree = {**tree, **caddy.seeded(tree, https.acme_of(self.slot) if acme else None)}
         ensure_network(client, self.app.name, self.slot.name, self._network)
         for owner in parts:  # every slot's containers reachable again
             app, _, slot = owner.partition("/")
