@@ -13,9 +13,9 @@ against a name read from a file at each request, and proxied to the alias and po
 from two more; a route of plain HTTP whose containers carry one alias takes an entry per
 host name (the one *catch-all entry*, after every other route, when it has none: a slot
 that declares no routes), and a route added or removed writes those files only. The config
-is reloaded only when it changes: a route that is not such (HTTPS other than ACME names in
-secure entries, :mod:`.https_pool`; a canary's — whose route
-names its containers itself —, one whose containers carry no alias), the pool grown
+is reloaded only when it changes: a route that is not such (HTTPS names not in secure
+entries, :mod:`.https_pool`; a canary's — whose route names its containers itself —, one
+whose containers carry no alias), the pool grown
 (:data:`POOL_SIZE`, doubled when full), a longer drain. The files are written
 through the Engine API (``put_archive`` into the proxy's volume), a config loaded through
 Caddy's admin API on its unix socket in that volume where shipway can reach it
