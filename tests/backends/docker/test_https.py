@@ -374,3 +374,38 @@ def test_an_https_app_comes_switches_and_goes_beside_another_with_no_reload(
     finally:
         first.cleanup()
 
+
+
+def test_https_on_a_port_whose_proxy_another_app_made_without_it_is_refused_naming_the_fix(
+    deployment: Deployment, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A shared proxy made by an app without HTTPS publishes no HTTPS port. An app with
+    HTTPS names on that port is refused before its release changes anything (replacing the
+    proxy would interrupt the other app's requests), naming the fix; once the other app is
+    gone, its deploy makes the proxy anew with the port and serves its name."""
+    env, tls_port = deployment.env, free_port()
+    (tmp_path / "plain").mkdir()
+    plain_app = Deployment(env=env, name=f"p{uuid.uuid4().hex[:8]}", dir=tmp_path / "plain",
+                           port=deployment.port)  # fmt: skip
+    try:
+        blog = f"blog-{plain_app.name}.test"
+        plain_app.write(hosts=[env.a], extra=f'[[routes]]\nhost = "{blog}"\nprocess = "web"\n')
+        assert isinstance(plain_app.deploy(), Rolled)
+        name = f"h{uuid.uuid4().hex[:8]}.example.test"
+        cert_file, key_file = self_signed(name, tmp_path)
+        monkeypatch.setenv("SHOP_CERT", cert_file.read_text())
+        monkeypatch.setenv("SHOP_KEY", key_file.read_text())
+        write(deployment, [env.a], GIVEN.format(name=name), "", tls_port)
+        lines = Lines()
+        outcome = deployment.deploy(lines)
+        assert not isinstance(outcome, Rolled), lines.text()
+        said = outcome.line() + lines.text()
+        assert f"publishes no HTTPS port, this slot's HTTPS needs {tls_port}" in said, said
+        assert "proxy_tls_port" in said and f"{plain_app.name}/{SLOT}" in said, said
+        assert deployment.containers(env.a, kind="app") == []  # nothing of it was started
+        assert plain(env.a, deployment.port, blog)[0] == 200
+        api.destroy(plain_app.app(), SLOT, confirm=SLOT, reporter=Lines())
+    finally:
+        plain_app.cleanup()
+    assert isinstance(deployment.deploy(), Rolled)
+    assert served(env.a, tls_port, name, cert_file, 30)[2] == "v1\n"

@@ -106,6 +106,12 @@ class DockerProxy(DockerState):
                 if (theirs or {}).get("tls_port") and not body.get("tls_port"):
                     body = dict(theirs or {})  # it serves HTTPS too: as good for this slot
                 reasons = drift.container(existing.attrs, body)
+                if (theirs or {}).get("tls_port") != body.get("tls_port"):
+                    # its published ports are not in its container's config: a slot whose
+                    # HTTPS names it cannot serve would be "deployed" and never served
+                    had = (theirs or {}).get("tls_port") or "no HTTPS port"
+                    want = body["tls_port"]
+                    reasons.append(f"it publishes {had}, this slot's HTTPS needs {want}")
                 if not reasons:
                     return self._use_proxy(host, client, existing, old)
                 self._refuse_replacing(existing, body, reasons)
@@ -125,7 +131,8 @@ class DockerProxy(DockerState):
             f"the shared proxy {existing.name} serves {', '.join(others)} too, and differs "
             f"from what slot {self.slot.name} asks ({'; '.join(reasons)}): replacing it would "
             "interrupt their requests (hint: give every slot on this port the same "
-            "proxy_image, or use another proxy_port)"
+            "proxy_image and proxy_tls_port, or use another proxy_port; a proxy gets its HTTPS "
+            "port when made for a slot with HTTPS routes)"
         )
 
     def _use_proxy(
