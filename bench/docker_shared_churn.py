@@ -20,9 +20,9 @@ route takes (the proxy's catch-all entry; compare with ``--old`` a commit before
 With ``--https`` the churning apps' route is an ACME name (``tls = "auto"``, under the test
 CA's domain): the new code's proxy is on the CA's challenge port (held, as the tests hold it),
 so its names are ordered from the test CA (Pebble); the old code's on another port, whose
-orders fail (that proxy's reloads are what it is there for). Each proxy has served one such
-app before the cycles (deployed and destroyed: the HTTPS port made, the ACME settings in the
-config), so the cycles count only what an app's arrival and departure do. Compare with
+orders fail (that proxy's reloads are what it is there for). The steady apps have an ACME
+name too (their load goes to their plain one), so each proxy is made with its HTTPS port
+before the cycles, which count only what an app's arrival and departure do. Compare with
 ``--old`` a commit before the secure entries (0a7f30f).
 
 Figures: the steady apps' failed requests (goal 0 for this code), the config loads each proxy
@@ -102,17 +102,22 @@ def measure(args: Any, ports: dict[str, int], acme: Any) -> int:
             assert route in text
             app.spec.write_text(text.replace(route, ""))
     if acme is not None:  # the churning apps' route: an ACME name on the proxy's HTTPS port
-        for app in churn.values():
+        tls_ports = {c: free_port() for c in ports}
+        for code, app in [*steady.items(), *churn.items()]:
             text = app.spec.read_text()
-            route = f'[[routes]]\nhost = "{app.host}"\nprocess = "web"\n'
-            app.host = f"{app.name}.{acme.domain}"
             (app.spec.parent / "ca.pem").write_bytes(
                 acme.directory_ca.read_bytes() + acme.root.read_bytes()
             )
-            secure = f'[[routes]]\nhost = "{app.host}"\nprocess = "web"\ntls = "auto"\n'
-            slot = (f"proxy_tls_port = {free_port()}\n"
+            route = f'[[routes]]\nhost = "{app.host}"\nprocess = "web"\n'
+            secure = route.replace(app.host, f"{app.name}.{acme.domain}") + 'tls = "auto"\n'
+            if app in churn.values():  # its one route: the ACME name
+                app.host = f"{app.name}.{acme.domain}"
+                text = text.replace(route, secure)
+            else:  # the steady app's proxy is made with the HTTPS port (its plain name loaded)
+                text = text.replace(route, route + secure)
+            slot = (f"proxy_tls_port = {tls_ports[code]}\n"
                     f'acme = {{ directory = "{acme.directory}", root = "ca.pem" }}\n')  # fmt: skip
-            app.spec.write_text(text.replace(route, secure) + slot)
+            app.spec.write_text(text + slot)
     deploys: dict[str, list[float]] = {"new": [], "old": []}
     destroys: dict[str, list[float]] = {"new": [], "old": []}
     reloads = {}
@@ -120,12 +125,6 @@ def measure(args: Any, ports: dict[str, int], acme: Any) -> int:
         for app in steady.values():
             first = app.worker.run("deploy", app.spec, env.images.v1)
             assert first["ok"], f"{app.label}: {first['line']}"
-        if acme is not None:  # once before the cycles: the HTTPS port, the ACME settings
-            for app in churn.values():
-                for what in ("deploy", "destroy"):
-                    done = app.worker.run(what, app.spec, *(() if what == "destroy" else
-                                                            (env.images.v1,)))  # fmt: skip
-                    assert done["ok"], f"{app.label}: {done['line']}"
         before = {c: loads(env, ports[c]) for c in ports}
         with Load(env.a.address, list(steady.values()), 1, args.pace, args.bound) as load:
             for i in range(args.cycles):
