@@ -9,6 +9,7 @@ TLS CA and that root: what a private CA's user gives.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import http.client
 import json
@@ -295,13 +296,7 @@ def test_an_app_without_https_uses_the_proxy_an_https_app_made_as_it_is(
     assert isinstance(deployment.deploy(), Rolled)
     (proxy,) = deployment.containers(env.a, kind="proxy")
 
-    (tmp_path / "plain").mkdir()
-    plain_app = Deployment(env=env, name=f"p{uuid.uuid4().hex[:8]}", dir=tmp_path / "plain",
-                           port=deployment.port)  # fmt: skip
-    try:
-        blog = f"blog-{plain_app.name}.test"
-        plain_app.write(hosts=[env.a], extra=f'[[routes]]\nhost = "{blog}"\nprocess = "web"\n')
-        assert isinstance(plain_app.deploy(), Rolled)
+    with plain_app_beside(deployment, tmp_path) as (plain_app, blog):
         again = api.plan(plain_app.app(), SLOT, image=env.images.v2)
         assert not [s for s in again.steps if getattr(s, "kind", None) == "proxy"], again.steps
         assert plain(env.a, deployment.port, blog)[0] == 200
@@ -315,8 +310,22 @@ def test_an_app_without_https_uses_the_proxy_an_https_app_made_as_it_is(
         tree = read_tree(still, "/etc/shipway")
         assert all(tree[k][0] == b"" for k in key_files), "a key outlived its route"
         assert plain(env.a, deployment.port, blog)[0] == 200
+
+
+@contextlib.contextmanager
+def plain_app_beside(d: Deployment, tmp_path: Path) -> Iterator[tuple[Deployment, str]]:
+    """Another app on ``d``'s proxy port of host A, deployed, served by a plain HTTP name:
+    (it, its name); cleaned up after."""
+    (tmp_path / "plain").mkdir()
+    app = Deployment(env=d.env, name=f"p{uuid.uuid4().hex[:8]}", dir=tmp_path / "plain",
+                     port=d.port)  # fmt: skip
+    try:
+        blog = f"blog-{app.name}.test"
+        app.write(hosts=[d.env.a], extra=f'[[routes]]\nhost = "{blog}"\nprocess = "web"\n')
+        assert isinstance(app.deploy(), Rolled)
+        yield app, blog
     finally:
-        plain_app.cleanup()
+        app.cleanup()
 
 
 GIVEN = """[secrets]
@@ -384,13 +393,7 @@ def test_https_on_a_port_whose_proxy_another_app_made_without_it_is_refused_nami
     proxy would interrupt the other app's requests), naming the fix; once the other app is
     gone, its deploy makes the proxy anew with the port and serves its name."""
     env, tls_port = deployment.env, free_port()
-    (tmp_path / "plain").mkdir()
-    plain_app = Deployment(env=env, name=f"p{uuid.uuid4().hex[:8]}", dir=tmp_path / "plain",
-                           port=deployment.port)  # fmt: skip
-    try:
-        blog = f"blog-{plain_app.name}.test"
-        plain_app.write(hosts=[env.a], extra=f'[[routes]]\nhost = "{blog}"\nprocess = "web"\n')
-        assert isinstance(plain_app.deploy(), Rolled)
+    with plain_app_beside(deployment, tmp_path) as (plain_app, blog):
         name = f"h{uuid.uuid4().hex[:8]}.example.test"
         cert_file, key_file = self_signed(name, tmp_path)
         monkeypatch.setenv("SHOP_CERT", cert_file.read_text())
@@ -405,7 +408,5 @@ def test_https_on_a_port_whose_proxy_another_app_made_without_it_is_refused_nami
         assert deployment.containers(env.a, kind="app") == []  # nothing of it was started
         assert plain(env.a, deployment.port, blog)[0] == 200
         api.destroy(plain_app.app(), SLOT, confirm=SLOT, reporter=Lines())
-    finally:
-        plain_app.cleanup()
     assert isinstance(deployment.deploy(), Rolled)
     assert served(env.a, tls_port, name, cert_file, 30)[2] == "v1\n"

@@ -182,14 +182,7 @@ def pool_of(tree: Mapping[str, tuple[bytes, int]]) -> Pool:
     none: a proxy configured before the pool)."""
     try:
         raw = json.loads(tree[POOL_FILE][0]) if POOL_FILE in tree else {}
-        size = int(raw.get("size", POOL_SIZE))
-        if size < 1:
-            raise ValueError(size)
-        entries = {
-            int(i): (str(e[0]), str(e[1]))
-            for i, e in dict(raw.get("entries") or {}).items()
-            if isinstance(e, list) and len(e) == 2 and 0 <= int(i) < size
-        }
+        size, entries = https_pool.table_of(raw, POOL_SIZE)
     except (ValueError, TypeError, AttributeError):
         return Pool(POOL_SIZE, {})
     secure = raw.get("secure")
@@ -233,21 +226,12 @@ def assign(
         if pooled(unit)
         for host in dict.fromkeys(unit["body"]["hosts"])
     ]
-    kept = {i: e for i, e in previous.entries.items() if e in set(wanted)}
-    taken = set(kept.values())
-    new = [e for e in wanted if e not in taken]
-    # not a place freed by this change: a request matched there a moment before the new
-    # name is written would go to the new route
-    free = (i for i in range(len(wanted) + len(previous.entries) + 1) if i not in previous.entries)
-    entries = dict(kept) | {next(free): e for e in new}
-    size = previous.size
-    while entries and max(entries) >= size:
-        size *= 2
+    entries, size = https_pool.place(wanted, previous.entries, previous.size)
     # at most one: a second slot without host names is refused (catch_all_of)
     catch_all = next(
         (k for k, u in sorted(routes.items()) if pooled(u) and not u["body"].get("hosts")), None
     )
-    return Pool(size, dict(sorted(entries.items())), catch_all, held)
+    return Pool(size, entries, catch_all, held)
 
 
 def pool_files(

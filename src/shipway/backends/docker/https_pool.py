@@ -101,18 +101,26 @@ def pooled(unit: Mapping[str, Any], acme: Mapping[str, Any] | None) -> bool:
 def of(raw: Mapping[str, Any]) -> Secure:
     """The secure entries ``pool.json``'s ``secure`` says (none: an empty pool)."""
     try:
-        size = int(raw.get("size", SIZE))
-        if size < 1:
-            raise ValueError(size)
-        entries = {
-            int(i): (str(e[0]), str(e[1]))
-            for i, e in dict(raw.get("entries") or {}).items()
-            if isinstance(e, list) and len(e) == 2 and 0 <= int(i) < size
-        }
+        size, entries = table_of(raw, SIZE)
         acme = dict(raw["acme"]) if isinstance(raw.get("acme"), dict) else None
         return Secure(size, entries, acme, bool(raw.get("on", acme is not None or entries)))
     except (ValueError, TypeError, AttributeError):
         return Secure(SIZE, {}, None)
+
+
+def table_of(raw: Mapping[str, Any], default: int) -> tuple[int, dict[int, tuple[str, str]]]:
+    """A pool's size and taken entries as ``pool.json`` keeps them (the host-name pool's
+    and the secure entries' form); ValueError, TypeError or AttributeError when it is not
+    such."""
+    size = int(raw.get("size", default))
+    if size < 1:
+        raise ValueError(size)
+    entries = {
+        int(i): (str(e[0]), str(e[1]))
+        for i, e in dict(raw.get("entries") or {}).items()
+        if isinstance(e, list) and len(e) == 2 and 0 <= int(i) < size
+    }
+    return size, entries
 
 
 def table(secure: Secure) -> dict[str, Any]:
@@ -144,16 +152,28 @@ def assign(routes: Mapping[str, Mapping[str, Any]], previous: Secure) -> Secure:
         if pooled(unit, acme)
         for name in names_of(unit["body"]["tls"])
     ]
-    kept = {i: e for i, e in previous.entries.items() if e in set(wanted)}
+    entries, size = place(wanted, previous.entries, previous.size)
+    on = previous.on or bool(entries) or acme is not None
+    return Secure(size, entries, acme, on)
+
+
+def place(
+    wanted: list[tuple[str, str]], previous: Mapping[int, tuple[str, str]], size: int
+) -> tuple[dict[int, tuple[str, str]], int]:
+    """Where each wanted ``(route, name)`` is, in a pool of ``size`` entries that had
+    ``previous`` (the host-name pool's and the secure entries' rule): one kept keeps its
+    place, one no longer wanted is freed, a new one takes the lowest place that was free
+    before — not one freed by this change: a request matched there a moment before the new
+    name is written would go to the new route —; the size doubles while that is not
+    enough, and never shrinks."""
+    kept = {i: e for i, e in previous.items() if e in set(wanted)}
     taken = set(kept.values())
     new = [e for e in wanted if e not in taken]
-    free = (i for i in range(len(wanted) + len(previous.entries) + 1) if i not in previous.entries)
+    free = (i for i in range(len(wanted) + len(previous) + 1) if i not in previous)
     entries = dict(kept) | {next(free): e for e in new}
-    size = previous.size
     while entries and max(entries) >= size:
         size *= 2
-    on = previous.on or bool(entries) or acme is not None
-    return Secure(size, dict(sorted(entries.items())), acme, on)
+    return dict(sorted(entries.items())), size
 
 
 def _line(text: str) -> tuple[bytes, int]:
