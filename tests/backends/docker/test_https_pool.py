@@ -107,6 +107,12 @@ def test_only_a_name_this_host_orders_is_permitted_and_the_relay_answers_204_for
     assert relay[-1]["handle"][0]["status_code"] == 404  # any other name: no certificate
     keeper = servers["shipway-keep"]["routes"][0]["handle"][0]
     assert keeper["transport"]["keep_alive"] == {"enabled": False}  # a handshake each time
+    # what it asks for is answered by the proxy itself, before any entry's route: the app
+    # never sees a keeper's request
+    assert keeper["health_checks"]["active"]["uri"] == https_pool.KEEP_PATH
+    first = servers["shipway-tls"]["routes"][0]
+    assert first["match"][0]["path"] == [https_pool.KEEP_PATH]
+    assert first["handle"] == [{"handler": "static_response", "status_code": 204}]
     assert keeper["transport"]["tls"]["server_name"] == "{file./etc/shipway/secure-0.host}"
     assert https_pool.KEEP_LOGGER in config["logging"]["logs"]["default"]["exclude"]
 

@@ -31,9 +31,10 @@ The config holds, once, for every entry (nothing in it names a host name):
   entry says ``issue``: no other name is ever ordered;
 * a loopback *keeper* per entry: an active health check that shakes hands with the proxy
   itself for the entry's name every :data:`KEEP_INTERVAL` (no connection kept, so each
-  check is a handshake): the certificate is ordered within that time of the name's
-  arrival, and renewed in its renewal window (Caddy renews an on-demand certificate at a
-  handshake) though no client comes.
+  check is a handshake; its request, :data:`KEEP_PATH`, is answered by the proxy, never
+  by the app): the certificate is ordered within that time of the name's arrival, and
+  renewed in its renewal window (Caddy renews an on-demand certificate at a handshake)
+  though no client comes.
 
 The TLS app then has one policy for them all: the relay, then on-demand orders with the
 proxy's ACME settings (none while it has none). A route with other ACME settings, a plain
@@ -57,6 +58,8 @@ KEEP = "127.0.0.1:2082"
 #: what a free entry's keeper dials: a port nothing listens on (refused, not logged)
 IDLE = "127.0.0.1:1"
 KEEP_INTERVAL = https.RENEW_CHECK
+#: what a keeper asks for: answered by the proxy itself (204), never by the app
+KEEP_PATH = "/.well-known/shipway/keep"
 #: the logger of the keepers' checks, left out of the proxy's log
 KEEP_LOGGER = "http.handlers.reverse_proxy.health_checker.active"
 #: a free entry's name (the same as :data:`.caddy.UNUSED`, which frees it in order)
@@ -266,9 +269,17 @@ def http_routes(secure: Secure, config_dir: str, http_port: int, tls_port: int) 
 def tls_routes(
     secure: Secure, config_dir: str, proxied: Any, share_token: str
 ) -> list[dict[str, Any]]:
-    """On the HTTPS port, per entry: the certificate shared (on the issuer), the HSTS
-    header, the route to its alias (``proxied(i)``: the entry's reverse proxy)."""
-    out: list[dict[str, Any]] = []
+    """On the HTTPS port: the keepers' request answered, then per entry: the certificate
+    shared (on the issuer), the HSTS header, the route to its alias (``proxied(i)``: the
+    entry's reverse proxy)."""
+    keep = {"path": [KEEP_PATH], "remote_ip": {"ranges": ["127.0.0.1/32"]}}
+    out: list[dict[str, Any]] = [
+        {
+            "match": [keep],
+            "handle": [{"handler": "static_response", "status_code": 204}],
+            "terminal": True,
+        }
+    ]
     for i in range(secure.size):
         host = {"host": [_file(config_dir, i, "host")]}
         share = {
@@ -390,7 +401,7 @@ def keeper_routes(secure: Secure, config_dir: str) -> list[dict[str, Any]]:
     out = []
     for i in range(secure.size):
         name = _file(config_dir, i, "host")
-        check: dict[str, Any] = {"uri": "/", "interval": KEEP_INTERVAL, "timeout": "10s"}
+        check: dict[str, Any] = {"uri": KEEP_PATH, "interval": KEEP_INTERVAL, "timeout": "10s"}
         check["headers"] = {"Host": [name]}
         out.append(
             {
