@@ -410,3 +410,20 @@ def test_https_on_a_port_whose_proxy_another_app_made_without_it_is_refused_nami
         api.destroy(plain_app.app(), SLOT, confirm=SLOT, reporter=Lines())
     assert isinstance(deployment.deploy(), Rolled)
     assert served(env.a, tls_port, name, cert_file, 30)[2] == "v1\n"
+
+
+def test_an_acme_name_is_ordered_by_its_keeper_with_no_client(
+    secure: Deployment, acme_env: AcmeEnv
+) -> None:
+    """No client ever asks for the name: the proxy's keeper shakes hands for it, so the
+    certificate is in the issuer's storage within the keeper's interval of the deploy (the
+    same handshake renews it in its window)."""
+    env, tls_port = secure.env, free_port()
+    name = f"k{uuid.uuid4().hex[:8]}.{acme_env.domain}"
+    route = f'[[routes]]\nhost = "{name}"\nprocess = "web"\ntls = "auto"\n'
+    write(secure, [env.a], route, acme_line(acme_env), tls_port)
+    assert isinstance(secure.deploy(), Rolled)
+    deadline = time.monotonic() + 90  # the keeper's 30 s, an order, a loaded machine
+    while not [p for p in secure_storage(secure, env.a) if p.endswith(f"{name}.crt")]:
+        assert time.monotonic() < deadline, proxy_logs(secure, env.a)
+        time.sleep(1)
