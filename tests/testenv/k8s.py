@@ -33,6 +33,7 @@ import os
 import re
 import shlex
 import subprocess
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -43,8 +44,10 @@ import yaml
 from lightkube import AsyncClient, Client, KubeConfig
 from lightkube.core.exceptions import ApiError
 from lightkube.models.authentication_v1 import TokenRequestSpec
+from lightkube.models.authorization_v1 import ResourceAttributes, SubjectAccessReviewSpec
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.models.rbac_v1 import PolicyRule, RoleRef, Subject
+from lightkube.resources.authorization_v1 import SubjectAccessReview
 from lightkube.resources.core_v1 import Namespace, ServiceAccount
 from lightkube.resources.rbac_authorization_v1 import Role, RoleBinding
 
@@ -358,6 +361,8 @@ def mint_kubeconfig(k8s_client: Client, tmp_path_factory: pytest.TempPathFactory
         )
         assert token_request.status is not None
         user = f"system:serviceaccount:{namespace}:{sa_name}"
+        if policy:
+            _wait_bound(k8s_client, user, namespace, policy[0])
         config = {
             "apiVersion": "v1",
             "kind": "Config",
@@ -382,6 +387,29 @@ def mint_kubeconfig(k8s_client: Client, tmp_path_factory: pytest.TempPathFactory
         return path
 
     return mint
+
+
+def _wait_bound(client: Client, user: str, namespace: str, rule: PolicyRule) -> None:
+    """Until the API server's authorizer allows ``user`` the first thing ``rule`` grants:
+    it reads Roles and RoleBindings from its own cache, which a binding just created can
+    reach a moment later (a request in that moment gets 403)."""
+    attributes = ResourceAttributes(
+        namespace=namespace,
+        group=(rule.apiGroups or [""])[0],
+        resource=(rule.resources or ["*"])[0],
+        verb=rule.verbs[0],
+        name=(rule.resourceNames or [None])[0],
+    )
+    spec = SubjectAccessReviewSpec(user=user, resourceAttributes=attributes)
+    review = SubjectAccessReview(spec=spec)
+    deadline = time.monotonic() + 30
+    while True:
+        answer = client.create(review)
+        if answer.status is not None and answer.status.allowed:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{user} was not allowed {attributes} within 30 s")
+        time.sleep(0.1)
 
 
 def _ca_data(client: Client) -> str:
