@@ -87,6 +87,7 @@ def test_the_issuer_s_entry_orders_and_shares_and_another_host_s_asks_the_issuer
     assert files[f"secure-{blog}.token"] == (b"theirs", 0o600)  # the issuer's, 0600
     assert files[f"secure-{shop}.token"] == (b"", 0o600)
     assert files[https_pool.ROOT_FILE] == (b"PEM", 0o644)
+    assert caddy.upstream_files(routes, pool) == {}  # their entries say where they go
     free = next(i for i in range(pool.secure.size) if i not in pool.secure.entries)
     assert read(free, "host") == b"- unused -\n" and read(free, "issue") == b""
     # names freed first, taken last: no request is matched to a name before its target
@@ -102,8 +103,17 @@ def test_only_a_name_this_host_orders_is_permitted_and_the_relay_answers_204_for
     assert ask[0]["match"][0]["vars"] == {"{file./etc/shipway/secure-0.issue}": ["1"]}
     assert ask[-1]["handle"][0]["status_code"] == 404
     relay = servers["shipway-relay"]["routes"]
-    assert relay[0]["handle"][0]["status_code"] == 204  # then Caddy orders it on demand
-    assert relay[0]["match"][0]["vars"] == {"{file./etc/shipway/secure-0.issue}": ["1"]}
+    # each entry's routes behind one match of its name, on every port (a request for
+    # another name reads one file of the entry, not one per route)
+    for port in ("shipway-tls", "shipway"):
+        entries = [r for r in servers[port]["routes"] if r.get("handle", [{}])[0].get("routes")]
+        assert entries[0]["match"] == [{"host": ["{file./etc/shipway/secure-0.host}"]}]
+        assert len(entries) == https_pool.SIZE
+    # entry 0's routes behind one match of its name (one file read for another name)
+    assert relay[0]["match"] == [{"query": {"server_name": ["{file./etc/shipway/secure-0.host}"]}}]
+    ordered = relay[0]["handle"][0]["routes"][0]
+    assert ordered["handle"][0]["status_code"] == 204  # then Caddy orders it on demand
+    assert ordered["match"][0]["vars"] == {"{file./etc/shipway/secure-0.issue}": ["1"]}
     assert relay[-1]["handle"][0]["status_code"] == 404  # any other name: no certificate
     keeper = servers["shipway-keep"]["routes"][0]["handle"][0]
     assert keeper["transport"]["keep_alive"] == {"enabled": False}  # a handshake each time
@@ -140,7 +150,9 @@ def test_a_given_certificate_s_name_is_answered_by_the_relay_from_its_files() ->
     assert files["secure-0.issue"][0] == b"" and files["secure-0.from"][0] == b""
     relay = config["apps"]["http"]["servers"]["shipway-relay"]["routes"]
     (answer,) = [
-        r for r in relay if r["handle"][0].get("given") == "{file./etc/shipway/secure-0.given}"
+        r
+        for r in relay[0]["handle"][0]["routes"]
+        if r["handle"][0].get("given") == "{file./etc/shipway/secure-0.given}"
     ]
     assert answer["handle"][1] == {"handler": "templates", "file_root": "/etc/shipway"}
     assert "crt" in answer["handle"][2]["body"] and "key" in answer["handle"][2]["body"]

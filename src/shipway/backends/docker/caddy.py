@@ -49,6 +49,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from shipway.backends.docker import caddy_canary, https, https_pool
+from shipway.backends.docker.entries import UNUSED, line, place, port_of, table, table_of
 
 CONFIG_DIR = "/etc/shipway"
 ROUTES_FILE = "routes.json"
@@ -66,9 +67,6 @@ POOL_FILE = "pool.json"
 POOL_ENTRY = "pool-"
 #: the pool's entries in a proxy's first config (doubled, by a reload, when all are taken)
 POOL_SIZE = 16
-#: a free entry's host name: never a request's (a ``Host`` with spaces is refused as a 400
-#: before any route is matched), where an empty one would match a request without ``Host``
-UNUSED = "- unused -"
 #: the entry of the route without host names (a slot that declares no routes): its files
 #: ``pool-any.host`` (:data:`ANY` while taken, else :data:`UNUSED`), ``.up`` and ``.port``
 CATCH_ALL_ENTRY = f"{POOL_ENTRY}any"
@@ -91,18 +89,18 @@ def upstream_file(key: str) -> str:
     return f"upstream-{hashlib.sha256(key.encode()).hexdigest()[:20]}"
 
 
-def upstream_files(routes: Mapping[str, Mapping[str, Any]]) -> dict[str, tuple[bytes, int]]:
+def upstream_files(
+    routes: Mapping[str, Mapping[str, Any]], pool: Pool | None = None
+) -> dict[str, tuple[bytes, int]]:
     """Each route's upstream file (of those that name their release's alias and take no
-    pool entries): its content."""
+    pool entries, nor secure entries in ``pool``): its content."""
+    secure = pool.secure if pool is not None else None
+    entered = {k for k, _ in secure.entries.values()} if secure is not None else set()
     return {
         upstream_file(k): (f"{f['group']}\n".encode(), 0o644)
         for k, f in routes.items()
-        if f.get("group") and not pooled(f)
+        if f.get("group") and not pooled(f) and k not in entered
     }
-
-
-def _port(body: Mapping[str, Any]) -> str:
-    return str(body["upstreams"][0]).rsplit(":", 1)[-1]
 
 
 def _dynamic(source: str, port: str) -> dict[str, Any]:
@@ -131,7 +129,7 @@ def route(
     upstream file (the body's upstreams are then all the addresses its name resolves to)."""
     upstreams: dict[str, Any] = {"upstreams": [{"dial": u} for u in body["upstreams"]]}
     if source and not canary:
-        upstreams = {"dynamic_upstreams": _dynamic(source, _port(body))}
+        upstreams = {"dynamic_upstreams": _dynamic(source, port_of(body))}
     out: dict[str, Any] = {"handle": [_reverse_proxy(upstreams, upstream_try)], "terminal": True}
     if body.get("hosts"):
         out["match"] = [{"host": list(body["hosts"])}]
@@ -182,7 +180,7 @@ def pool_of(tree: Mapping[str, tuple[bytes, int]]) -> Pool:
     none: a proxy configured before the pool)."""
     try:
         raw = json.loads(tree[POOL_FILE][0]) if POOL_FILE in tree else {}
-        size, entries = https_pool.table_of(raw, POOL_SIZE)
+        size, entries = table_of(raw, POOL_SIZE)
     except (ValueError, TypeError, AttributeError):
         return Pool(POOL_SIZE, {})
     secure = raw.get("secure")
@@ -226,7 +224,7 @@ def assign(
         if pooled(unit)
         for host in dict.fromkeys(unit["body"]["hosts"])
     ]
-    entries, size = https_pool.place(wanted, previous.entries, previous.size)
+    entries, size = place(wanted, previous.entries, previous.size)
     # at most one: a second slot without host names is refused (catch_all_of)
     catch_all = next(
         (k for k, u in sorted(routes.items()) if pooled(u) and not u["body"].get("hosts")), None
@@ -251,41 +249,33 @@ def pool_files(
         unit = routes.get(entry[0]) if entry else None
         at = _entry(i)
         if entry is None or unit is None:
-            freed[f"{at}.host"] = _line(UNUSED)
+            freed[f"{at}.host"] = line(UNUSED)
             alias, port = "", ""
         else:
-            names[f"{at}.host"] = _line(entry[1])
-            alias, port = str(unit["group"]), _port(unit["body"])
-        targets |= {f"{at}.up": _line(alias), f"{at}.port": _line(port)}
+            names[f"{at}.host"] = line(entry[1])
+            alias, port = str(unit["group"]), port_of(unit["body"])
+        targets |= {f"{at}.up": line(alias), f"{at}.port": line(port)}
     unit = routes.get(pool.catch_all) if pool.catch_all else None
     at = CATCH_ALL_ENTRY
     if unit is None:
-        freed[f"{at}.host"] = _line(UNUSED)
+        freed[f"{at}.host"] = line(UNUSED)
         alias, port = "", ""
     else:
-        names[f"{at}.host"] = _line(ANY)
-        alias, port = str(unit["group"]), _port(unit["body"])
-    targets |= {f"{at}.up": _line(alias), f"{at}.port": _line(port)}
-    table: dict[str, Any] = {
-        "size": pool.size,
-        "entries": {str(i): list(e) for i, e in sorted(pool.entries.items())},
-    }
+        names[f"{at}.host"] = line(ANY)
+        alias, port = str(unit["group"]), port_of(unit["body"])
+    targets |= {f"{at}.up": line(alias), f"{at}.port": line(port)}
+    kept = table(pool.size, pool.entries)
     secure: dict[str, tuple[bytes, int]] = {}
     if pool.secure is not None:
-        table["secure"] = https_pool.table(pool.secure)
+        kept["secure"] = https_pool.table(pool.secure)
         secure = https_pool.root_files(pool.secure)
         secure |= https_pool.files(routes, pool.secure, tokens or {})
-    return {**secure, **freed, **targets, **names, POOL_FILE: (dumps(table), 0o644)}
+    return {**secure, **freed, **targets, **names, POOL_FILE: (dumps(kept), 0o644)}
 
 
 def _entry(i: int) -> str:
     """What the files of pool entry ``i`` are named from (``pool-N.host`` …)."""
     return f"{POOL_ENTRY}{i}"
-
-
-def _line(text: str) -> tuple[bytes, int]:
-    """A pool file's content: ``text`` and a newline (nothing for an empty one)."""
-    return (f"{text}\n".encode() if text else b""), 0o644
 
 
 def freed(files: Mapping[str, tuple[bytes, int]]) -> dict[str, tuple[bytes, int]]:
@@ -296,7 +286,7 @@ def freed(files: Mapping[str, tuple[bytes, int]]) -> dict[str, tuple[bytes, int]
         for k, v in files.items()
         if k.startswith((POOL_ENTRY, https_pool.ENTRY))
         and k.endswith(".host")
-        and v == _line(UNUSED)
+        and v == line(UNUSED)
     }
     return {k: v for k, v in files.items() if k.rsplit(".", 1)[0] in entries}
 

@@ -302,11 +302,7 @@ def tls_app(units: Mapping[str, Mapping[str, Any]], config_dir: str) -> dict[str
             continue
         automate += tls["auto"]
         acme = tls["acme"]
-        issuer: dict[str, Any] = {"module": "acme", "ca": acme["directory"]}
-        issuer |= {k: acme[k] for k in ("email", "profile") if k in acme}
-        if acme.get("root_pem"):
-            issuer["trusted_roots_pem_files"] = [f"{config_dir}/{file_of(owner_key, 'root.pem')}"]
-        issuer["challenges"] = {"tls-alpn": {"disabled": True}}
+        issuer = acme_issuer(acme, f"{config_dir}/{file_of(owner_key, 'root.pem')}")
         policies.append({"subjects": tls["auto"], "issuers": [issuer]})
     certificates: dict[str, Any] = {}
     if automate:
@@ -317,6 +313,17 @@ def tls_app(units: Mapping[str, Mapping[str, Any]], config_dir: str) -> dict[str
         "certificates": certificates,
         "automation": {"policies": policies, "renew_interval": RENEW_CHECK},
     }
+
+
+def acme_issuer(acme: Mapping[str, Any], root: str) -> dict[str, Any]:
+    """Caddy's ACME issuer for a route's ACME settings (``root``: the file of its
+    ``root_pem``, trusted when it has one), HTTP-01 only."""
+    issuer: dict[str, Any] = {"module": "acme", "ca": acme.get("directory", "")}
+    issuer |= {k: acme[k] for k in ("email", "profile") if k in acme}
+    if acme.get("root_pem"):
+        issuer["trusted_roots_pem_files"] = [root]
+    issuer["challenges"] = {"tls-alpn": {"disabled": True}}
+    return issuer
 
 
 def root_file(owner_key: str, body: Mapping[str, Any], config_dir: str) -> str | None:

@@ -5,7 +5,7 @@ given ones) whose containers carry one release alias takes one secure entry per 
 plain route takes host-name entries (:mod:`.caddy`, *pool*).
 Entry N's files, read by Caddy at each request or handshake:
 
-``secure-N.host``   the name (:data:`~.caddy.UNUSED` while free);
+``secure-N.host``   the name (:data:`~.entries.UNUSED` while free);
 ``secure-N.up``     the release alias it goes to, ``secure-N.port`` the port;
 ``secure-N.issue``  ``1`` on the host that orders the name's certificate (the issuer);
 ``secure-N.from``   the issuer's address on the other hosts (else empty);
@@ -48,6 +48,8 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from shipway.backends.docker import https
+from shipway.backends.docker.entries import UNUSED, line, place, port_of, table_of
+from shipway.backends.docker.entries import table as entry_table
 
 ENTRY = "secure-"
 #: the secure entries in a proxy's first config that serves HTTPS (doubled when full)
@@ -62,8 +64,6 @@ KEEP_INTERVAL = https.RENEW_CHECK
 KEEP_PATH = "/.well-known/shipway/keep"
 #: the logger of the keepers' checks, left out of the proxy's log
 KEEP_LOGGER = "http.handlers.reverse_proxy.health_checker.active"
-#: a free entry's name (the same as :data:`.caddy.UNUSED`, which frees it in order)
-UNUSED = "- unused -"
 
 
 class Secure(NamedTuple):
@@ -111,27 +111,9 @@ def of(raw: Mapping[str, Any]) -> Secure:
         return Secure(SIZE, {}, None)
 
 
-def table_of(raw: Mapping[str, Any], default: int) -> tuple[int, dict[int, tuple[str, str]]]:
-    """A pool's size and taken entries as ``pool.json`` keeps them (the host-name pool's
-    and the secure entries' form); ValueError, TypeError or AttributeError when it is not
-    such."""
-    size = int(raw.get("size", default))
-    if size < 1:
-        raise ValueError(size)
-    entries = {
-        int(i): (str(e[0]), str(e[1]))
-        for i, e in dict(raw.get("entries") or {}).items()
-        if isinstance(e, list) and len(e) == 2 and 0 <= int(i) < size
-    }
-    return size, entries
-
-
 def table(secure: Secure) -> dict[str, Any]:
     """What ``pool.json`` keeps of them (:func:`of` reads it back)."""
-    out: dict[str, Any] = {
-        "size": secure.size,
-        "entries": {str(i): list(e) for i, e in sorted(secure.entries.items())},
-    }
+    out = entry_table(secure.size, secure.entries)
     if secure.acme is not None:
         out["acme"] = dict(secure.acme)
     if secure.on:
@@ -160,29 +142,6 @@ def assign(routes: Mapping[str, Mapping[str, Any]], previous: Secure) -> Secure:
     return Secure(size, entries, acme, on)
 
 
-def place(
-    wanted: list[tuple[str, str]], previous: Mapping[int, tuple[str, str]], size: int
-) -> tuple[dict[int, tuple[str, str]], int]:
-    """Where each wanted ``(route, name)`` is, in a pool of ``size`` entries that had
-    ``previous`` (the host-name pool's and the secure entries' rule): one kept keeps its
-    place, one no longer wanted is freed, a new one takes the lowest place that was free
-    before — not one freed by this change: a request matched there a moment before the new
-    name is written would go to the new route —; the size doubles while that is not
-    enough, and never shrinks."""
-    kept = {i: e for i, e in previous.items() if e in set(wanted)}
-    taken = set(kept.values())
-    new = [e for e in wanted if e not in taken]
-    free = (i for i in range(len(wanted) + len(previous) + 1) if i not in previous)
-    entries = dict(kept) | {next(free): e for e in new}
-    while entries and max(entries) >= size:
-        size *= 2
-    return dict(sorted(entries.items())), size
-
-
-def _line(text: str) -> tuple[bytes, int]:
-    return (f"{text}\n".encode() if text else b""), 0o644
-
-
 def files(
     routes: Mapping[str, Mapping[str, Any]],
     secure: Secure,
@@ -203,12 +162,12 @@ def files(
         what = dict.fromkeys(("up", "port", "issue", "from", "store", "given", "hsts"), "")
         what["keep"] = IDLE
         if entry is None or unit is None:
-            freed[f"{at}.host"] = _line(UNUSED)
+            freed[f"{at}.host"] = line(UNUSED)
         else:
             name, body = entry[1], unit["body"]
             tls = body["tls"]
-            names[f"{at}.host"] = _line(name)
-            what |= {"up": str(unit["group"]), "port": _port(body)}
+            names[f"{at}.host"] = line(name)
+            what |= {"up": str(unit["group"]), "port": port_of(body)}
             what["hsts"] = "1" if tls.get("hsts") else ""
             given = names_of(tls).get(name)
             if given is not None:  # the files the route step wrote from its secrets
@@ -219,7 +178,7 @@ def files(
                 what["issue"] = "1"
                 what["store"] = https.storage_key(directory, name, "crt").removesuffix(".crt")
                 what["keep"] = f"127.0.0.1:{https.TLS_LISTEN}"
-        targets |= {f"{at}.{k}": _line(v) for k, v in what.items()}
+        targets |= {f"{at}.{k}": line(v) for k, v in what.items()}
         token = tokens.get(what["from"]) if what["from"] else None
         targets[f"{at}.token"] = (token.encode() if token else b""), 0o600
     return {**freed, **targets, **names}
@@ -232,10 +191,6 @@ def aliases(key: str, secure: Secure, tree: Mapping[str, tuple[bytes, int]]) -> 
     return [tree.get(f"{ENTRY}{i}.up", (b"", 0))[0].decode(errors="replace").strip() for i in held]
 
 
-def _port(body: Mapping[str, Any]) -> str:
-    return str(body["upstreams"][0]).rsplit(":", 1)[-1]
-
-
 def _file(config_dir: str, i: int, what: str) -> str:
     return f"{{file.{config_dir}/{ENTRY}{i}.{what}}}"
 
@@ -244,25 +199,29 @@ def _is(config_dir: str, i: int, what: str) -> dict[str, Any]:
     return {"vars": {_file(config_dir, i, what): ["1"]}}
 
 
+def _entry(match: dict[str, Any], routes: list[dict[str, Any]]) -> dict[str, Any]:
+    """Entry N's routes behind one match of its name: a request for another name reads
+    one file of this entry, not one per route."""
+    return {"match": [match], "handle": [{"handler": "subroute", "routes": routes}]}
+
+
 def http_routes(secure: Secure, config_dir: str, http_port: int, tls_port: int) -> list[Any]:
     """On the HTTP port, per entry: the ACME challenge to the issuer, then the redirect."""
     out: list[dict[str, Any]] = []
     for i in range(secure.size):
-        host = {"host": [_file(config_dir, i, "host")]}
         elsewhere = {"not": [{"vars": {_file(config_dir, i, "from"): [""]}}]}
-        out.append(
-            {
-                "match": [{**host, "path": ["/.well-known/acme-challenge/*"], **elsewhere}],
-                "handle": [
-                    {
-                        "handler": "reverse_proxy",
-                        "upstreams": [{"dial": f"{_file(config_dir, i, 'from')}:{http_port}"}],
-                    }
-                ],
-                "terminal": True,
-            }
-        )
-        out.append({"match": [host], "handle": [https.redirect(tls_port)], "terminal": True})
+        challenge = {
+            "match": [{"path": ["/.well-known/acme-challenge/*"], **elsewhere}],
+            "handle": [
+                {
+                    "handler": "reverse_proxy",
+                    "upstreams": [{"dial": f"{_file(config_dir, i, 'from')}:{http_port}"}],
+                }
+            ],
+            "terminal": True,
+        }
+        redirect = {"handle": [https.redirect(tls_port)], "terminal": True}
+        out.append(_entry({"host": [_file(config_dir, i, "host")]}, [challenge, redirect]))
     return out
 
 
@@ -281,37 +240,32 @@ def tls_routes(
         }
     ]
     for i in range(secure.size):
-        host = {"host": [_file(config_dir, i, "host")]}
         share = {
-            **host,
             "path": [https.SHARE_PATH],
             "header": {"Authorization": [f"Bearer {share_token}"]},
             **_is(config_dir, i, "issue"),
         }
         read = _read("store", ".crt", ".key")
-        out.append(
-            {
-                "match": [share],
-                "handle": [
-                    {"handler": "vars", "store": _file(config_dir, i, "store")},
-                    {"handler": "templates", "file_root": https.STORAGE},
-                    {
-                        "handler": "static_response",
-                        "headers": {"Content-Type": ["text/plain"], "Cache-Control": ["no-store"]},
-                        "body": read,
-                    },
-                ],
-                "terminal": True,
-            }
-        )
+        shared = {
+            "match": [share],
+            "handle": [
+                {"handler": "vars", "store": _file(config_dir, i, "store")},
+                {"handler": "templates", "file_root": https.STORAGE},
+                {
+                    "handler": "static_response",
+                    "headers": {"Content-Type": ["text/plain"], "Cache-Control": ["no-store"]},
+                    "body": read,
+                },
+            ],
+            "terminal": True,
+        }
         header = {"Strict-Transport-Security": [https.HSTS]}
-        out.append(
-            {
-                "match": [{**host, **_is(config_dir, i, "hsts")}],
-                "handle": [{"handler": "headers", "response": {"set": header}}],
-            }
-        )
-        out.append({"match": [host], "handle": [proxied(i)], "terminal": True})
+        hsts = {
+            "match": [_is(config_dir, i, "hsts")],
+            "handle": [{"handler": "headers", "response": {"set": header}}],
+        }
+        routes: list[dict[str, Any]] = [shared, hsts, {"handle": [proxied(i)], "terminal": True}]
+        out.append(_entry({"host": [_file(config_dir, i, "host")]}, routes))
     return out
 
 
@@ -322,18 +276,18 @@ def relay_routes(
     issuer's certificate where it does not; then 404 for any other name."""
     out: list[dict[str, Any]] = []
     for i in range(secure.size):
-        asked = {"query": {"server_name": [_file(config_dir, i, "host")]}}
-        out.append(
+        kinds: list[dict[str, Any]] = []
+        kinds.append(
             {
-                "match": [{**asked, **_is(config_dir, i, "issue")}],
+                "match": [_is(config_dir, i, "issue")],
                 "handle": [{"handler": "static_response", "status_code": 204}],
                 "terminal": True,
             }
         )
         given = {"not": [{"vars": {_file(config_dir, i, "given"): [""]}}]}
-        out.append(
+        kinds.append(
             {
-                "match": [{**asked, **given}],
+                "match": [given],
                 "handle": [
                     {"handler": "vars", "given": _file(config_dir, i, "given")},
                     {"handler": "templates", "file_root": config_dir},
@@ -345,9 +299,9 @@ def relay_routes(
         transport: dict[str, Any] = {"protocol": "http", "tls": {"server_name": "{http.vars.sni}"}}
         if root:
             transport["tls"]["root_ca_pem_files"] = [root]
-        out.append(
+        kinds.append(
             {
-                "match": [{**asked, "not": [{"vars": {_file(config_dir, i, "from"): [""]}}]}],
+                "match": [{"not": [{"vars": {_file(config_dir, i, "from"): [""]}}]}],
                 "handle": [
                     {"handler": "vars", "sni": "{http.request.uri.query.server_name}"},
                     {"handler": "rewrite", "uri": https.SHARE_PATH},
@@ -368,6 +322,7 @@ def relay_routes(
                 "terminal": True,
             }
         )
+        out.append(_entry({"query": {"server_name": [_file(config_dir, i, "host")]}}, kinds))
     return [*out, _status(404)]
 
 
@@ -429,12 +384,7 @@ def policy(secure: Secure, config_dir: str, relay: str) -> dict[str, Any]:
     manager = {"get_certificate": [{"via": "http", "url": f"http://{relay}/"}]}
     if secure.acme is None:
         return manager
-    acme = dict(secure.acme)
-    issuer: dict[str, Any] = {"module": "acme", "ca": acme.get("directory", "")}
-    issuer |= {k: acme[k] for k in ("email", "profile") if k in acme}
-    if acme.get("root_pem"):
-        issuer["trusted_roots_pem_files"] = [f"{config_dir}/{ROOT_FILE}"]
-    issuer["challenges"] = {"tls-alpn": {"disabled": True}}
+    issuer = https.acme_issuer(secure.acme, f"{config_dir}/{ROOT_FILE}")
     return {**manager, "issuers": [issuer], "on_demand": True}
 
 
@@ -462,4 +412,3 @@ def permission() -> dict[str, Any]:
 
 def _status(code: int) -> dict[str, Any]:
     return {"handle": [{"handler": "static_response", "status_code": code}]}
-

@@ -582,7 +582,7 @@ def _config_files(
     tokens = caddy.tokens_of(tree)
     config = caddy.compose(routes, proxy_body, identity, tokens, pool)
     return {
-        **caddy.upstream_files(routes),  # before the config that names them
+        **caddy.upstream_files(routes, pool),  # before the config that names them
         **caddy.pool_files(routes, pool, tokens),
         caddy.PARTS_FILE: _parts_file(parts),
         caddy.CONFIG_FILE: (caddy.dumps(config), 0o600),
