@@ -1,8 +1,12 @@
 """The Caddy config of a canary (pure): weights that give the canary its share, the split
 route (tester's header, sticky cookie, weighted fallback), its access log, and a route with
-a canary observed as drifted. Caddy itself runs them in test_canary.py."""
+a canary observed as drifted; on a shared proxy, a canary that splits its route's pool
+entries by their files alone (the same config: no reload). Caddy itself runs them in
+test_canary.py."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 
@@ -89,7 +93,7 @@ def test_a_route_with_a_release_alias_reads_its_upstreams_from_its_file() -> Non
     file = caddy.upstream_file(key)
     secure = {**unit, "body": {**unit["body"], "hosts": ["s.test"], "tls": {"auto": ["s.test"]}}}
     assert not caddy.pooled(secure)
-    assert caddy.upstream_files({key: secure}) == {file: (b"shipway-up-1\n", 0o644)}
+    assert caddy.upstream_files({key: secure}) == {file: (b"shipway-up-1", 0o644)}
     assert caddy.upstream_files({key: unit}) == {}  # the catch-all entry's files instead
     # another release's alias: the same config (a switch reloads nothing)
     assert caddy.compose({key: {**unit, "group": "shipway-up-2"}}, {}, "x") == config
@@ -99,3 +103,109 @@ def test_a_route_with_a_release_alias_reads_its_upstreams_from_its_file() -> Non
     proxy = route["handle"][-1]["routes"][2]["handle"][0]
     assert "dynamic_upstreams" not in proxy
     assert [u["dial"] for u in proxy["upstreams"]] == ["s-1:80", "s-2:80", "c-1:80"]
+
+
+SHOP = "shop/prod route/web@a"
+POOLED = {"body": {"hosts": ["shop.test"], "upstreams": ["s-1:80"]}, "group": "shipway-up-1"}
+SPLIT = {**CANARY, "group": "shipway-up-2", "since": 1.0}
+
+
+def pooled_config(routes: dict[str, Any]) -> tuple[dict[str, Any], dict[str, tuple[bytes, int]]]:
+    """A shared proxy's config and pool files for ``routes`` (a pool of 2)."""
+    pool = caddy.assign(routes, caddy.Pool(2, {}))
+    return caddy.compose(routes, {}, "x", pool=pool), caddy.pool_files(routes, pool)
+
+
+def test_a_pooled_route_s_canary_starts_moves_and_ends_by_its_entry_s_files_alone() -> None:
+    plain, before = pooled_config({SHOP: POOLED})
+    split, during = pooled_config({SHOP: {**POOLED, "canary": SPLIT}})
+    at_fifty, _ = pooled_config({SHOP: {**POOLED, "canary": {**SPLIT, "weight": 50}}})
+    assert split == plain == at_fifty  # the same config: no reload
+    assert before["pool-0.id"][0] == b"" and before["pool-0.canary"][0] == b""
+    assert during["pool-0.canary"] == (b"shipway-up-2", 0o644)  # the canary's alias
+    assert during["pool-0.cut"][0] == caddy_canary.cut(10).encode() == b"199a"
+    assert during["pool-0.id"][0] == b"shop.prod.r2"
+    assert during["pool-0.up"][0] == b"shipway-up-1"  # the stable's, as before
+    # the split starts once what it splits to is written, and ends before that goes
+    names = list(during)
+    assert names.index("pool-0.canary") < names.index("pool-0.cut") < names.index("pool-0.id")
+    names = list(before)
+    assert names.index("pool-0.id") < names.index("pool-0.canary")
+    # its requests logged by side from the first config on
+    assert plain["logging"]["logs"][caddy_canary.LOGGER]["include"] == [
+        f"http.log.access.{caddy_canary.LOGGER}"
+    ]
+    assert plain["apps"]["http"]["servers"]["shipway"]["logs"] == {}
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({"answer_timeout": 1.5}, "another answer timeout than the config's"),
+        ({"group": None}, "no alias names exactly its containers"),
+        ({"upstreams": ["c-1:81"]}, "another port than the route's"),
+    ],
+)
+def test_a_canary_that_cannot_split_the_entries_puts_its_route_in_the_config(
+    change: dict[str, Any], why: str
+) -> None:
+    plain, _ = pooled_config({SHOP: POOLED})
+    split, files = pooled_config({SHOP: {**POOLED, "canary": {**SPLIT, **change}}})
+    assert split != plain, why  # a reload, the route's split in the config as before
+    assert files["pool-0.host"][0] == caddy.UNUSED.encode()
+    routes = split["apps"]["http"]["servers"]["shipway"]["routes"]
+    assert routes[0]["match"] == [{"host": ["shop.test"]}]
+    assert routes[0]["handle"][-1]["handler"] == "subroute"
+
+
+def test_the_cut_gives_the_canary_its_share_of_random_ids() -> None:
+    assert caddy_canary.cut(0) == "0000"  # no version 4 id is below it
+    assert caddy_canary.cut(100) == "g"  # every one is
+    assert caddy_canary.cut(50) == "8000"
+    cuts = [caddy_canary.cut(p) for p in range(0, 101)]
+    assert cuts == sorted(cuts) and len(set(cuts)) == 101
+    for p in (1, 10, 25, 99):
+        assert abs(int(caddy_canary.cut(p), 16) / caddy_canary.CUT_STEPS - p / 100) < 1e-4
+
+
+def test_an_entry_splits_by_header_cookie_and_random_id_and_logs_the_side() -> None:
+    config, _ = pooled_config({SHOP: POOLED})
+    entry = config["apps"]["http"]["servers"]["shipway"]["routes"][0]
+    at = f"{caddy.CONFIG_DIR}/pool-0"
+    read, outer = entry["handle"]
+    assert read == {"handler": "vars", "shipway_id": f"{{file.{at}.id}}"}
+    alone, running = outer["routes"]
+    assert alone["match"] == [{"vars": {"{http.vars.shipway_id}": [""]}}]
+    (cut, inner) = running["handle"]
+    assert cut == {"handler": "vars", "shipway_cut": f"{{file.{at}.cut}}"}
+    to_canary, to_stable = inner["routes"]
+    assert to_canary["match"] == [{"expression": caddy_canary.TO_CANARY}]
+    for side, route, file in (("canary", to_canary, "canary"), ("stable", to_stable, "up")):
+        handlers = {h["handler"]: h for h in route["handle"]}
+        assert {"handler": "log_append", "key": caddy_canary.FIELD_SIDE, "value": side} in (
+            route["handle"]
+        )
+        cookie = handlers["headers"]["response"]["add"]["Set-Cookie"]  # added: the app's stay
+        assert cookie == [f"shipway-canary={{http.vars.shipway_id}}.{side}; Path=/; "
+                          "HttpOnly; SameSite=Lax"]  # fmt: skip
+        proxy = handlers["reverse_proxy"]
+        assert proxy["dynamic_upstreams"]["name"] == f"{{file.{at}.{file}}}"
+        assert proxy["transport"]["response_header_timeout"] == 30 * 10**9
+        assert "try_duration" not in proxy["load_balancing"]  # no retry on the other release
+
+
+def test_a_secure_entry_splits_the_same_way() -> None:
+    tls = {"auto": ["shop.test"]}
+    unit = {**POOLED, "body": {**POOLED["body"], "tls": tls}}
+    routes: dict[str, Any] = {SHOP: unit}
+    proxy = {"tls_port": 443}
+    pool = caddy.assign(routes, caddy.Pool(2, {}), secure=True)
+    plain = caddy.compose(routes, proxy, "x", pool=pool)
+    routes = {SHOP: {**unit, "canary": SPLIT}}
+    pool = caddy.assign(routes, pool, secure=True)
+    assert caddy.compose(routes, proxy, "x", pool=pool) == plain
+    files = caddy.pool_files(routes, pool)
+    assert (
+        files["secure-0.canary"][0] == b"shipway-up-2"
+        and files["secure-0.id"][0] == b"shop.prod.r2"
+    )

@@ -65,17 +65,32 @@ def test_adding_removing_or_switching_a_pooled_route_composes_the_same_config() 
     assert caddy.compose(routes, {}, "x") != caddy.compose({}, {}, "x")
 
 
+def without_canary(entry: dict[str, Any]) -> dict[str, Any]:
+    """An entry route's reverse proxy while no canary splits it (its ``.id`` empty)."""
+    read, split = entry["handle"]
+    assert read == {"handler": "vars", "shipway_id": f"{{file.{entry_at(entry)}.id}}"}
+    first = split["routes"][0]
+    assert first["match"] == [{"vars": {"{http.vars.shipway_id}": [""]}}]
+    (proxy,) = first["handle"]
+    return dict(proxy)
+
+
+def entry_at(entry: dict[str, Any]) -> str:
+    name = str(entry["match"][0].get("host", [""])[0] or next(iter(entry["match"][0]["vars"])))
+    return name.removeprefix("{file.").removesuffix(".host}")
+
+
 def test_each_entry_matches_the_name_in_its_file_and_goes_where_its_files_say() -> None:
     server = caddy.compose({}, {}, "x", pool=caddy.Pool(2, {}))["apps"]["http"]["servers"]
     first, second, every, unknown = server["shipway"]["routes"]
     assert first["match"] == [{"host": [f"{{file.{caddy.CONFIG_DIR}/pool-0.host}}"]}]
-    (proxy,) = second["handle"]
+    proxy = without_canary(second)
     assert proxy["dynamic_upstreams"]["name"] == f"{{file.{caddy.CONFIG_DIR}/pool-1.up}}"
     assert proxy["dynamic_upstreams"]["port"] == f"{{file.{caddy.CONFIG_DIR}/pool-1.port}}"
     # the catch-all entry: any name, while its file says so
     at = f"{caddy.CONFIG_DIR}/pool-any"
     assert every["match"] == [{"vars": {f"{{file.{at}.host}}": [caddy.ANY]}}]
-    assert every["handle"][0]["dynamic_upstreams"]["name"] == f"{{file.{at}.up}}"
+    assert without_canary(every)["dynamic_upstreams"]["name"] == f"{{file.{at}.up}}"
     assert unknown == caddy.UNKNOWN_HOST
 
 
@@ -102,12 +117,12 @@ def test_the_files_free_names_first_and_take_names_last() -> None:
     names = list(files)
     # blog's name freed before any target is written; shop's name once its target is there
     assert names.index("pool-0.host") < names.index("pool-1.up") < names.index("pool-1.host")
-    assert files["pool-0.host"][0] == f"{caddy.UNUSED}\n".encode()
-    assert files["pool-1.host"][0] == b"shop.test\n"
-    assert files["pool-1.up"][0] == b"shipway-up-1\n"
-    assert files["pool-1.port"][0] == b"8000\n"
+    assert files["pool-0.host"][0] == f"{caddy.UNUSED}".encode()
+    assert files["pool-1.host"][0] == b"shop.test"
+    assert files["pool-1.up"][0] == b"shipway-up-1"
+    assert files["pool-1.port"][0] == b"8000"
     assert files["pool-0.up"][0] == b"" and files["pool-2.port"][0] == b""
-    assert files["pool-any.host"][0] == f"{caddy.UNUSED}\n".encode()  # no catch-all
+    assert files["pool-any.host"][0] == f"{caddy.UNUSED}".encode()  # no catch-all
     table = json.loads(files[caddy.POOL_FILE][0])
     assert table == {"size": 3, "entries": {"1": [SHOP, "shop.test"]}}
     assert caddy.pool_of({caddy.POOL_FILE: files[caddy.POOL_FILE]}) == pool
@@ -121,8 +136,8 @@ def test_the_catch_all_entry_is_taken_after_its_target_and_freed_first() -> None
     files = caddy.pool_files(routes, pool)
     names = list(files)
     assert names.index("pool-any.up") < names.index("pool-any.host")
-    assert files["pool-any.host"][0] == b"*\n" and files["pool-any.up"][0] == b"shipway-up-7\n"
-    assert files["pool-any.port"][0] == b"8000\n"
+    assert files["pool-any.host"][0] == b"*" and files["pool-any.up"][0] == b"shipway-up-7"
+    assert files["pool-any.port"][0] == b"8000"
     assert caddy.pool_aliases(every, routes[every], files) == ["shipway-up-7"]
     # it leaves: its files free the entry, and are written first (before any target)
     gone = caddy.pool_files({SHOP: routes[SHOP]}, caddy.assign({SHOP: routes[SHOP]}, pool))
@@ -142,6 +157,7 @@ def test_the_files_that_free_an_entry_are_its_name_alias_and_port() -> None:
     before = caddy.Pool(2, {0: (BLOG, "old.test"), 1: (SHOP, "shop.test")})
     routes = {SHOP: unit("shop.test", group="shipway-up-9")}
     files = caddy.pool_files(routes, caddy.assign(routes, before))
+    each = ("canary", "cut", "host", "id", "port", "up")  # its canary's files too
     assert sorted(caddy.freed(files)) == [
-        "pool-0.host", "pool-0.port", "pool-0.up", "pool-any.host", "pool-any.port", "pool-any.up"
-    ]  # fmt: skip
+        f"{at}.{k}" for at in ("pool-0", "pool-any") for k in each
+    ]

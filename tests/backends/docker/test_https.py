@@ -384,7 +384,6 @@ def test_an_https_app_comes_switches_and_goes_beside_another_with_no_reload(
         first.cleanup()
 
 
-
 def test_https_on_a_port_whose_proxy_another_app_made_without_it_is_refused_naming_the_fix(
     deployment: Deployment, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -77,19 +77,19 @@ def test_the_issuer_s_entry_orders_and_shares_and_another_host_s_asks_the_issuer
     def read(i: int, what: str) -> bytes:
         return files[f"secure-{i}.{what}"][0]
 
-    assert read(shop, "host") == b"shop.test\n" and read(shop, "issue") == b"1\n"
-    assert read(shop, "from") == b"" and read(shop, "hsts") == b"1\n"
+    assert read(shop, "host") == b"shop.test" and read(shop, "issue") == b"1"
+    assert read(shop, "from") == b"" and read(shop, "hsts") == b"1"
     store = https.storage_key(ACME["directory"], "shop.test", "crt").removesuffix(".crt")
-    assert read(shop, "store") == f"{store}\n".encode()
-    assert read(shop, "keep") == f"127.0.0.1:{https.TLS_LISTEN}\n".encode()  # kept renewed
-    assert read(blog, "issue") == b"" and read(blog, "from") == b"10.0.0.2\n"
-    assert read(blog, "keep") == f"{https_pool.IDLE}\n".encode()
+    assert read(shop, "store") == f"{store}".encode()
+    assert read(shop, "keep") == f"127.0.0.1:{https.TLS_LISTEN}".encode()  # kept renewed
+    assert read(blog, "issue") == b"" and read(blog, "from") == b"10.0.0.2"
+    assert read(blog, "keep") == f"{https_pool.IDLE}".encode()
     assert files[f"secure-{blog}.token"] == (b"theirs", 0o600)  # the issuer's, 0600
     assert files[f"secure-{shop}.token"] == (b"", 0o600)
     assert files[https_pool.ROOT_FILE] == (b"PEM", 0o644)
     assert caddy.upstream_files(routes, pool) == {}  # their entries say where they go
     free = next(i for i in range(pool.secure.size) if i not in pool.secure.entries)
-    assert read(free, "host") == b"- unused -\n" and read(free, "issue") == b""
+    assert read(free, "host") == b"- unused -" and read(free, "issue") == b""
     # names freed first, taken last: no request is matched to a name before its target
     order = list(files)
     assert order.index(f"secure-{free}.host") < order.index(f"secure-{shop}.up")
@@ -146,7 +146,7 @@ def test_a_given_certificate_s_name_is_answered_by_the_relay_from_its_files() ->
     assert "issuers" not in policy and "on_demand" not in config["apps"]["tls"]["automation"]
     files = caddy.pool_files({SHOP: given}, pool, {})
     stem = https.file_of(f"{SHOP} 0", "")  # what the route step writes from its secrets
-    assert files["secure-0.given"][0] == f"{stem}\n".encode()
+    assert files["secure-0.given"][0] == f"{stem}".encode()
     assert files["secure-0.issue"][0] == b"" and files["secure-0.from"][0] == b""
     relay = config["apps"]["http"]["servers"]["shipway-relay"]["routes"]
     (answer,) = [

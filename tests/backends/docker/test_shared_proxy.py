@@ -208,9 +208,7 @@ def elsewhere(docker_env: DockerEnv, tmp_path: Path) -> Iterator[Deployment]:
     """Another app on the same Docker hosts, on a proxy port of its own."""
     directory = tmp_path / "elsewhere"
     directory.mkdir()
-    d = Deployment(
-        env=docker_env, name=f"e{uuid.uuid4().hex[:8]}", dir=directory, port=free_port()
-    )
+    d = Deployment(env=docker_env, name=f"e{uuid.uuid4().hex[:8]}", dir=directory, port=free_port())
     try:
         yield d
     finally:
@@ -408,11 +406,11 @@ def test_an_upstream_file_naming_another_release_is_drift_and_repaired(
         assert pool.entries == {}
         at = caddy.CATCH_ALL_ENTRY
     upstream = f"{at}.up"
-    assert tree[f"{at}.host"][0] == f"{name if named else caddy.ANY}\n".encode()
+    assert tree[f"{at}.host"][0] == f"{name if named else caddy.ANY}".encode()
     port = str(entry["body"]["upstreams"][0]).rsplit(":", 1)[1]
-    assert tree[f"{at}.port"][0] == f"{port}\n".encode()
+    assert tree[f"{at}.port"][0] == f"{port}".encode()
     (web,) = deployment.containers(env.a, kind="app")
-    assert tree[upstream][0] == f"{entry['group']}\n".encode()
+    assert tree[upstream][0] == f"{entry['group']}".encode()
     assert web.labels["org.shipway.alias"] == entry["group"]
     assert get(deployment, env.a, name) == (200, "v1\n")
 

@@ -14,8 +14,8 @@ from two more; a route of plain HTTP whose containers carry one alias takes an e
 host name (the one *catch-all entry*, after every other route, when it has none: a slot
 that declares no routes), and a route added or removed writes those files only. The config
 is reloaded only when it changes: a route that is not such (HTTPS names not in secure
-entries, :mod:`.https_pool`; a canary's — whose route names its containers itself —, one
-whose containers carry no alias), the pool grown
+entries, :mod:`.https_pool`; one whose canary cannot split its entries by their files,
+:mod:`.caddy_canary`; one whose containers carry no alias), the pool grown
 (:data:`POOL_SIZE`, doubled when full), a longer drain. The files are written
 through the Engine API (``put_archive`` into the proxy's volume), a config loaded through
 Caddy's admin API on its unix socket in that volume where shipway can reach it
@@ -34,7 +34,8 @@ Files in the proxy's volume (mounted at :data:`CONFIG_DIR`):
 ``upstream-*``   a route's upstream file: its release's alias (:func:`upstream_file`);
 ``pool.json``    the pool's size and which route and host name holds each entry;
 ``pool-N.host``  entry N's host name (:data:`UNUSED` when free), ``pool-N.up`` the alias it
-                 goes to, ``pool-N.port`` the port (:func:`pool_files`); ``pool-any.*``
+                 goes to, ``pool-N.port`` the port (:func:`pool_files`), ``pool-N.canary``,
+                 ``.cut`` and ``.id`` a canary's split (:mod:`.caddy_canary`); ``pool-any.*``
                  the catch-all entry's (its ``.host`` :data:`ANY` while taken);
 ``secure-N.*``   on a proxy that serves HTTPS, the secure entries of HTTPS names
                  (:mod:`.https_pool`: their arrival and departure load no config either);
@@ -97,7 +98,7 @@ def upstream_files(
     secure = pool.secure if pool is not None else None
     entered = {k for k, _ in secure.entries.values()} if secure is not None else set()
     return {
-        upstream_file(k): (f"{f['group']}\n".encode(), 0o644)
+        upstream_file(k): line(str(f["group"]))
         for k, f in routes.items()
         if f.get("group") and not pooled(f) and k not in entered
     }
@@ -167,11 +168,12 @@ class Pool(NamedTuple):
 
 
 def pooled(unit: Mapping[str, Any]) -> bool:
-    """Whether a route unit takes pool entries: plain HTTP, one alias; an entry per host
+    """Whether a route unit takes pool entries: plain HTTP, one alias (and a canary beside
+    it, if any, that splits entries: :func:`.caddy_canary.in_entries`); an entry per host
     name, or the catch-all entry when it has none."""
     body = unit.get("body") or {}
     return bool(unit.get("group") and body.get("upstreams")) and not (
-        body.get("tls") or unit.get("canary")
+        body.get("tls") or not caddy_canary.in_entries(unit)
     )
 
 
@@ -206,9 +208,7 @@ def seeded(
     return {POOL_FILE: (dumps(raw), 0o644)}
 
 
-def assign(
-    routes: Mapping[str, Mapping[str, Any]], previous: Pool, secure: bool = False
-) -> Pool:
+def assign(routes: Mapping[str, Mapping[str, Any]], previous: Pool, secure: bool = False) -> Pool:
     """The pool for ``routes``: an entry already taken keeps its place (its files are not
     written again), one no route needs any more is freed, a new one takes the lowest place
     that was free before; the size doubles while that is not enough (a reload), and never
@@ -244,26 +244,23 @@ def pool_files(
     freed: dict[str, tuple[bytes, int]] = {}
     targets: dict[str, tuple[bytes, int]] = {}
     names: dict[str, tuple[bytes, int]] = {}
-    for i in range(pool.size):
-        entry = pool.entries.get(i)
-        unit = routes.get(entry[0]) if entry else None
-        at = _entry(i)
-        if entry is None or unit is None:
+
+    def entry(at: str, unit: Mapping[str, Any] | None, name: str) -> None:
+        if unit is None:
             freed[f"{at}.host"] = line(UNUSED)
             alias, port = "", ""
         else:
-            names[f"{at}.host"] = line(entry[1])
+            names[f"{at}.host"] = line(name)
             alias, port = str(unit["group"]), port_of(unit["body"])
-        targets |= {f"{at}.up": line(alias), f"{at}.port": line(port)}
-    unit = routes.get(pool.catch_all) if pool.catch_all else None
-    at = CATCH_ALL_ENTRY
-    if unit is None:
-        freed[f"{at}.host"] = line(UNUSED)
-        alias, port = "", ""
-    else:
-        names[f"{at}.host"] = line(ANY)
-        alias, port = str(unit["group"]), port_of(unit["body"])
-    targets |= {f"{at}.up": line(alias), f"{at}.port": line(port)}
+        targets.update({f"{at}.up": line(alias), f"{at}.port": line(port)})
+        split, switch = caddy_canary.entry_files(at, (unit or {}).get("canary"))
+        targets.update(split)
+        (names if unit is not None and unit.get("canary") else freed).update(switch)
+
+    for i in range(pool.size):
+        held = pool.entries.get(i)
+        entry(_entry(i), routes.get(held[0]) if held else None, held[1] if held else "")
+    entry(CATCH_ALL_ENTRY, routes.get(pool.catch_all) if pool.catch_all else None, ANY)
     kept = table(pool.size, pool.entries)
     secure: dict[str, tuple[bytes, int]] = {}
     if pool.secure is not None:
@@ -326,12 +323,25 @@ def _catch_all_route(upstream_try: float, config_dir: str) -> dict[str, Any]:
 
 
 def _entry_route(match: dict[str, Any], at: str, upstream_try: float) -> dict[str, Any]:
-    upstreams = {"dynamic_upstreams": _dynamic(f"{at}.up", f"{{file.{at}.port}}")}
-    return {
-        "match": [match],
-        "handle": [_reverse_proxy(upstreams, upstream_try)],
-        "terminal": True,
-    }
+    return {"match": [match], "handle": entry_handle(at, upstream_try), "terminal": True}
+
+
+def entry_handle(at: str, upstream_try: float) -> list[dict[str, Any]]:
+    """What an entry (``at``: the path its files are named from) does with a request: to
+    the alias in its ``.up`` at the port in its ``.port``, or split with a canary's alias
+    (:func:`.caddy_canary.entry_handle`)."""
+
+    def proxied(file: str, timeout: float | None) -> dict[str, Any]:
+        upstreams = {"dynamic_upstreams": _dynamic(f"{at}{file}", f"{{file.{at}.port}}")}
+        handler = _reverse_proxy(upstreams, upstream_try)
+        if timeout is not None:
+            # a hanging answer ends in the proxy's 504, counted; never retried on the other
+            # release
+            handler["transport"]["response_header_timeout"] = int(timeout * 1e9)
+            del handler["load_balancing"]["try_duration"]
+        return handler
+
+    return caddy_canary.entry_handle(at, proxied)
 
 
 #: what a request for a host name no route serves gets: 404 and one line
@@ -446,7 +456,9 @@ def compose(
     if (secure or held) and tls_port:
         servers |= _tls_servers(secure, upstream_try, config_dir, tokens or {}, held, tls_port)
     logging: dict[str, Any] = {}
-    if any(f.get("canary") for _, f in ordered):  # its requests logged, and only those
+    # a canary's requests logged, and only those; on a shared proxy from its first config
+    # on (a canary in its entries then starts without a reload)
+    if pool is not None or any(f.get("canary") for _, f in ordered):
         logging = {"logging": caddy_canary.LOGGING}
         for name in ("shipway", "shipway-tls"):
             if name in servers:
@@ -510,10 +522,8 @@ def _tls_servers(
     if held:
         own = f"{{file.{config_dir}/{https.SHARE_TOKEN}}}"
 
-        def proxied(i: int) -> dict[str, Any]:
-            at = f"{config_dir}/{https_pool.ENTRY}{i}"
-            upstreams = {"dynamic_upstreams": _dynamic(f"{at}.up", f"{{file.{at}.port}}")}
-            return _reverse_proxy(upstreams, upstream_try)
+        def proxied(i: int) -> list[dict[str, Any]]:
+            return entry_handle(f"{config_dir}/{https_pool.ENTRY}{i}", upstream_try)
 
         routes += https_pool.tls_routes(held, config_dir, proxied, own)
         root = f"{config_dir}/{https_pool.ROOT_FILE}" if (held.acme or {}).get("root_pem") else None

@@ -28,14 +28,29 @@ proxy's stdout, JSON, the request's headers left out), with three fields appende
 (``log_append``): the canary's id, the upstream that took it (``host:port``), and the
 status the upstream answered (none when no upstream answered: a failure). No other
 request is logged: the default log leaves the access logs out.
+
+A route in a shared proxy's pool (or secure entries) splits without a reload: its canary
+is three more files of each of its entries (:func:`entry_files`), read at each request
+(:func:`entry_handle`): ``.canary`` the canary release's alias, ``.cut`` the split's
+threshold, ``.id`` the canary's id (empty: no canary, the entry proxies to ``.up`` as
+before). While a canary runs, a request goes to the canary when the tester's header says
+``always``; else, unless it says ``never``, when its ``shipway-canary`` cookie says this
+canary's ``<id>.canary``, or, without a cookie of this canary, when its random id
+(``{http.request.uuid}``, version 4) is below the cut: ``percent`` % of new clients. Each
+side adds the cookie (``<id>.canary`` or ``<id>.stable``, as on Kubernetes), so a client
+keeps its release on every host, and logs its requests with the side that took them
+(:data:`FIELD_SIDE`). A canary splits the entries only when it can (:func:`in_entries`:
+one alias, the route's port, the default answer timeout, which is in the config); else
+its route's split is in the config (:func:`split_route`), a reload at each share.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from shipway.backends.docker.entries import line, port_of
 from shipway.spec.canary import ANSWER_TIMEOUT
 
 COOKIE = "shipway-canary"
@@ -43,6 +58,15 @@ HEADER = "X-Shipway-Canary"
 LOGGER = "shipway-canary"
 #: the fields appended to the canary's access-log lines
 FIELD_ID, FIELD_UPSTREAM, FIELD_STATUS = "shipway_canary", "shipway_upstream", "shipway_status"
+#: the field that says which side took a request of a pooled route's canary
+FIELD_SIDE = "shipway_side"
+SIDES = ("stable", "canary")
+#: an entry's canary files (beside its ``.up``), in the order a canary's start writes them
+#: (its ``.id`` last: the split begins once what it splits to is there; its end empties
+#: ``.id`` first)
+ENTRY_FILES = ("canary", "cut", "id")
+#: what the split's random id is compared with: 4 hex digits, 65,536 steps
+CUT_STEPS = 16**4
 
 
 def weights(stable: int, canary: int, percent: int) -> list[int]:
@@ -55,6 +79,102 @@ def weights(stable: int, canary: int, percent: int) -> list[int]:
     on_stable, on_canary = (100 - percent) * canary, percent * stable
     g = math.gcd(on_stable, on_canary)
     return [on_stable // g] * stable + [on_canary // g] * canary
+
+
+def in_entries(unit: Mapping[str, Any]) -> bool:
+    """Whether a route unit's canary, if it has one, can split its entries (files only):
+    its release has one alias, listens on the route's port, and its answer timeout is the
+    one in the entries' config."""
+    canary = unit.get("canary")
+    if not canary:
+        return True
+    timeout = float(canary.get("answer_timeout") or ANSWER_TIMEOUT)
+    ports = {str(u).rsplit(":", 1)[-1] for u in canary.get("upstreams") or []}
+    port = port_of(unit.get("body") or {"upstreams": [""]})
+    return bool(canary.get("group")) and timeout == ANSWER_TIMEOUT and ports == {port}
+
+
+def cut(percent: int) -> str:
+    """The threshold a request's random id is compared with (as strings) for ``percent``
+    % of new clients on the canary: ``g`` is above every hex digit."""
+    if percent >= 100:
+        return "g"
+    return f"{round(max(percent, 0) * CUT_STEPS / 100):04x}"
+
+
+def entry_files(
+    at: str, canary: Mapping[str, Any] | None
+) -> tuple[dict[str, tuple[bytes, int]], dict[str, tuple[bytes, int]]]:
+    """An entry's canary files (``at``: what they are named from): those written first,
+    and its ``.id``, written after them when a canary starts, before them when it ends."""
+    given = dict(canary or {})
+    if not given:
+        values = dict.fromkeys(ENTRY_FILES, "")
+    else:
+        group, percent = str(given["group"]), int(given.get("weight", 0))
+        values = {"canary": group, "cut": cut(percent), "id": str(given.get("id", ""))}
+    files = {f"{at}.{k}": line(v) for k, v in values.items()}
+    return {k: v for k, v in files.items() if not k.endswith(".id")}, {
+        f"{at}.id": files[f"{at}.id"]
+    }
+
+
+#: while a canary runs, whether a request of an entry goes to it (Caddy's CEL matcher)
+_ID = "{http.vars.shipway_id}"
+_SAYS = "{http.request.header.X-Shipway-Canary}"
+_KEPT = "{http.request.cookie.shipway-canary}"
+TO_CANARY = (
+    f'{_SAYS} == "always" || ({_SAYS} != "never" && ({_KEPT} == {_ID} + ".canary" || '
+    f'({_KEPT} != {_ID} + ".stable" && {{http.request.uuid}} < {{http.vars.shipway_cut}})))'
+)
+
+
+def entry_handle(
+    at: str, proxied: Callable[[str, float | None], dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The handlers of a pooled entry (``at``: the path its files are named from):
+    without a canary (``.id`` empty), ``proxied(".up", None)`` as before; with one, the
+    canary side or the stable side, each logged and sticky. ``proxied(file, timeout)``: a
+    reverse proxy to the alias in ``at + file`` (an answer's head awaited ``timeout``
+    seconds, when given)."""
+
+    def side(name: str, file: str) -> list[dict[str, Any]]:
+        cookie = f"{COOKIE}={_ID}.{name}; Path=/; HttpOnly; SameSite=Lax"
+        return [
+            {"handler": "vars", "access_logger_names": [LOGGER]},
+            {"handler": "log_append", "key": FIELD_ID, "value": _ID},
+            {"handler": "log_append", "key": FIELD_SIDE, "value": name},
+            {
+                "handler": "log_append",
+                "key": FIELD_STATUS,
+                "value": "{http.reverse_proxy.status_code}",
+            },
+            # added: the app's own cookies stay
+            {"handler": "headers", "response": {"add": {"Set-Cookie": [cookie]}}},
+            proxied(file, ANSWER_TIMEOUT),
+        ]
+
+    split = [
+        {
+            "match": [{"expression": TO_CANARY}],
+            "handle": side("canary", ".canary"),
+            "terminal": True,
+        },
+        {"handle": side("stable", ".up")},
+    ]
+    routes = [
+        {"match": [{"vars": {_ID: [""]}}], "handle": [proxied(".up", None)], "terminal": True},
+        {
+            "handle": [
+                {"handler": "vars", "shipway_cut": f"{{file.{at}.cut}}"},  # read only then
+                {"handler": "subroute", "routes": split},
+            ]
+        },
+    ]
+    return [
+        {"handler": "vars", "shipway_id": f"{{file.{at}.id}}"},
+        {"handler": "subroute", "routes": routes},
+    ]
 
 
 def split_route(

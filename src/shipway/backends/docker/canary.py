@@ -2,9 +2,10 @@
 its access log counts the answers per release; shipway sums them over every host.
 
 Setting a share writes a ``canary`` beside each route unit the new release moves, in this
-slot's part of every host's proxy files (``slots.json``, :mod:`.caddy_canary`), and reloads
-the proxy gracefully — the same switch as a route's, under the proxy's lock. The route
-itself still names the stable release's containers, so whatever stops a canary halfway (an
+slot's part of every host's proxy files (``slots.json``, :mod:`.caddy_canary`), under the
+proxy's lock — the same switch as a route's. A route in the proxy's entries is split by
+their files alone (no reload); another one's split is in the config (a graceful reload).
+The route itself still names the stable release, so whatever stops a canary halfway (an
 abort, a ``kill -9``) leaves a route that observing reports as drifted: the undo, or the
 next run's recovery, applies the recorded route again — 100 % to one release, the canary's
 requests logged no more.
@@ -41,6 +42,7 @@ from shipway.backends.protocol import Reporter
 from shipway.errors import InputError
 from shipway.guard import Clearance
 from shipway.plan.canary import Tally
+from shipway.release.artifact import Unit
 from shipway.release.model import Release
 from shipway.spec.canary import answer_timeout_entry
 from shipway.spec.model import Target
@@ -124,11 +126,10 @@ class DockerCanaries(DockerProxy):
         secret = token_urlsafe(16)
         # said in the entry only when set (the config's default is the spec's)
         patience = answer_timeout_entry(release.spec, release.slot)
-        wanted: dict[str, dict[str, list[str]]] = {}  # host -> route key -> the new upstreams
+        wanted: dict[str, dict[str, Unit]] = {}  # host -> route key -> the new release's
         for unit in release.artifact:
             if unit.kind == "route" and percent > 0:
-                hosts = wanted.setdefault(unit.host or self.primary, {})
-                hosts[unit.key] = [str(u) for u in unit.body["upstreams"]]
+                wanted.setdefault(unit.host or self.primary, {})[unit.key] = unit
 
         def on_host(conn: HostConnection) -> list[str]:
             host = conn.name
@@ -141,10 +142,15 @@ class DockerCanaries(DockerProxy):
             # only where the canary's containers run: with a ``batch`` smaller than the
             # hosts, a later batch's host has none yet (its route switches when it rolls)
             here = {
-                key: ups
-                for key, ups in wanted.get(host, {}).items()
-                if all(self._running(client, u.rsplit(":", 1)[0]) for u in ups)
+                key: [str(u) for u in unit.body["upstreams"]]
+                for key, unit in wanted.get(host, {}).items()
+                if all(
+                    self._running(client, str(u).rsplit(":", 1)[0]) for u in unit.body["upstreams"]
+                )
             }
+            # the alias that names exactly the canary's containers here: its route's entries
+            # then split by files alone, no reload (:mod:`.caddy_canary`)
+            groups = {key: self._group_of(client, wanted[host][key]) for key in here}
 
             def change(routes: dict[str, Any]) -> None:
                 moved.clear()  # run twice: to see whether anything changes, then to change
@@ -165,6 +171,7 @@ class DockerCanaries(DockerProxy):
                             "weight": percent,
                             "secret": before["secret"] if same else secret,
                             "since": before["since"] if same else time.time(),
+                            **({"group": groups[key]} if groups.get(key) else {}),
                             **patience,
                         },
                     }
@@ -267,7 +274,9 @@ class DockerCanaries(DockerProxy):
             if ns <= tally.last_ns or line.get(caddy_canary.FIELD_ID) != ident:
                 continue
             tally.last_ns = ns
-            side = "canary" if line.get(caddy_canary.FIELD_UPSTREAM) in on_canary else "stable"
+            side = line.get(caddy_canary.FIELD_SIDE)
+            if side not in caddy_canary.SIDES:  # a route split in the config: by upstream
+                side = "canary" if line.get(caddy_canary.FIELD_UPSTREAM) in on_canary else "stable"
             tally.count(side, line)
         return tally
 

@@ -13,8 +13,9 @@ UNUSED = "- unused -"
 
 
 def line(text: str) -> tuple[bytes, int]:
-    """An entry file's content: ``text`` and a newline (nothing for an empty one)."""
-    return (f"{text}\n".encode() if text else b""), 0o644
+    """An entry file's content: ``text`` alone, no newline after it (Caddy reads a file's
+    placeholder whole before 2.9: ``a.test\\n`` would match no request there)."""
+    return text.encode(), 0o644
 
 
 def port_of(body: Mapping[str, Any]) -> str:

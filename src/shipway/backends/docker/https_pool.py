@@ -47,7 +47,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from shipway.backends.docker import https
+from shipway.backends.docker import caddy_canary, https
 from shipway.backends.docker.entries import UNUSED, line, place, port_of, table_of
 from shipway.backends.docker.entries import table as entry_table
 
@@ -89,12 +89,14 @@ def names_of(tls: Mapping[str, Any]) -> dict[str, int | None]:
 
 def pooled(unit: Mapping[str, Any], acme: Mapping[str, Any] | None) -> bool:
     """Whether a route unit takes secure entries: every name of it HTTPS (no plain one),
-    one alias, no canary, and for ACME names the proxy's ACME settings (any, while the
-    proxy has none)."""
+    one alias, a canary beside it only if it splits entries (:func:`.caddy_canary.in_entries`),
+    and for ACME names the proxy's ACME settings (any, while the proxy has none)."""
     body = unit.get("body") or {}
     tls = body.get("tls") or {}
     names = names_of(tls)
-    if not (names and unit.get("group") and body.get("upstreams")) or unit.get("canary"):
+    if not (names and unit.get("group") and body.get("upstreams")):
+        return False
+    if not caddy_canary.in_entries(unit):
         return False
     if set(body.get("hosts") or []) - set(names):
         return False
@@ -179,6 +181,9 @@ def files(
                 what["store"] = https.storage_key(directory, name, "crt").removesuffix(".crt")
                 what["keep"] = f"127.0.0.1:{https.TLS_LISTEN}"
         targets |= {f"{at}.{k}": line(v) for k, v in what.items()}
+        split, switch = caddy_canary.entry_files(at, (unit or {}).get("canary"))
+        targets |= split
+        (names if unit and unit.get("canary") else freed).update(switch)
         token = tokens.get(what["from"]) if what["from"] else None
         targets[f"{at}.token"] = (token.encode() if token else b""), 0o600
     return {**freed, **targets, **names}
@@ -230,7 +235,7 @@ def tls_routes(
 ) -> list[dict[str, Any]]:
     """On the HTTPS port: the keepers' request answered, then per entry: the certificate
     shared (on the issuer), the HSTS header, the route to its alias (``proxied(i)``: the
-    entry's reverse proxy)."""
+    entry's handlers, its canary's split too)."""
     keep = {"path": [KEEP_PATH], "remote_ip": {"ranges": ["127.0.0.1/32"]}}
     out: list[dict[str, Any]] = [
         {
@@ -264,7 +269,7 @@ def tls_routes(
             "match": [_is(config_dir, i, "hsts")],
             "handle": [{"handler": "headers", "response": {"set": header}}],
         }
-        routes: list[dict[str, Any]] = [shared, hsts, {"handle": [proxied(i)], "terminal": True}]
+        routes: list[dict[str, Any]] = [shared, hsts, {"handle": proxied(i), "terminal": True}]
         out.append(_entry({"host": [_file(config_dir, i, "host")]}, routes))
     return out
 
