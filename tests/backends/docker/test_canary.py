@@ -7,10 +7,14 @@ to 100 % under a request loop; a canary left by a ``kill -9`` ends with one rele
 from __future__ import annotations
 
 import http.client
+import json
 import os
 import signal
+import socket
+import ssl
 import subprocess
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,7 +22,8 @@ import pytest
 from shipway.backends.docker import caddy
 from shipway.backends.docker.records import read_tree
 from shipway.engine import Rolled, RolledBack
-from tests.backends.docker.conftest import SLOT, Deployment, Lines, servers_started
+from tests.backends.docker.conftest import SLOT, Deployment, Lines, free_port, servers_started
+from tests.backends.docker.test_https import self_signed
 from tests.backends.docker.test_interrupt import cli
 from tests.backends.local.conftest import eventually
 from tests.backends.local.test_canary import APP
@@ -53,9 +58,18 @@ def write(
     batch: str = "",
     delay: int = 0,
     more: str = "",
+    tls_port: int = 0,
 ) -> None:
     """The app as ``version`` (its / failing when ``broken``, answering after ``delay``
-    seconds); ``more``: further keys of the canary's table."""
+    seconds); ``more``: further keys of the canary's table; ``tls_port``: its route over
+    HTTPS there, with the certificate and key in ``SHOP_CERT`` and ``SHOP_KEY``."""
+    tls, secrets = "", ""
+    if tls_port:
+        tls = 'tls = { cert = "SHOP_CERT", key = "SHOP_KEY" }'
+        secrets = "[secrets]\n" + "".join(
+            f'{name} = {{ from_env = "{name}" }}\n' for name in ("SHOP_CERT", "SHOP_KEY")
+        )
+        batch = f"proxy_tls_port = {tls_port}\n{batch}"
     d.write(
         image=d.env.images.python,
         processes=PROCESSES,
@@ -70,6 +84,8 @@ PORT = "8080"
 [[routes]]
 host = "{host_name(d)}"
 process = "web"
+{tls}
+{secrets}
 """,
         slot_extra=f"""{batch}
 strategy = "canary"
@@ -84,11 +100,21 @@ error_ratio = 10
 
 
 def get(
-    d: Deployment, i: int, headers: dict[str, str] | None = None
+    d: Deployment,
+    i: int,
+    headers: dict[str, str] | None = None,
+    tls: tuple[int, Path] | None = None,
 ) -> tuple[int, str, str | None]:
-    """(status, body, the cookie set) of one request to host a (even ``i``) or b (odd)."""
+    """(status, body, the cookie set) of one request to host a (even ``i``) or b (odd);
+    ``tls``: over HTTPS at that port, trusting that certificate file only."""
     host = (d.env.a, d.env.b)[i % 2]
     conn = http.client.HTTPConnection(host.address, d.port, timeout=10)
+    if tls is not None:
+        context = ssl.create_default_context(cafile=str(tls[1]))
+        context.check_hostname = False  # the host's address dialled, the name as SNI below
+        raw = socket.create_connection((host.address, tls[0]), timeout=10)
+        conn = http.client.HTTPConnection(host.address, tls[0], timeout=10)
+        conn.sock = context.wrap_socket(raw, server_hostname=host_name(d))
     try:
         conn.request("GET", "/", headers={"Host": host_name(d), **(headers or {})})
         response = conn.getresponse()
@@ -242,11 +268,11 @@ def test_with_a_batch_the_canary_runs_where_its_containers_do(deployment: Deploy
     assert [s["verdict"] for s in r2.canary] == ["promote", "promote"]
 
 
-def held_canary(d: Deployment) -> subprocess.Popen[str]:
+def held_canary(d: Deployment, tls_port: int = 0) -> subprocess.Popen[str]:
     """v1 deployed, then v2's deploy (the CLI) holding its canary at 10 % (a long step)."""
-    write(d, "v1")
+    write(d, "v1", tls_port=tls_port)
     assert isinstance(d.deploy(), Rolled)
-    write(d, "v2", step_time="10m")
+    write(d, "v2", step_time="10m", tls_port=tls_port)
     deploy = cli(d, "deploy", SLOT)
 
     def at_ten() -> bool:
@@ -338,3 +364,45 @@ def test_a_canary_left_by_a_killed_deploy_ends_with_one_release_serving(
     eventually(lambda: set(web_versions(d)) == {serving}, what="one release's containers")
     records = d.backend().read_records(d.app().slots.target(SLOT))
     assert records[-1].status.value == ("failed" if verdict == "abort" else "deployed")
+
+
+def test_an_https_route_s_canary_splits_its_secure_entries_with_no_config_loaded(
+    deployment: Deployment, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A route of HTTPS names (a certificate given by secrets) on both hosts: its canary
+    splits the secure entries by their files, as a plain route's does the pool's."""
+    d, tls_port = deployment, free_port()
+    cert_file, key_file = self_signed(host_name(d), tmp_path)
+    monkeypatch.setenv("SHOP_CERT", cert_file.read_text())
+    monkeypatch.setenv("SHOP_KEY", key_file.read_text())
+
+    def over_https(i: int, headers: dict[str, str]) -> tuple[str, str | None]:
+        status, body, cookie = get(d, i, headers, tls=(tls_port, cert_file))
+        assert status == 200, (status, body)
+        return body, cookie
+
+    deploy = held_canary(d, tls_port)
+    try:
+        before = loads(d)  # the canary set at 10 % on both hosts
+        for i in range(4):
+            assert over_https(i, {"X-Shipway-Canary": "always"})[0] == "v2"
+            assert over_https(i, {"X-Shipway-Canary": "never"})[0] == "v1"
+            body, cookie = over_https(i, {})
+            assert cookie and cookie.startswith("shipway-canary="), cookie
+            kept = {"Cookie": cookie.split(";")[0]}
+            assert {over_https(j, kept)[0] for j in range(4)} == {body}
+        decided = cli(d, "canary", "abort", SLOT)
+        decided.communicate(timeout=120)
+    finally:
+        out, _ = deploy.communicate(timeout=180)
+    assert deploy.returncode == 10, out
+    assert {over_https(i, {})[0] for i in range(4)} == {"v1"}
+    assert {over_https(i, {"X-Shipway-Canary": "always"})[0] for i in range(4)} == {"v1"}
+    assert canaries_in_proxies(d) == []
+    # the abort took the share back by files alone; and the proxies' first configs had the
+    # secure entries, so nothing of the route or its canary loaded a config
+    assert loads(d) == before
+    for host in (d.env.a, d.env.b):
+        (proxy,) = d.containers(host, kind="proxy")
+        config = json.loads(read_tree(proxy, caddy.CONFIG_DIR)[caddy.CONFIG_FILE][0])
+        assert servers_started(proxy) == len(config["apps"]["http"]["servers"])
