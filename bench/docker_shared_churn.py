@@ -25,12 +25,19 @@ name too (their load goes to their plain one), so each proxy is made with its HT
 before the cycles, which count only what an app's arrival and departure do. Compare with
 ``--old`` a commit before the secure entries (0a7f30f).
 
+With ``--canary`` the churning apps are deployed once and then, each cycle, walk a canary to
+v2 and another back to v1 (steps 10 and 50 %, a second each), under a request loop of their
+own (the canary's counts need requests): the shares are what is timed (``first_deploy_s``
+then holds the walk to v2, ``destroy_s`` the walk back). Compare with ``--old`` a commit
+before the canary's split in the entries (c20c01a).
+
 Figures: the steady apps' failed requests (goal 0 for this code), the config loads each proxy
 made (Caddy's ``server running`` lines after the first deploy; goal 0), and the first deploy's
 and the destroy's time per code (median, min-max).
 
 Run (root, test hosts up):  .venv/bin/python bench/docker_shared_churn.py [--cycles 10]
                             [--catch-all --old e96809d] [--https --old 0a7f30f]
+                            [--canary --old c20c01a]
 """
 
 from __future__ import annotations
@@ -49,9 +56,18 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from benchlib import Run, median  # noqa: E402
 from docker_proxy import free_port  # noqa: E402
-from docker_shared_redeploy import App, Load, cleanup, parser, workers, write_spec  # noqa: E402
+from docker_shared_redeploy import SLOT, App, Load, cleanup, parser, workers, write_spec  # noqa: E402
 from tests.testenv.acme import challenge_port, ensure_acme_env  # noqa: E402
 from tests.testenv.docker import DockerEnv  # noqa: E402
+
+#: the churning apps' canary with ``--canary``: two short analysed steps
+CANARY = f"""strategy = "canary"
+[slots.{SLOT}.canary]
+steps = [10, 50, 100]
+step_time = "1s"
+step_requests = 5
+timeout = "120s"
+"""
 
 
 def loads(env: DockerEnv, port: int) -> int:
@@ -77,6 +93,8 @@ def main() -> int:
                     help="the churning apps declare no routes (every other name)")  # fmt: skip
     ap.add_argument("--https", action="store_true",
                     help="the churning apps' route is an ACME name (the test CA's)")  # fmt: skip
+    ap.add_argument("--canary", action="store_true",
+                    help="the churning apps walk canaries (v2, then v1) instead")  # fmt: skip
     args = ap.parse_args()
     with contextlib.ExitStack() as held:
         acme = ensure_acme_env() if args.https else None
@@ -118,22 +136,30 @@ def measure(args: Any, ports: dict[str, int], acme: Any) -> int:
             slot = (f"proxy_tls_port = {tls_ports[code]}\n"
                     f'acme = {{ directory = "{acme.directory}", root = "ca.pem" }}\n')  # fmt: skip
             app.spec.write_text(text + slot)
+    if args.canary:  # a canary at each deploy, short steps, few requests to decide
+        for app in churn.values():
+            app.spec.write_text(app.spec.read_text() + CANARY)
     deploys: dict[str, list[float]] = {"new": [], "old": []}
     destroys: dict[str, list[float]] = {"new": [], "old": []}
     reloads = {}
     try:
-        for app in steady.values():
+        for app in [*steady.values(), *(churn.values() if args.canary else ())]:
             first = app.worker.run("deploy", app.spec, env.images.v1)
             assert first["ok"], f"{app.label}: {first['line']}"
         before = {c: loads(env, ports[c]) for c in ports}
-        with Load(env.a.address, list(steady.values()), 1, args.pace, args.bound) as load:
+        loaded = [*steady.values(), *(churn.values() if args.canary else ())]
+        with Load(env.a.address, loaded, 1, args.pace, args.bound) as load:
             for i in range(args.cycles):
                 for code in ("new", "old") if i % 2 == 0 else ("old", "new"):
                     app = churn[code]
-                    done = app.worker.run("deploy", app.spec, env.images.v1)
+                    there, back = ("v2", "v1") if args.canary else ("v1", "")
+                    done = app.worker.run("deploy", app.spec, getattr(env.images, there))
                     assert done["ok"], f"{app.label}: {done['line']}"
                     deploys[code].append(done["seconds"])
-                    gone = app.worker.run("destroy", app.spec)
+                    if back:
+                        gone = app.worker.run("deploy", app.spec, getattr(env.images, back))
+                    else:
+                        gone = app.worker.run("destroy", app.spec)
                     assert gone["ok"], f"{app.label}: {gone['line']}"
                     destroys[code].append(gone["seconds"])
                 print(f"cycle {i + 1}/{args.cycles}: failed so far "
@@ -141,7 +167,7 @@ def measure(args: Any, ports: dict[str, int], acme: Any) -> int:
                       file=sys.stderr)  # fmt: skip
         reloads = {c: loads(env, ports[c]) - before[c] for c in ports}
     finally:
-        for app in steady.values():
+        for app in [*steady.values(), *(churn.values() if args.canary else ())]:
             app.worker.run("destroy", app.spec)
         new.close()
         old.close()
