@@ -274,6 +274,8 @@ def test_a_certificate_from_secrets_is_served_on_both_hosts_and_never_shown(
     secret = key_file.read_text().splitlines()[1]
     shown = lines.text() + "\n".join(plan.describe()) + str(plan.to_json())
     assert secret not in shown
+    # what the proxies' files say is what a later run observes: nothing to repair
+    assert [type(s) for s in api.plan(deployment.app(), SLOT, repair=True).steps] == [NoOp]
     # each host's proxy, made for this slot, had the secure entries from its first config:
     # the route's arrival loaded no config (each server started once, at its start)
     for host in (env.a, env.b):
@@ -382,6 +384,41 @@ def test_an_https_app_comes_switches_and_goes_beside_another_with_no_reload(
         assert [type(s) for s in api.plan(first.app(), SLOT, repair=True).steps] == [NoOp]
     finally:
         first.cleanup()
+
+
+def test_plain_and_https_names_of_one_process_come_and_go_beside_another_with_no_reload(
+    deployment: Deployment, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One process served by a plain name and by an HTTPS one (a certificate given by
+    secrets): its plain name takes a host-name entry, its HTTPS name a secure entry, so its
+    first deploy (its proxy made for it), a redeploy and its destroy beside another app
+    load no config."""
+    env, tls_port = deployment.env, free_port()
+    name = f"m{uuid.uuid4().hex[:8]}.example.test"
+    inside = f"plain-{deployment.name}.test"
+    cert_file, key_file = self_signed(name, tmp_path)
+    monkeypatch.setenv("SHOP_CERT", cert_file.read_text())
+    monkeypatch.setenv("SHOP_KEY", key_file.read_text())
+    routes = GIVEN.format(name=name) + f'[[routes]]\nhost = "{inside}"\nprocess = "web"\n'
+    write(deployment, [env.a], routes, "", tls_port)
+    assert isinstance(deployment.deploy(), Rolled)
+    (proxy,) = deployment.containers(env.a, kind="proxy")
+    config = json.loads(read_tree(proxy, "/etc/shipway")["caddy.json"][0])
+    started = servers_started(proxy)
+    assert started == len(config["apps"]["http"]["servers"])  # none loaded after its start
+    assert name not in json.dumps(config) and inside not in json.dumps(config)
+    with plain_app_beside(deployment, tmp_path) as (_, blog):
+        assert plain(env.a, deployment.port, inside)[0] == 200
+        assert plain(env.a, deployment.port, name)[0] == 308  # its HTTPS name: redirected
+        assert served(env.a, tls_port, name, cert_file, 30)[2] == "v1\n"
+        assert isinstance(deployment.deploy(image=env.images.v2), Rolled)
+        assert served(env.a, tls_port, name, cert_file, 30)[2] == "v2\n"
+        assert [type(s) for s in api.plan(deployment.app(), SLOT, repair=True).steps] == [NoOp]
+        api.destroy(deployment.app(), SLOT, confirm=SLOT, reporter=Lines())
+        assert plain(env.a, deployment.port, inside)[0] == 404
+        assert plain(env.a, deployment.port, blog)[0] == 200
+        # nor did the other app's arrival, the redeploy or the destroy
+        assert servers_started(proxy) == started
 
 
 def test_https_on_a_port_whose_proxy_another_app_made_without_it_is_refused_naming_the_fix(

@@ -41,7 +41,39 @@ def test_https_routes_with_one_alias_and_the_proxy_s_acme_settings_take_entries(
     assert https_pool.pooled(only_given, {"directory": "https://other.test/dir"})
     mixed = unit("a.test")
     mixed["body"]["hosts"] = ["a.test", "plain.test"]  # a name served over HTTP only
-    assert not https_pool.pooled(mixed, ACME)
+    assert https_pool.pooled(mixed, ACME) and caddy.pooled(mixed)  # one pool each
+    assert caddy.plain_names(mixed["body"]) == ["plain.test"]
+    assert not caddy.pooled(unit("a.test"))  # no plain name: no host-name entry
+
+
+def test_a_route_of_plain_and_https_names_comes_switches_and_goes_by_entries_alone() -> None:
+    """Its plain names take host-name entries, its HTTPS names secure entries: the config
+    is the same before, with and after it, and it has no upstream file."""
+    _, pool = compose({BLOG: unit("blog.test")}, caddy.Pool(caddy.POOL_SIZE, {}))
+    before, pool = compose({}, pool)  # the proxy's ACME settings in
+    mixed = unit("a.test")
+    mixed["body"]["hosts"] = ["a.test", "plain.test"]
+    there, pool = compose({SHOP: mixed}, pool)
+    switched, pool = compose({SHOP: {**mixed, "group": "shipway-up-2"}}, pool)
+    assert there == before == switched
+    assert [name for _, name in pool.entries.values()] == ["plain.test"]
+    assert pool.secure is not None
+    assert [name for _, name in pool.secure.entries.values()] == ["a.test"]
+    files = caddy.pool_files({SHOP: mixed}, pool)
+    assert files["pool-0.host"][0] == b"plain.test" and files["pool-0.up"][0] == b"shipway-up-1"
+    (i,) = pool.secure.entries
+    assert (
+        files[f"secure-{i}.host"][0] == b"a.test" and files[f"secure-{i}.up"][0] == b"shipway-up-1"
+    )
+    assert caddy.upstream_files({SHOP: mixed}, pool) == {}
+    # its HTTPS names with other ACME settings: they are in the config (a reload), its plain
+    # one still in an entry; the config's routes read where they go from its upstream file
+    other = unit("a.test", acme={"directory": "https://other.test/dir"})
+    other["body"]["hosts"] = ["a.test", "plain.test"]
+    config, pool = compose({SHOP: other}, pool)
+    assert config != before and "a.test" in caddy.dumps(config).decode()
+    assert "plain.test" not in caddy.dumps(config).decode()
+    assert list(caddy.upstream_files({SHOP: other}, pool)) == [caddy.upstream_file(SHOP)]
 
 
 def test_arriving_switching_and_leaving_compose_the_same_config_once_settings_are_in() -> None:

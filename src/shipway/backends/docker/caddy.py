@@ -10,9 +10,10 @@ file only — no reload, whose new listener can lose another app's request (Go's
 adding or removing such a route, changing its host names or its port: the config holds a
 *pool* of host-name entries from its first version on (:class:`Pool`), each one matched
 against a name read from a file at each request, and proxied to the alias and port read
-from two more; a route of plain HTTP whose containers carry one alias takes an entry per
-host name (the one *catch-all entry*, after every other route, when it has none: a slot
-that declares no routes), and a route added or removed writes those files only. The config
+from two more; a route whose containers carry one alias takes an entry per host name it
+serves over plain HTTP (:func:`plain_names`; the one *catch-all entry*, after every other
+route, when it has no name: a slot that declares no routes), and a route added or removed
+writes those files only. The config
 is reloaded only when it changes: a route that is not such (HTTPS names not in secure
 entries, :mod:`.https_pool`; one whose canary cannot split its entries by their files,
 :mod:`.caddy_canary`; one whose containers carry no alias), the pool grown
@@ -93,14 +94,13 @@ def upstream_file(key: str) -> str:
 def upstream_files(
     routes: Mapping[str, Mapping[str, Any]], pool: Pool | None = None
 ) -> dict[str, tuple[bytes, int]]:
-    """Each route's upstream file (of those that name their release's alias and take no
-    pool entries, nor secure entries in ``pool``): its content."""
-    secure = pool.secure if pool is not None else None
-    entered = {k for k, _ in secure.entries.values()} if secure is not None else set()
+    """Each route's upstream file (of those that name their release's alias and have names
+    served by routes in the config: :func:`in_config`): its content."""
+    empty = Pool(POOL_SIZE, {})
     return {
         upstream_file(k): line(str(f["group"]))
         for k, f in routes.items()
-        if f.get("group") and not pooled(f) and k not in entered
+        if f.get("group") and in_config(k, f, pool or empty)
     }
 
 
@@ -168,13 +168,34 @@ class Pool(NamedTuple):
 
 
 def pooled(unit: Mapping[str, Any]) -> bool:
-    """Whether a route unit takes pool entries: plain HTTP, one alias (and a canary beside
-    it, if any, that splits entries: :func:`.caddy_canary.in_entries`); an entry per host
-    name, or the catch-all entry when it has none."""
+    """Whether a route unit takes pool entries: one alias (and a canary beside it, if any,
+    that splits entries: :func:`.caddy_canary.in_entries`), and names served over plain
+    HTTP (:func:`plain_names`; its HTTPS ones take secure entries, or are in the config);
+    an entry per such name, or the catch-all entry when it has no name at all."""
     body = unit.get("body") or {}
-    return bool(unit.get("group") and body.get("upstreams")) and not (
-        body.get("tls") or not caddy_canary.in_entries(unit)
-    )
+    if not (unit.get("group") and body.get("upstreams") and caddy_canary.in_entries(unit)):
+        return False
+    return not body.get("tls") or bool(plain_names(body))
+
+
+def plain_names(body: Mapping[str, Any]) -> list[str]:
+    """The host names a route body serves over plain HTTP: all but its HTTPS ones (which
+    are redirected to HTTPS)."""
+    secure = set(https.names_of(body)) if body.get("tls") else set()
+    return [str(h) for h in dict.fromkeys(body.get("hosts") or []) if h not in secure]
+
+
+def in_config(key: str, unit: Mapping[str, Any], pool: Pool | None) -> bool:
+    """Whether some of the route ``key``'s names are served by routes in the config itself
+    (not by entries of ``pool``): then its upstream file, when it has an alias, says where
+    they go."""
+    body = unit.get("body") or {}
+    plain = bool(plain_names(body) or not body.get("hosts"))
+    if pool is None:
+        return True
+    secure = pool.secure
+    entered = secure is not None and any(k == key for k, _ in secure.entries.values())
+    return (plain and not pooled(unit)) or (bool(body.get("tls")) and not entered)
 
 
 def pool_of(tree: Mapping[str, tuple[bytes, int]]) -> Pool:
@@ -222,7 +243,7 @@ def assign(routes: Mapping[str, Mapping[str, Any]], previous: Pool, secure: bool
         (key, str(host))
         for key, unit in sorted(routes.items())
         if pooled(unit)
-        for host in dict.fromkeys(unit["body"]["hosts"])
+        for host in plain_names(unit["body"])
     ]
     entries, size = place(wanted, previous.entries, previous.size)
     # at most one: a second slot without host names is refused (catch_all_of)

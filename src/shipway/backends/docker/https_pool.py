@@ -88,17 +88,16 @@ def names_of(tls: Mapping[str, Any]) -> dict[str, int | None]:
 
 
 def pooled(unit: Mapping[str, Any], acme: Mapping[str, Any] | None) -> bool:
-    """Whether a route unit takes secure entries: every name of it HTTPS (no plain one),
-    one alias, a canary beside it only if it splits entries (:func:`.caddy_canary.in_entries`),
-    and for ACME names the proxy's ACME settings (any, while the proxy has none)."""
+    """Whether a route unit's HTTPS names take secure entries (its plain ones take the
+    host-name pool's: :func:`.caddy.pooled`): one alias, a canary beside it only if it
+    splits entries (:func:`.caddy_canary.in_entries`), and for ACME names the proxy's ACME
+    settings (any, while the proxy has none)."""
     body = unit.get("body") or {}
     tls = body.get("tls") or {}
     names = names_of(tls)
     if not (names and unit.get("group") and body.get("upstreams")):
         return False
     if not caddy_canary.in_entries(unit):
-        return False
-    if set(body.get("hosts") or []) - set(names):
         return False
     return not tls.get("auto") or acme is None or dict(tls.get("acme") or {}) == dict(acme)
 

@@ -275,17 +275,17 @@ class DockerReads(DockerVolumes):
             if unloaded:
                 reasons.append("the proxy has not loaded its caddy.json")
             group = fragment.get("group")
+            body = fragment.get("body") or {}
             if pool is not None and caddy.pooled(fragment):
                 written = caddy.pool_aliases(f"{owner} {key}", fragment, tree)
-                hosts = (fragment.get("body") or {}).get("hosts") or []
-                # an entry per host name, or the catch-all entry (one) without any
-                if len(written) != (len(set(hosts)) or 1) or set(written) != {group}:
+                # an entry per plain host name, or the catch-all entry (one) without any
+                if len(written) != (len(caddy.plain_names(body)) or 1) or set(written) != {group}:
                     reasons.append("its pool entries name other containers than its entry")
-            elif held and (written := https_pool.aliases(f"{owner} {key}", held, tree)):
-                names = ((fragment.get("body") or {}).get("tls") or {}).get("auto") or []
-                if len(written) != len(set(names)) or set(written) != {group}:
+            if held and (written := https_pool.aliases(f"{owner} {key}", held, tree)):
+                names = https_pool.names_of(body.get("tls") or {})
+                if len(written) != len(names) or set(written) != {group}:
                     reasons.append("its secure entries name other containers than its entry")
-            elif group:
+            if group and caddy.in_config(f"{owner} {key}", fragment, pool):
                 upstream = tree.get(caddy.upstream_file(f"{owner} {key}"), (b"", 0))[0]
                 if upstream.decode(errors="replace").strip() != group:
                     reasons.append("its upstream file names other containers than its entry")
