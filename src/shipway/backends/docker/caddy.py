@@ -13,11 +13,10 @@ against a name read from a file at each request, and proxied to the alias and po
 from two more; a route whose containers carry one alias takes an entry per host name it
 serves over plain HTTP (:func:`plain_names`; the one *catch-all entry*, after every other
 route, when it has no name: a slot that declares no routes), and a route added or removed
-writes those files only. The config
-is reloaded only when it changes: a route that is not such (HTTPS names not in secure
-entries, :mod:`.https_pool`; one whose canary cannot split its entries by their files,
-:mod:`.caddy_canary`; one whose containers carry no alias), the pool grown
-(:data:`POOL_SIZE`, doubled when full), a longer drain. The files are written
+writes those files only. The config is reloaded only when it changes: a route that is not
+such (HTTPS names not in secure entries, :mod:`.https_pool`; one whose canary cannot split
+its entries by their files, :mod:`.caddy_canary`; one whose containers carry no alias),
+the pool grown (:data:`POOL_SIZE`, doubled when full), a longer drain. The files are written
 through the Engine API (``put_archive`` into the proxy's volume), a config loaded through
 Caddy's admin API on its unix socket in that volume where shipway can reach it
 (:mod:`.admin`), else by an ``exec`` of ``caddy reload``.
@@ -189,10 +188,10 @@ def in_config(key: str, unit: Mapping[str, Any], pool: Pool | None) -> bool:
     """Whether some of the route ``key``'s names are served by routes in the config itself
     (not by entries of ``pool``): then its upstream file, when it has an alias, says where
     they go."""
-    body = unit.get("body") or {}
-    plain = bool(plain_names(body) or not body.get("hosts"))
     if pool is None:
         return True
+    body = unit.get("body") or {}
+    plain = bool(plain_names(body) or not body.get("hosts"))
     secure = pool.secure
     entered = secure is not None and any(k == key for k, _ in secure.entries.values())
     return (plain and not pooled(unit)) or (bool(body.get("tls")) and not entered)
