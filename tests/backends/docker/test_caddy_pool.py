@@ -157,7 +157,7 @@ def test_the_files_that_free_an_entry_are_its_name_alias_and_port() -> None:
     before = caddy.Pool(2, {0: (BLOG, "old.test"), 1: (SHOP, "shop.test")})
     routes = {SHOP: unit("shop.test", group="shipway-up-9")}
     files = caddy.pool_files(routes, caddy.assign(routes, before))
-    each = ("canary", "cut", "host", "id", "port", "up")  # its canary's files too
+    each = ("host", "id", "port", "up")  # its canary's id too
     assert sorted(caddy.freed(files)) == [
         f"{at}.{k}" for at in ("pool-0", "pool-any") for k in each
     ]

@@ -355,10 +355,10 @@ def entry_handle(at: str, upstream_try: float) -> list[dict[str, Any]]:
         upstreams = {"dynamic_upstreams": _dynamic(f"{at}{file}", f"{{file.{at}.port}}")}
         handler = _reverse_proxy(upstreams, upstream_try)
         if timeout is not None:
-            # a hanging answer ends in the proxy's 504, counted; never retried on the other
-            # release
+            # a side of a canary's split: a hanging answer ends in the proxy's 504, counted;
+            # a refused one in its 502 within a second (tried on its own release alone)
             handler["transport"]["response_header_timeout"] = int(timeout * 1e9)
-            del handler["load_balancing"]["try_duration"]
+            handler["load_balancing"]["try_duration"] = _duration(caddy_canary.SIDE_TRY)
         return handler
 
     return caddy_canary.entry_handle(at, proxied)

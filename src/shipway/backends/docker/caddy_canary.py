@@ -61,12 +61,12 @@ FIELD_ID, FIELD_UPSTREAM, FIELD_STATUS = "shipway_canary", "shipway_upstream", "
 #: the field that says which side took a request of a pooled route's canary
 FIELD_SIDE = "shipway_side"
 SIDES = ("stable", "canary")
-#: an entry's canary files (beside its ``.up``), in the order a canary's start writes them
-#: (its ``.id`` last: the split begins once what it splits to is there; its end empties
-#: ``.id`` first)
-ENTRY_FILES = ("canary", "cut", "id")
 #: what the split's random id is compared with: 4 hex digits, 65,536 steps
 CUT_STEPS = 16**4
+#: how long a side of an entry's split tries its release's containers (within that release
+#: alone): a file being rewritten is missing for an instant (the engine removes it first), a
+#: request reading it then finds no container, and is tried again 100 ms later
+SIDE_TRY = 1.0
 
 
 def weights(stable: int, canary: int, percent: int) -> list[int]:
@@ -106,17 +106,13 @@ def entry_files(
     at: str, canary: Mapping[str, Any] | None
 ) -> tuple[dict[str, tuple[bytes, int]], dict[str, tuple[bytes, int]]]:
     """An entry's canary files (``at``: what they are named from): those written first,
-    and its ``.id``, written after them when a canary starts, before them when it ends."""
-    given = dict(canary or {})
-    if not given:
-        values = dict.fromkeys(ENTRY_FILES, "")
-    else:
-        group, percent = str(given["group"]), int(given.get("weight", 0))
-        values = {"canary": group, "cut": cut(percent), "id": str(given.get("id", ""))}
-    files = {f"{at}.{k}": line(v) for k, v in values.items()}
-    return {k: v for k, v in files.items() if not k.endswith(".id")}, {
-        f"{at}.id": files[f"{at}.id"]
-    }
+    and its ``.id``, written after them when a canary starts. When it ends, only its
+    ``.id`` is emptied: a request that read the id a moment before still finds the alias."""
+    if not canary:
+        return {}, {f"{at}.id": line("")}
+    group, percent = str(canary["group"]), int(canary.get("weight", 0))
+    split = {f"{at}.canary": line(group), f"{at}.cut": line(cut(percent))}
+    return split, {f"{at}.id": line(str(canary.get("id", "")))}
 
 
 #: while a canary runs, whether a request of an entry goes to it (Caddy's CEL matcher)
@@ -136,7 +132,7 @@ def entry_handle(
     without a canary (``.id`` empty), ``proxied(".up", None)`` as before; with one, the
     canary side or the stable side, each logged and sticky. ``proxied(file, timeout)``: a
     reverse proxy to the alias in ``at + file`` (an answer's head awaited ``timeout``
-    seconds, when given)."""
+    seconds and its containers tried :data:`SIDE_TRY` seconds, when given)."""
 
     def side(name: str, file: str) -> list[dict[str, Any]]:
         cookie = f"{COOKIE}={_ID}.{name}; Path=/; HttpOnly; SameSite=Lax"
