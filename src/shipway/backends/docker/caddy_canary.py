@@ -64,8 +64,8 @@ SIDES = ("stable", "canary")
 #: what the split's random id is compared with: 4 hex digits, 65,536 steps
 CUT_STEPS = 16**4
 #: how long a side of an entry's split tries its release's containers (within that release
-#: alone): a file being rewritten is missing for an instant (the engine removes it first), a
-#: request reading it then finds no container, and is tried again 100 ms later
+#: alone): an entry file written through the Engine API may be missing for an instant, and
+#: a request that reads it then finds no container; it is tried again 100 ms later
 SIDE_TRY = 1.0
 
 
