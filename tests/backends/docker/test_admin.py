@@ -142,3 +142,41 @@ def test_a_proxy_composed_before_the_socket_reloads_by_exec_then_has_its_socket(
         conn.close()
     # a request at the reload itself may find the old server closing (docs/docker.md)
     eventually(lambda: deployment.get(env.a) == (200, "v2\n"), what="the reloaded proxy")
+
+
+def test_a_proxy_composed_before_the_canary_split_is_up_to_date_until_its_next_change(
+    deployment: Deployment,
+) -> None:
+    """A shared proxy whose config an older shipway composed (its entries proxied without
+    a canary's split, no access log) is not drift; the next change loads the split once."""
+    env = deployment.env
+    app = deployment.write(hosts=[env.a])
+    assert isinstance(deployment.deploy(), Rolled)
+    proxy = _proxy(deployment, env.a)
+    tree = read_tree(proxy, caddy.CONFIG_DIR)
+    routes = caddy.flatten(caddy.parse_parts(tree))
+    body, _ = drift.body_of(proxy.labels)
+    identity, tokens, pool = admin.identity(proxy.id), caddy.tokens_of(tree), caddy.pool_of(tree)
+    old = caddy.dumps(caddy.compose(routes, body or {}, identity, tokens, pool, split=False))
+    assert old != tree[caddy.CONFIG_FILE][0] and b"shipway_id" not in old
+    files = {caddy.CONFIG_FILE: (old, 0o644), caddy.LOADED_FILE: (caddy.loaded(old), 0o644)}
+    proxy.put_archive(caddy.CONFIG_DIR, tar_of(files))
+    path = admin.host_socket(proxy, caddy.CONFIG_DIR)
+    assert path is not None
+    conn = _connection(deployment, env.a)
+    try:
+        admin.load(conn, path, str(proxy.id), old)
+    finally:
+        conn.close()
+    backend = deployment.backend()
+    try:  # taken as up to date: its routes are not drift
+        backend.observe(app.slots.target(SLOT))
+        assert not [k for k in backend.drift if k.startswith("route/")], backend.drift
+    finally:
+        backend.close()
+    outcome = deployment.deploy(Lines(), image=env.images.v2)
+    assert isinstance(outcome, Rolled), outcome.line()
+    now = read_tree(proxy, caddy.CONFIG_DIR)
+    assert b"shipway_id" in now[caddy.CONFIG_FILE][0]  # the split's config, loaded
+    assert now[caddy.LOADED_FILE][0] == caddy.loaded(now[caddy.CONFIG_FILE][0])
+    eventually(lambda: deployment.get(env.a) == (200, "v2\n"), what="the reloaded proxy")

@@ -324,32 +324,37 @@ def pool_aliases(
     return [read(f"{_entry(i)}.up") for i in held]
 
 
-def _pool_routes(pool: Pool, upstream_try: float, config_dir: str) -> list[dict[str, Any]]:
+def _pool_routes(
+    pool: Pool, upstream_try: float, config_dir: str, split: bool
+) -> list[dict[str, Any]]:
     """The pool's routes: entry N takes the requests for the name in ``pool-N.host`` to
     the alias in ``pool-N.up`` at the port in ``pool-N.port`` — all read at each request."""
     out = []
     for i in range(pool.size):
         at = f"{config_dir}/{_entry(i)}"
-        out.append(_entry_route({"host": [f"{{file.{at}.host}}"]}, at, upstream_try))
+        out.append(_entry_route({"host": [f"{{file.{at}.host}}"]}, at, upstream_try, split))
     return out
 
 
-def _catch_all_route(upstream_try: float, config_dir: str) -> dict[str, Any]:
+def _catch_all_route(upstream_try: float, config_dir: str, split: bool) -> dict[str, Any]:
     """The catch-all entry's route: every request that reaches it while ``pool-any.host``
     says :data:`ANY`, to the alias and port in its two other files (read at each request;
     Caddy's ``vars`` matcher reads a placeholder named as its key)."""
     at = f"{config_dir}/{CATCH_ALL_ENTRY}"
-    return _entry_route({"vars": {f"{{file.{at}.host}}": [ANY]}}, at, upstream_try)
+    return _entry_route({"vars": {f"{{file.{at}.host}}": [ANY]}}, at, upstream_try, split)
 
 
-def _entry_route(match: dict[str, Any], at: str, upstream_try: float) -> dict[str, Any]:
-    return {"match": [match], "handle": entry_handle(at, upstream_try), "terminal": True}
+def _entry_route(
+    match: dict[str, Any], at: str, upstream_try: float, split: bool
+) -> dict[str, Any]:
+    handle = entry_handle(at, upstream_try, split)
+    return {"match": [match], "handle": handle, "terminal": True}
 
 
-def entry_handle(at: str, upstream_try: float) -> list[dict[str, Any]]:
+def entry_handle(at: str, upstream_try: float, split: bool = True) -> list[dict[str, Any]]:
     """What an entry (``at``: the path its files are named from) does with a request: to
     the alias in its ``.up`` at the port in its ``.port``, or split with a canary's alias
-    (:func:`.caddy_canary.entry_handle`)."""
+    (:func:`.caddy_canary.entry_handle`; ``split`` False: never, as before the split)."""
 
     def proxied(file: str, timeout: float | None) -> dict[str, Any]:
         upstreams = {"dynamic_upstreams": _dynamic(f"{at}{file}", f"{{file.{at}.port}}")}
@@ -361,7 +366,7 @@ def entry_handle(at: str, upstream_try: float) -> list[dict[str, Any]]:
             handler["load_balancing"]["try_duration"] = _duration(caddy_canary.SIDE_TRY)
         return handler
 
-    return caddy_canary.entry_handle(at, proxied)
+    return caddy_canary.entry_handle(at, proxied) if split else [proxied(".up", None)]
 
 
 #: what a request for a host name no route serves gets: 404 and one line
@@ -417,6 +422,7 @@ def compose(
     identity: str | None,
     tokens: Mapping[str | None, str] | None = None,
     pool: Pool | None = None,
+    split: bool = True,
 ) -> dict[str, Any]:
     """The whole Caddy config for one proxy. Host-matched routes come first, the pool's
     entries next, catch-all routes next, then the answer for a host no route serves (404);
@@ -425,7 +431,9 @@ def compose(
     ``identity``: the server's ``@id``, which the admin socket is asked for before a load
     (:mod:`.admin`); None composes the config of before (admin API on the loopback).
     ``pool``: a shared proxy's (its routes that take entries are not in the config, only
-    the pool's size is); None: a per-slot proxy of before, every route in its config."""
+    the pool's size is); None: a per-slot proxy of before, every route in its config.
+    ``split`` False: its entries as before a canary could split them (observe takes such a
+    config as up to date until its next load)."""
     ordered = sorted(routes.items(), key=lambda kv: (not kv[1]["body"].get("hosts"), kv[0]))
     upstream_try = float(proxy.get("upstream_try", 5.0))
     config_dir = str(proxy.get("config_dir", CONFIG_DIR)).rstrip("/")
@@ -452,13 +460,13 @@ def compose(
                 *(r for k, f in secure for r in https.http_routes(k, f["body"], http_port)),
                 *(route(b, upstream_try, f.get("canary"), _source(k, f, config_dir))
                   for k, f in plain if (b := _plain(f["body"])) and b.get("hosts")),
-                *(_pool_routes(pool, upstream_try, config_dir) if pool else ()),
+                *(_pool_routes(pool, upstream_try, config_dir, split) if pool else ()),
                 *(https_pool.http_routes(held, config_dir, http_port, tls_port) if held else ()),
                 *(route(b, upstream_try, f.get("canary"), _source(k, f, config_dir))
                   for k, f in plain if (b := _plain(f["body"])) and not b.get("hosts")),
                 # after a catch-all in the config: one moving out of the entry (a canary
                 # starting) is served by its route as soon as that config runs
-                *((_catch_all_route(upstream_try, config_dir),) if pool else ()),
+                *((_catch_all_route(upstream_try, config_dir, split),) if pool else ()),
                 UNKNOWN_HOST,
             ],
             "errors": {"routes": [RELEASE_DOWN]},
@@ -474,11 +482,13 @@ def compose(
             if held.acme is not None:
                 automation["on_demand"] = https_pool.permission()
     if (secure or held) and tls_port:
-        servers |= _tls_servers(secure, upstream_try, config_dir, tokens or {}, held, tls_port)
+        servers |= _tls_servers(
+            secure, upstream_try, config_dir, tokens or {}, held, tls_port, split
+        )
     logging: dict[str, Any] = {}
     # a canary's requests logged, and only those; on a shared proxy from its first config
     # on (a canary in its entries then starts without a reload)
-    if pool is not None or any(f.get("canary") for _, f in ordered):
+    if (pool is not None and split) or any(f.get("canary") for _, f in ordered):
         logging = {"logging": caddy_canary.LOGGING}
         for name in ("shipway", "shipway-tls"):
             if name in servers:
@@ -519,6 +529,7 @@ def _tls_servers(
     tokens: Mapping[str | None, str],
     held: https_pool.Secure | None = None,
     tls_port: int = 0,
+    split: bool = True,
 ) -> dict[str, Any]:
     """The HTTPS server (its routes: the share endpoint on an issuer, then each route for
     its HTTPS names, then the secure entries'), and the loopback listener that relays
@@ -543,7 +554,7 @@ def _tls_servers(
         own = f"{{file.{config_dir}/{https.SHARE_TOKEN}}}"
 
         def proxied(i: int) -> list[dict[str, Any]]:
-            return entry_handle(f"{config_dir}/{https_pool.ENTRY}{i}", upstream_try)
+            return entry_handle(f"{config_dir}/{https_pool.ENTRY}{i}", upstream_try, split)
 
         routes += https_pool.tls_routes(held, config_dir, proxied, own)
         root = f"{config_dir}/{https_pool.ROOT_FILE}" if (held.acme or {}).get("root_pem") else None

@@ -255,11 +255,17 @@ class DockerReads(DockerVolumes):
         served = routes if served is None else served
         config = tree.get(caddy.CONFIG_FILE, (b"", 0))[0]
         identity, tokens = admin.identity(proxy_id), caddy.tokens_of(tree)
-        # up to date: composed for this proxy, or as before its pool or its admin socket
-        # (until a reload); composed only as far as needed
+        # up to date: composed for this proxy, or as before a canary could split its
+        # entries, before its pool or its admin socket (until a reload); composed only as
+        # far as needed
         stale = bool(routes) and all(
             config != caddy.dumps(caddy.compose(served, body, *how))
-            for how in ((identity, tokens, pool), (identity, tokens), (None,))
+            for how in (
+                (identity, tokens, pool),
+                (identity, tokens, pool, False),
+                (identity, tokens),
+                (None,),
+            )
         )
         stamp = tree.get(caddy.LOADED_FILE)
         unloaded = bool(routes) and stamp is not None and stamp[0] != caddy.loaded(config)
