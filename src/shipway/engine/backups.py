@@ -63,7 +63,9 @@ class Restored:
 class Backups(Telling):
     """``backup`` and ``restore`` of the slot's accessories."""
 
-    def backup(self, app: App, slot_name: str, name: str, out: Path | None = None) -> BackupFile:
+    def backup(
+        self, app: App, slot_name: str, name: str, out: Path | None = None
+    ) -> BackupFile:
         """Write a consistent backup of accessory ``name`` to ``out`` (a file, or a
         directory it goes in; default: the current directory), its sha256 beside it."""
         target = app.slots.target(slot_name)

@@ -93,7 +93,7 @@ def refuse_counted(c: Checker, table: Mapping[str, Any], path: KeyPath) -> bool:
 def replica_rules(steps: tuple[int, ...], step_time: float, at_timeout: str) -> list[str]:
     """What a plan says of a replica-ratio canary."""
     return [
-        f'replica-ratio canary (split = "replicas"): steps {", ".join(f"{s}%" for s in steps)} '
+        f"replica-ratio canary (split = \"replicas\"): steps {', '.join(f'{s}%' for s in steps)} "
         "asked; each share is approximate: the canary's pods among the stable's behind the "
         "stable Service, rounded to the nearest pod (at least one), and kube-proxy picks a "
         "pod per connection",
@@ -102,9 +102,6 @@ def replica_rules(steps: tuple[int, ...], step_time: float, at_timeout: str) -> 
         f"{step_time:g}s: a crash loop, a readiness probe that fails or a pod that cannot "
         "start aborts it (outcome rolled-back); otherwise it ends inconclusive (no counts: "
         f"never a pass) and at_timeout = {at_timeout!r} decides"
-        + (
-            ": a canary that answers badly while its pods stay healthy goes on"
-            if at_timeout == "promote"
-            else ""
-        ),
+        + (": a canary that answers badly while its pods stay healthy goes on"
+           if at_timeout == "promote" else ""),
     ]

@@ -480,7 +480,9 @@ def _slots(
         s = c.table(sraw, path, SLOT_KEYS)
         if s is None:
             continue
-        slot = with_freeze(c, _slot(c, sname, s, path, processes, app_name, secrets or {}), s, path)
+        slot = with_freeze(
+            c, _slot(c, sname, s, path, processes, app_name, secrets or {}), s, path
+        )
         if slot is not None and slot.backend == "docker":
             acme, tls_port, hsts = parse_slot_tls(c, s, path, base_dir, check_files)
             slot = replace(slot, acme=acme, proxy_tls_port=tls_port, hsts=hsts)

@@ -232,7 +232,6 @@ def test_a_failing_run_step_fails_the_release_before_any_container_changes(
 ) -> None:
     env = notes.env
     assert isinstance(notes.deploy(build=True), Rolled)
-
     def running() -> dict[str, list[str]]:
         """The app's and proxy's containers per host (records and the lock are written
         on every deploy, failed or not)."""

@@ -117,12 +117,12 @@ def test_the_files_free_names_first_and_take_names_last() -> None:
     names = list(files)
     # blog's name freed before any target is written; shop's name once its target is there
     assert names.index("pool-0.host") < names.index("pool-1.up") < names.index("pool-1.host")
-    assert files["pool-0.host"][0] == f"{caddy.UNUSED}".encode()
+    assert files["pool-0.host"][0] == caddy.UNUSED.encode()
     assert files["pool-1.host"][0] == b"shop.test"
     assert files["pool-1.up"][0] == b"shipway-up-1"
     assert files["pool-1.port"][0] == b"8000"
     assert files["pool-0.up"][0] == b"" and files["pool-2.port"][0] == b""
-    assert files["pool-any.host"][0] == f"{caddy.UNUSED}".encode()  # no catch-all
+    assert files["pool-any.host"][0] == caddy.UNUSED.encode()  # no catch-all
     table = json.loads(files[caddy.POOL_FILE][0])
     assert table == {"size": 3, "entries": {"1": [SHOP, "shop.test"]}}
     assert caddy.pool_of({caddy.POOL_FILE: files[caddy.POOL_FILE]}) == pool

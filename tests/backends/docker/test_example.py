@@ -59,7 +59,7 @@ def test_the_docker_slot_plans_and_deploys_as_written_on_host_a(
     text = text.replace('name = "notes"', f'name = "{d.name}"')
     text = text.replace('image = "localhost:5000/notes"', f'image = "{env.image_prefix}/{d.name}"')
     text = text.replace(
-        "[build]\n",
+        '[build]\n',
         f'[build]\nargs = {{ PYTHON_IMAGE = "{env.images.python}", PIP_FIND_LINKS = '
         f'"{wheelhouse.url}", PIP_NO_INDEX = "1", PIP_TRUSTED_HOST = "{address}" }}\n',
     )

@@ -51,11 +51,9 @@ def test_the_files_read_here_are_the_archives_files(deployment: Deployment) -> N
         path = f"{caddy.CONFIG_DIR}/{caddy.PARTS_FILE}"
         # by name too, one file, and a file that is not there
         one = proxy_files.local_tree(client, str(proxy.name), path)
-        assert (
-            one
-            == archive_tree(client, str(proxy.id), path)
-            == {caddy.PARTS_FILE: whole[caddy.PARTS_FILE]}
-        )
+        assert one == archive_tree(client, str(proxy.id), path) == {
+            caddy.PARTS_FILE: whole[caddy.PARTS_FILE]
+        }
         assert proxy_files.local_tree(client, str(proxy.id), f"{caddy.CONFIG_DIR}/nope") == {}
         # a path outside the config volume is not read here
         assert proxy_files.local_tree(client, str(proxy.id), "/etc") is None

@@ -19,13 +19,10 @@ from tests.testenv.docker import DockerHost
 
 #: web serves /app/www with httpd: a volume at www/data (relative to the image's WORKDIR
 #: /app) is served at /data/; the worker mounts nothing
-PROCESSES = (
-    WEB
-    + """
+PROCESSES = WEB + """
 [processes.worker]
 command = ["sh", "-c", "trap 'exit 0' TERM; while :; do sleep 1 & wait $!; done"]
 """
-)
 VOLUME = """
 [volumes.data]
 path = "www/data"

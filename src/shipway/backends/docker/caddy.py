@@ -228,7 +228,9 @@ def seeded(
     return {POOL_FILE: (dumps(raw), 0o644)}
 
 
-def assign(routes: Mapping[str, Mapping[str, Any]], previous: Pool, secure: bool = False) -> Pool:
+def assign(
+    routes: Mapping[str, Mapping[str, Any]], previous: Pool, secure: bool = False
+) -> Pool:
     """The pool for ``routes``: an entry already taken keeps its place (its files are not
     written again), one no route needs any more is freed, a new one takes the lowest place
     that was free before; the size doubles while that is not enough (a reload), and never

@@ -139,7 +139,9 @@ class KubernetesReplicaCanaries(KubernetesHealth):
         if failure is not None:  # the watch's own words: reason, exit code, log tail
             raise CanaryNotReady(failure)
 
-    def _object_or_none(self, resource: Any, name: str, namespace: str | None, doing: str) -> Any:
+    def _object_or_none(
+        self, resource: Any, name: str, namespace: str | None, doing: str
+    ) -> Any:
         """The object, or None when it is not there."""
         with self._edge(doing):
             try:
@@ -188,3 +190,6 @@ class KubernetesReplicaCanaries(KubernetesHealth):
                 on_canary=Tally(),
             )
         return None
+
+
+
