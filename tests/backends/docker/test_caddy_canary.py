@@ -210,3 +210,12 @@ def test_a_secure_entry_splits_the_same_way() -> None:
         files["secure-0.canary"][0] == b"shipway-up-2"
         and files["secure-0.id"][0] == b"shop.prod.r2"
     )
+
+
+def test_an_entry_kept_for_a_route_whose_canary_has_no_alias_is_written_without_a_split() -> None:
+    """The pool as a proxy's files said it, for routes whose canary cannot split entries:
+    its entry's files are written as without a canary (its split is in the config)."""
+    pool = caddy.assign({SHOP: POOLED}, caddy.Pool(2, {}))
+    files = caddy.pool_files({SHOP: {**POOLED, "canary": CANARY}}, pool)  # no "group"
+    assert files["pool-0.id"][0] == b"" and "pool-0.canary" not in files
+    assert list(files).index("pool-0.id") < list(files).index("pool-0.up")  # freed first

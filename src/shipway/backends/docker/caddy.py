@@ -277,7 +277,7 @@ def pool_files(
         targets.update({f"{at}.up": line(alias), f"{at}.port": line(port)})
         split, switch = caddy_canary.entry_files(at, (unit or {}).get("canary"))
         targets.update(split)
-        (names if unit is not None and unit.get("canary") else freed).update(switch)
+        (names if switch[f"{at}.id"][0] else freed).update(switch)
 
     for i in range(pool.size):
         held = pool.entries.get(i)

@@ -107,8 +107,9 @@ def entry_files(
 ) -> tuple[dict[str, tuple[bytes, int]], dict[str, tuple[bytes, int]]]:
     """An entry's canary files (``at``: what they are named from): those written first,
     and its ``.id``, written after them when a canary starts. When it ends, only its
-    ``.id`` is emptied: a request that read the id a moment before still finds the alias."""
-    if not canary:
+    ``.id`` is emptied: a request that read the id a moment before still finds the alias.
+    A canary without an alias (one that cannot split entries) is none here."""
+    if not canary or not canary.get("group"):
         return {}, {f"{at}.id": line("")}
     group, percent = str(canary["group"]), int(canary.get("weight", 0))
     split = {f"{at}.canary": line(group), f"{at}.cut": line(cut(percent))}

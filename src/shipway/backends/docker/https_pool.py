@@ -182,7 +182,7 @@ def files(
         targets |= {f"{at}.{k}": line(v) for k, v in what.items()}
         split, switch = caddy_canary.entry_files(at, (unit or {}).get("canary"))
         targets |= split
-        (names if unit and unit.get("canary") else freed).update(switch)
+        (names if switch[f"{at}.id"][0] else freed).update(switch)
         token = tokens.get(what["from"]) if what["from"] else None
         targets[f"{at}.token"] = (token.encode() if token else b""), 0o600
     return {**freed, **targets, **names}
