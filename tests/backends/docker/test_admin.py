@@ -51,6 +51,16 @@ def _execs_in(
         client.close()
 
 
+def _route_drift(deployment: Deployment, app: Any) -> list[str]:
+    """The slot's route units an observe finds drifted."""
+    backend = deployment.backend()
+    try:
+        backend.observe(app.slots.target(SLOT))
+        return [k for k in backend.drift if k.startswith("route/")]
+    finally:
+        backend.close()
+
+
 def _connection(deployment: Deployment, host: DockerHost) -> HostConnection:
     (address,) = addresses([SpecHost(host.url)])
     return HostConnection(
@@ -119,12 +129,7 @@ def test_a_proxy_composed_before_the_socket_reloads_by_exec_then_has_its_socket(
     now = f"unix/{caddy.CONFIG_DIR}/{caddy.ADMIN_SOCKET}"
     reload = ["caddy", "reload", "--config", config, "--address", now]
     assert run_in(proxy, reload)[0] == 0
-    backend = deployment.backend()
-    try:  # taken as up to date: its routes are not drift
-        backend.observe(app.slots.target(SLOT))
-        assert not [k for k in backend.drift if k.startswith("route/")], backend.drift
-    finally:
-        backend.close()
+    assert _route_drift(deployment, app) == []  # taken as up to date
     since = time.time_ns()
     outcome = deployment.deploy(Lines(), image=env.images.v2)
     assert isinstance(outcome, Rolled), outcome.line()
@@ -168,12 +173,7 @@ def test_a_proxy_composed_before_the_canary_split_is_up_to_date_until_its_next_c
         admin.load(conn, path, str(proxy.id), old)
     finally:
         conn.close()
-    backend = deployment.backend()
-    try:  # taken as up to date: its routes are not drift
-        backend.observe(app.slots.target(SLOT))
-        assert not [k for k in backend.drift if k.startswith("route/")], backend.drift
-    finally:
-        backend.close()
+    assert _route_drift(deployment, app) == []  # taken as up to date
     outcome = deployment.deploy(Lines(), image=env.images.v2)
     assert isinstance(outcome, Rolled), outcome.line()
     now = read_tree(proxy, caddy.CONFIG_DIR)
