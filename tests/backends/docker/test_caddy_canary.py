@@ -93,8 +93,9 @@ def test_a_route_with_a_release_alias_reads_its_upstreams_from_its_file() -> Non
     file = caddy.upstream_file(key)
     secure = {**unit, "body": {**unit["body"], "hosts": ["s.test"], "tls": {"auto": ["s.test"]}}}
     assert not caddy.pooled(secure)
-    assert caddy.upstream_files({key: secure}) == {file: (b"shipway-up-1", 0o644)}
-    assert caddy.upstream_files({key: unit}) == {}  # the catch-all entry's files instead
+    empty = caddy.Pool(caddy.POOL_SIZE, {})
+    assert caddy.upstream_files({key: secure}, empty) == {file: (b"shipway-up-1", 0o644)}
+    assert caddy.upstream_files({key: unit}, empty) == {}  # the catch-all entry's instead
     # another release's alias: the same config (a switch reloads nothing)
     assert caddy.compose({key: {**unit, "group": "shipway-up-2"}}, {}, "x") == config
     # a canary names both releases' containers itself

@@ -91,15 +91,15 @@ def upstream_file(key: str) -> str:
 
 
 def upstream_files(
-    routes: Mapping[str, Mapping[str, Any]], pool: Pool | None = None
+    routes: Mapping[str, Mapping[str, Any]], pool: Pool
 ) -> dict[str, tuple[bytes, int]]:
-    """Each route's upstream file (of those that name their release's alias and have names
-    served by routes in the config: :func:`in_config`): its content."""
-    empty = Pool(POOL_SIZE, {})
+    """Each route's upstream file on a shared proxy with ``pool`` (of those that name their
+    release's alias and have names served by routes in the config: :func:`in_config`): its
+    content."""
     return {
         upstream_file(k): line(str(f["group"]))
         for k, f in routes.items()
-        if f.get("group") and in_config(k, f, pool or empty)
+        if f.get("group") and in_config(k, f, pool)
     }
 
 
@@ -520,7 +520,7 @@ def _plain(body: Mapping[str, Any]) -> Mapping[str, Any] | None:
     None when it has no other."""
     if not body.get("tls"):
         return body
-    rest = [h for h in body.get("hosts") or [] if h not in https.names_of(body)]
+    rest = plain_names(body)
     return {**body, "hosts": rest} if rest else None
 
 

@@ -37,9 +37,10 @@ The config holds, once, for every entry (nothing in it names a host name):
   though no client comes.
 
 The TLS app then has one policy for them all: the relay, then on-demand orders with the
-proxy's ACME settings (none while it has none). A route with other ACME settings, a plain
-name beside its HTTPS ones, a canary or no single alias stays in the config itself
-(:mod:`.https`), as before: its arrival and departure reload.
+proxy's ACME settings (none while it has none). HTTPS names with other ACME settings, or
+of a route with a canary that cannot split entries or with no single alias, stay in the
+config itself (:mod:`.https`), as before: their arrival and departure reload. A route's
+plain names beside its HTTPS ones take host-name entries.
 """
 
 from __future__ import annotations
