@@ -80,3 +80,37 @@ def test_a_line_repeated_back_to_back_is_shown_once_with_its_count() -> None:
         f"| {start[0]}",  # the tail reaches back past the repeats
         f"| {probe} … ({TIMES}25)",
     ]
+
+
+def test_a_crash_repeated_by_a_restart_is_one_line_of_the_tail() -> None:
+    # the supervisor started the process again before the failure was told: the second
+    # crash's traceback (other times and pids) is in the tail
+    again = [line.replace("[42]", "[57]").replace("10:00:00", "10:00:02") for line in TRACEBACK]
+    assert again != TRACEBACK
+    lines = ["[INFO] Starting gunicorn", *TRACEBACK, *SHUTDOWN, *NOISE[:3], *again, *SHUTDOWN]
+    found = excerpt(lines)
+    assert found.block == tuple(TRACEBACK)
+    first = 2 + len(TRACEBACK) + len(SHUTDOWN) + 3  # where the repeat starts, 1-based
+    # the repeat is one line saying where, and one of the tail's 12: the tail reaches back
+    assert found.tail == (
+        *SHUTDOWN,
+        *NOISE[:3],
+        f"… the first error again (lines {first}-{first + len(again) - 1})",
+        *SHUTDOWN,
+    )
+    assert found.tail_start == 2 + len(TRACEBACK)
+    shown = found.lines("x.log")
+    assert sum("SyntaxError" in line for line in shown) == 1
+
+
+def test_a_crash_repeated_back_to_back_is_counted_in_one_line() -> None:
+    error = ["ERROR: database unreachable after 3 tries"]
+    lines = [*NOISE[:20], *error, *NOISE[:20], *(error * 29), "giving up"]
+    lines[41] = "ERROR: database unreachable after 4 tries"  # the same but for a number
+    found = excerpt(lines)
+    assert found.block == tuple(error)
+    assert found.tail == (*NOISE[10:20], f"… the first error again {TIMES}29 (lines 42-70)",
+                          "giving up")  # fmt: skip
+    other = ["ERROR: cache unreachable after 3 tries"]  # another error is a line of the tail
+    tail = excerpt([*NOISE[:20], *error, *NOISE[:20], *other, "giving up"]).tail
+    assert tail == (*NOISE[10:20], *other, "giving up")

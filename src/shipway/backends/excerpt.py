@@ -8,7 +8,10 @@ exception line), a Go ``panic:``, a line with ``Error``/``Exception``/``ERROR``/
 and the indented lines under it — then the tail, leaving out the lines the block already
 showed. A line repeated back to back is shown once, followed by how many times it came
 (a failing health check's access log is one line 25 times), and the tail is the last
-``TAIL`` such runs, so it reaches back to lines that differ. Pure: the caller reads the
+``TAIL`` such runs, so it reaches back to lines that differ. A process restarted by its
+supervisor before the failure was told crashes the same way again: the block's lines
+coming again (the same but for numbers: times, pids) are one line in the tail, saying
+where, so the cause is shown once however many times it came. Pure: the caller reads the
 log and masks each line (spec.secrets.Masker) first.
 """
 
@@ -34,6 +37,8 @@ _INDENTED = re.compile(r"^[ \t]+\S")
 _PANIC = re.compile(r"^\s*panic: ")
 #: what a Go panic's stack is made of: blank lines, goroutine headers, frames
 _GO_STACK = re.compile(r"^(\s*$|goroutine \d+ |[\t ]|[\w./*()-]+\(.*\)$|exit status \d+$)")
+#: what differs between two crashes of one cause: times, pids, addresses
+_NUMBERS = re.compile(r"0x[0-9a-fA-F]+|\d+")
 
 
 @dataclass(frozen=True)
@@ -94,12 +99,25 @@ def excerpt(lines: Sequence[str], tail: int = TAIL) -> Excerpt:
     once), none twice."""
     found = error_block(lines)
     tail_start = _tail_start(lines, tail)
-    if found is None:
+    if found is None or found[0] >= tail_start:  # none, or the tail shows it
         return Excerpt(tail=tuple(lines[tail_start:]), tail_start=tail_start + 1)
     start, end = found
-    if start >= tail_start:  # the block is inside the tail: the tail shows it
-        return Excerpt(tail=tuple(lines[tail_start:]), tail_start=tail_start + 1)
-    rest = max(tail_start, end)
+    # what follows the block, each of its repeats one unit: (first, end, None) is a repeat
+    units = _units(lines, start, end)
+    keys = [text if text is not None else _AGAIN for _, _, text in units]
+    shown = units[_tail_start(keys, tail) :]
+    out: list[str] = []
+    times = 0
+    for i, (first, last, text) in enumerate(shown):
+        if text is not None:
+            out.append(text)
+            continue
+        times = times + 1 if i and shown[i - 1][2] is None else 1
+        if times > 1:
+            out.pop()
+            first = shown[i - times + 1][0]
+        count = f" {TIMES}{times}" if times > 1 else ""
+        out.append(f"… the first error again{count} (lines {first + 1}-{last})")
     block = list(lines[start:end])
     if len(block) > MAX_BLOCK:
         head = 3
@@ -108,9 +126,30 @@ def excerpt(lines: Sequence[str], tail: int = TAIL) -> Excerpt:
     return Excerpt(
         block=tuple(block),
         block_start=start + 1,
-        tail=tuple(lines[rest:]),
-        tail_start=rest + 1,
+        tail=tuple(out),
+        tail_start=shown[0][0] + 1 if shown else 0,
     )
+
+
+_AGAIN = "\0again"  #: the key of a repeat among the lines when runs are counted
+
+
+def _units(lines: Sequence[str], start: int, end: int) -> list[tuple[int, int, str | None]]:
+    """The lines after the block ``lines[start:end]``, each ``(first, end, line)``, where
+    the block comes again (the same lines but for their numbers) one ``(first, end,
+    None)``."""
+    want = [_NUMBERS.sub("#", line) for line in lines[start:end]]
+    seen = [_NUMBERS.sub("#", line) for line in lines]
+    units: list[tuple[int, int, str | None]] = []
+    i = end
+    while i < len(lines):
+        if seen[i] == want[0] and seen[i : i + len(want)] == want:
+            units.append((i, i + len(want), None))
+            i += len(want)
+        else:
+            units.append((i, i + 1, lines[i]))
+            i += 1
+    return units
 
 
 def error_block(lines: Sequence[str]) -> tuple[int, int] | None:

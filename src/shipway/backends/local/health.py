@@ -153,6 +153,20 @@ def log_settled(log: Path, most: float = SETTLE) -> None:
         time.sleep(SETTLE_PACE)  # the pace of looking at the file again
 
 
+def crashed_start(inst: Instance, lines: Sequence[tuple[float | None, str]]) -> int:
+    """How many of ``lines`` (``inst``'s log) the crash wrote: supervisord may have
+    started it again before the gate told the crash (a second start is how it saw it). The
+    later start's lines, stamped at or after its start (to the millisecond the stamps keep),
+    would repeat the cause and end the tail with another start's lines."""
+    at = inst.started_at() if inst.starts() - inst.starts_before > 1 else None
+    if at is None:
+        return len(lines)
+    for i, (stamped, _) in enumerate(lines):
+        if stamped is not None and stamped >= at - 0.001:
+            return i
+    return len(lines)
+
+
 #: builds the Failure for one instance: (instance, reason, message, exit code)
 FailureOf = Callable[[Instance, str, str, int | None], Failure]
 
@@ -335,8 +349,13 @@ class LocalHealth(LocalState):
         def failure(inst: Instance, reason: str, message: str, code: int | None) -> Failure:
             if reason == Reason.CRASHED:
                 log_settled(inst.log)
-            lines = [redact(text) for _, text in logfiles.read_lines(inst.log)]
-            details = excerpt(lines, LOG_TAIL).lines(str(inst.log), full)
+            lines = logfiles.read_lines(inst.log)
+            cut = crashed_start(inst, lines)
+            details = excerpt([redact(text) for _, text in lines[:cut]], LOG_TAIL).lines(
+                str(inst.log), full
+            )
+            if cut < len(lines):
+                details.insert(-1, f"(its log up to its start again, at line {cut + 1})")
             return Failure(
                 reason=reason,
                 message=message,

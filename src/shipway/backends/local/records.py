@@ -124,6 +124,14 @@ class Instance:
         except (OSError, ValueError):
             return 0
 
+    def started_at(self) -> float | None:
+        """When it was last started: the launcher writes its counter then, last before the
+        command runs."""
+        try:
+            return self.counter.stat().st_mtime
+        except OSError:
+            return None
+
     def forget_files(self) -> None:
         """Its env file and start counter go (its log stays)."""
         for path in (self.env, self.counter):
