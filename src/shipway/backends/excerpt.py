@@ -139,11 +139,11 @@ def _units(lines: Sequence[str], start: int, end: int) -> list[tuple[int, int, s
     the block comes again (the same lines but for their numbers) one ``(first, end,
     None)``."""
     want = [_NUMBERS.sub("#", line) for line in lines[start:end]]
-    seen = [_NUMBERS.sub("#", line) for line in lines]
+    seen = [_NUMBERS.sub("#", line) for line in lines[end:]]  # seen[i - end]: lines[i]
     units: list[tuple[int, int, str | None]] = []
     i = end
     while i < len(lines):
-        if seen[i] == want[0] and seen[i : i + len(want)] == want:
+        if seen[i - end : i - end + len(want)] == want:
             units.append((i, i + len(want), None))
             i += len(want)
         else:
