@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -215,7 +216,7 @@ def test_a_good_canary_walks_its_steps_and_the_stable_goes(canary_slot: Slot) ->
     assert all(s["verdict"] == "promote" for s in r2["canary"])
 
 
-def _held_canary(slot: Slot) -> object:
+def _held_canary(slot: Slot) -> subprocess.Popen[str]:
     """r1 deployed, then r2's deploy holding its canary at 10 % (a long step)."""
     slot.deploy()
     slot.edit_spec('step_time = "1s"', 'step_time = "10m"')
@@ -230,6 +231,14 @@ def _held_canary(slot: Slot) -> object:
     return deploy
 
 
+def _deploy_now(deploy: subprocess.Popen[str]) -> str:
+    """What the deploy holding the canary said, if it ended (a failure's message)."""
+    if deploy.poll() is None:
+        return "the deploy holding the canary still runs"
+    out = deploy.stdout.read() if deploy.stdout is not None else ""
+    return f"the deploy holding the canary exited {deploy.returncode}:\n{out}"
+
+
 def test_a_client_keeps_its_side_and_a_header_picks_one(canary_slot: Slot) -> None:
     slot = canary_slot
     deploy = _held_canary(slot)
@@ -241,7 +250,8 @@ def test_a_client_keeps_its_side_and_a_header_picks_one(canary_slot: Slot) -> No
     path.write_text(kept.replace('"weight": 10', '"weight": 50'))
     try:
         assert routes(slot)[HOST]["canary"]["weight"] == 50  # type: ignore[index]
-        assert slot.json("canary", "status", "local")["percent"] == 10
+        status = slot.json("canary", "status", "local")
+        assert status["percent"] == 10, f"{status}; {_deploy_now(deploy)}"
     finally:
         path.write_text(kept)
     # a client without the cookie gets one; with it, it stays on its side
@@ -257,14 +267,14 @@ def test_a_client_keeps_its_side_and_a_header_picks_one(canary_slot: Slot) -> No
     # promoted by hand (a clearance, like every mutation): 50 %, a canary client stays
     r = slot.run("canary", "promote", "local", "-o", "json")
     assert r.code == 0, r.text
-    assert json.loads(r.out)["taken_by_pid"] == deploy.pid  # type: ignore[attr-defined]
+    assert json.loads(r.out)["taken_by_pid"] == deploy.pid
     eventually(lambda: slot.json("canary", "status", "local")["percent"] == 50, what="50%")
     assert {get(slot, {"Cookie": on_canary[0]})[1] for _ in range(5)} == {"r2"}
     status = slot.json("canary", "status", "local")
     assert status["counts"]["on_canary"]["requests"] > 0
     assert status["analysis"]["tests"][0]["test"] == "errors"
     assert slot.run("canary", "promote", "local").code == 0
-    assert deploy.wait(timeout=60) == 0  # type: ignore[attr-defined]
+    assert deploy.wait(timeout=60) == 0
     assert {get(slot)[1] for _ in range(10)} == {"r2"}
 
 
@@ -276,7 +286,7 @@ def test_a_decision_waits_for_a_deploy_slow_to_take_it_while_it_notes_its_state(
     the command does not act on a canary it took for left behind."""
     slot = canary_slot
     deploy = _held_canary(slot)
-    pid = deploy.pid  # type: ignore[attr-defined]
+    pid = deploy.pid
     noted = lambda: slot.json("canary", "status", "local")["deploy_pid"] == pid  # noqa: E731
     eventually(noted, what="the deploy's state noted")
     os.kill(pid, signal.SIGSTOP)
@@ -296,7 +306,7 @@ def test_a_decision_waits_for_a_deploy_slow_to_take_it_while_it_notes_its_state(
     assert json.loads(out[out.index("\n{") :])["taken_by_pid"] == pid, out  # after that line
     eventually(lambda: slot.json("canary", "status", "local")["percent"] == 50, what="50%")
     assert slot.run("canary", "promote", "local").code == 0
-    assert deploy.wait(timeout=60) == 0  # type: ignore[attr-defined]
+    assert deploy.wait(timeout=60) == 0
 
 
 def decision_noted(slot: Slot) -> bool:
@@ -310,8 +320,8 @@ def test_a_canary_left_by_a_killed_deploy_ends_with_one_release_serving(
 ) -> None:
     slot = canary_slot
     deploy = _held_canary(slot)
-    os.kill(deploy.pid, signal.SIGKILL)  # type: ignore[attr-defined]
-    deploy.wait(timeout=10)  # type: ignore[attr-defined]
+    os.kill(deploy.pid, signal.SIGKILL)
+    deploy.wait(timeout=10)
     # left behind: the split goes on (both releases still run), nobody decides it
     assert {get(slot, {"X-Shipway-Canary": "always"})[1] for _ in range(3)} == {"r2"}
     status = slot.json("canary", "status", "local")
