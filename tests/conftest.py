@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from shipway.spec import App, parse
+from tests.testenv.ports import program_ports
 
 pytest_plugins = [
     "tests.testenv.docker",
@@ -29,6 +30,10 @@ def pytest_configure(config: pytest.Config) -> None:
         # take them over a terminal's real size. A serial run has neither; nor do workers.
         for name in ("COLUMNS", "LINES"):
             os.environ.pop(name, None)
+    # the local backend's programs get their ports from this worker's own span (each state
+    # directory coordinates its own ports only): two tests deploying at once never pick
+    # the same port (tests/testenv/ports.py, program_ports)
+    os.environ.setdefault("SHIPWAY_LOCAL_PORTS", program_ports())
 
 
 #: seconds each slow test took in a whole run (``python -m tests.durations LOG`` writes it

@@ -7,7 +7,10 @@ import json
 import socket
 from pathlib import Path
 
-from shipway.backends.local.ports import PortTable, owner_prefix
+import pytest
+
+from shipway.backends.local.ports import PortTable, ephemeral_start, owner_prefix, port_span
+from shipway.errors import BackendError, InputError
 from tests.backends.local.conftest import Slot, free_port
 
 
@@ -71,3 +74,40 @@ def test_a_port_leaked_by_a_killed_run_comes_back_at_the_next_start(slot: Slot) 
     assert str(leaked) not in taken
     assert mine == recorded  # exactly the ports the slot's running programs hold
     assert taken[str(others)] == "sw.blog.local.web.d9"
+
+
+def test_ports_come_from_their_span_below_the_ephemeral_range_and_skip_a_listener(
+    tmp_path: Path,
+) -> None:
+    span = port_span({"SHIPWAY_LOCAL_PORTS": "19990-19999"}, ephemeral_start())
+    assert span == range(19990, 20000) and span.stop <= ephemeral_start()
+    with socket.socket() as listener:  # something listens on one of them: skipped
+        listener.bind(("127.0.0.1", 0))
+        held = listener.getsockname()[1]
+        table = PortTable(tmp_path, span=range(held, held + 1))
+        with pytest.raises(BackendError, match=f"no free loopback port in {held}-{held}"):
+            table.allocate(1, "sw.shop.local.web.d1")
+    table = PortTable(tmp_path, span=span)
+    ports = table.allocate(4, "sw.shop.local.web.d1") + table.allocate(6, "sw.shop.local.web.d2")
+    assert sorted(ports) == list(span)  # each once: the whole span, no port twice
+    with pytest.raises(BackendError, match="set SHIPWAY_LOCAL_PORTS=LOW-HIGH"):
+        table.allocate(1, "sw.shop.local.worker.d2")
+
+
+def test_the_span_is_cut_below_the_ephemeral_ports_and_a_bad_one_is_refused() -> None:
+    assert port_span({}, 32768) == range(10000, 20000)  # the default
+    assert port_span({}, 15000) == range(10000, 15000)  # a kernel whose range starts lower
+    assert port_span({"SHIPWAY_LOCAL_PORTS": " 30000-40000 "}, 32768) == range(30000, 32768)
+    for bad in ("9-x", "20000", "20000-10000", "80-90", "60000-70000"):
+        with pytest.raises(InputError, match="SHIPWAY_LOCAL_PORTS"):
+            port_span({"SHIPWAY_LOCAL_PORTS": bad}, 32768)
+    with pytest.raises(InputError, match="below the kernel's ephemeral ports"):
+        port_span({"SHIPWAY_LOCAL_PORTS": "40000-41000"}, 32768)
+
+
+def test_a_bad_span_fails_the_deploy_with_exit_2_and_touches_nothing(slot: Slot) -> None:
+    slot.env["SHIPWAY_LOCAL_PORTS"] = "9-x"
+    r = slot.run("deploy", "local")
+    assert r.code == 2, r.text
+    assert "SHIPWAY_LOCAL_PORTS='9-x' is not a span of ports" in r.text
+    assert not (slot.state / "ports.json").exists()

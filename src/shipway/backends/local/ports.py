@@ -11,20 +11,66 @@ recorded its program (or held by a program stopped unrecorded) does not stay tak
 is made under ``ports.lock`` (slots of one state dir deploy concurrently) and written
 atomically. The file: ``{"version": 1, "ports": {"<port>": "<owner>"}}``, the owner being
 the instances' name prefix ``sw.<app>.<slot>.<process>.<deployment id>``.
+
+The ports come from 10000-19999 (``SHIPWAY_LOCAL_PORTS=LOW-HIGH`` sets another span), below
+the kernel's ephemeral range (``net.ipv4.ip_local_port_range``, 32768-60999 by default),
+each checked free by binding it. A port of the ephemeral range (``bind`` to port 0) could
+be taken between its allocation and the program's start by anything else on the machine:
+an outgoing connection's own port, another program's ``bind`` to port 0, Docker publishing
+a container's port. Then the program cannot bind it, or worse, its health check reaches
+whatever took it (seen: a Docker proxy answering the gate's ``GET /up`` with ``404``). A
+span that reaches into the ephemeral range is cut where that range starts.
 """
 
 from __future__ import annotations
 
+import random
 import socket
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 
 from shipway.backends.local.dirs import file_lock
 from shipway.backends.local.records import RecordFile
-from shipway.errors import BackendError
+from shipway.errors import BackendError, InputError
 
 PORTS: RecordFile[str] = RecordFile("ports", str, str)
-ATTEMPTS = 50
+SPAN_ENV = "SHIPWAY_LOCAL_PORTS"
+DEFAULT_SPAN = range(10000, 20000)
+EPHEMERAL = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
+def ephemeral_start(path: Path = EPHEMERAL) -> int:
+    """Where the kernel's ephemeral ports begin (32768 where it does not say)."""
+    try:
+        return int(path.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def port_span(environ: Mapping[str, str], below: int) -> range:
+    """The ports the programs are given: ``SHIPWAY_LOCAL_PORTS`` (``LOW-HIGH``, both
+    included) or 10000-19999, cut to end ``below`` the ephemeral range."""
+    raw = environ.get(SPAN_ENV, "").strip()
+    span = DEFAULT_SPAN
+    if raw:
+        low, sep, high = raw.partition("-")
+        try:
+            span = range(int(low), int(high) + 1) if sep else range(0)
+        except ValueError:
+            span = range(0)
+        if not span or span.start < 1024 or span.stop > 65536:
+            raise InputError(
+                f"{SPAN_ENV}={raw!r} is not a span of ports: write LOW-HIGH, both from "
+                "1024 to 65535 and LOW first (e.g. 10000-19999)"
+            )
+    cut = range(span.start, min(span.stop, below))
+    if not cut:
+        raise InputError(
+            f"{SPAN_ENV}={raw or f'{span.start}-{span.stop - 1}'!r}: no port of it is below "
+            f"the kernel's ephemeral ports (from {below}, net.ipv4.ip_local_port_range); "
+            "choose a span below them"
+        )
+    return cut
 
 
 def owner_prefix(app: str, slot: str) -> str:
@@ -33,10 +79,13 @@ def owner_prefix(app: str, slot: str) -> str:
 
 
 class PortTable:
-    def __init__(self, root: Path, reserved: Collection[int] = ()) -> None:
+    def __init__(
+        self, root: Path, reserved: Collection[int] = (), span: range = DEFAULT_SPAN
+    ) -> None:
         self.path = root / "ports.json"
         self.lock = root / "ports.lock"
         self.reserved = frozenset(reserved)  # never handed out (the router's port)
+        self.span = span
 
     def taken(self) -> dict[int, str]:
         """port -> owner, as the file says now."""
@@ -51,19 +100,31 @@ class PortTable:
         with file_lock(self.lock):
             taken = self.taken()
             out: list[int] = []
+            # from a random place in the span: another state directory allocating at the
+            # same moment most likely starts elsewhere
+            start = random.randrange(len(self.span))
+            order = iter([*self.span[start:], *self.span[:start]])
             for _ in range(count):
-                for _attempt in range(ATTEMPTS):
-                    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-                        s.bind(("127.0.0.1", 0))
-                        port = int(s.getsockname()[1])
-                    if port not in taken and port not in self.reserved:
-                        break
-                else:
-                    raise BackendError("no free loopback port could be found")
+                port = next((p for p in order if self._free(p, taken)), None)
+                if port is None:
+                    raise BackendError(
+                        f"no free loopback port in {self.span.start}-{self.span.stop - 1} "
+                        f"(set {SPAN_ENV}=LOW-HIGH to another span)"
+                    )
                 taken[port] = owner
                 out.append(port)
             self._write(taken)
         return out
+
+    def _free(self, port: int, taken: Mapping[int, str]) -> bool:
+        if port in taken or port in self.reserved:
+            return False
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:  # in use, or a connection of it still closing
+                return False
+        return True
 
     def release(self, ports: Iterable[int]) -> None:
         """Give ports back (their instances are stopped)."""

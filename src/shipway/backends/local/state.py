@@ -28,7 +28,7 @@ from shipway.backends.local.dirs import (
 )
 from shipway.backends.local.generations import read_generations
 from shipway.backends.local.masks import read_masks
-from shipway.backends.local.ports import PortTable, owner_prefix
+from shipway.backends.local.ports import PortTable, ephemeral_start, owner_prefix, port_span
 from shipway.backends.local.records import (
     EnvFile,
     ProgramRecord,
@@ -79,7 +79,11 @@ class LocalState(Guarded):
         #: how supervisord's calls are tried again (:mod:`.supervisor`)
         self.retry = RetryPolicy()
         self.supervisor = Supervisor(self.root / "supervisor", self.retry)
-        self.ports = PortTable(self.root, reserved=(self.router_port,))
+        self.ports = PortTable(
+            self.root,
+            reserved=(self.router_port,),
+            span=port_span(self.environ, ephemeral_start()),
+        )
         self._secrets: dict[str, Secret] = {}
         self._held_lock: HeldLock | None = None  # while :meth:`.LocalLock.lock` holds it
 
