@@ -103,6 +103,8 @@ def test_the_span_is_cut_below_the_ephemeral_ports_and_a_bad_one_is_refused() ->
             port_span({"SHIPWAY_LOCAL_PORTS": bad}, 32768)
     with pytest.raises(InputError, match="below the kernel's ephemeral ports"):
         port_span({"SHIPWAY_LOCAL_PORTS": "40000-41000"}, 32768)
+    with pytest.raises(InputError, match=r"the default span 10000-19999: .* set SHIPWAY_LOCAL"):
+        port_span({}, 9000)  # a kernel whose ephemeral ports start below the default
 
 
 def test_a_bad_span_fails_the_deploy_with_exit_2_and_touches_nothing(slot: Slot) -> None:

@@ -65,10 +65,10 @@ def port_span(environ: Mapping[str, str], below: int) -> range:
             )
     cut = range(span.start, min(span.stop, below))
     if not cut:
+        what = f"{SPAN_ENV}={raw!r}" if raw else f"the default span {span.start}-{span.stop - 1}"
         raise InputError(
-            f"{SPAN_ENV}={raw or f'{span.start}-{span.stop - 1}'!r}: no port of it is below "
-            f"the kernel's ephemeral ports (from {below}, net.ipv4.ip_local_port_range); "
-            "choose a span below them"
+            f"{what}: no port of it is below the kernel's ephemeral ports (from {below}, "
+            f"net.ipv4.ip_local_port_range); set {SPAN_ENV}=LOW-HIGH to a span below them"
         )
     return cut
 
