@@ -102,22 +102,8 @@ def excerpt(lines: Sequence[str], tail: int = TAIL) -> Excerpt:
     if found is None or found[0] >= tail_start:  # none, or the tail shows it
         return Excerpt(tail=tuple(lines[tail_start:]), tail_start=tail_start + 1)
     start, end = found
-    # what follows the block, each of its repeats one unit: (first, end, None) is a repeat
-    units = _units(lines, start, end)
-    keys = [text if text is not None else _AGAIN for _, _, text in units]
-    shown = units[_tail_start(keys, tail) :]
-    out: list[str] = []
-    times = 0
-    for i, (first, last, text) in enumerate(shown):
-        if text is not None:
-            out.append(text)
-            continue
-        times = times + 1 if i and shown[i - 1][2] is None else 1
-        if times > 1:
-            out.pop()
-            first = shown[i - times + 1][0]
-        count = f" {TIMES}{times}" if times > 1 else ""
-        out.append(f"… the first error again{count} (lines {first + 1}-{last})")
+    units = _units(lines, start, end)  # what follows the block
+    shown = units[_tail_start([text for _, text in units], tail) :]
     block = list(lines[start:end])
     if len(block) > MAX_BLOCK:
         head = 3
@@ -126,29 +112,34 @@ def excerpt(lines: Sequence[str], tail: int = TAIL) -> Excerpt:
     return Excerpt(
         block=tuple(block),
         block_start=start + 1,
-        tail=tuple(out),
+        tail=tuple(text for _, text in shown),
         tail_start=shown[0][0] + 1 if shown else 0,
     )
 
 
-_AGAIN = "\0again"  #: the key of a repeat among the lines when runs are counted
-
-
-def _units(lines: Sequence[str], start: int, end: int) -> list[tuple[int, int, str | None]]:
-    """The lines after the block ``lines[start:end]``, each ``(first, end, line)``, where
-    the block comes again (the same lines but for their numbers) one ``(first, end,
-    None)``."""
+def _units(lines: Sequence[str], start: int, end: int) -> list[tuple[int, str]]:
+    """The lines after the block ``lines[start:end]`` as ``(index, line)``; where the block
+    comes again (the same lines but for their numbers), back to back once or more, one
+    line says so instead."""
     want = [_NUMBERS.sub("#", line) for line in lines[start:end]]
     seen = [_NUMBERS.sub("#", line) for line in lines[end:]]  # seen[i - end]: lines[i]
-    units: list[tuple[int, int, str | None]] = []
+
+    def again(i: int) -> bool:
+        return seen[i - end : i - end + len(want)] == want
+
+    units: list[tuple[int, str]] = []
     i = end
     while i < len(lines):
-        if seen[i - end : i - end + len(want)] == want:
-            units.append((i, i + len(want), None))
-            i += len(want)
-        else:
-            units.append((i, i + 1, lines[i]))
+        if not again(i):
+            units.append((i, lines[i]))
             i += 1
+            continue
+        j, times = i, 0
+        while j < len(lines) and again(j):
+            j, times = j + len(want), times + 1
+        count = f" {TIMES}{times}" if times > 1 else ""
+        units.append((i, f"… the first error again{count} (lines {i + 1}-{j})"))
+        i = j
     return units
 
 
