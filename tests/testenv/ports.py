@@ -17,8 +17,9 @@ from __future__ import annotations
 import itertools
 import os
 import random
-import socket
 from collections.abc import Iterator
+
+from shipway.backends.local.ports import bindable
 
 BASE = 20000
 BAND = 1000
@@ -60,10 +61,6 @@ def free_port(host: str = "127.0.0.1") -> int:
         _ports = itertools.cycle([*ports[start:], *ports[:start]])
     for _ in range(BAND):
         port = next(_ports)
-        with socket.socket() as s:
-            try:
-                s.bind((host, port))
-            except OSError:  # in use (or still in TIME_WAIT): the next one
-                continue
-        return port
+        if bindable(port, host):  # else in use (or still in TIME_WAIT): the next one
+            return port
     raise RuntimeError(f"no free port in {band()} on {host}")

@@ -87,6 +87,12 @@ def test_ports_come_from_their_span_below_the_ephemeral_range_and_skip_a_listene
         table = PortTable(tmp_path, span=range(held, held + 1))
         with pytest.raises(BackendError, match=f"no free loopback port in {held}-{held}"):
             table.allocate(1, "sw.shop.local.web.d1")
+    with socket.socket() as listener:  # at another address: 0.0.0.0 would fail there too
+        listener.bind(("127.0.0.2", 0))
+        listener.listen()
+        held = listener.getsockname()[1]
+        with pytest.raises(BackendError, match=f"no free loopback port in {held}-{held}"):
+            PortTable(tmp_path, span=range(held, held + 1)).allocate(1, "sw.shop.local.web.d1")
     table = PortTable(tmp_path, span=span)
     ports = table.allocate(4, "sw.shop.local.web.d1") + table.allocate(6, "sw.shop.local.web.d2")
     assert sorted(ports) == list(span)  # each once: the whole span, no port twice

@@ -14,16 +14,17 @@ the instances' name prefix ``sw.<app>.<slot>.<process>.<deployment id>``.
 
 The ports come from 10000-19999 (``SHIPWAY_LOCAL_PORTS=LOW-HIGH`` sets another span), below
 the kernel's ephemeral range (``net.ipv4.ip_local_port_range``, 32768-60999 by default),
-each checked free by binding it. A port of the ephemeral range (``bind`` to port 0) could
-be taken between its allocation and the program's start by anything else on the machine:
-an outgoing connection's own port, another program's ``bind`` to port 0, Docker publishing
-a container's port. Then the program cannot bind it, or worse, its health check reaches
-whatever took it (seen: a Docker proxy answering the gate's ``GET /up`` with ``404``). A
-span that reaches into the ephemeral range is cut where that range starts.
+each checked free by binding it on every address. A port of the ephemeral range (``bind``
+to port 0) could be taken between its allocation and the program's start by anything else
+on the machine: an outgoing connection's own port, another program's ``bind`` to port 0,
+Docker publishing a container's port. Then the program cannot bind it, or worse, its health
+check reaches whatever took it (seen: a Docker proxy answering the gate's ``GET /up`` with
+``404``). A span that reaches into the ephemeral range is cut where that range starts.
 """
 
 from __future__ import annotations
 
+import itertools
 import random
 import socket
 from collections.abc import Collection, Iterable, Mapping
@@ -73,6 +74,16 @@ def port_span(environ: Mapping[str, str], below: int) -> range:
     return cut
 
 
+def bindable(port: int, host: str) -> bool:
+    """Nothing holds ``port`` at ``host`` now: a bind to it succeeds (and is let go)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError:  # in use, or a connection of it still closing
+            return False
+    return True
+
+
 def owner_prefix(app: str, slot: str) -> str:
     """How the instances (and so the ports) of one app's slot are named: ``sw.<app>.<slot>.``"""
     return f"sw.{app}.{slot}."
@@ -103,7 +114,7 @@ class PortTable:
             # from a random place in the span: another state directory allocating at the
             # same moment most likely starts elsewhere
             start = random.randrange(len(self.span))
-            order = iter([*self.span[start:], *self.span[:start]])
+            order = itertools.chain(self.span[start:], self.span[:start])
             for _ in range(count):
                 port = next((p for p in order if self._free(p, taken)), None)
                 if port is None:
@@ -117,14 +128,9 @@ class PortTable:
         return out
 
     def _free(self, port: int, taken: Mapping[int, str]) -> bool:
-        if port in taken or port in self.reserved:
-            return False
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:  # in use, or a connection of it still closing
-                return False
-        return True
+        # on every address: a program may bind 0.0.0.0 (gunicorn --bind 0.0.0.0:$PORT),
+        # which fails where anything listens on the port at any one address
+        return port not in taken and port not in self.reserved and bindable(port, "0.0.0.0")
 
     def release(self, ports: Iterable[int]) -> None:
         """Give ports back (their instances are stopped)."""
