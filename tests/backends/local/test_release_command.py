@@ -114,3 +114,15 @@ def test_a_release_command_list_is_its_words_exactly(slot: Slot, tmp_path: Path)
     )
     r = slot.deploy()
     assert "release | a && b > c" in r.out, r.text
+
+
+def test_a_release_command_s_last_line_shows_even_without_its_newline(slot: Slot) -> None:
+    # a migration that ends with its error, written without a newline, then exits 1
+    slot.edit_spec(
+        'name = "hello"\n',
+        'name = "hello"\nrelease_command = ["sh", "-c", "echo applying; printf \'no such '
+        'table: orders\'; exit 1"]\n',
+    )
+    r = slot.deploy(expect=12)  # the release command failed: nothing was running before
+    assert "release | applying" in r.out, r.text
+    assert "release | no such table: orders" in r.out, r.text

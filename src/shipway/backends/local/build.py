@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from shipway.backends.liveness import ProcessMark, pid_alive, process_start
-from shipway.backends.local import dependencies, snapshot
+from shipway.backends.local import dependencies, logfiles, snapshot
 from shipway.backends.local.dependencies import MARKER, Recipe, recipe_of
 from shipway.backends.local.dirs import SlotDirs, file_lock, read_json, write_json
 from shipway.backends.local.reads import LocalReads
@@ -255,28 +255,16 @@ class LocalBuilds(LocalReads):
             os.write(go, b"1")
             os.close(go)
             go = -1
-            os.set_blocking(proc.stdout.fileno(), False)
-            buffer = b""
-            while True:
-                chunk = proc.stdout.read()
-                if chunk:
-                    buffer += chunk
-                    *complete, buffer = buffer.split(b"\n")
-                    for raw in complete:
-                        self._output(raw, tail, errors, reporter)
-                if proc.poll() is not None and not chunk:
-                    self._output(buffer, tail, errors, reporter)
-                    break
-                if time.monotonic() > job.deadline:
-                    stop_session(proc.pid, started)
-                    raise BuildFailed(
-                        f"{what} did not finish within the build's timeout (app.build_timeout, "
-                        "default 30m): it was stopped, with all it started (hint: raise "
-                        "build_timeout in [app] if the build needs longer)",
-                        tuple(tail),
-                    )
-                if not chunk:
-                    time.sleep(0.05)
+            for raw in logfiles.lines(logfiles.output(proc, job.deadline)):
+                self._output(raw, tail, errors, reporter)
+            if proc.poll() is None:
+                stop_session(proc.pid, started)
+                raise BuildFailed(
+                    f"{what} did not finish within the build's timeout (app.build_timeout, "
+                    "default 30m): it was stopped, with all it started (hint: raise "
+                    "build_timeout in [app] if the build needs longer)",
+                    tuple(tail),
+                )
         except BaseException:  # interrupted (a signal), the deadline: stop it all
             stopped = stop_session(proc.pid, started)
             if stopped:

@@ -1,4 +1,5 @@
-"""Reading process logs: the last lines of a file, and following a changing set of files.
+"""Reading process logs: the last lines of a file, following a changing set of files, and
+a running command's output as it comes (:func:`output`).
 
 Each line of a program's log starts with the time it was written (the launcher's stamper,
 launch.py): :func:`parse` splits it off, so a line shows with or without it, and ``--since``
@@ -15,8 +16,9 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -120,3 +122,37 @@ def follow(sources: Sources, redact: Callable[[str], str]) -> Iterator[LogLine]:
                 yield LogLine(label, at, redact(line))
         if quiet:
             time.sleep(0.2)
+
+
+def output(proc: subprocess.Popen[bytes], deadline: float) -> Iterator[bytes]:
+    """What ``proc`` writes to its stdout pipe, chunk by chunk as it comes, until it has
+    exited and all it wrote is read — or until ``deadline`` (``time.monotonic()``), when
+    it may still run (the caller asks ``proc.poll()``).
+
+    Whether it has exited is asked before each read, never after one: a process may write
+    its last lines and exit between a read that found nothing and the question, and those
+    lines (often the error) would be lost."""
+    assert proc.stdout is not None
+    os.set_blocking(proc.stdout.fileno(), False)
+    while True:
+        exited = proc.poll() is not None  # then all it wrote is in the pipe already
+        chunk = proc.stdout.read()
+        if chunk:
+            yield chunk
+        elif exited:
+            return
+        if time.monotonic() > deadline:
+            return
+        if not chunk:
+            time.sleep(0.05)
+
+
+def lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """The lines of ``chunks`` (newlines left off), the last one even without its newline."""
+    buffer = b""
+    for chunk in chunks:
+        buffer += chunk
+        *complete, buffer = buffer.split(b"\n")
+        yield from complete
+    if buffer:
+        yield buffer

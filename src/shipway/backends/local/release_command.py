@@ -22,8 +22,9 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 from shipway.backends.liveness import ProcessMark, pid_alive, process_start, session_members
 from shipway.backends.local import logfiles, masks, snapshot
@@ -80,6 +81,13 @@ def stop_session(leader: int, started: str, grace: float = STOP_GRACE) -> list[i
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
     return found
+
+
+def _kept(chunks: Iterator[bytes], out: BinaryIO) -> Iterator[bytes]:
+    """``chunks``, each written to ``out`` (the command's log) as it passes."""
+    for chunk in chunks:
+        out.write(chunk)
+        yield chunk
 
 
 class LocalReleaseCommand(LocalEnvironment):
@@ -206,30 +214,17 @@ class LocalReleaseCommand(LocalEnvironment):
         deadline: float,
     ) -> Failure | None:
         """Stream its output until it exits, or stop its whole session at ``deadline``."""
-        assert proc.stdout is not None
         with writing(log), open(log, "wb") as out:
-            os.set_blocking(proc.stdout.fileno(), False)
-            buffer = b""
-            while True:
-                chunk = proc.stdout.read()
-                if chunk:
-                    out.write(chunk)
-                    buffer += chunk
-                    *complete, buffer = buffer.split(b"\n")
-                    for raw in complete:
-                        reporter.line(f"  release | {redact(raw.decode(errors='replace'))}")
-                if proc.poll() is not None and not chunk:
-                    break
-                if time.monotonic() > deadline:
-                    stop_session(proc.pid, started)
-                    proc.wait()
-                    return Failure(
-                        reason=Reason.RELEASE_COMMAND_TIMEOUT,
-                        message=f"{' '.join(command)} did not finish before the deadline",
-                        details=tuple(f"| {redact(t)}" for t in logfiles.tail(log, LOG_TAIL)),
-                    )
-                if not chunk:
-                    time.sleep(0.05)
+            for raw in logfiles.lines(_kept(logfiles.output(proc, deadline), out)):
+                reporter.line(f"  release | {redact(raw.decode(errors='replace'))}")
+        if proc.poll() is None:  # the deadline came first
+            stop_session(proc.pid, started)
+            proc.wait()
+            return Failure(
+                reason=Reason.RELEASE_COMMAND_TIMEOUT,
+                message=f"{' '.join(command)} did not finish before the deadline",
+                details=tuple(f"| {redact(t)}" for t in logfiles.tail(log, LOG_TAIL)),
+            )
         code = proc.returncode
         if code != 0:
             return Failure(
