@@ -207,6 +207,34 @@ MIGRATE = "echo migrating the schema for $APP_VERSION; echo 2 tables made >&2"
 BROKEN = "echo migrating for $APP_VERSION; echo migration 7 failed: no such table >&2; exit 4"
 
 
+def test_the_log_of_a_container_that_just_ended_is_read_once_it_has_settled(
+    real_slot: Slot,
+) -> None:
+    """The runtime may tell a container's exit before its last lines reach the log (stdout
+    and stderr are copied apart), so a failure reads the log again until it stops changing.
+    Here a container still writing a line every 0.15 s stands for that late copy: the read
+    begins at its first line and must end with its last."""
+    app = real_slot.write(WEB, name=app_name(real_slot), image=image("v1"))
+    backend = real_slot.backend(app)
+    name = f"writer-{uuid.uuid4().hex[:6]}"
+    script = "for i in 1 2 3 4 5 6 7 8 9 10; do echo line $i; sleep 0.15; done; exec sleep 600"
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": real_slot.namespace},
+        "spec": {
+            "containers": [{"name": "w", "image": image("v1"), "command": ["sh", "-c", script]}],
+            "terminationGracePeriodSeconds": 0,
+        },
+    }
+    real_slot.client.create(Pod.from_dict(pod))
+    deadline = time.monotonic() + 120
+    while "log: line 1" not in backend._log_tail(name, "w"):
+        assert time.monotonic() < deadline, backend._log_tail(name, "w")
+        time.sleep(0.05)  # the pace of asking for its log until its first line is there
+    assert backend._log_tail(name, "w", ended=True)[-1] == "log: line 10"
+
+
 def test_the_release_job_runs_and_a_failing_one_stops_the_release(real_slot: Slot) -> None:
     text = WEB.replace('image_type = "dockerfile"', RELEASE.format(script=MIGRATE))
     app = real_slot.write(text, name=app_name(real_slot), image=image("v1"))

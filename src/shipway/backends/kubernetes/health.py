@@ -207,7 +207,9 @@ class KubernetesHealth(KubernetesState):
         details: list[str] = []
         if signal.pod:
             details += self._events(fields={"involvedObject.name": signal.pod})
-            details += self._log_tail(signal.pod, signal.container)
+            details += self._log_tail(
+                signal.pod, signal.container, ended=signal.exit_code is not None
+            )
         else:
             details += self._events_of_deployment(watched[0].deployment)
         mask = self._masker()

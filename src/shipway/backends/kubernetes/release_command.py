@@ -77,7 +77,7 @@ class KubernetesReleaseCommand(KubernetesHealth):
         elif failure is None:  # its own output, as the Docker and local backends show it
             mask = self._masker()
             for pod in self._job_pods(name)[:1]:
-                for line in self._log_tail(pod.metadata.name, "release"):
+                for line in self._log_tail(pod.metadata.name, "release", ended=True):
                     reporter.line(mask(f"  release command: {line.removeprefix('log: ')}"))
         return failure
 
@@ -184,7 +184,9 @@ class KubernetesReleaseCommand(KubernetesHealth):
         details: list[str] = []
         if signal.pod:
             details += self._events({"involvedObject.name": signal.pod})
-            details += self._log_tail(signal.pod, signal.container)
+            details += self._log_tail(
+                signal.pod, signal.container, ended=signal.exit_code is not None
+            )
         else:
             details += self._events({"involvedObject.name": name})
         mask = self._masker()
@@ -208,7 +210,7 @@ class KubernetesReleaseCommand(KubernetesHealth):
                 if term is not None:
                     exit_code = term.exitCode
             details += self._events({"involvedObject.name": pod.metadata.name})
-            details += self._log_tail(pod.metadata.name, "release")
+            details += self._log_tail(pod.metadata.name, "release", ended=True)
         mask = self._masker()
         return Failure(
             reason=Reason.RELEASE_COMMAND_FAILED,

@@ -260,7 +260,9 @@ class SourceWaits(SourceState):
         details: list[str] = []
         if signal.pod:
             details += self.state._events({"involvedObject.name": signal.pod})
-            details += self.state._log_tail(signal.pod, signal.container)
+            details += self.state._log_tail(
+                signal.pod, signal.container, ended=signal.exit_code is not None
+            )
         else:
             details += self.state._events({"involvedObject.name": name})
         mask = self.state._masker()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -69,6 +70,10 @@ SCALE_MANAGER = "shipway-scale"
 #: what a failure shows: the most recent events, a pod's last log lines
 EVENTS_SHOWN = 5
 LOG_LINES = 10
+#: how long the log of a container that has just ended may take to get its last lines, and
+#: the pace of reading it again meanwhile (:meth:`KubernetesState._log_tail`)
+LOG_SETTLE = 2.0
+LOG_SETTLE_PACE = 0.25
 
 
 def api_message(exc: ApiError) -> str:
@@ -326,7 +331,24 @@ class KubernetesState(Guarded):
             for (kind_of, reason, kind, name, message), (_, n) in list(said.items())[-EVENTS_SHOWN:]
         ]
 
-    def _log_tail(self, pod: str, container: str | None) -> list[str]:
+    def _log_tail(self, pod: str, container: str | None, *, ended: bool = False) -> list[str]:
+        """The last :data:`LOG_LINES` lines of a container's log, each ``log: …``. Of a
+        container that has just ``ended``, once its log has settled: the runtime copies its
+        stdout and stderr into the log apart from telling its exit, and may tell the exit
+        first — so the last lines (most often the error, on stderr) can be missing from a
+        read at once. Settled: two reads one pace apart agree; at most :data:`LOG_SETTLE`
+        seconds."""
+        lines = self._log_lines(pod, container)
+        deadline = time.monotonic() + LOG_SETTLE
+        while ended and time.monotonic() < deadline:
+            time.sleep(LOG_SETTLE_PACE)  # the pace of reading it again: nothing tells more
+            again = self._log_lines(pod, container)
+            if again == lines:
+                break
+            lines = again
+        return lines
+
+    def _log_lines(self, pod: str, container: str | None) -> list[str]:
         try:
             lines = list(
                 self.client.log(
