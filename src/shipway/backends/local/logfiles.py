@@ -141,10 +141,10 @@ def output(proc: subprocess.Popen[bytes], deadline: float) -> Iterator[bytes]:
             yield chunk
         elif exited:
             return
+        else:
+            time.sleep(0.05)
         if time.monotonic() > deadline:
             return
-        if not chunk:
-            time.sleep(0.05)
 
 
 def lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
