@@ -96,6 +96,42 @@ def test_both_engines_answer(
         local_b.close()
 
 
+def test_each_engine_keeps_its_data_in_memory_and_collects_garbage_less_often(
+    docker_a: docker.DockerClient, docker_b: docker.DockerClient
+) -> None:
+    """The machine's tuning ``docker-testenv up`` does (docs/testing.md, *Where the CPU
+    went*): each engine's data root on a tmpfs, and its dockerd with the Go collector at 400,
+    which the helpers it runs itself again for inherit."""
+    for client in (docker_a, docker_b):
+        root = Path(client.info()["DockerRootDir"])
+        assert _file_system(root) == "tmpfs", root
+        pids = [
+            proc.name
+            for proc in Path("/proc").iterdir()
+            if proc.name.isdigit() and str(root.parent / "daemon.json") in _cmdline(proc)
+        ]
+        assert len(pids) == 1, (root, pids)
+        environ = Path(f"/proc/{pids[0]}/environ").read_bytes().split(b"\0")
+        assert b"GOGC=400" in environ
+
+
+def _file_system(path: Path) -> str:
+    """The type of the file system ``path`` is on (the last mount over its longest prefix)."""
+    best, kind = "", ""
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields = line.split()
+        point, fs_type = fields[4], fields[fields.index("-") + 1]
+        if (str(path) + "/").startswith(point.rstrip("/") + "/") and len(point) >= len(best):
+            best, kind = point, fs_type
+    return kind
+
+
+def _cmdline(proc: Path) -> str:
+    with contextlib.suppress(OSError):
+        return (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    return ""
+
+
 @pytest.mark.parametrize("host_name", ["a", "b"])
 def test_image_serves_http_on_each_host(
     docker_env: DockerEnv,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 import uuid
 from collections.abc import Callable
@@ -307,3 +308,17 @@ def test_service_account_token_controller_fills_token_secrets(
         namespace=k8s_namespace,
     )
     assert secret.data is not None and {"ca.crt", "namespace", "token"} <= set(secret.data)
+
+
+def test_every_component_collects_garbage_less_often(k8s_client: Client) -> None:
+    """`k8s-testenv up` starts each component with the Go collector at 400 (DAEMON_ENV:
+    kube-apiserver spent a third of its CPU collecting at Go's default)."""
+    configured = os.environ.get("SHIPWAY_TEST_K8S_DIR")
+    if not configured:
+        pytest.skip("$SHIPWAY_TEST_K8S_DIR is not set: no record of the plane's processes")
+    records = sorted((Path(configured) / "run").glob("*.json"))
+    assert {"etcd", "kube-apiserver", "kube-controller-manager"} <= {r.stem for r in records}
+    for record in records:
+        pid = json.loads(record.read_text())["pid"]
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        assert b"GOGC=400" in environ, record.stem
