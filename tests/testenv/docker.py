@@ -127,6 +127,14 @@ class TestImages:
         )
 
 
+def sdk_client(**kwargs: Any) -> docker.DockerClient:
+    """A Docker SDK client of a Unix socket or SSH, as shipway's own: without requests'
+    reading of the environment's proxies and ~/.netrc on every call (neither applies)."""
+    client = docker.DockerClient(**kwargs)
+    client.api.trust_env = False
+    return client
+
+
 @dataclass(frozen=True)
 class DockerEnv:
     a: DockerHost
@@ -177,14 +185,14 @@ class DockerEnv:
     def client(self, host: DockerHost, *, timeout: int = 60) -> docker.DockerClient:
         """A Docker SDK client for ``host``: B over SSH (paramiko, by ``dial-stdio``)."""
         if not host.over_ssh:
-            return docker.DockerClient(base_url=host.url, timeout=timeout)
+            return sdk_client(base_url=host.url, timeout=timeout)
         with ssh_home(self.ssh_home):  # the SDK's SSH transport runs dial-stdio, path or none
             url = host.dialed().url
-            return docker.DockerClient(base_url=url, timeout=timeout, use_ssh_client=False)
+            return sdk_client(base_url=url, timeout=timeout, use_ssh_client=False)
 
     def local_client(self, host: DockerHost, *, timeout: int = 60) -> docker.DockerClient:
         """A client on the host's local socket (set-up and clean-up; no SSH)."""
-        return docker.DockerClient(base_url=host.socket, timeout=timeout)
+        return sdk_client(base_url=host.socket, timeout=timeout)
 
     def untag(self, name: str) -> int:
         """Remove, on both hosts, the references to the test repositories ``name`` and

@@ -32,7 +32,7 @@ from shipway.release.model import Release, ReleaseStatus
 from shipway.spec import App, load
 from shipway.spec.model import Target
 from tests.testenv import ports
-from tests.testenv.docker import DockerEnv, DockerHost, http_get
+from tests.testenv.docker import DockerEnv, DockerHost, http_get, sdk_client
 
 SLOT = "test"
 
@@ -152,7 +152,7 @@ def free_port() -> int:
 
 
 def _proxy_on(engine: str, port: int) -> bool:
-    client = docker.DockerClient(base_url=engine, timeout=30)
+    client = sdk_client(base_url=engine, timeout=30)
     try:
         found = client.api.containers(all=True, filters={"name": f"shipway-proxy-{port}"})
         return any(f"/shipway-proxy-{port}" in (c.get("Names") or []) for c in found)

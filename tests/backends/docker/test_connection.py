@@ -7,7 +7,12 @@ from __future__ import annotations
 import socket
 from typing import Any
 
+import pytest
+import requests.sessions
+
 from shipway.backends.docker.connection import HostConnection
+from shipway.backends.docker.retrying import RetryingAPIClient
+from shipway.backends.retry import RetryPolicy
 from tests.backends.docker.conftest import SLOT, Deployment
 from tests.backends.local.conftest import eventually
 
@@ -89,3 +94,33 @@ def test_a_call_gets_an_open_channel_while_one_waits_idle(deployment: Deployment
         assert conn.client().ping()
     finally:
         backend.close()
+
+
+def test_a_call_to_a_unix_socket_or_over_ssh_reads_no_proxies_or_netrc(
+    deployment: Deployment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """requests looks up the environment's proxies and ~/.netrc for every call of a session
+    that trusts the environment (about half of a small call's CPU here); neither applies to
+    an engine's Unix socket or shipway's SSH channels, so those clients do not look."""
+    env = deployment.env
+    deployment.write(hosts=[env.a, env.b])  # A: its socket; B: over SSH
+    backend = deployment.backend()
+
+    def looked(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError(f"the environment was read for {args[:1]}")
+
+    try:
+        connections = list(backend.connections.values())
+        assert {conn.address.over_ssh for conn in connections} == {False, True}
+        clients = [conn.client() for conn in connections]  # each asks its engine's version
+        with monkeypatch.context() as patch:
+            patch.setattr(requests.sessions, "get_environ_proxies", looked)
+            patch.setattr(requests.sessions, "get_netrc_auth", looked)
+            for client in clients:
+                assert client.ping()
+                assert client.api.containers(filters={"name": "no-such-container"}) == []
+    finally:
+        backend.close()
+    # an engine reached over TCP keeps the environment's proxies (and its CA bundle)
+    tcp = RetryingAPIClient(base_url="tcp://127.0.0.1:2375", version="1.41", policy=RetryPolicy())
+    assert tcp.trust_env

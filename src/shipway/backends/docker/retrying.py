@@ -146,12 +146,21 @@ def _synthetic(url: str, status: int, body: Any = None) -> requests.Response:
     return response
 
 
+#: the base URL docker-py gives a client of a Unix socket or of an SSH connection
+LOCAL_OR_SSH = "http+docker://"
+
+
 class RetryingAPIClient(docker.APIClient):
     """docker-py's API client, each call retried as its kind allows (see the module)."""
 
     def __init__(self, *args: Any, policy: RetryPolicy, **kwargs: Any) -> None:
         self.retry_policy = policy  # before the base class, whose "auto" version asks
         super().__init__(*args, **kwargs)
+        if self.base_url.startswith(LOCAL_OR_SSH):
+            # requests reads the environment's proxies and ~/.netrc again for every call
+            # (half the client's CPU for a small one): neither applies to a Unix socket or
+            # shipway's own SSH channels. An engine reached over TCP keeps them.
+            self.trust_env = False
 
     def request(  # type: ignore[override]
         self, method: str, url: str, *args: Any, **kwargs: Any
