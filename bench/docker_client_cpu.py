@@ -4,9 +4,10 @@ default, which shipway's client of a Unix socket or SSH turns off: neither appli
 
 Each round makes ``--calls`` calls of each kind (``GET /_ping``; ``GET /containers/json``
 filtered to none) on each client, the two clients interleaved, on the local sockets of
-scripts/docker-testenv's hosts A and B (over SSH a call costs more, and the same less). It
-prints the median CPU milliseconds per call of each and their ratio. The environment is
-this process's (the test environment's 60-odd variables, as the test workers have it).
+scripts/docker-testenv's hosts A and B (over SSH a call costs more; the look-ups it skips
+are the same). It prints the median CPU milliseconds per call of each and their ratio. The
+environment is this process's (the test environment's 60-odd variables, as the test
+workers have it).
 
 Run (root, test hosts up):  .venv/bin/python bench/docker_client_cpu.py [--rounds 9]
     [--calls 100] [--json PATH]

@@ -100,7 +100,7 @@ def test_a_call_to_a_unix_socket_or_over_ssh_reads_no_proxies_or_netrc(
     deployment: Deployment, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """requests looks up the environment's proxies and ~/.netrc for every call of a session
-    that trusts the environment (about half of a small call's CPU here); neither applies to
+    that trusts the environment (a fifth to two fifths of a small call's CPU); neither applies to
     an engine's Unix socket or shipway's SSH channels, so those clients do not look."""
     env = deployment.env
     deployment.write(hosts=[env.a, env.b])  # A: its socket; B: over SSH
