@@ -139,9 +139,11 @@ def test_a_signal_mid_deploy_marks_it_failed_and_the_previous_release_serves(
 ) -> None:
     slot.deploy()
     slot.edit_spec('GREETING = "hello"', 'GREETING = "second"')
-    # the worker's readiness takes 6 s: the signal lands mid-wait even when this test
-    # reads the deploy's output late on a loaded machine
-    slot.edit_spec('initial_delay = "1s"', 'initial_delay = "6s"')
+    # the worker must stay up 30 s to be ready (counted from its start, at step 3), so the
+    # signal lands mid-wait even when this test reads the deploy's output late on a loaded
+    # machine: with 6 s, the wait began 1 s after the start and the deploy rolled 5 s later,
+    # before the signal came (a whole run, once; the deploy exited 0)
+    slot.edit_spec('initial_delay = "1s"', 'initial_delay = "30s"')
     proc = slot.spawn("deploy", "local")
     read_until(proc, "] wait until worker is ready")  # r2's web is up beside r1's
     proc.send_signal(sig)
@@ -155,6 +157,7 @@ def test_a_signal_mid_deploy_marks_it_failed_and_the_previous_release_serves(
     assert {p["release"] for p in slot.processes().values()} == {"r1"}
     # the lock was released: the next deploy needs no recovery
     slot.edit_spec('GREETING = "second"', 'GREETING = "third"')
+    slot.edit_spec('initial_delay = "30s"', 'initial_delay = "1s"')
     r = slot.deploy()
     assert "broke the lock" not in r.out and "recovering" not in r.out
     assert slot.get("/") == (200, "third from r3\n")
