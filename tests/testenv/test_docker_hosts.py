@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import subprocess
 import urllib.request
 import uuid
 from pathlib import Path
@@ -116,14 +117,12 @@ def test_each_engine_keeps_its_data_in_memory_and_collects_garbage_less_often(
 
 
 def _file_system(path: Path) -> str:
-    """The type of the file system ``path`` is on (the last mount over its longest prefix)."""
-    best, kind = "", ""
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        fields = line.split()
-        point, fs_type = fields[4], fields[fields.index("-") + 1]
-        if (str(path) + "/").startswith(point.rstrip("/") + "/") and len(point) >= len(best):
-            best, kind = point, fs_type
-    return kind
+    """The type of the file system ``path`` is on, as the script reads it (findmnt)."""
+    found = subprocess.run(
+        ["findmnt", "-n", "-o", "FSTYPE", "-T", str(path)],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return found.stdout.split("\n")[0].strip()
 
 
 def _cmdline(proc: Path) -> str:
