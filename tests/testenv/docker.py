@@ -39,6 +39,8 @@ import docker.errors
 import pytest
 from docker.models.containers import Container
 
+from shipway.backends.docker.retrying import LOCAL_OR_SSH
+
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "docker-testenv"
 MARKER = "docker"
@@ -128,10 +130,12 @@ class TestImages:
 
 
 def sdk_client(**kwargs: Any) -> docker.DockerClient:
-    """A Docker SDK client of a Unix socket or SSH, as shipway's own: without requests'
-    reading of the environment's proxies and ~/.netrc on every call (neither applies)."""
+    """A Docker SDK client that, as shipway's own (``RetryingAPIClient``, by the same rule),
+    does not read the environment's proxies and ~/.netrc on every call when it reaches a
+    Unix socket or SSH (neither applies there)."""
     client = docker.DockerClient(**kwargs)
-    client.api.trust_env = False
+    if client.api.base_url.startswith(LOCAL_OR_SSH):
+        client.api.trust_env = False
     return client
 
 
