@@ -157,13 +157,15 @@ def crashed_start(inst: Instance, lines: Sequence[tuple[float | None, str]]) -> 
     """How many of ``lines`` (``inst``'s log) the crash wrote: supervisord may have
     started it again before the gate told the crash (a second start is how it saw it). The
     later start's lines, stamped at or after its start (to the millisecond the stamps keep),
-    would repeat the cause and end the tail with another start's lines."""
+    would repeat the cause and end the tail with another start's lines. A stamp is when the
+    stamper read the line: on a loaded machine the crash's own lines may be stamped after the
+    later start, and then all are kept (the cause, maybe twice, rather than none)."""
     at = inst.started_at() if inst.starts() - inst.starts_before > 1 else None
     if at is None:
         return len(lines)
     for i, (stamped, _) in enumerate(lines):
         if stamped is not None and stamped >= at - 0.001:
-            return i
+            return i or len(lines)
     return len(lines)
 
 

@@ -16,7 +16,10 @@ time each line began in front (``2026-12-01T10:00:00.123Z ``, UTC, to the millis
 ``shipway logs --timestamps`` and ``--since`` tell when a line was written, not when it was
 read. The stamper ignores SIGTERM/SIGINT/SIGHUP (a stop signals the whole group) and ends at
 end of file, when the command and everything it started have closed their output: the
-last lines of a dying process (a shutdown trace) are never lost.
+last lines of a dying process (a shutdown trace, a crash's error) are never lost. supervisord
+reads a process's output once more when it reaps it, then closes its end of the pipe; a
+stamper that had not written its last lines by then (a loaded machine) finds the pipe
+closed, and appends them to the instance's log itself (ENVFILE's ``log``).
 
 The names of secrets (ENVFILE's ``secret_names``) are NOT expanded: ``$API_TOKEN`` stays
 as written, so a secret value never lands in the process's command line (readable by
@@ -84,10 +87,23 @@ def stamped(chunk: bytes, at_line_start: bool, now: float) -> tuple[bytes, bool]
     return bytes(out), at_line_start
 
 
-def _stamper(source: int, sink: int) -> None:
+def _spill(log: str | None) -> int | None:
+    """The instance's log, opened to append to, or None (no log named, or not writable)."""
+    if not log:
+        return None
+    try:
+        return os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    except OSError:
+        return None
+
+
+def _stamper(source: int, sink: int, log: str | None = None) -> None:
+    """Stamps ``source``'s lines onto ``sink`` until end of file; once ``sink`` is closed
+    under it (supervisord reaped the command), onto ``log`` (appended)."""
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
     at_line_start = True
+    spilled = False
     while True:
         try:
             chunk = os.read(source, 65536)
@@ -104,16 +120,20 @@ def _stamper(source: int, sink: int) -> None:
             except InterruptedError:
                 continue
             except OSError:
-                return
+                spill = None if spilled else _spill(log)
+                if spill is None:
+                    return
+                sink, spilled = spill, True
 
 
-def stamp_output() -> None:
-    """From here on, this process's stdout and stderr go through the stamper."""
+def stamp_output(log: str | None = None) -> None:
+    """From here on, this process's stdout and stderr go through the stamper (``log``: the
+    file it appends to once supervisord no longer reads them)."""
     read_end, write_end = os.pipe()
     if os.fork() == 0:
         os.close(write_end)
         try:
-            _stamper(read_end, 1)
+            _stamper(read_end, 1, log)
         finally:
             os._exit(0)
     os.close(read_end)
@@ -131,9 +151,10 @@ def main(argv: list[str]) -> int:
         doc = json.load(f)
     env = {str(k): str(v) for k, v in doc["env"].items()}
     secret_names = {str(n) for n in doc.get("secret_names", [])}
+    log = doc.get("log")
     words = [expand(w, env, keep=secret_names) for w in command]
     sys.stdout.flush()
-    stamp_output()
+    stamp_output(log if isinstance(log, str) else None)
     count_start(counter)  # last before the exec: an uptime gate's clock starts at the program
     try:
         os.execvpe(words[0], words, env)

@@ -104,7 +104,7 @@ class LocalPrograms(LocalRoutes):
     ) -> None:
         """Write one instance's env file (0600), reset its start counter and (re)add it to
         supervisord, which starts it."""
-        env.with_port(inst.port).write(inst.env)
+        env.with_port(inst.port).write(inst.env, log=inst.log)
         with contextlib.suppress(FileNotFoundError):
             inst.counter.unlink()
         private_log(inst.log)  # supervisord appends to it: it keeps this mode

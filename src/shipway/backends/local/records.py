@@ -399,8 +399,13 @@ class EnvFile:
     def secret_values(self) -> list[str]:
         return [self.env[n] for n in self.secret_names if n in self.env]
 
-    def write(self, path: Path) -> None:
-        write_json(path, {"env": dict(self.env), "secret_names": list(self.secret_names)}, 0o600)
+    def write(self, path: Path, log: Path | None = None) -> None:
+        """The file the launcher reads; ``log``: the instance's log, which its stamper appends
+        to once supervisord no longer reads its output (launch.py)."""
+        doc: dict[str, object] = {"env": dict(self.env), "secret_names": list(self.secret_names)}
+        if log is not None:
+            doc["log"] = str(log)
+        write_json(path, doc, 0o600)
 
     @classmethod
     def read(cls, path: Path) -> EnvFile | None:
