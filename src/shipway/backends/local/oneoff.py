@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import signal
 import subprocess
 import sys
@@ -53,7 +52,7 @@ class LocalCommands(LocalEnvironment):
                 cwd=where.cwd,
                 env={**where.env, **dict(oneoff.env)},
                 stdin=None if oneoff.attached else subprocess.DEVNULL,
-                preexec_fn=_ends_with_parent,
+                preexec_fn=_ends_with_parent(),
             )
         except FileNotFoundError:
             reporter.line(f"{name}: command not found in r{release.revision} ({where.cwd})")
@@ -72,15 +71,23 @@ class LocalCommands(LocalEnvironment):
 _PR_SET_PDEATHSIG = 1
 
 
-def _ends_with_parent() -> None:
-    """In the one-off's process, before it runs the command: on Linux, it gets SIGTERM when
+def _ends_with_parent() -> Callable[[], None] | None:
+    """What the one-off's process runs before the command: on Linux, it gets SIGTERM when
     the shipway that started it dies — even by ``kill -9``, when no ``finally`` runs — so
-    no one-off outlives its shipway (elsewhere, nothing is asked)."""
+    no one-off outlives its shipway (elsewhere, nothing is asked). ``prctl`` is found here,
+    in shipway's process, among the symbols it already has (libc's): the forked child only
+    calls it (a look-up there ran ``ldconfig``, a process started between fork and exec)."""
     if not sys.platform.startswith("linux"):
-        return
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+    def ask() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+    return ask
 
 
 @contextlib.contextmanager
