@@ -1,0 +1,89 @@
+"""The Gateway's Traefik is built from a copy of its module with stubs in place of what the
+tests never use (``slim_traefik`` in scripts/k8s-testenv): each replaced import is found
+exactly once, the ECS stub keeps the exported configuration fields of Traefik's own
+provider, and a source that no longer has an import fails the build with the file and
+the import named. The running Gateway is that build (its binary's cache directory names
+the recipe)."""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import re
+import shutil
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from tests.testenv.k8s import TESTENV_SCRIPT
+
+
+def _script() -> ModuleType:
+    loader = importlib.machinery.SourceFileLoader("k8s_testenv_script", str(TESTENV_SCRIPT))
+    spec = importlib.util.spec_from_loader(loader.name, loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[loader.name] = module  # dataclasses look their module up
+    loader.exec_module(module)
+    return module
+
+
+def _traefik_source(script: ModuleType) -> Path:
+    cached = Path.home() / "go/pkg/mod/github.com/traefik/traefik" / f"v3@{script.TRAEFIK_VERSION}"
+    if not cached.is_dir():
+        if shutil.which("go") is None:
+            pytest.skip("no Go toolchain, and Traefik's module is not in the Go module cache")
+        return Path(script.go_module_dir("github.com/traefik/traefik/v3", script.TRAEFIK_VERSION))
+    return cached
+
+
+def _imports(path: Path) -> set[str]:
+    return set(re.findall(r'^\s*(?:\w+\s+)?"([^"]+)"$', path.read_text(), re.M))
+
+
+def test_the_slim_recipe_replaces_each_import_once_and_keeps_the_ecs_fields(
+    tmp_path: Path,
+) -> None:
+    script = _script()
+    work = tmp_path / "traefik"
+    shutil.copytree(_traefik_source(script), work)
+    for path in (work, *work.rglob("*")):
+        path.chmod(path.stat().st_mode | 0o200)
+    script.slim_traefik(work)
+
+    module = script.TRAEFIK_MODULE
+    assert "github.com/go-acme/lego/v4/providers/dns" not in _imports(
+        work / "pkg/provider/acme/provider.go"
+    )
+    plugins = _imports(work / "pkg/plugins/middlewareyaegi.go")
+    assert not {i for i in plugins if i.startswith("github.com/traefik/yaegi/stdlib")}
+    assert f"{module}/pkg/plugins/nostdlib" in plugins
+    static = _imports(work / "pkg/config/static/static_config.go")
+    assert f"{module}/pkg/provider/ecs" not in static
+    assert f"{module}/pkg/provider/ecs/noecs" in static
+
+    def exported_fields(go: str) -> list[str]:
+        body = re.search(r"^type Provider struct \{\n(.*?)^\}", go, re.M | re.S)
+        assert body is not None
+        return re.findall(r"^\s+([A-Z]\w*)\s", body.group(1), re.M)
+
+    original = exported_fields((work / "pkg/provider/ecs/ecs.go").read_text())
+    stub = (work / "pkg/provider/ecs/noecs/ecs.go").read_text()
+    assert original and exported_fields(stub) == original
+    assert "not built into this test build" in stub
+
+    # applied again, the imports are gone: the build stops and names what to update
+    with pytest.raises(script.Failure, match=r"provider\.go does not import .* once"):
+        script.slim_traefik(work)
+
+
+@pytest.mark.k8s
+def test_the_running_gateway_is_the_slim_build(k8s_client: object) -> None:
+    script = _script()
+    pid = script.running_pid("traefik")
+    assert pid is not None, "the Gateway's Traefik is not running"
+    binary = Path(f"/proc/{pid}/exe").resolve()
+    assert binary == script.traefik_binary().resolve(), binary
+    assert f"-{script.TRAEFIK_RECIPE}" in binary.parent.name
