@@ -92,6 +92,7 @@ def test_the_last_lines_reach_the_log_when_supervisord_closed_the_pipe_first(
     inst = _instance(tmp_path)
     EnvFile.of({"PATH": os.environ["PATH"]}, []).write(inst.env, log=inst.log)
     assert json.loads(inst.env.read_text())["log"] == str(inst.log)
+    inst.log.touch(mode=0o600)  # made before supervisord starts the program (private_log)
     command = ["sh", "-c", "read go; echo worker cannot start; exit 3"]
     launched = subprocess.Popen(
         [sys.executable, str(LAUNCHER), str(inst.env), str(inst.counter), "--", *command],

@@ -88,11 +88,12 @@ def stamped(chunk: bytes, at_line_start: bool, now: float) -> tuple[bytes, bool]
 
 
 def _spill(log: str | None) -> int | None:
-    """The instance's log, opened to append to, or None (no log named, or not writable)."""
+    """The instance's log, opened to append to, or None (no log named, or it is gone: a
+    removed log is not made again)."""
     if not log:
         return None
     try:
-        return os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        return os.open(log, os.O_WRONLY | os.O_APPEND)
     except OSError:
         return None
 
