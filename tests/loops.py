@@ -1,8 +1,9 @@
 """A bounded request loop in a thread, the one the zero-failed-requests tests run beside a
 redeploy, a switch or a canary: ``fetch(i)`` gives the i-th request's ``(status, body)``,
 one request after another (at most ``limit``, at most ``rate`` a second when given) until
-the ``with`` block ends; every answer is kept in order with the time it was asked, and a
-request that raised ``OSError`` (refused, reset, timed out) is an answer with status 0."""
+the ``with`` block ends, and at least ``least`` of them (an action quicker than that many
+requests is followed by the rest); every answer is kept in order with the time it was asked,
+and a request that raised ``OSError`` (refused, reset, timed out) is an answer with status 0."""
 
 from __future__ import annotations
 
@@ -25,10 +26,12 @@ class RequestLoop:
         *,
         limit: int = 20_000,
         rate: float | None = None,
+        least: int = 0,
     ) -> None:
-        self.fetch, self.limit, self.rate = fetch, limit, rate
+        self.fetch, self.limit, self.rate, self.least = fetch, limit, rate, least
         self.answers: list[Answer] = []
         self._stop = threading.Event()
+        self._enough = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
@@ -41,6 +44,8 @@ class RequestLoop:
             except OSError as exc:
                 status, body = 0, repr(exc)
             self.answers.append(Answer(began, status, body))
+            if len(self.answers) >= self.least:
+                self._enough.set()
             if self.rate:
                 self._stop.wait(max(0.0, 1 / self.rate - (time.monotonic() - began)))
 
@@ -49,6 +54,8 @@ class RequestLoop:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if self.least:
+            self._enough.wait(timeout=60)
         self._stop.set()
         self._thread.join(timeout=30)
 
