@@ -36,6 +36,15 @@ def free_port() -> int:
     return ports.free_port("127.0.0.1")
 
 
+def children(pid: int) -> list[int]:
+    """The processes ``pid`` started that still have it as their parent."""
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(c) for c in text.split()]
+
+
 def eventually(check: Callable[[], T], timeout: float = 20.0, what: str = "condition") -> T:
     """Poll ``check`` until it returns something truthy; fail with ``what`` at the deadline."""
     deadline = time.monotonic() + timeout

@@ -18,7 +18,7 @@ from shipway.backends.local.launch import count_start, stamp
 from shipway.backends.local.logfiles import parse
 from shipway.backends.local.records import EnvFile, Instance
 from shipway.backends.local.state import LAUNCHER
-from tests.backends.local.conftest import eventually
+from tests.backends.local.conftest import children, eventually
 
 
 def _instance(tmp_path: Path, starts_before: int = 0) -> Instance:
@@ -69,19 +69,6 @@ def test_a_crash_stamped_after_the_later_start_is_kept_whole(tmp_path: Path) -> 
     assert crashed_start(inst, lines) == 2
 
 
-def _children(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                found.append(int(entry.name))
-    return found
-
-
 def test_the_last_lines_reach_the_log_when_supervisord_closed_the_pipe_first(
     tmp_path: Path,
 ) -> None:
@@ -100,7 +87,7 @@ def test_the_last_lines_reach_the_log_when_supervisord_closed_the_pipe_first(
     )  # fmt: skip
     assert launched.stdin is not None and launched.stdout is not None
     eventually(lambda: inst.starts() == 1, what="the launcher to count its start")
-    (stamper,) = eventually(lambda: _children(launched.pid), what="the stamper")
+    (stamper,) = eventually(lambda: children(launched.pid), what="the stamper")
     os.kill(stamper, signal.SIGSTOP)
     try:
         launched.stdin.write(b"\n")

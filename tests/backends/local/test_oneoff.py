@@ -10,7 +10,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from tests.backends.local.conftest import API_TOKEN, Slot, releases
+from tests.backends.local.conftest import API_TOKEN, Slot, children, releases
 from tests.terminal import read_until
 
 
@@ -71,14 +71,6 @@ def test_run_is_interactive_through_a_pseudo_terminal(notes: Slot) -> None:
         os.close(main)
 
 
-def _children(pid: int) -> list[int]:
-    try:
-        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
-    except OSError:
-        return []
-    return [int(c) for c in text.split()]
-
-
 def _command(pid: int) -> bytes:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
@@ -102,7 +94,7 @@ def test_a_one_off_ends_when_its_shipway_is_killed(notes: Slot) -> None:
     try:
         deadline = time.monotonic() + 60
         # the one-off among its children (shipway runs git first, to say who acts)
-        while not (kids := [k for k in _children(p.pid) if _command(k) == b"sleep"]):
+        while not (kids := [k for k in children(p.pid) if _command(k) == b"sleep"]):
             assert time.monotonic() < deadline, "the one-off never started"
             assert p.poll() is None, p.communicate()
             time.sleep(0.05)
