@@ -183,7 +183,8 @@ class Slot:
 def slot_of(app_dir: Path, state: Path, *, drop: tuple[str, ...] = (), **env: str) -> Slot:
     """A slot for the app in ``app_dir``: its own state dir and router port, this process's
     environment without shipway's variables (nor those starting with ``drop``), plus
-    ``env``."""
+    ``env``. Its programs take their ports from this worker's span (tests.testenv.ports), as
+    every other shipway the tests start does: the default span is every worker's."""
     port = free_port()
     environ = {
         k: v
@@ -191,8 +192,12 @@ def slot_of(app_dir: Path, state: Path, *, drop: tuple[str, ...] = (), **env: st
         if not k.startswith(("SHIPWAY_", "XDG_STATE", *drop))
     }
     environ.update(
-        SHIPWAY_STATE_DIR=str(state), SHIPWAY_ROUTER_PORT=str(port), PYTHONUNBUFFERED="1", **env
+        SHIPWAY_STATE_DIR=str(state),
+        SHIPWAY_ROUTER_PORT=str(port),
+        SHIPWAY_LOCAL_PORTS=ports.program_ports(),
+        PYTHONUNBUFFERED="1",
     )
+    environ.update(env)  # a test's own values over these (SHIPWAY_LOCAL_PORTS among them)
     return Slot(app_dir=app_dir, state=state, port=port, env=environ)
 
 
