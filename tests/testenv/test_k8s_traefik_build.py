@@ -3,7 +3,7 @@ tests never use (``slim_traefik`` in scripts/k8s-testenv): each replaced import 
 exactly once, the ECS stub keeps the exported configuration fields of Traefik's own
 provider, and a source that no longer has an import fails the build with the file and
 the import named. The running Gateway is that build (its binary's cache directory names
-the recipe)."""
+the recipe), compiled without inlining."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import importlib.machinery
 import importlib.util
 import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -85,3 +86,21 @@ def test_the_running_gateway_is_the_slim_build(k8s_client: object) -> None:
     binary = Path(f"/proc/{pid}/exe").resolve()
     assert binary == script.traefik_binary().resolve(), binary
     assert f"-{script.TRAEFIK_RECIPE}" in binary.parent.name
+    # compiled without inlining: the build settings Go writes into the binary say so
+    flags = _build_setting(binary, "-gcflags")
+    assert flags is not None and "-l" in flags.split(), flags
+
+
+def _build_setting(binary: Path, key: str) -> str | None:
+    """A setting of the build Go recorded in ``binary`` (``go version -m``'s ``build`` lines;
+    a value with spaces is quoted)."""
+    if shutil.which("go") is None:
+        pytest.skip("no Go toolchain: the binary's build settings cannot be read")
+    shown = subprocess.run(
+        ["go", "version", "-m", str(binary)], capture_output=True, text=True, check=True
+    ).stdout
+    for line in shown.splitlines():
+        parts = line.strip().split("\t", 1)
+        if parts[0] == "build" and len(parts) == 2 and parts[1].startswith(f"{key}="):
+            return parts[1].removeprefix(f"{key}=").strip('"')
+    return None
