@@ -180,6 +180,28 @@ def test_host_b_pulls_from_the_local_registry(
         local_a.close()
 
 
+def test_a_session_on_host_b_is_not_its_top_shell(docker_env: DockerEnv) -> None:
+    # sshd runs a session's command in root's bash, which reads ~/.bashrc when it is the top
+    # shell of an ssh session (on this kind of machine: pyenv's set-up, a dozen programs a
+    # session). B's sshd sets SHLVL, so the session's bash is a nested one (its level is 2)
+    ssh = paramiko.SSHClient()
+    ssh.load_host_keys(str(docker_env.known_hosts))
+    ssh.set_missing_host_key_policy(paramiko.RejectPolicy())
+    ssh.connect(
+        docker_env.b.address,
+        username="root",
+        key_filename=str(docker_env.ssh_key),
+        look_for_keys=False,
+        allow_agent=False,
+        timeout=30,
+    )
+    try:
+        _, out, _ = ssh.exec_command("echo $SHLVL", timeout=30)
+        assert out.read().decode().strip() == "2"
+    finally:
+        ssh.close()
+
+
 def test_unknown_ssh_host_key_is_refused(docker_env: DockerEnv, tmp_path: Path) -> None:
     # A known_hosts that lacks B's key (here: empty) must make the connection fail, and the
     # key must not be added anywhere (paramiko's RejectPolicy, docker-py's default).
