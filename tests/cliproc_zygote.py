@@ -26,13 +26,22 @@ from typing import Any
 
 #: what a child would import itself otherwise, each time: the CLI and API, the backends,
 #: and what the API and the CLI import lazily (the engine, 34 ms of CPU a command, and the
-#: output's modules), as most commands of the suite import them (counted over tests/cli)
+#: output's modules), as most commands of the suite import them (counted over tests/cli);
+#: and what a command imports once it reaches a host or a cluster, counted over the
+#: children of a sample of the Docker, Kubernetes and local tests: for host B over SSH,
+#: paramiko (90 to 170 ms of CPU a command), for a cluster, the HTTP stack of lightkube's
+#: client (httpcore2, with the trio and anyio the test extras bring: 160 to 210 ms with the
+#: Kubernetes source modules), each more than the rest of such a command
 PRELOAD = (
     "shipway.cli.main",
     "shipway.api",
     "shipway.backends.local.backend",
     "shipway.backends.docker.backend",
+    "shipway.backends.docker.sshpool",
+    "shipway.backends.docker.trust",
     "shipway.backends.kubernetes.backend",
+    "shipway.backends.kubernetes.source_slot",
+    "httpcore2",
     "shipway.engine.core",
     "shipway.events.notify",
     "shipway.cli.pipe",
